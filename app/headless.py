@@ -1,0 +1,144 @@
+"""What `gen-tui run` shows while it works: a live table on a terminal, log lines otherwise.
+
+On a TTY a rich `Live` table (tokens/budget bar, samples, tok/s, ETA, state per dataset) is
+redrawn a few times a second with events printed above it. Piped or under nohup, one status
+line per dataset every `status_every_s` seconds plus one line per event, so a log file stays
+readable and greppable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from gen_tui.backends.counts import format_count
+from gen_tui.backends.snapshot import DatasetSnapshot, RunSnapshot
+
+_LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def budget_text(snap: DatasetSnapshot) -> str:
+    tokens = format_count(snap.tokens)
+    if snap.max_tokens is not None:
+        return f"{tokens}/{format_count(snap.max_tokens)}"
+    return tokens
+
+
+def status_line(snap: DatasetSnapshot) -> str:
+    """One plain line per dataset for logs."""
+    fraction = snap.fraction
+    percent = f" ({fraction * 100:.1f}%)" if fraction is not None else ""
+    samples = f"{snap.samples}" + (f"/{snap.max_samples}" if snap.max_samples else "")
+    return (
+        f"{snap.name} {snap.state}: {budget_text(snap)} tokens{percent}, {samples} samples, "
+        f"{format_count(snap.tok_s)} tok/s, {snap.inflight} in flight, "
+        f"ETA {format_duration(snap.eta_s)}"
+        + (f", {snap.errors} failed" if snap.errors else "")
+        + (f", {snap.malformed} bad lines" if snap.malformed else "")
+    )
+
+
+class HeadlessDisplay:
+    """Receives engine snapshots and events and renders them for a terminal or a log."""
+
+    def __init__(self, stream: TextIO | None = None, status_every_s: float = 10.0) -> None:
+        self.stream = stream or sys.stdout
+        self.console = Console(file=self.stream, highlight=False)
+        self.live_mode = self.console.is_terminal
+        self.status_every_s = status_every_s
+        self._last_status = 0.0
+        self._live: Live | None = None
+        self._last: RunSnapshot | None = None
+
+    def __enter__(self) -> HeadlessDisplay:
+        if self.live_mode:
+            self._live = Live(
+                Text("starting..."), console=self.console, refresh_per_second=4, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            if self._last is not None:
+                self._live.update(self._render(self._last))
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def event(self, level: str, message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        if self.live_mode:
+            self.console.print(Text(f"{stamp} {message}", style=_LEVEL_STYLE.get(level, "")))
+        else:
+            print(f"{stamp} {level}: {message}", file=self.stream, flush=True)
+
+    def snapshot(self, snap: RunSnapshot) -> None:
+        self._last = snap
+        if self._live is not None:
+            self._live.update(self._render(snap))
+            return
+        now = time.monotonic()
+        if now - self._last_status >= self.status_every_s:
+            self._last_status = now
+            self.write_status(snap)
+
+    def write_status(self, snap: RunSnapshot) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        for dataset in snap.datasets:
+            print(f"{stamp} status: {status_line(dataset)}", file=self.stream, flush=True)
+
+    def _render(self, snap: RunSnapshot) -> Group:
+        table = Table(expand=True, show_edge=False, pad_edge=False)
+        for column, justify in (
+            ("dataset", "left"),
+            ("state", "left"),
+            ("tokens", "right"),
+            ("", "left"),
+            ("samples", "right"),
+            ("tok/s", "right"),
+            ("in flight", "right"),
+            ("ETA", "right"),
+        ):
+            table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        for d in snap.datasets:
+            fraction = d.fraction
+            bar = ProgressBar(total=1.0, completed=fraction or 0.0, width=24)
+            samples = f"{d.samples}" + (f"/{d.max_samples}" if d.max_samples else "")
+            table.add_row(
+                d.name,
+                str(d.state),
+                budget_text(d),
+                bar,
+                samples,
+                format_count(d.tok_s),
+                str(d.inflight),
+                format_duration(d.eta_s),
+            )
+        header = Text(
+            f"{format_count(snap.tokens)} tokens  {format_count(snap.tok_s)} tok/s  "
+            f"{snap.inflight}/{snap.concurrency} slots  utilisation {snap.utilisation * 100:.0f}%"
+            f"  elapsed {format_duration(snap.elapsed_s)}"
+            + ("  [stopping: Ctrl-C again aborts]" if snap.stopping else ""),
+            style="bold",
+        )
+        return Group(header, table)

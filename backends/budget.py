@@ -1,0 +1,210 @@
+"""Budget arithmetic: when a dataset may send one more request, and when it is done.
+
+Three modes trade precision against throughput at the end of a dataset:
+
+- ``drain`` (the seed's behaviour): dispatch while committed tokens are under the budget and
+  let in-flight requests finish; overshoots by up to in-flight x mean length.
+- ``predictive`` (default): dispatch while committed tokens plus the *expected* tokens of the
+  in-flight requests stay under the budget. A request that has been running for a while is
+  likely a long one, so its expectation is the mean of past lengths longer than what it has
+  probably generated already (age x observed per-request speed), not the plain mean. The
+  in-flight count thus tapers as the budget nears and the run ends at or just past it.
+- ``strict``: reserve each in-flight request's ``max_new_tokens``, so the committed total can
+  never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
+  work already done, while a reservation only idles slots at the very end (and with several
+  datasets in one pool those slots go to the next dataset).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class BudgetMode(StrEnum):
+    DRAIN = "drain"
+    PREDICTIVE = "predictive"
+    STRICT = "strict"
+
+
+@dataclass(slots=True)
+class InFlight:
+    """What the budget needs to know of one outstanding request."""
+
+    started: float
+    max_new_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_tokens: int | None = None
+    max_samples: int | None = None
+
+    def reached(self, tokens: int, samples: int) -> bool:
+        return (self.max_tokens is not None and tokens >= self.max_tokens) or (
+            self.max_samples is not None and samples >= self.max_samples
+        )
+
+    def remaining_tokens(self, tokens: int) -> int | None:
+        return None if self.max_tokens is None else max(0, self.max_tokens - tokens)
+
+
+class LengthModel:
+    """Running picture of a dataset's completion lengths and per-request decode speed.
+
+    Seeded by the records found on resume, so a resumed run predicts well from its first
+    request. Keeps a bounded window of recent lengths, so memory is flat.
+    """
+
+    WINDOW = 4096
+
+    def __init__(self, prior_mean: float, lengths: list[int] | None = None) -> None:
+        self.prior_mean = max(1.0, prior_mean)
+        self._window: list[int] = list(lengths or [])[-self.WINDOW :]
+        self._next = 0
+        self._count = len(self._window)
+        self._sum = sum(self._window)
+        self._sorted: list[int] = []
+        self._suffix: list[int] = []
+        self._suffix_sq: list[int] = []
+        self._dirty = True
+        self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
+        self.max_seen = max(self._window, default=0)
+
+    def observe(self, tokens: int, latency_s: float | None) -> None:
+        if len(self._window) < self.WINDOW:
+            self._window.append(tokens)
+            self._sum += tokens
+        else:
+            self._sum += tokens - self._window[self._next]
+            self._window[self._next] = tokens
+            self._next = (self._next + 1) % self.WINDOW
+        self._count += 1
+        self.max_seen = max(self.max_seen, tokens)
+        if latency_s is not None and latency_s > 0:
+            fit = self._fit
+            fit[0] += 1
+            fit[1] += tokens
+            fit[2] += latency_s
+            fit[3] += tokens * tokens
+            fit[4] += tokens * latency_s
+        self._dirty = True
+
+    @property
+    def observed(self) -> int:
+        return self._count
+
+    @property
+    def mean(self) -> float:
+        return self._sum / len(self._window) if self._window else self.prior_mean
+
+    def latency_line(self) -> tuple[float, float] | None:
+        """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
+
+        Latency is a fixed part (queueing, prefill, client) plus a per-token part; fitting
+        both is what lets a request's age tell how far it has probably got.
+        """
+        n, sx, sy, sxx, sxy = self._fit
+        if n < 8:
+            return None
+        spread = n * sxx - sx * sx
+        if spread <= 0:
+            return None
+        slope = (n * sxy - sx * sy) / spread
+        if slope <= 0:
+            return None
+        return (sy - slope * sx) / n, slope
+
+    def _refresh(self) -> None:
+        self._sorted = sorted(self._window)
+        size = len(self._sorted)
+        suffix = [0] * (size + 1)
+        suffix_sq = [0] * (size + 1)
+        for index in range(size - 1, -1, -1):
+            value = self._sorted[index]
+            suffix[index] = suffix[index + 1] + value
+            suffix_sq[index] = suffix_sq[index + 1] + value * value
+        self._suffix = suffix
+        self._suffix_sq = suffix_sq
+        self._dirty = False
+
+    def outlook(self, age_s: float) -> tuple[float, float]:
+        """(mean, variance) of the final length of a request in flight for `age_s` seconds."""
+        if not self._window:
+            return self.prior_mean, (self.prior_mean / 2) ** 2
+        if self._dirty:
+            self._refresh()
+        index = 0
+        line = self.latency_line()
+        if line is not None and age_s > 0:
+            fixed, per_token = line
+            done = (age_s - fixed) / per_token
+            if done > 0:
+                index = bisect.bisect_right(self._sorted, done)
+                if index == len(self._sorted):
+                    return done + self.mean / 2, (self.mean / 2) ** 2
+        longer = len(self._sorted) - index
+        mean = self._suffix[index] / longer
+        variance = max(0.0, self._suffix_sq[index] / longer - mean * mean)
+        return mean, variance
+
+    def expected_total(self, age_s: float) -> float:
+        """Expected final length of a request that has been in flight for `age_s` seconds."""
+        return self.outlook(age_s)[0]
+
+
+TAPER_Z = 2.0
+"""Standard deviations of the in-flight total kept below the budget in predictive mode.
+
+Keeping a margin of z·σ means dispatch slows before the budget instead of stopping with a
+full pool in flight, so the last stretch runs with few requests and the overshoot shrinks
+from about √in-flight·σ to about one response's residual. A larger z tapers earlier, which
+costs throughput on a dataset that has the server to itself.
+"""
+
+
+def may_dispatch(
+    mode: BudgetMode,
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    inflight: list[InFlight],
+    model: LengthModel,
+    max_new_tokens: int,
+    now: float | None = None,
+) -> bool:
+    """Whether one more request may be sent for this dataset right now."""
+    if budget.max_samples is not None and samples + len(inflight) >= budget.max_samples:
+        return False
+    if budget.max_tokens is None:
+        return True
+    if tokens >= budget.max_tokens:
+        return False
+    if mode is BudgetMode.DRAIN or not inflight:
+        return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
+    if mode is BudgetMode.STRICT:
+        reserved = sum(request.max_new_tokens for request in inflight)
+        return tokens + reserved + max_new_tokens <= budget.max_tokens
+    if tokens + (len(inflight) + 1) * max_new_tokens * (1 + TAPER_Z) < budget.max_tokens:
+        return True
+    now = time.monotonic() if now is None else now
+    mean, variance = model.outlook(0.0)
+    for request in inflight:
+        m, v = model.outlook(now - request.started)
+        mean += min(m, request.max_new_tokens)
+        variance += v
+    return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
+
+
+def eta_seconds(
+    budget: Budget, tokens: int, samples: int, tok_s: float, samples_s: float
+) -> float | None:
+    """Seconds to the nearest limit at the current rates, or None when unknowable."""
+    estimates = []
+    if budget.max_tokens is not None and tok_s > 0:
+        estimates.append(max(0, budget.max_tokens - tokens) / tok_s)
+    if budget.max_samples is not None and samples_s > 0:
+        estimates.append(max(0, budget.max_samples - samples) / samples_s)
+    return min(estimates) if estimates else None

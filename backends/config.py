@@ -1,0 +1,165 @@
+"""The run configuration file (TOML) and its merge with command-line flags.
+
+A config names the server, tokenizer, sampling settings and the datasets with their
+budgets. Paths in it are relative to the file. Unknown keys are errors, because a
+misspelt budget that is silently ignored is how a dataset runs 2.6x over.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.counts import CountError, parse_count
+from gen_tui.backends.prompts import DatasetNameError, check_dataset_name
+
+RUN_KEYS = {
+    "server_urls": list,
+    "tokenizer": str,
+    "output_dir": str,
+    "prompts_dir": str,
+    "concurrency": (int, str),
+    "budget_mode": str,
+    "max_tokens_per_dataset": (int, str),
+    "max_samples": (int, str),
+    "stream": bool,
+    "grace": (int, float),
+    "max_retries": int,
+    "request_timeout": (int, float),
+}
+SAMPLING_KEYS = {
+    "max_new_tokens": (int, str),
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "top_k": int,
+    "min_p": (int, float),
+    "stop": list,
+    "stop_token_ids": list,
+    "ignore_eos": bool,
+    "skip_special_tokens": bool,
+    "frequency_penalty": (int, float),
+    "presence_penalty": (int, float),
+    "repetition_penalty": (int, float),
+}
+DATASET_KEYS = {
+    "name": str,
+    "prompts": str,
+    "max_tokens": (int, str),
+    "max_samples": (int, str),
+}
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+@dataclass
+class DatasetEntry:
+    name: str
+    prompts: Path
+    max_tokens: int | None = None
+    max_samples: int | None = None
+
+
+@dataclass
+class FileConfig:
+    path: Path
+    run: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    datasets: list[DatasetEntry] = field(default_factory=list)
+
+
+def _check_table(path: Path, where: str, table: Any, allowed: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{where}] must be a table")
+    for key, value in table.items():
+        if key not in allowed:
+            known = ", ".join(sorted(allowed))
+            raise ConfigError(f"{path}: unknown key {where}.{key} (known: {known})")
+        kinds = allowed[key] if isinstance(allowed[key], tuple) else (allowed[key],)
+        if isinstance(value, bool) and bool not in kinds:
+            raise ConfigError(f"{path}: {where}.{key} must not be true/false")
+        if not isinstance(value, kinds):
+            raise ConfigError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
+    return table
+
+
+def count(path: Path, where: str, value: Any) -> int | None:
+    """A count from a config value, or None when absent."""
+    if value is None:
+        return None
+    try:
+        return parse_count(value, what=where)
+    except CountError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def load_config(path: Path) -> FileConfig:
+    """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    unknown = set(data) - {"run", "sampling", "datasets"}
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise ConfigError(f"{path}: unknown table(s) {names} (known: run, sampling, datasets)")
+    config = FileConfig(path=path)
+    config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
+    config.sampling = dict(_check_table(path, "sampling", data.get("sampling", {}), SAMPLING_KEYS))
+    for key in ("concurrency", "max_tokens_per_dataset", "max_samples"):
+        if key in config.run:
+            config.run[key] = count(path, f"run.{key}", config.run[key])
+    if "max_new_tokens" in config.sampling:
+        config.sampling["max_new_tokens"] = count(
+            path, "sampling.max_new_tokens", config.sampling["max_new_tokens"]
+        )
+    if "budget_mode" in config.run:
+        try:
+            BudgetMode(config.run["budget_mode"])
+        except ValueError:
+            modes = ", ".join(m.value for m in BudgetMode)
+            raise ConfigError(
+                f"{path}: run.budget_mode {config.run['budget_mode']!r} is not one of {modes}"
+            ) from None
+    base = path.parent
+    for key in ("output_dir", "prompts_dir"):
+        if key in config.run:
+            config.run[key] = str((base / Path(config.run[key]).expanduser()).resolve())
+    if "tokenizer" in config.run:
+        candidate = base / Path(config.run["tokenizer"]).expanduser()
+        if candidate.exists():
+            config.run["tokenizer"] = str(candidate.resolve())
+    datasets = data.get("datasets", [])
+    if not isinstance(datasets, list):
+        raise ConfigError(f"{path}: datasets must be an array of tables ([[datasets]])")
+    seen: set[str] = set()
+    for index, entry in enumerate(datasets):
+        where = f"datasets[{index}]"
+        _check_table(path, where, entry, DATASET_KEYS)
+        for required in ("name", "prompts"):
+            if required not in entry:
+                raise ConfigError(f"{path}: {where} has no {required!r}")
+        try:
+            name = check_dataset_name(entry["name"])
+        except DatasetNameError as exc:
+            raise ConfigError(f"{path}: {where}: {exc}") from None
+        if name in seen:
+            raise ConfigError(f"{path}: dataset {name!r} is listed twice")
+        seen.add(name)
+        config.datasets.append(
+            DatasetEntry(
+                name=name,
+                prompts=(base / Path(entry["prompts"]).expanduser()).resolve(),
+                max_tokens=count(path, f"{where}.max_tokens", entry.get("max_tokens")),
+                max_samples=count(path, f"{where}.max_samples", entry.get("max_samples")),
+            )
+        )
+    return config

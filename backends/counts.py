@@ -1,0 +1,57 @@
+"""The one parser for human-written counts: budgets, sample caps, concurrency.
+
+Budgets are typed by people in flags, config files and the TUI's resume modal ("10M", "2.5e6",
+"500k", "10_000_000"); every place that reads one calls :func:`parse_count` so they all accept
+and refuse exactly the same strings.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}
+_PATTERN = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGbBtT]?)\s*$")
+
+
+class CountError(ValueError):
+    """A count string that is not a whole, non-negative number."""
+
+
+def parse_count(text: str | int, *, what: str = "count") -> int:
+    """Return the whole number `text` denotes, or raise :class:`CountError` saying why.
+
+    Accepts plain integers with optional `_` separators, decimals and exponents, and the
+    suffixes k, M, G/B, T (case-insensitive). The result must be a whole number: "2.5k" is
+    2500, "1.0001k" is refused rather than rounded.
+    """
+    if isinstance(text, bool):
+        raise CountError(f"{what}: expected a number, got {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise CountError(f"{what}: must not be negative, got {text}")
+        return text
+    if not isinstance(text, str):
+        raise CountError(f"{what}: expected a number like 10M, 2.5e6 or 500k, got {text!r}")
+    match = _PATTERN.match(text)
+    if not match or match.group(1).startswith("_") or "__" in match.group(1):
+        raise CountError(f"{what}: {text!r} is not a number (try 10M, 2.5e6, 500k or 10_000_000)")
+    mantissa, suffix = match.groups()
+    try:
+        value = Decimal(mantissa.replace("_", "")) * _SUFFIX[suffix.lower()]
+    except InvalidOperation as exc:
+        raise CountError(f"{what}: {text!r} is not a number") from exc
+    if value != value.to_integral_value():
+        raise CountError(f"{what}: {text!r} is not a whole number ({value})")
+    return int(value)
+
+
+def format_count(value: float) -> str:
+    """Short human form used in logs and panels: 9.87M, 512k, 950."""
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for scale, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if value >= scale:
+            shown = f"{value / scale:.2f}".rstrip("0").rstrip(".")
+            return f"{sign}{shown}{suffix}"
+    return f"{sign}{int(value)}"

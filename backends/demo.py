@@ -1,0 +1,130 @@
+"""The embedded default: a tokenizer and sample datasets built offline, for the demo and tests.
+
+Nothing is downloaded: the tokenizer is a small byte-level BPE trained here on generated
+text and saved in the transformers layout, so the real `AutoTokenizer` and
+`apply_chat_template` path runs exactly as it does with a model's own tokenizer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+if TYPE_CHECKING:
+    pass
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+
+_WORDS = (
+    "write a function that returns the sum of two numbers explain how binary search works "
+    "refactor this python class to use dataclasses parse a json file and count the keys what "
+    "is the difference between a list and a tuple implement quicksort in rust call the "
+    "weather api for the given city and format the result as a table generate unit tests for "
+    "the following module describe the time complexity convert this sql query to pandas "
+    "summarize the document in three sentences "
+).split()
+
+
+@dataclass(frozen=True)
+class DemoDataset:
+    name: str
+    prompts: int
+    mean_tokens: float
+    layout: str
+
+
+DEMO_DATASETS = (
+    DemoDataset("B1_glaive", 3000, 600.0, "conversations"),
+    DemoDataset("B2_opencodeinstruct", 3000, 3793.0, "messages"),
+    DemoDataset("B3_sharegpt", 3000, 1500.0, "prompt"),
+)
+
+
+def build_tokenizer(directory: Path, vocab_size: int = 2000) -> Path:
+    """Train and save a small chat tokenizer in `directory` (idempotent); return the path."""
+    if (directory / "tokenizer_config.json").exists():
+        return directory
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(0)
+    corpus = [" ".join(rng.choices(_WORDS, k=40)) for _ in range(2000)]
+    corpus += ["abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 {}[]()<>.,;:!?"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(corpus, trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<|bos|>",
+        eos_token="<|end|>",
+        pad_token="<|pad|>",
+    )
+    wrapped.chat_template = CHAT_TEMPLATE
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapped.save_pretrained(str(directory))
+    return directory
+
+
+def prompt_line(layout: str, sample_id: int | str | None, text: str) -> bytes:
+    """One prompt line in one of the three accepted layouts."""
+    record: dict[str, object]
+    if layout == "messages":
+        record = {"messages": [{"role": "user", "content": text}]}
+    elif layout == "conversations":
+        record = {
+            "conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": "x"}]
+        }
+    else:
+        record = {"prompt": text}
+    if sample_id is not None:
+        record = {"id": sample_id, **record}
+    return orjson.dumps(record) + b"\n"
+
+
+def write_prompts(path: Path, count: int, layout: str = "messages", seed: int = 0) -> Path:
+    """Write `count` generated prompts to `path`, ids `<stem>-<n>`."""
+    rng = random.Random(f"{seed}:{path.stem}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        for index in range(count):
+            text = " ".join(rng.choices(_WORDS, k=rng.randint(8, 60)))
+            handle.write(prompt_line(layout, f"{path.stem}-{index}", text))
+    return path
+
+
+def write_demo_prompts(directory: Path) -> dict[str, Path]:
+    """The demo's datasets, one file each, in the three layouts."""
+    return {
+        spec.name: write_prompts(directory / f"{spec.name}.jsonl", spec.prompts, spec.layout)
+        for spec in DEMO_DATASETS
+    }
+
+
+DEMO_BUDGETS = {"B1_glaive": 1_000_000, "B2_opencodeinstruct": 4_000_000, "B3_sharegpt": 2_000_000}
+
+
+def demo_sim_config():
+    """A simulated 64-slot server whose per-dataset lengths mimic the seed's datasets."""
+    from gen_tui.backends.sim import LengthProfile, SimConfig
+
+    return SimConfig(
+        slots=64,
+        tokens_per_s=2500.0,
+        prefill_s=0.05,
+        profiles={spec.name: LengthProfile(mean=spec.mean_tokens) for spec in DEMO_DATASETS},
+    )

@@ -1,0 +1,712 @@
+"""The budget-aware generation engine: prompts in, one record per completed response out.
+
+All selected datasets share one pool of `concurrency` slots. A free slot goes to the first
+dataset, in priority (config) order, that has a tokenized prompt ready and whose budget
+allows one more request, so the next dataset fills the slots the previous one leaves free
+as it tapers toward its budget, and the server never idles between datasets.
+
+Guarantees: a response is written (one `write()` of a whole line) before it counts; a
+sample is sent at most once at a time and written at most once; failures never count;
+cancellation can only interrupt a request before its response is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from gen_tui.backends import sglang
+from gen_tui.backends.budget import (
+    Budget,
+    BudgetMode,
+    InFlight,
+    LengthModel,
+    eta_seconds,
+    may_dispatch,
+)
+from gen_tui.backends.lock import DatasetLock, LockHeld
+from gen_tui.backends.prompts import Prompt, PromptProblem, check_dataset_name, iter_prompts
+from gen_tui.backends.records import (
+    ERRORS_FILE,
+    LOCK_FILE,
+    PROGRESS_FILE,
+    RAW_FILE,
+    Completion,
+    RecordFileError,
+    RecordWriter,
+    error_line,
+    quarantine_torn_tail,
+    scan_records,
+    write_json_atomic,
+)
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.tokenizer import TokenizerError, encode_messages, load_tokenizer
+
+DEFAULT_CONCURRENCY = 64
+RATE_WINDOW_S = 60.0
+BACKOFF_CAP_S = 30.0
+
+
+class EngineError(Exception):
+    """A problem that stops the run before or while it starts; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    prompts: Path
+    max_tokens: int | None = None
+    max_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        check_dataset_name(self.name)
+
+
+@dataclass
+class EngineConfig:
+    datasets: list[DatasetSpec]
+    server_urls: list[str]
+    tokenizer: str
+    output_dir: Path
+    concurrency: int = DEFAULT_CONCURRENCY
+    sampling: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 4096})
+    budget_mode: BudgetMode = BudgetMode.PREDICTIVE
+    stream: bool = False
+    max_retries: int = 6
+    request_timeout_s: float = 3600.0
+    grace_s: float = 30.0
+    lookahead: int | None = None
+    snapshot_interval_s: float = 0.25
+    progress_interval_s: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        self.budget_mode = BudgetMode(self.budget_mode)
+        self.output_dir = Path(self.output_dir)
+
+    @property
+    def max_new_tokens(self) -> int:
+        return int(self.sampling.get("max_new_tokens", 128))
+
+
+Event = Callable[[str, str], None]
+
+
+class _Server:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.outstanding = 0
+        self.down_until = 0.0
+        self.failures = 0
+        self.last_error = ""
+
+    @property
+    def status(self) -> str:
+        if self.down_until > time.monotonic():
+            return f"unreachable: {self.last_error}"
+        return "ok"
+
+
+class _Dataset:
+    """Runtime state of one dataset in a run."""
+
+    def __init__(self, spec: DatasetSpec, folder: Path, prior_mean: float) -> None:
+        self.spec = spec
+        self.folder = folder
+        self.budget = Budget(spec.max_tokens, spec.max_samples)
+        self.state = DatasetState.LOADING
+        self.lock = DatasetLock(folder / LOCK_FILE)
+        self.writer: RecordWriter | None = None
+        self.errors_path = folder / ERRORS_FILE
+        self.done: set[str] = set()
+        self.tokens = 0
+        self.samples = 0
+        self.resumed_tokens = 0
+        self.resumed_samples = 0
+        self.model = LengthModel(prior_mean)
+        self.inflight: list[InFlight] = []
+        self.queue: asyncio.Queue[tuple[Prompt, list[int]]] | None = None
+        self.producer_done = False
+        self.errors = 0
+        self.malformed = 0
+        self.recent: deque[tuple[float, int]] = deque()
+        self.started_at = time.time()
+        self.first_record_mono: float | None = None
+        self.last_record_at: float | None = None
+        self.message = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def rates(self, now: float) -> tuple[float, float]:
+        while self.recent and now - self.recent[0][0] > RATE_WINDOW_S:
+            self.recent.popleft()
+        if not self.recent or self.first_record_mono is None:
+            return 0.0, 0.0
+        span = min(RATE_WINDOW_S, max(now - self.first_record_mono, 1.0))
+        return sum(t for _, t in self.recent) / span, len(self.recent) / span
+
+
+class Engine:
+    """Run the datasets of one :class:`EngineConfig` to their budgets.
+
+    `on_snapshot` receives a :class:`RunSnapshot` every `snapshot_interval_s`; `on_event`
+    receives (level, message) for things a person should read: resume summaries, skipped
+    prompt lines, servers going away, budget crossings.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        on_snapshot: Callable[[RunSnapshot], None] | None = None,
+        on_event: Event | None = None,
+    ) -> None:
+        if config.concurrency < 1:
+            raise EngineError("concurrency must be at least 1")
+        if not config.datasets:
+            raise EngineError("no datasets selected")
+        if not config.server_urls:
+            raise EngineError("no server URL given")
+        self.config = config
+        self._on_snapshot = on_snapshot
+        self._on_event = on_event
+        self._servers = [_Server(url) for url in config.server_urls]
+        prior = float(config.max_new_tokens)
+        self._datasets = [
+            _Dataset(spec, config.output_dir / spec.name, prior) for spec in config.datasets
+        ]
+        self._wake = asyncio.Event()
+        self._tasks: dict[asyncio.Task[None], str] = {}
+        self._active_rids: dict[str, _Server] = {}
+        self._stopping = False
+        self._aborting = False
+        self._paused = False
+        self._started = time.monotonic()
+        self._busy_slot_seconds = 0.0
+        self._last_busy_mark = time.monotonic()
+        self._tokenizer: Any = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
+        self._rng = random.Random(config.seed)
+        self._host = socket.gethostname()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._opened = False
+        self.aborted = False
+
+    # control, callable from signal handlers and other threads via call_soon_threadsafe
+
+    def request_stop(self) -> None:
+        """First call: stop dispatching and drain. Second call: abort in-flight requests."""
+        if self._stopping:
+            self._aborting = True
+        self._stopping = True
+        self._wake.set()
+
+    def stop_threadsafe(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.request_stop)
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        self._wake.set()
+
+    # reporting
+
+    def _event(self, level: str, message: str) -> None:
+        if self._on_event is not None:
+            self._on_event(level, message)
+
+    def _mark_busy(self) -> None:
+        now = time.monotonic()
+        self._busy_slot_seconds += len(self._tasks) * (now - self._last_busy_mark)
+        self._last_busy_mark = now
+
+    def snapshot(self) -> RunSnapshot:
+        now_mono = time.monotonic()
+        now = time.time()
+        self._mark_busy()
+        elapsed = max(now_mono - self._started, 1e-9)
+        datasets = []
+        for ds in self._datasets:
+            tok_s, samples_s = ds.rates(now_mono)
+            datasets.append(
+                DatasetSnapshot(
+                    name=ds.name,
+                    state=ds.state,
+                    tokens=ds.tokens,
+                    samples=ds.samples,
+                    max_tokens=ds.budget.max_tokens,
+                    max_samples=ds.budget.max_samples,
+                    budget_mode=str(self.config.budget_mode),
+                    inflight=len(ds.inflight),
+                    errors=ds.errors,
+                    malformed=ds.malformed,
+                    mean_tokens=ds.model.mean if ds.model.observed else None,
+                    tok_s=tok_s,
+                    samples_s=samples_s,
+                    eta_s=eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s),
+                    resumed_tokens=ds.resumed_tokens,
+                    resumed_samples=ds.resumed_samples,
+                    started_at=ds.started_at,
+                    updated_at=now,
+                    last_record_at=ds.last_record_at,
+                    pid=os.getpid(),
+                    host=self._host,
+                    message=ds.message,
+                )
+            )
+        return RunSnapshot(
+            datasets=tuple(datasets),
+            concurrency=self.config.concurrency,
+            inflight=len(self._tasks),
+            utilisation=self._busy_slot_seconds / (elapsed * self.config.concurrency),
+            elapsed_s=elapsed,
+            stopping=self._stopping,
+            paused=self._paused,
+            servers={server.url: server.status for server in self._servers},
+        )
+
+    def _write_progress(self, snapshot: RunSnapshot) -> None:
+        for ds, snap in zip(self._datasets, snapshot.datasets, strict=True):
+            if ds.lock.held:
+                payload = snap.to_json()
+                payload["servers"] = snapshot.servers
+                write_json_atomic(ds.folder / PROGRESS_FILE, payload)
+
+    def _sync_writers(self) -> None:
+        for ds in self._datasets:
+            writer = ds.writer
+            if writer is not None:
+                writer.sync()
+
+    async def _ticker(self) -> None:
+        every = max(1, round(self.config.progress_interval_s / self.config.snapshot_interval_s))
+        tick = 0
+        while True:
+            await asyncio.sleep(self.config.snapshot_interval_s)
+            tick += 1
+            snapshot = self.snapshot()
+            if self._on_snapshot is not None:
+                self._on_snapshot(snapshot)
+            if tick % every == 0:
+                self._write_progress(snapshot)
+                await asyncio.get_running_loop().run_in_executor(None, self._sync_writers)
+
+    # setup
+
+    async def _check_servers(self, session: aiohttp.ClientSession) -> None:
+        problems = await asyncio.gather(
+            *(sglang.check_health(session, server.url) for server in self._servers)
+        )
+        reachable = [p is None for p in problems]
+        if not any(reachable):
+            raise EngineError("no inference server reachable: " + "; ".join(filter(None, problems)))
+        for server, problem in zip(self._servers, problems, strict=True):
+            if problem is not None:
+                server.last_error = problem
+                server.down_until = time.monotonic() + 5
+                self._event("warning", f"server {server.url} not answering yet: {problem}")
+
+    def _open_dataset(self, ds: _Dataset) -> None:
+        """Lock, scan and repair one dataset folder (runs in a worker thread)."""
+        if not ds.spec.prompts.is_file():
+            raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} does not exist")
+        ds.folder.mkdir(parents=True, exist_ok=True)
+        ds.lock.acquire()
+        raw = ds.folder / RAW_FILE
+        try:
+            scan = scan_records(raw)
+        except RecordFileError as exc:
+            raise EngineError(
+                f"{exc}; move the damaged line out of the file (or fix it) and start again"
+            ) from None
+        side = quarantine_torn_tail(raw, scan)
+        if side is not None:
+            self._event(
+                "warning",
+                f"{ds.name}: moved a torn last line ({side.stat().st_size} bytes, left by a crash) "
+                f"from {raw} to {side}",
+            )
+        if scan.duplicates:
+            self._event(
+                "warning", f"{ds.name}: {raw} already holds {scan.duplicates} duplicate sample_ids"
+            )
+        ds.done = scan.done
+        ds.tokens = ds.resumed_tokens = scan.tokens
+        ds.samples = ds.resumed_samples = scan.records
+        ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
+        ds.writer = RecordWriter(raw)
+
+    async def _open_all(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            for ds in self._datasets:
+                await loop.run_in_executor(self._pool, self._open_dataset, ds)
+        except LockHeld as exc:
+            raise EngineError(str(exc)) from None
+        for ds in self._datasets:
+            if ds.samples:
+                self._event(
+                    "info",
+                    f"{ds.name}: resuming with {ds.samples} records, {ds.tokens} tokens on disk",
+                )
+            if ds.budget.reached(ds.tokens, ds.samples):
+                ds.state = DatasetState.DONE
+                ds.message = "already at its budget: nothing to do"
+                self._event(
+                    "info",
+                    f"{ds.name}: already at its budget ({ds.tokens} tokens, {ds.samples} samples); "
+                    "nothing to do",
+                )
+            else:
+                ds.state = DatasetState.WAITING
+                ds.queue = asyncio.Queue(
+                    maxsize=self.config.lookahead or 2 * self.config.concurrency
+                )
+
+    # tokenization, off the loop
+
+    def _batch(self, path: Path, items: Iterator[Prompt | PromptProblem], size: int) -> list[Any]:
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, PromptProblem):
+                out.append(item)
+                continue
+            try:
+                out.append((item, encode_messages(self._tokenizer, item.messages)))
+            except Exception as exc:  # a template can raise anything on odd input
+                out.append(PromptProblem(path, item.line, f"cannot tokenize: {exc}"))
+            if len(out) >= size:
+                break
+        return out
+
+    async def _produce(self, ds: _Dataset) -> None:
+        assert ds.queue is not None
+        loop = asyncio.get_running_loop()
+        items = iter_prompts(ds.spec.prompts, skip=ds.done)
+        size = 32
+        try:
+            while not self._stopping:
+                batch = await loop.run_in_executor(
+                    self._pool, self._batch, ds.spec.prompts, items, size
+                )
+                if not batch:
+                    break
+                for item in batch:
+                    if isinstance(item, PromptProblem):
+                        ds.malformed += 1
+                        self._event("warning", f"{ds.name}: skipped {item}")
+                        continue
+                    await ds.queue.put(item)
+                    self._wake.set()
+        except OSError as exc:
+            ds.message = f"cannot read prompts: {exc}"
+            self._event("error", f"{ds.name}: {ds.message}")
+        finally:
+            ds.producer_done = True
+            self._wake.set()
+
+    # dispatch
+
+    def _pick_server(self) -> _Server:
+        now = time.monotonic()
+        up = [s for s in self._servers if s.down_until <= now]
+        if up:
+            return min(up, key=lambda s: s.outstanding)
+        return min(self._servers, key=lambda s: s.down_until)
+
+    def _settle(self, ds: _Dataset) -> None:
+        """Move a dataset that can make no more progress to its final state."""
+        if ds.state.finished or ds.inflight:
+            return
+        if ds.budget.reached(ds.tokens, ds.samples):
+            ds.state = DatasetState.DONE
+            ds.message = f"budget reached: {ds.tokens} tokens, {ds.samples} samples"
+        elif not may_dispatch(
+            self.config.budget_mode,
+            ds.budget,
+            ds.tokens,
+            ds.samples,
+            [],
+            ds.model,
+            self.config.max_new_tokens,
+        ):
+            ds.state = DatasetState.DONE
+            ds.message = f"budget reached: {ds.tokens} tokens (strict: no room for one more)"
+        elif ds.producer_done and ds.queue is not None and ds.queue.empty():
+            ds.state = DatasetState.EXHAUSTED
+            ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
+        else:
+            return
+        self._event("budget", f"{ds.name}: {ds.message}")
+
+    def _pick(self) -> _Dataset | None:
+        for ds in self._datasets:
+            if ds.state.finished:
+                continue
+            self._settle(ds)
+            if ds.state.finished or ds.queue is None or ds.queue.empty():
+                continue
+            if may_dispatch(
+                self.config.budget_mode,
+                ds.budget,
+                ds.tokens,
+                ds.samples,
+                ds.inflight,
+                ds.model,
+                self.config.max_new_tokens,
+            ):
+                return ds
+        return None
+
+    async def _dispatch(self) -> None:
+        while True:
+            self._mark_busy()
+            if self._stopping:
+                return
+            if all(ds.state.finished for ds in self._datasets):
+                return
+            if not self._paused and len(self._tasks) < self.config.concurrency:
+                ds = self._pick()
+                if ds is not None:
+                    assert ds.queue is not None
+                    prompt, ids = ds.queue.get_nowait()
+                    ds.state = DatasetState.ACTIVE
+                    entry = InFlight(time.monotonic(), self.config.max_new_tokens)
+                    ds.inflight.append(entry)
+                    task = asyncio.create_task(self._request(ds, entry, prompt, ids))
+                    self._tasks[task] = ds.name
+                    task.add_done_callback(self._task_done)
+                    continue
+                if all(ds.state.finished for ds in self._datasets):
+                    return
+            self._wake.clear()
+            await self._wake.wait()
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._mark_busy()
+        self._tasks.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            self._event("error", f"internal error in a request: {task.exception()!r}")
+        self._wake.set()
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, 300.0) + self._rng.uniform(0, 0.1)
+        return min(BACKOFF_CAP_S, 0.25 * 2**attempt) * self._rng.uniform(0.5, 1.5)
+
+    async def _request(
+        self, ds: _Dataset, entry: InFlight, prompt: Prompt, input_ids: list[int]
+    ) -> None:
+        """Send one sample until it completes, fails for good, or the run stops.
+
+        `entry` was registered by the dispatcher before this task first ran, so the budget
+        sees it at once; it is removed here whatever happens.
+        """
+        attempts = 0
+        outages = 0
+        assert self._session is not None
+        try:
+            while True:
+                server = self._pick_server()
+                rid = f"{ds.name}/{prompt.sample_id}/{uuid.uuid4().hex[:12]}"
+                server.outstanding += 1
+                self._active_rids[rid] = server
+                try:
+                    generation = await sglang.generate(
+                        self._session,
+                        server.url,
+                        input_ids,
+                        self.config.sampling,
+                        rid,
+                        stream=self.config.stream,
+                        timeout_s=self.config.request_timeout_s,
+                    )
+                except sglang.RequestFailed as exc:
+                    if exc.counts:
+                        attempts += 1
+                        outages = 0
+                    else:
+                        outages += 1
+                        server.last_error = exc.reason
+                        server.down_until = time.monotonic() + self._backoff(outages, None)
+                        if outages in (1, 10) or outages % 100 == 0:
+                            self._event("warning", f"{ds.name}: {exc.reason} (retrying)")
+                    if not exc.retry or attempts > self.config.max_retries:
+                        self._give_up(ds, prompt, exc, attempts)
+                        return
+                    if self._stopping:
+                        return
+                    await asyncio.sleep(self._backoff(attempts + outages, exc.retry_after))
+                    if self._stopping:
+                        return
+                    continue
+                finally:
+                    server.outstanding -= 1
+                    self._active_rids.pop(rid, None)
+                server.down_until = 0.0
+                self._commit(ds, prompt, generation, server.url)
+                return
+        finally:
+            ds.inflight.remove(entry)
+
+    def _give_up(
+        self, ds: _Dataset, prompt: Prompt, exc: sglang.RequestFailed, attempts: int
+    ) -> None:
+        ds.errors += 1
+        with open(ds.errors_path, "ab") as handle:
+            handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
+        if ds.errors <= 5 or ds.errors % 100 == 0:
+            self._event("warning", f"{ds.name}: sample {prompt.sample_id!r} failed: {exc.reason}")
+
+    def _commit(self, ds: _Dataset, prompt: Prompt, gen: sglang.Generation, server: str) -> None:
+        key = prompt.key
+        if key in ds.done:
+            return
+        if (
+            self.config.budget_mode is BudgetMode.STRICT
+            and ds.budget.max_tokens is not None
+            and ds.tokens + gen.completion_tokens > ds.budget.max_tokens
+        ):
+            self._event(
+                "warning",
+                f"{ds.name}: dropped a {gen.completion_tokens}-token response that would pass "
+                "the strict budget (the server exceeded max_new_tokens)",
+            )
+            return
+        assert ds.writer is not None
+        ds.writer.write(
+            Completion(
+                sample_id=prompt.sample_id,
+                completion_tokens=gen.completion_tokens,
+                prompt_tokens=gen.prompt_tokens,
+                finish_reason=gen.finish_reason,
+                output_ids=gen.output_ids,
+                text=gen.text,
+                latency_s=gen.latency_s,
+                server=server,
+            ).to_line()
+        )
+        ds.done.add(key)
+        was_reached = ds.budget.reached(ds.tokens, ds.samples)
+        ds.tokens += gen.completion_tokens
+        ds.samples += 1
+        ds.model.observe(gen.completion_tokens, gen.latency_s)
+        now = time.monotonic()
+        if ds.first_record_mono is None:
+            ds.first_record_mono = now
+        ds.recent.append((now, gen.completion_tokens))
+        ds.last_record_at = time.time()
+        if not was_reached and ds.budget.reached(ds.tokens, ds.samples):
+            self._event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
+
+    # shutdown
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.config.grace_s
+        for ds in self._datasets:
+            if not ds.state.finished and ds.inflight:
+                ds.state = DatasetState.DRAINING
+        if self._tasks:
+            self._event(
+                "info",
+                f"stopping: draining {len(self._tasks)} in-flight requests "
+                f"(up to {self.config.grace_s:g} s; signal again to abort them)",
+            )
+        while self._tasks and not self._aborting:
+            self._wake.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._event("warning", "drain grace period over: aborting in-flight requests")
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=min(remaining, 0.5))
+        if self._tasks:
+            await self._abort_inflight()
+
+    async def _abort_inflight(self) -> None:
+        self.aborted = True
+        count = len(self._tasks)
+        assert self._session is not None
+        rids = list(self._active_rids.items())
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(
+            *(sglang.abort(self._session, server.url, rid) for rid, server in rids),
+            return_exceptions=True,
+        )
+        self._event("warning", f"aborted {count} in-flight requests (their samples stay undone)")
+
+    async def run(self) -> RunSnapshot:
+        """Run to completion (or until stopped); returns the final snapshot."""
+        self._loop = asyncio.get_running_loop()
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+        ticker: asyncio.Task[None] | None = None
+        producers: list[asyncio.Task[None]] = []
+        try:
+            async with aiohttp.ClientSession(connector=connector) as session:
+                self._session = session
+                await self._check_servers(session)
+                try:
+                    self._tokenizer = await self._loop.run_in_executor(
+                        self._pool, load_tokenizer, self.config.tokenizer
+                    )
+                except TokenizerError as exc:
+                    raise EngineError(str(exc)) from None
+                await self._open_all()
+                self._opened = True
+                ticker = asyncio.create_task(self._ticker())
+                producers = [
+                    asyncio.create_task(self._produce(ds))
+                    for ds in self._datasets
+                    if not ds.state.finished
+                ]
+                await self._dispatch()
+                if self._stopping:
+                    await self._drain()
+                else:
+                    while self._tasks:
+                        await asyncio.gather(*self._tasks, return_exceptions=True)
+                for ds in self._datasets:
+                    if not ds.state.finished:
+                        if self._stopping:
+                            ds.state = DatasetState.STOPPED
+                            ds.message = f"stopped at {ds.tokens} tokens, {ds.samples} samples"
+                        else:
+                            self._settle(ds)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            for producer in producers:
+                producer.cancel()
+            await asyncio.gather(*producers, return_exceptions=True)
+            final = self.snapshot()
+            self._close(final)
+        return final
+
+    def _close(self, final: RunSnapshot) -> None:
+        if self._opened:
+            self._write_progress(final)
+            if self._on_snapshot is not None:
+                self._on_snapshot(final)
+        for ds in self._datasets:
+            if ds.writer is not None:
+                ds.writer.close()
+                ds.writer = None
+            ds.lock.release()
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,89 @@
+"""One writer per dataset: an `flock` on `run.lock` held for the writer's whole life.
+
+The kernel drops the lock when the process dies, however it dies, so the lock can never go
+stale and the file is never unlinked. Its content names the holder for the refusal message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+
+class LockHeld(Exception):
+    """Another live process writes this dataset."""
+
+    def __init__(self, path: Path, holder: dict[str, object]) -> None:
+        self.path = path
+        self.holder = holder
+        pid = holder.get("pid", "?")
+        host = holder.get("host", "?")
+        super().__init__(
+            f"{path.parent.name}: already being written by pid {pid} on {host} "
+            f"(lock {path}); stop that run first"
+        )
+
+
+def read_holder(path: Path) -> dict[str, object]:
+    """What the current or last holder wrote into the lock file (empty if unreadable)."""
+    try:
+        value = orjson.loads(path.read_bytes() or b"{}")
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a live process holds `path` (tested with a non-blocking shared lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+class DatasetLock:
+    """Exclusive, non-blocking lock of one dataset folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockHeld(self.path, read_holder(self.path)) from None
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": round(time.time(), 3),
+            "argv": sys.argv,
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, orjson.dumps(holder), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0

@@ -1,0 +1,167 @@
+"""Prompt files: one JSON object a line, in any of the three layouts users bring.
+
+A line may hold OpenAI `messages`, ShareGPT `conversations` (from/value) or a `prompt`
+string. Its `sample_id` is the line's `id` or `sample_id` field, else its 1-based line
+number, so it is stable across runs as long as the file is only appended to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gen_tui.backends.records import SampleId, sample_key
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "tool": "tool",
+    "function_response": "tool",
+}
+
+
+class DatasetNameError(ValueError):
+    """A dataset name that could not be used safely as a folder name and a shell word."""
+
+
+def check_dataset_name(name: str) -> str:
+    """Return `name` if it is a safe dataset name, else raise :class:`DatasetNameError`.
+
+    Names become folder names locally and remotely and words on remote command lines, so
+    only letters, digits, `.`, `_` and `-` are allowed, starting with a letter or digit.
+    """
+    if not _NAME.match(name) or name in {".", ".."}:
+        raise DatasetNameError(
+            f"dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
+            "(starting with a letter or digit, at most 128 characters)"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    sample_id: SampleId
+    messages: list[dict[str, str]]
+    line: int
+
+    @property
+    def key(self) -> str:
+        return sample_key(self.sample_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptProblem:
+    """A line that is not a usable prompt: skipped, counted and reported as file:line: reason."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+def _message_list(value: Any, field: str, role_key: str, text_key: str) -> list[dict[str, str]]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"field '{field}' must be a non-empty list")
+    out: list[dict[str, str]] = []
+    for index, turn in enumerate(value):
+        if not isinstance(turn, dict):
+            raise ValueError(f"field '{field}[{index}]' must be an object")
+        role = turn.get(role_key)
+        text = turn.get(text_key)
+        if not isinstance(role, str) or role.lower() not in _ROLES:
+            raise ValueError(f"field '{field}[{index}].{role_key}' has unknown role {role!r}")
+        if not isinstance(text, str):
+            raise ValueError(f"field '{field}[{index}].{text_key}' must be a string")
+        out.append({"role": _ROLES[role.lower()], "content": text})
+    while out and out[-1]["role"] == "assistant":
+        out.pop()
+    if not out:
+        raise ValueError(f"field '{field}' holds no user turn to answer")
+    return out
+
+
+def parse_prompt(raw: bytes, line: int) -> Prompt:
+    """Parse one prompt line; raise ValueError with the reason (the caller adds file:line).
+
+    Trailing assistant turns are dropped: the engine regenerates the answer to the last
+    user turn, which is what distillation data for a drafter needs.
+    """
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("line is not a JSON object")
+    sample_id = obj.get("id", obj.get("sample_id", line))
+    if sample_id is None:
+        sample_id = line
+    if isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
+        raise ValueError(f"field 'id' must be a string or integer, got {sample_id!r}")
+    if "messages" in obj:
+        messages = _message_list(obj["messages"], "messages", "role", "content")
+    elif "conversations" in obj:
+        messages = _message_list(obj["conversations"], "conversations", "from", "value")
+    elif "prompt" in obj:
+        prompt = obj["prompt"]
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("field 'prompt' must be a non-empty string")
+        messages = [{"role": "user", "content": prompt}]
+        system = obj.get("system")
+        if isinstance(system, str) and system:
+            messages.insert(0, {"role": "system", "content": system})
+    else:
+        raise ValueError("no 'messages', 'conversations' or 'prompt' field")
+    return Prompt(sample_id=sample_id, messages=messages, line=line)
+
+
+def iter_prompts(path: Path, skip: set[str] | None = None) -> Iterator[Prompt | PromptProblem]:
+    """Yield the prompts of `path` in file order, and a problem for each unusable line.
+
+    Samples whose key is in `skip` (already done) are passed over without being parsed
+    further than their id. Blank lines are not data and are passed over silently.
+    """
+    seen: dict[str, int] = {}
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                prompt = parse_prompt(raw, line_no)
+            except ValueError as exc:
+                yield PromptProblem(path, line_no, str(exc))
+                continue
+            key = prompt.key
+            first = seen.get(key)
+            if first is not None:
+                yield PromptProblem(
+                    path,
+                    line_no,
+                    f"duplicate sample_id {prompt.sample_id!r} (first at line {first})",
+                )
+                continue
+            seen[key] = line_no
+            if skip is not None and key in skip:
+                continue
+            yield prompt
+
+
+def discover_datasets(prompts_dir: Path) -> dict[str, Path]:
+    """Map each `NAME.jsonl` of `prompts_dir` to its dataset name, in name order."""
+    found: dict[str, Path] = {}
+    for path in sorted(prompts_dir.glob("*.jsonl")):
+        found[check_dataset_name(path.stem)] = path
+    return found

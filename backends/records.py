@@ -1,0 +1,266 @@
+"""The on-disk layout of a dataset's output folder, and the one reader and writer of records.
+
+A dataset folder holds `raw_responses.jsonl` (one completed response a line), `errors.jsonl`
+(samples that failed after retries), `progress.json` and `run.lock`. Records come in two
+layouts: the current one (top-level `completion_tokens` and `output_ids`) and the seed
+script's older one (`usage.completion_tokens` and text). Every count of tokens on disk, by
+the engine on resume, by the TUI and by the tests, goes through :func:`scan_records`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+RAW_FILE = "raw_responses.jsonl"
+ERRORS_FILE = "errors.jsonl"
+PROGRESS_FILE = "progress.json"
+LOCK_FILE = "run.lock"
+TORN_SUFFIX = ".torn"
+
+SampleId = str | int
+
+
+class RecordFileError(Exception):
+    """A record file that cannot be trusted as it stands; the message names file, line and field."""
+
+
+def sample_key(sample_id: SampleId) -> str:
+    """Identity of a sample across prompt files and both record layouts ("7" and 7 are one)."""
+    return str(sample_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One completed response, as it is written to `raw_responses.jsonl`."""
+
+    sample_id: SampleId
+    completion_tokens: int
+    prompt_tokens: int
+    finish_reason: str
+    output_ids: list[int]
+    text: str | None = None
+    latency_s: float | None = None
+    server: str | None = None
+
+    def to_line(self) -> bytes:
+        # Key order matters: the identifying counts come first so a scanner can stop early.
+        record: dict[str, Any] = {
+            "sample_id": self.sample_id,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "finish_reason": self.finish_reason,
+            "output_ids": self.output_ids,
+        }
+        if self.text is not None:
+            record["text"] = self.text
+        if self.latency_s is not None:
+            record["latency_s"] = round(self.latency_s, 3)
+        if self.server is not None:
+            record["server"] = self.server
+        record["created"] = round(time.time(), 3)
+        return orjson.dumps(record) + b"\n"
+
+
+def record_counts(record: Any) -> tuple[SampleId, int]:
+    """Return (sample_id, completion_tokens) of a parsed record in either layout.
+
+    Raises ValueError naming the missing or wrong field.
+    """
+    if not isinstance(record, dict):
+        raise ValueError("record is not a JSON object")
+    sample_id = record.get("sample_id", record.get("id"))
+    if sample_id is None:
+        raise ValueError("field 'sample_id' is missing")
+    if isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
+        raise ValueError(f"field 'sample_id' must be a string or integer, got {sample_id!r}")
+    tokens = record.get("completion_tokens")
+    if tokens is None:
+        usage = record.get("usage")
+        if isinstance(usage, dict):
+            tokens = usage.get("completion_tokens")
+        if tokens is None:
+            meta = record.get("meta_info")
+            if isinstance(meta, dict):
+                tokens = meta.get("completion_tokens")
+    if tokens is None:
+        raise ValueError("field 'completion_tokens' (or 'usage.completion_tokens') is missing")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(
+            f"field 'completion_tokens' must be a non-negative integer, got {tokens!r}"
+        )
+    return sample_id, tokens
+
+
+@dataclass
+class ScanResult:
+    """What a record file holds: the done samples and their token total."""
+
+    done: set[str] = field(default_factory=set)
+    tokens: int = 0
+    records: int = 0
+    duplicates: int = 0
+    sum_sq: int = 0
+    lengths: list[int] = field(default_factory=list)
+    valid_bytes: int = 0
+    torn_tail: bytes = b""
+    missing_newline: bool = False
+
+    @property
+    def mean(self) -> float | None:
+        return self.tokens / self.records if self.records else None
+
+
+_CHUNK = 1 << 20
+_KEEP_LENGTHS = 4096
+
+
+def _lines(path: Path) -> Iterator[tuple[int, int, bytes, bool]]:
+    """Yield (line number, byte offset, line without newline, ended by newline)."""
+    offset = 0
+    line_no = 0
+    rest = b""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            data = rest + chunk
+            start = 0
+            while (end := data.find(b"\n", start)) >= 0:
+                line_no += 1
+                yield line_no, offset + start, data[start:end], True
+                start = end + 1
+            offset += start
+            rest = data[start:]
+    if rest:
+        yield line_no + 1, offset, rest, False
+
+
+def scan_records(path: Path) -> ScanResult:
+    """Count the records of `path` (absent means empty) without keeping their bodies.
+
+    A last line that is cut off or unparseable is a crash's torn write: it is reported in
+    `torn_tail` (with `valid_bytes` the length of the good prefix) for the caller to move aside.
+    Any other bad line raises :class:`RecordFileError` naming file, line and field: a file we
+    cannot read completely is never silently partially counted.
+    """
+    result = ScanResult()
+    if not path.exists():
+        return result
+    pending_error: tuple[int, int, bytes, str] | None = None
+    for line_no, offset, line, ended in _lines(path):
+        if pending_error is not None:
+            bad_no, _, _, reason = pending_error
+            raise RecordFileError(f"{path}:{bad_no}: {reason}")
+        if not line.strip():
+            result.valid_bytes = offset + len(line) + (1 if ended else 0)
+            continue
+        try:
+            parsed = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            pending_error = (line_no, offset, line, f"not valid JSON ({exc})")
+            continue
+        try:
+            sample_id, tokens = record_counts(parsed)
+        except ValueError as exc:
+            pending_error = (line_no, offset, line, str(exc))
+            continue
+        key = sample_key(sample_id)
+        if key in result.done:
+            result.duplicates += 1
+        result.done.add(key)
+        result.tokens += tokens
+        result.records += 1
+        result.sum_sq += tokens * tokens
+        if len(result.lengths) < _KEEP_LENGTHS:
+            result.lengths.append(tokens)
+        else:
+            result.lengths[result.records % _KEEP_LENGTHS] = tokens
+        result.valid_bytes = offset + len(line) + (1 if ended else 0)
+        result.missing_newline = not ended
+    if pending_error is not None:
+        _, offset, _, _ = pending_error
+        result.valid_bytes = offset
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            result.torn_tail = handle.read()
+        result.missing_newline = False
+    return result
+
+
+def quarantine_torn_tail(path: Path, scan: ScanResult) -> Path | None:
+    """Move a torn last line to a side file and cut it from `path`; return the side file.
+
+    The side file is written and synced before the record file is truncated, so the bytes
+    exist somewhere at every instant. A complete last record lacking only its newline gets one.
+    """
+    if scan.torn_tail:
+        side = path.with_name(f"{path.name}{TORN_SUFFIX}.{int(time.time() * 1000)}")
+        with open(side, "wb") as handle:
+            handle.write(scan.torn_tail)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with open(path, "r+b") as handle:
+            handle.truncate(scan.valid_bytes)
+            os.fsync(handle.fileno())
+        scan.torn_tail = b""
+        return side
+    if scan.missing_newline:
+        with open(path, "ab") as handle:
+            handle.write(b"\n")
+        scan.valid_bytes += 1
+        scan.missing_newline = False
+    return None
+
+
+class RecordWriter:
+    """Append-only writer: each record is one `write()` of a whole line to an O_APPEND fd.
+
+    A kill can then only tear the very last line, which the next scan quarantines.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def error_line(sample_id: SampleId, reason: str, attempts: int, status: int | None) -> bytes:
+    """One line of `errors.jsonl`: a sample given up on in this run (retried on the next)."""
+    return (
+        orjson.dumps(
+            {
+                "sample_id": sample_id,
+                "reason": reason,
+                "attempts": attempts,
+                "status": status,
+                "time": round(time.time(), 3),
+            }
+        )
+        + b"\n"
+    )
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Replace `path` with `payload` so readers see the old or the new file, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)

@@ -1,0 +1,263 @@
+"""Client side of SGLang's native `/generate` API, streaming and not.
+
+Every way a request can end is mapped to either a :class:`Generation` (a complete response)
+or a :class:`RequestFailed` that says whether to retry and whether the attempt counts
+against the sample's retry limit. The engine decides what to do; this module only speaks
+the protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    output_ids: list[int]
+    text: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    latency_s: float
+
+
+class RequestFailed(Exception):
+    """A request that produced no usable response.
+
+    `retry`: worth sending again. `counts`: counts against the sample's attempt limit
+    (a refused connection does not: the server is away, not the sample at fault).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retry: bool,
+        counts: bool = True,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+        self.counts = counts
+        self.status = status
+        self.retry_after = retry_after
+
+
+class Aborted(RequestFailed):
+    """The server answered with `finish_reason.type == "abort"`: a partial, never data."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, retry=True)
+
+
+def finish_type(value: Any) -> tuple[str | None, str]:
+    """(type, human detail) of a finish_reason in any shape SGLang or the seed produced."""
+    if value is None:
+        return None, ""
+    if isinstance(value, str):
+        return value, value
+    if isinstance(value, dict):
+        kind = value.get("type")
+        detail = value.get("message") or value.get("matched") or value.get("length") or ""
+        return (str(kind) if kind is not None else None), str(detail)
+    return str(value), str(value)
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200].decode("utf-8", "replace").strip()
+    if isinstance(parsed, dict):
+        error = parsed.get("error", parsed.get("detail", parsed))
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        return str(error)
+    return str(parsed)
+
+
+def _status_failure(status: int, body: bytes, headers: Any) -> RequestFailed:
+    message = _error_message(body)
+    if status == 429:
+        return RequestFailed(
+            f"HTTP 429 rate limited: {message}",
+            retry=True,
+            status=status,
+            retry_after=_retry_after(headers),
+        )
+    if status >= 500 or status == 408:
+        return RequestFailed(
+            f"HTTP {status}: {message}",
+            retry=True,
+            status=status,
+            retry_after=_retry_after(headers),
+        )
+    return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
+
+
+def _generation(payload: Any, started: float, output_ids: list[int] | None = None) -> Generation:
+    if not isinstance(payload, dict):
+        raise RequestFailed("response is not a JSON object", retry=True)
+    if "error" in payload and "meta_info" not in payload:
+        raise RequestFailed(f"server error: {_error_message(orjson.dumps(payload))}", retry=True)
+    meta = payload.get("meta_info")
+    if not isinstance(meta, dict):
+        raise RequestFailed("response has no meta_info", retry=True)
+    kind, detail = finish_type(meta.get("finish_reason"))
+    if kind == "abort":
+        raise Aborted(f"aborted by the server: {detail}")
+    if kind is None:
+        raise RequestFailed("response ended without a finish_reason", retry=True)
+    ids = payload.get("output_ids") if output_ids is None else output_ids
+    completion = meta.get("completion_tokens")
+    prompt = meta.get("prompt_tokens")
+    if not isinstance(ids, list) or not isinstance(completion, int) or not isinstance(prompt, int):
+        raise RequestFailed("response lacks output_ids or token counts", retry=True)
+    if len(ids) != completion:
+        raise RequestFailed(
+            f"response holds {len(ids)} output_ids but reports {completion} tokens", retry=True
+        )
+    text = payload.get("text")
+    return Generation(
+        output_ids=ids,
+        text=text if isinstance(text, str) else None,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        finish_reason=kind,
+        latency_s=time.monotonic() - started,
+    )
+
+
+async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Generation:
+    """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids."""
+    ids: list[int] = []
+    last: dict[str, Any] | None = None
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return _finish_stream(last, ids, started)
+            try:
+                frame = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                raise RequestFailed("stream frame is not valid JSON", retry=True) from None
+            if not isinstance(frame, dict):
+                raise RequestFailed("stream frame is not a JSON object", retry=True)
+            if "error" in frame and "meta_info" not in frame:
+                raise RequestFailed(f"stream error: {_error_message(data)}", retry=True)
+            new = frame.get("output_ids") or []
+            total = (frame.get("meta_info") or {}).get("completion_tokens")
+            if isinstance(total, int) and len(new) == total:
+                ids = list(new)
+            else:
+                ids.extend(new)
+            last = frame
+    return _finish_stream(last, ids, started)
+
+
+def _finish_stream(last: dict[str, Any] | None, ids: list[int], started: float) -> Generation:
+    if last is None:
+        raise RequestFailed("stream ended before any frame", retry=True)
+    return _generation(last, started, output_ids=ids)
+
+
+async def generate(
+    session: aiohttp.ClientSession,
+    url: str,
+    input_ids: list[int],
+    sampling_params: dict[str, Any],
+    rid: str,
+    *,
+    stream: bool = False,
+    timeout_s: float = 3600.0,
+    idle_timeout_s: float = 300.0,
+) -> Generation:
+    """Send one prompt to `url`/generate and return its complete response."""
+    body = orjson.dumps(
+        {"input_ids": input_ids, "sampling_params": sampling_params, "rid": rid, "stream": stream}
+    )
+    timeout = aiohttp.ClientTimeout(
+        total=timeout_s, sock_connect=10, sock_read=idle_timeout_s if stream else timeout_s
+    )
+    started = time.monotonic()
+    try:
+        async with session.post(
+            f"{url}/generate",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            timeout=timeout,
+        ) as response:
+            if response.status != 200:
+                raise _status_failure(response.status, await response.read(), response.headers)
+            if stream:
+                return await _read_stream(response, started)
+            raw = await response.read()
+            try:
+                payload = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise RequestFailed("response body is not valid JSON", retry=True) from None
+            return _generation(payload, started)
+    except TimeoutError:
+        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise RequestFailed(
+            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
+        ) from None
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        raise RequestFailed(
+            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
+        ) from None
+    except aiohttp.ClientPayloadError as exc:
+        raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
+    except aiohttp.ClientError as exc:
+        raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None
+
+
+async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
+    """Ask the server to stop `rid` (best effort; SGLang answers 200 even for unknown rids)."""
+    try:
+        async with session.post(
+            f"{url}/abort_request",
+            data=orjson.dumps({"rid": rid, "abort_all": False}),
+            headers={"Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=3),
+        ) as response:
+            await response.read()
+    except (aiohttp.ClientError, TimeoutError):
+        pass
+
+
+async def check_health(session: aiohttp.ClientSession, url: str) -> str | None:
+    """None if `url` answers /health with 200, else why not."""
+    try:
+        async with session.get(f"{url}/health", timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            if resp.status == 200:
+                return None
+            return f"{url}/health answered HTTP {resp.status}"
+    except aiohttp.ClientConnectorError as exc:
+        return f"cannot connect to {url}: {exc.os_error}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"{url}/health failed: {exc or type(exc).__name__}"

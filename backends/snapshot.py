@@ -1,0 +1,87 @@
+"""Progress snapshots: the one shape in which the engine reports itself.
+
+The engine publishes a :class:`RunSnapshot` a few times a second (never one message per
+response); the headless display, `progress.json` and the TUI all read the same fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class DatasetState(StrEnum):
+    LOADING = "loading"
+    WAITING = "waiting"
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DRAINING = "draining"
+    DONE = "done"
+    EXHAUSTED = "exhausted"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in {self.DONE, self.EXHAUSTED, self.STOPPED, self.FAILED}
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSnapshot:
+    name: str
+    state: DatasetState
+    tokens: int
+    samples: int
+    max_tokens: int | None
+    max_samples: int | None
+    budget_mode: str
+    inflight: int
+    errors: int
+    malformed: int
+    mean_tokens: float | None
+    tok_s: float
+    samples_s: float
+    eta_s: float | None
+    resumed_tokens: int
+    resumed_samples: int
+    started_at: float
+    updated_at: float
+    last_record_at: float | None
+    pid: int
+    host: str
+    message: str = ""
+
+    @property
+    def fraction(self) -> float | None:
+        if self.max_tokens:
+            return min(1.0, self.tokens / self.max_tokens)
+        if self.max_samples:
+            return min(1.0, self.samples / self.max_samples)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = str(self.state)
+        data["version"] = 1
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    datasets: tuple[DatasetSnapshot, ...]
+    concurrency: int
+    inflight: int
+    utilisation: float
+    elapsed_s: float
+    stopping: bool
+    paused: bool
+    servers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return sum(d.tokens for d in self.datasets)
+
+    @property
+    def tok_s(self) -> float:
+        return sum(d.tok_s for d in self.datasets)

@@ -1,0 +1,54 @@
+"""Loading a transformers tokenizer and turning chat messages into input ids.
+
+transformers costs about two seconds to import, so it is imported here, lazily, and only
+ever called from worker threads: never on an event loop that must stay responsive.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class TokenizerError(Exception):
+    """The tokenizer could not be loaded or cannot apply a chat template."""
+
+
+def load_tokenizer(source: str) -> Any:
+    """Load `source` (a local directory, or a hub id already in the local cache).
+
+    Raises :class:`TokenizerError` with a one-line reason instead of transformers' traceback.
+    """
+    path = Path(source).expanduser()
+    if path.exists() and not path.is_dir():
+        raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
+    if not path.exists() and not _HUB_ID.match(source):
+        raise TokenizerError(f"tokenizer directory {source!r} does not exist")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise TokenizerError(f"transformers is not importable: {exc}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else source)
+    except Exception as exc:  # transformers raises many unrelated types here
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise TokenizerError(f"cannot load tokenizer {source!r}: {first}") from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise TokenizerError(
+            f"tokenizer {source!r} has no chat_template; prompts are chat messages and need one"
+        )
+    return tokenizer
+
+
+def encode_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Chat-template `messages` with a generation prompt, as the target model expects."""
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    return list(ids)

@@ -1,0 +1,37 @@
+"""Independent checks of a dataset folder: what the tests trust instead of the engine's word."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+
+def read_records(folder: Path) -> list[dict]:
+    path = folder / "raw_responses.jsonl"
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), "record file ends in a torn line"
+    return [orjson.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def recount(folder: Path) -> tuple[int, int]:
+    """(tokens, records) recounted from the file with plain json, asserting no duplicates."""
+    records = read_records(folder)
+    ids = Counter(str(r["sample_id"]) for r in records)
+    duplicated = [key for key, n in ids.items() if n > 1]
+    assert not duplicated, f"duplicate sample_ids: {duplicated[:5]}"
+    total = 0
+    for record in records:
+        if "output_ids" in record:
+            assert len(record["output_ids"]) == record["completion_tokens"]
+            total += record["completion_tokens"]
+        else:
+            total += record["usage"]["completion_tokens"]
+    return total, len(records)
+
+
+def progress(folder: Path) -> dict:
+    return orjson.loads((folder / "progress.json").read_bytes())

@@ -1,0 +1,54 @@
+import pytest
+
+from gen_tui.backends.budget import Budget, BudgetMode, InFlight, LengthModel, may_dispatch
+
+
+def test_drain_dispatches_until_committed_reaches_budget() -> None:
+    budget = Budget(max_tokens=1000)
+    model = LengthModel(100)
+    many = [InFlight(0.0, 100)] * 50
+    assert may_dispatch(BudgetMode.DRAIN, budget, 999, 0, many, model, 100)
+    assert not may_dispatch(BudgetMode.DRAIN, budget, 1000, 0, [], model, 100)
+
+
+def test_predictive_counts_expected_inflight_and_the_new_request() -> None:
+    budget = Budget(max_tokens=1000)
+    model = LengthModel(100, [100] * 10)
+    eight = [InFlight(0.0, 500)] * 8
+    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight, model, 500, 0.0)
+    nine = [InFlight(0.0, 500)] * 9
+    assert not may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, nine, model, 500, 0.0)
+    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 999, 0, [], model, 500, 0.0)
+
+
+def test_predictive_keeps_a_margin_for_spread() -> None:
+    budget = Budget(max_tokens=1000)
+    spread = LengthModel(100, [0, 200] * 5)
+    eight = [InFlight(0.0, 500)] * 8
+    assert not may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight, spread, 500, 0.0)
+    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight[:6], spread, 500, 0.0)
+
+
+def test_predictive_expects_more_of_old_requests() -> None:
+    model = LengthModel(100)
+    for length in [10] * 90 + [1000] * 10:
+        model.observe(length, 0.2 + length / 100.0)
+    assert model.expected_total(0.0) == model.mean
+    assert model.latency_line() == pytest.approx((0.2, 0.01))
+    assert model.expected_total(0.1) == model.mean
+    assert model.expected_total(0.7) == 1000
+
+
+def test_strict_reserves_max_new_tokens() -> None:
+    budget = Budget(max_tokens=1000)
+    model = LengthModel(10, [10] * 10)
+    assert may_dispatch(BudgetMode.STRICT, budget, 0, 0, [InFlight(0.0, 300)] * 2, model, 300)
+    assert not may_dispatch(BudgetMode.STRICT, budget, 0, 0, [InFlight(0.0, 300)] * 3, model, 300)
+    assert not may_dispatch(BudgetMode.STRICT, budget, 701, 0, [], model, 300)
+
+
+def test_max_samples_counts_inflight() -> None:
+    budget = Budget(max_samples=5)
+    model = LengthModel(10)
+    assert may_dispatch(BudgetMode.DRAIN, budget, 0, 3, [InFlight(0.0, 1)], model, 1)
+    assert not may_dispatch(BudgetMode.DRAIN, budget, 0, 3, [InFlight(0.0, 1)] * 2, model, 1)

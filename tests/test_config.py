@@ -1,0 +1,97 @@
+from pathlib import Path
+
+import pytest
+
+from gen_tui.app.cli import build_parser, engine_config
+from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.config import ConfigError, load_config
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = """
+[run]
+server_urls = ["http://127.0.0.1:30000", "http://127.0.0.1:30001"]
+tokenizer = "tok"
+output_dir = "out"
+concurrency = "150"
+budget_mode = "strict"
+max_tokens_per_dataset = "10M"
+
+[sampling]
+max_new_tokens = "8k"
+temperature = 0.7
+stop_token_ids = [2]
+
+[[datasets]]
+name = "B1_glaive"
+prompts = "prompts/B1.jsonl"
+max_samples = 7000
+
+[[datasets]]
+name = "B2_opencodeinstruct"
+prompts = "prompts/B2.jsonl"
+max_tokens = "2.5e6"
+"""
+
+
+def test_good_config_merges_with_flags(tmp_path: Path) -> None:
+    (tmp_path / "tok").mkdir()
+    path = _config(tmp_path, GOOD)
+    args = build_parser().parse_args(["run", "--config", str(path), "--temperature", "0.2"])
+    config = engine_config(args)
+    assert [d.name for d in config.datasets] == ["B1_glaive", "B2_opencodeinstruct"]
+    assert config.datasets[0].max_tokens == 10_000_000
+    assert config.datasets[0].max_samples == 7000
+    assert config.datasets[1].max_tokens == 2_500_000
+    assert config.datasets[1].prompts == tmp_path / "prompts" / "B2.jsonl"
+    assert config.concurrency == 150
+    assert config.budget_mode is BudgetMode.STRICT
+    assert config.sampling == {"max_new_tokens": 8000, "temperature": 0.2, "stop_token_ids": [2]}
+    assert config.output_dir == tmp_path / "out"
+    assert config.tokenizer == str(tmp_path / "tok")
+    assert len(config.server_urls) == 2
+
+
+def test_flag_budget_overrides_every_dataset(tmp_path: Path) -> None:
+    path = _config(tmp_path, GOOD)
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--config",
+            str(path),
+            "--token-budget",
+            "500k",
+            "--datasets",
+            "B2_opencodeinstruct",
+        ]
+    )
+    config = engine_config(args)
+    assert [(d.name, d.max_tokens) for d in config.datasets] == [("B2_opencodeinstruct", 500_000)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[run]\nconcurency = 5\n", "unknown key run.concurency"),
+        ('[run]\nmax_tokens_per_dataset = "lots"\n', None),
+        ("[run\n", "not valid TOML"),
+        ('[run]\nbudget_mode = "exact"\n', "run.budget_mode 'exact' is not one of"),
+        ('[[datasets]]\nname = "../etc"\nprompts = "x"\n', "datasets[0]: dataset name"),
+        ('[[datasets]]\nname = "a"\n', "datasets[0] has no 'prompts'"),
+        ('[[datasets]]\nname = "a"\nprompts = "x"\nmax_tokens = "1.5x"\n', "max_tokens"),
+        ("[sampling]\ntemperature = true\n", "sampling.temperature must not be true/false"),
+        ("[extra]\n", "unknown table(s) extra"),
+    ],
+)
+def test_bad_configs_name_file_and_key(tmp_path: Path, text: str, message: str | None) -> None:
+    path = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(str(path))
+    if message:
+        assert message in str(info.value)

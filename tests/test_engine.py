@@ -1,0 +1,369 @@
+"""The engine in-process against the simulator on loopback, with a real tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig, EngineError
+from gen_tui.backends.lock import DatasetLock
+from gen_tui.backends.sim import Faults, LengthProfile
+from gen_tui.backends.snapshot import DatasetState, RunSnapshot
+
+from .helpers import progress, read_records, recount
+
+
+def make_config(
+    tokenizer_dir: Path, prompts: Path, output: Path, urls: list[str], **overrides: Any
+) -> EngineConfig:
+    budgets = overrides.pop("budgets", {})
+    datasets = [
+        DatasetSpec(path.stem, path, *budgets.get(path.stem, (None, None)))
+        for path in sorted(prompts.glob("*.jsonl"))
+    ]
+    options: dict[str, Any] = {
+        "datasets": datasets,
+        "server_urls": urls,
+        "tokenizer": str(tokenizer_dir),
+        "output_dir": output,
+        "concurrency": 32,
+        "sampling": {"max_new_tokens": 2048},
+        "snapshot_interval_s": 0.05,
+        "progress_interval_s": 0.1,
+        "seed": 1,
+    }
+    options.update(overrides)
+    return EngineConfig(**options)
+
+
+async def run(config: EngineConfig) -> tuple[RunSnapshot, list[tuple[str, str]], list[RunSnapshot]]:
+    events: list[tuple[str, str]] = []
+    snapshots: list[RunSnapshot] = []
+    engine = Engine(config, on_snapshot=snapshots.append, on_event=lambda *e: events.append(e))
+    final = await engine.run()
+    return final, events, snapshots
+
+
+async def test_runs_all_prompts_and_writes_records(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    config = make_config(tokenizer_dir, prompts_dir(A=40, B=25), tmp_path / "out", [server.url])
+    final, _, snapshots = await run(config)
+    assert [d.state for d in final.datasets] == [DatasetState.EXHAUSTED] * 2
+    for name, expected in (("A", 40), ("B", 25)):
+        tokens, records = recount(tmp_path / "out" / name)
+        assert records == expected
+        snap = progress(tmp_path / "out" / name)
+        assert (snap["tokens"], snap["samples"], snap["state"]) == (tokens, records, "exhausted")
+        first = read_records(tmp_path / "out" / name)[0]
+        assert {
+            "sample_id",
+            "output_ids",
+            "prompt_tokens",
+            "completion_tokens",
+            "finish_reason",
+        } <= set(first)
+    assert server.stats.completed == 65
+    assert snapshots, "the engine published no snapshots"
+
+
+@pytest.mark.parametrize("mode", list(BudgetMode))
+async def test_budget_modes(
+    mode: BudgetMode,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    sim: Any,
+    tmp_path: Path,
+) -> None:
+    server = await sim(profiles={"A": LengthProfile(mean=400)}, tokens_per_s=20000, slots=64)
+    budget = 200_000
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=1500),
+        tmp_path / "out",
+        [server.url],
+        budgets={"A": (budget, None)},
+        budget_mode=mode,
+        concurrency=48,
+        sampling={"max_new_tokens": 1500},
+    )
+    final, events, _ = await run(config)
+    tokens, _ = recount(tmp_path / "out" / "A")
+    assert final.datasets[0].tokens == tokens
+    assert progress(tmp_path / "out" / "A")["tokens"] == tokens
+    assert final.datasets[0].state is DatasetState.DONE
+    if mode is BudgetMode.STRICT:
+        assert budget - 1500 < tokens <= budget
+    else:
+        assert tokens >= budget
+    if mode is BudgetMode.PREDICTIVE:
+        assert tokens - budget < budget * 0.02, f"predictive overshot by {tokens - budget}"
+    assert any("budget reached" in message for _, message in events)
+
+
+async def test_drain_overshoots_more_than_predictive(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim(profiles={"A": LengthProfile(mean=400)}, tokens_per_s=20000, slots=64)
+    prompts = prompts_dir(A=600)
+    overshoot = {}
+    for mode in (BudgetMode.DRAIN, BudgetMode.PREDICTIVE):
+        config = make_config(
+            tokenizer_dir,
+            prompts,
+            tmp_path / mode.value,
+            [server.url],
+            budgets={"A": (20_000, None)},
+            budget_mode=mode,
+            concurrency=48,
+        )
+        await run(config)
+        overshoot[mode] = recount(tmp_path / mode.value / "A")[0] - 20_000
+    assert overshoot[BudgetMode.DRAIN] > overshoot[BudgetMode.PREDICTIVE]
+
+
+async def test_max_samples_is_exact(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=100),
+        tmp_path / "out",
+        [server.url],
+        budgets={"A": (None, 37)},
+    )
+    await run(config)
+    assert recount(tmp_path / "out" / "A")[1] == 37
+    assert server.stats.completed == 37
+
+
+def _old_record(sample_id: str, tokens: int) -> bytes:
+    return (
+        orjson.dumps({"sample_id": sample_id, "text": "t", "usage": {"completion_tokens": tokens}})
+        + b"\n"
+    )
+
+
+async def test_resume_skips_done_and_counts_both_layouts(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    new = (
+        orjson.dumps(
+            {
+                "sample_id": "A-1",
+                "output_ids": [7] * 50,
+                "prompt_tokens": 3,
+                "completion_tokens": 50,
+                "finish_reason": "stop",
+            }
+        )
+        + b"\n"
+    )
+    (out / "A" / "raw_responses.jsonl").write_bytes(_old_record("A-0", 100) + new)
+    config = make_config(tokenizer_dir, prompts_dir(A=20), out, [server.url])
+    final, events, _ = await run(config)
+    assert final.datasets[0].resumed_tokens == 150
+    assert final.datasets[0].resumed_samples == 2
+    assert server.stats.requests == 18
+    assert not any(rid.split("/")[1] in {"A-0", "A-1"} for rid in server.stats.completed_rids)
+    records = read_records(out / "A")
+    assert len(records) == 20 and len({str(r["sample_id"]) for r in records}) == 20
+    assert any("resuming with 2 records, 150 tokens" in message for _, message in events)
+
+
+async def test_resume_at_budget_does_nothing(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    (out / "A" / "raw_responses.jsonl").write_bytes(_old_record("A-0", 5000))
+    config = make_config(
+        tokenizer_dir, prompts_dir(A=20), out, [server.url], budgets={"A": (4000, None)}
+    )
+    final, events, _ = await run(config)
+    assert server.stats.requests == 0
+    assert final.datasets[0].state is DatasetState.DONE
+    assert any("already at its budget" in message for _, message in events)
+
+
+async def test_torn_tail_is_quarantined_and_reported(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    torn = b'{"sample_id": "A-3", "completion_tokens": 12, "output_ids": [1, 2'
+    (out / "A" / "raw_responses.jsonl").write_bytes(_old_record("A-0", 10) + torn)
+    config = make_config(tokenizer_dir, prompts_dir(A=10), out, [server.url])
+    _, events, _ = await run(config)
+    sides = list((out / "A").glob("raw_responses.jsonl.torn.*"))
+    assert len(sides) == 1 and sides[0].read_bytes() == torn
+    assert any("torn last line" in message and str(sides[0]) in message for _, message in events)
+    assert recount(out / "A")[1] == 10
+
+
+async def test_corrupt_record_file_refuses_with_location(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    (out / "A" / "raw_responses.jsonl").write_bytes(
+        _old_record("A-0", 10) + b"garbage\n" + _old_record("A-1", 10)
+    )
+    config = make_config(tokenizer_dir, prompts_dir(A=10), out, [server.url])
+    with pytest.raises(EngineError, match=r"raw_responses.jsonl:2: not valid JSON"):
+        await run(config)
+    assert server.stats.requests == 0
+
+
+async def test_second_writer_is_refused(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    lock = DatasetLock(out / "A" / "run.lock")
+    lock.acquire()
+    try:
+        config = make_config(tokenizer_dir, prompts_dir(A=10), out, [server.url])
+        with pytest.raises(EngineError, match=r"already being written by pid \d+ on "):
+            await run(config)
+    finally:
+        lock.release()
+
+
+async def test_faults_are_retried_without_loss_or_duplicates(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    faults = Faults(
+        error_5xx=0.1,
+        rate_429=0.1,
+        retry_after_s=0.05,
+        reset=0.05,
+        torn_json=0.1,
+        timeout=0.03,
+        hang_s=60,
+    )
+    server = await sim(faults=faults)
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=80),
+        tmp_path / "out",
+        [server.url],
+        max_retries=20,
+        request_timeout_s=1.0,
+    )
+    final, _, _ = await run(config)
+    _tokens, records = recount(tmp_path / "out" / "A")
+    assert records == 80
+    assert final.datasets[0].errors == 0
+    assert sum(server.stats.faults.values()) > 10
+    written = {str(r["sample_id"]) for r in read_records(tmp_path / "out" / "A")}
+    completed = {rid.split("/")[1] for rid in server.stats.completed_rids}
+    assert written == completed
+
+
+async def test_client_errors_are_not_retried(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim(context_length=20)
+    prompts = prompts_dir(A=5)
+    config = make_config(tokenizer_dir, prompts, tmp_path / "out", [server.url])
+    final, _, _ = await run(config)
+    assert final.datasets[0].errors == 5
+    assert server.stats.requests == 5
+    errors = [
+        orjson.loads(line)
+        for line in (tmp_path / "out" / "A" / "errors.jsonl").read_bytes().splitlines()
+    ]
+    assert len(errors) == 5 and all(e["status"] == 400 for e in errors)
+    assert recount(tmp_path / "out" / "A")[1] == 0
+
+
+@pytest.mark.parametrize("stream_output", [False, True])
+async def test_streaming_matches_non_streaming(
+    stream_output: bool,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    sim: Any,
+    tmp_path: Path,
+) -> None:
+    server = await sim(stream_output=stream_output, frame_tokens=7)
+    prompts = prompts_dir(A=12)
+    for stream in (False, True):
+        config = make_config(
+            tokenizer_dir, prompts, tmp_path / str(stream), [server.url], stream=stream
+        )
+        await run(config)
+    plain = {r["sample_id"]: r["output_ids"] for r in read_records(tmp_path / "False" / "A")}
+    streamed = {r["sample_id"]: r["output_ids"] for r in read_records(tmp_path / "True" / "A")}
+    assert plain == streamed and len(plain) == 12
+
+
+async def test_several_servers_share_the_load_and_a_dead_one_is_survived(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    first = await sim(tokens_per_s=5000)
+    second = await sim(tokens_per_s=5000)
+    dead = "http://127.0.0.1:9"
+    config = make_config(
+        tokenizer_dir, prompts_dir(A=60), tmp_path / "out", [first.url, dead, second.url]
+    )
+    _final, events, _ = await run(config)
+    assert recount(tmp_path / "out" / "A")[1] == 60
+    assert first.stats.completed > 5 and second.stats.completed > 5
+    assert first.stats.completed + second.stats.completed == 60
+    assert any(dead in message for _, message in events)
+
+
+async def test_unreachable_server_is_one_clear_error(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = make_config(tokenizer_dir, prompts_dir(A=3), tmp_path / "out", ["http://127.0.0.1:9"])
+    with pytest.raises(EngineError, match="no inference server reachable"):
+        await run(config)
+
+
+async def test_malformed_prompt_lines_are_counted_and_named(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim()
+    prompts = prompts_dir(A=10)
+    path = prompts / "A.jsonl"
+    path.write_bytes(path.read_bytes() + b"{oops\n" + b'{"id": "z"}\n')
+    config = make_config(tokenizer_dir, prompts, tmp_path / "out", [server.url])
+    final, events, _ = await run(config)
+    assert final.datasets[0].malformed == 2
+    assert recount(tmp_path / "out" / "A")[1] == 10
+    messages = [m for _, m in events]
+    assert any(f"{path}:11: not valid JSON" in m for m in messages)
+    assert any(f"{path}:12: no 'messages'" in m for m in messages)
+
+
+async def test_datasets_share_one_pool_in_priority_order(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim(tokens_per_s=3000, slots=64)
+    config = make_config(
+        tokenizer_dir, prompts_dir(A=80, B=80), tmp_path / "out", [server.url], concurrency=16
+    )
+    _, _, snapshots = await run(config)
+    assert any(s.datasets[1].inflight for s in snapshots), "B never ran alongside A"
+    for snap in snapshots:
+        first, second = snap.datasets
+        assert snap.inflight <= 16
+        if second.inflight:
+            assert first.samples + first.inflight == 80, "B took a slot A could have used"
+    assert [recount(tmp_path / "out" / name)[1] for name in "AB"] == [80, 80]

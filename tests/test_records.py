@@ -1,0 +1,124 @@
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gen_tui.backends.records import (
+    Completion,
+    RecordFileError,
+    RecordWriter,
+    quarantine_torn_tail,
+    scan_records,
+)
+
+
+def _new(sample_id: object, tokens: int) -> bytes:
+    return (
+        orjson.dumps(
+            {
+                "sample_id": sample_id,
+                "output_ids": [1] * tokens,
+                "prompt_tokens": 5,
+                "completion_tokens": tokens,
+                "finish_reason": "stop",
+            }
+        )
+        + b"\n"
+    )
+
+
+def _old(sample_id: object, tokens: int) -> bytes:
+    return (
+        orjson.dumps(
+            {
+                "sample_id": sample_id,
+                "text": "x " * tokens,
+                "usage": {"prompt_tokens": 5, "completion_tokens": tokens},
+            }
+        )
+        + b"\n"
+    )
+
+
+def test_both_layouts_are_counted(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(_new("a", 10) + _old("b", 20) + _new(3, 30))
+    scan = scan_records(path)
+    assert scan.tokens == 60
+    assert scan.records == 3
+    assert scan.done == {"a", "b", "3"}
+    assert not scan.torn_tail
+
+
+def test_absent_file_is_empty(tmp_path: Path) -> None:
+    scan = scan_records(tmp_path / "none.jsonl")
+    assert scan.records == 0 and scan.tokens == 0
+
+
+def test_torn_tail_is_moved_aside(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    good = _new("a", 10) + _new("b", 5)
+    torn = _new("c", 7)[:25]
+    path.write_bytes(good + torn)
+    scan = scan_records(path)
+    assert scan.records == 2 and scan.tokens == 15
+    side = quarantine_torn_tail(path, scan)
+    assert side is not None and side.read_bytes() == torn
+    assert path.read_bytes() == good
+    assert scan_records(path).records == 2
+
+
+def test_missing_final_newline_is_repaired_not_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(_new("a", 10) + _new("b", 5)[:-1])
+    scan = scan_records(path)
+    assert scan.records == 2
+    assert quarantine_torn_tail(path, scan) is None
+    assert path.read_bytes().endswith(b"}\n")
+    writer = RecordWriter(path)
+    writer.write(_new("c", 1))
+    writer.close()
+    assert scan_records(path).records == 3
+
+
+def test_corrupt_middle_line_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(_new("a", 1) + b"{broken\n" + _new("b", 1))
+    with pytest.raises(RecordFileError, match=r"raw.jsonl:2: not valid JSON"):
+        scan_records(path)
+
+
+def test_missing_field_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(_new("a", 1) + b'{"sample_id": "x"}\n' + _new("b", 1))
+    with pytest.raises(RecordFileError, match=r":2: field 'completion_tokens'"):
+        scan_records(path)
+
+
+def test_duplicates_are_reported(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(_new("a", 1) + _new("a", 2))
+    scan = scan_records(path)
+    assert scan.duplicates == 1 and scan.tokens == 3
+
+
+def test_completion_line_layout() -> None:
+    line = Completion("s1", 3, 4, "stop", [5, 6, 7], text="abc").to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    record = orjson.loads(line)
+    assert list(record)[:5] == [
+        "sample_id",
+        "completion_tokens",
+        "prompt_tokens",
+        "finish_reason",
+        "output_ids",
+    ]
+
+
+def test_scan_spanning_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    with open(path, "wb") as handle:
+        for index in range(3000):
+            handle.write(_new(index, 500))
+    scan = scan_records(path)
+    assert scan.records == 3000 and scan.tokens == 1_500_000
