@@ -1,6 +1,13 @@
 import pytest
 
-from gen_tui.backends.budget import Budget, BudgetMode, InFlight, LengthModel, may_dispatch
+from gen_tui.backends.budget import (
+    TAPER_Z,
+    Budget,
+    BudgetMode,
+    InFlight,
+    LengthModel,
+    may_dispatch,
+)
 
 
 def test_drain_dispatches_until_committed_reaches_budget() -> None:
@@ -23,10 +30,21 @@ def test_predictive_counts_expected_inflight_and_the_new_request() -> None:
 
 def test_predictive_keeps_a_margin_for_spread() -> None:
     budget = Budget(max_tokens=1000)
+    steady = LengthModel(100, [100] * 10)
     spread = LengthModel(100, [0, 200] * 5)
-    eight = [InFlight(0.0, 500)] * 8
-    assert not may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight, spread, 500, 0.0)
-    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight[:6], spread, 500, 0.0)
+    assert steady.mean == spread.mean == 100
+
+    def most_in_flight(model: LengthModel) -> int:
+        count = 0
+        while may_dispatch(
+            BudgetMode.PREDICTIVE, budget, 0, 0, [InFlight(0.0, 500)] * count, model, 500, 0.0
+        ):
+            count += 1
+        return count
+
+    assert most_in_flight(steady) == 9
+    expected = max(n for n in range(10) if n * 100 + TAPER_Z * 100 * n**0.5 < 1000)
+    assert most_in_flight(spread) == expected < 9
 
 
 def test_predictive_expects_more_of_old_requests() -> None:
