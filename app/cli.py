@@ -54,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gen-tui",
         description="Terminal control panel and budget-aware engine for LLM data generation.",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        dest="tui_config",
+        help="run or watch what this TOML describes",
+    )
+    parser.add_argument(
+        "--demo", action="store_true", dest="tui_demo", help="the control panel on a built-in demo"
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser(
         "run",
@@ -77,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count_arg("--concurrency"),
         help=f"requests in flight across all datasets (default {DEFAULT_CONCURRENCY})",
     )
+    srv.add_argument(
+        "--parallel-datasets",
+        type=_count_arg("--parallel-datasets"),
+        help="datasets sharing the slots at once (default 1: in order, the next one filling "
+        "the slots the previous leaves free)",
+    )
     srv.add_argument("--stream", action="store_true", default=None, help="use SSE streaming")
     srv.add_argument("--max-retries", type=int, help="attempts per sample on errors (default 6)")
     srv.add_argument("--request-timeout", type=float, help="seconds per request (default 3600)")
@@ -98,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bud.add_argument(
         "--max-samples", type=_count_arg("--max-samples"), help="stop each dataset at N records"
+    )
+    bud.add_argument(
+        "--max-total-tokens",
+        type=_count_arg("--max-total-tokens"),
+        help="a budget across the selected datasets, shared by weight (equal by default); a "
+        "dataset that runs out of prompts hands its share to the others",
     )
     bud.add_argument(
         "--budget-mode",
@@ -156,7 +177,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             entries[name] = DatasetSpec(name, path)
     for entry in file.datasets:
         entries[entry.name] = DatasetSpec(
-            entry.name, entry.prompts, entry.max_tokens, entry.max_samples
+            entry.name, entry.prompts, entry.max_tokens, entry.max_samples, entry.weight
         )
     if not entries:
         raise UsageError("no datasets: give --prompts-dir DIR, or --config FILE with [[datasets]]")
@@ -176,7 +197,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             if args.max_samples is not None
             else (spec.max_samples if spec.max_samples is not None else default_samples)
         )
-        datasets.append(DatasetSpec(name, spec.prompts, max_tokens, max_samples))
+        datasets.append(DatasetSpec(name, spec.prompts, max_tokens, max_samples, spec.weight))
 
     tokenizer = pick(args.tokenizer, "tokenizer", None)
     if not tokenizer:
@@ -206,6 +227,8 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         max_retries=int(pick(args.max_retries, "max_retries", 6)),
         request_timeout_s=float(pick(args.request_timeout, "request_timeout", 3600.0)),
         grace_s=float(pick(args.grace, "grace", 30.0)),
+        parallel_datasets=max(1, pick(args.parallel_datasets, "parallel_datasets", 1)),
+        max_total_tokens=pick(args.max_total_tokens, "max_total_tokens", None),
     )
 
 
@@ -273,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.backends.sim import main as sim_main
 
         return sim_main(args.sim_args)
-    if args.command != "run":
+    if args.command is None:
         parser.print_help()
         print(
             "\nThe control panel is coming; for now try the headless demo:\n  gen-tui run --demo",

@@ -191,10 +191,17 @@ def may_dispatch(
         return True
     now = time.monotonic() if now is None else now
     mean, variance = model.outlook(0.0)
+    # Until a few dozen lengths are in, assume a spread at least as wide as the mean
+    # (LLM answer lengths are long-tailed): the first answers back are the short ones.
+    spread = variance if model.observed >= 32 else max(variance, mean * mean)
     for request in inflight:
         m, v = model.outlook(now - request.started)
         mean += min(m, request.max_new_tokens)
         variance += v
+    # The mean itself is uncertain after few observations, and that error is shared by
+    # every request in flight, so it adds up linearly rather than as a square root.
+    count = len(inflight) + 1
+    variance += count * count * spread / max(model.observed, 1)
     return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
 
 
@@ -208,3 +215,39 @@ def eta_seconds(
     if budget.max_samples is not None and samples_s > 0:
         estimates.append(max(0, budget.max_samples - samples) / samples_s)
     return min(estimates) if estimates else None
+
+
+def share_total(
+    total: int,
+    weights: dict[str, float],
+    caps: dict[str, int | None],
+    settled: dict[str, int],
+) -> dict[str, int]:
+    """Split a total token budget into per-dataset budgets by weight (water-filling).
+
+    `settled` holds the final token count of datasets that can take no more (out of
+    prompts); their unused share goes to the others in proportion to their weights, and so
+    does the share a dataset's own cap (`caps`) keeps it from using. The result never gives
+    a dataset more than its cap, and its values add up to at most `total`.
+    """
+    fixed = dict(settled)
+    for name, cap in caps.items():
+        if cap is not None and name not in fixed and cap <= 0:
+            fixed[name] = 0
+    while True:
+        open_names = [name for name in weights if name not in fixed]
+        if not open_names:
+            break
+        remaining = max(0, total - sum(fixed.values()))
+        weight_sum = sum(weights[name] for name in open_names) or 1.0
+        shares = {name: remaining * weights[name] / weight_sum for name in open_names}
+        capped = {
+            name: caps[name]
+            for name in open_names
+            if caps.get(name) is not None and caps[name] < shares[name]  # type: ignore[operator]
+        }
+        if not capped:
+            fixed.update({name: int(share) for name, share in shares.items()})
+            break
+        fixed.update(capped)  # type: ignore[arg-type]
+    return {name: fixed[name] for name in weights}

@@ -25,6 +25,8 @@ RUN_KEYS = {
     "budget_mode": str,
     "max_tokens_per_dataset": (int, str),
     "max_samples": (int, str),
+    "max_total_tokens": (int, str),
+    "parallel_datasets": int,
     "stream": bool,
     "grace": (int, float),
     "max_retries": int,
@@ -49,6 +51,7 @@ DATASET_KEYS = {
     "prompts": str,
     "max_tokens": (int, str),
     "max_samples": (int, str),
+    "weight": (int, float),
 }
 
 
@@ -62,6 +65,7 @@ class DatasetEntry:
     prompts: Path
     max_tokens: int | None = None
     max_samples: int | None = None
+    weight: float = 1.0
 
 
 @dataclass
@@ -97,6 +101,12 @@ def count(path: Path, where: str, value: Any) -> int | None:
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def _weight(path: Path, where: str, value: float) -> float:
+    if not value > 0:
+        raise ConfigError(f"{path}: {where}.weight must be positive, got {value}")
+    return float(value)
+
+
 def load_config(path: Path) -> FileConfig:
     """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
     try:
@@ -114,7 +124,7 @@ def load_config(path: Path) -> FileConfig:
     config = FileConfig(path=path)
     config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
     config.sampling = dict(_check_table(path, "sampling", data.get("sampling", {}), SAMPLING_KEYS))
-    for key in ("concurrency", "max_tokens_per_dataset", "max_samples"):
+    for key in ("concurrency", "max_tokens_per_dataset", "max_samples", "max_total_tokens"):
         if key in config.run:
             config.run[key] = count(path, f"run.{key}", config.run[key])
     if "max_new_tokens" in config.sampling:
@@ -160,6 +170,7 @@ def load_config(path: Path) -> FileConfig:
                 prompts=(base / Path(entry["prompts"]).expanduser()).resolve(),
                 max_tokens=count(path, f"{where}.max_tokens", entry.get("max_tokens")),
                 max_samples=count(path, f"{where}.max_samples", entry.get("max_samples")),
+                weight=_weight(path, where, entry.get("weight", 1.0)),
             )
         )
     return config

@@ -36,6 +36,7 @@ from gen_tui.backends.budget import (
     LengthModel,
     eta_seconds,
     may_dispatch,
+    share_total,
 )
 from gen_tui.backends.lock import DatasetLock, LockHeld
 from gen_tui.backends.prompts import Prompt, PromptProblem, check_dataset_name, iter_prompts
@@ -70,9 +71,12 @@ class DatasetSpec:
     prompts: Path
     max_tokens: int | None = None
     max_samples: int | None = None
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         check_dataset_name(self.name)
+        if not self.weight > 0:
+            raise EngineError(f"{self.name}: weight must be positive, got {self.weight}")
 
 
 @dataclass
@@ -89,6 +93,8 @@ class EngineConfig:
     request_timeout_s: float = 3600.0
     grace_s: float = 30.0
     lookahead: int | None = None
+    parallel_datasets: int = 1
+    max_total_tokens: int | None = None
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
@@ -198,6 +204,8 @@ class Engine:
         self._started = time.monotonic()
         self._busy_slot_seconds = 0.0
         self._last_busy_mark = time.monotonic()
+        self._first_dispatch: float | None = None
+        self._last_idle: float | None = None
         self._tokenizer: Any = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._rng = random.Random(config.seed)
@@ -205,9 +213,10 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
         self._opened = False
+        self._producers: list[asyncio.Task[None]] = []
         self.aborted = False
 
-    # control, callable from signal handlers and other threads via call_soon_threadsafe
+    # control: call on the engine's loop, or from another thread through `threadsafe`
 
     def request_stop(self) -> None:
         """First call: stop dispatching and drain. Second call: abort in-flight requests."""
@@ -216,13 +225,62 @@ class Engine:
         self._stopping = True
         self._wake.set()
 
-    def stop_threadsafe(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.request_stop)
-
     def set_paused(self, paused: bool) -> None:
+        """Hold or release dispatch; in-flight requests carry on either way."""
         self._paused = paused
+        for ds in self._datasets:
+            if ds.state is DatasetState.ACTIVE and paused:
+                ds.state = DatasetState.PAUSED
+            elif ds.state is DatasetState.PAUSED and not paused:
+                ds.state = DatasetState.ACTIVE
         self._wake.set()
+
+    def set_budget(self, name: str, max_tokens: int | None, max_samples: int | None) -> None:
+        """Change a dataset's budget mid-run; a dataset done at its old budget starts again."""
+        for ds in self._datasets:
+            if ds.name == name:
+                ds.spec = DatasetSpec(
+                    name, ds.spec.prompts, max_tokens, max_samples, ds.spec.weight
+                )
+                self._apply_budget(ds, Budget(max_tokens, max_samples))
+                self._rebalance()
+                self._event(
+                    "info", f"{name}: budget set to {max_tokens} tokens, {max_samples} samples"
+                )
+                return
+        raise EngineError(f"unknown dataset {name!r}")
+
+    def _apply_budget(self, ds: _Dataset, budget: Budget) -> None:
+        ds.budget = budget
+        if ds.state is DatasetState.DONE and not budget.reached(ds.tokens, ds.samples):
+            if ds.queue is None:
+                lookahead = self.config.lookahead or 2 * self.config.concurrency
+                ds.queue = asyncio.Queue(maxsize=lookahead)
+                self._producers.append(asyncio.create_task(self._produce(ds)))
+            ds.state = DatasetState.WAITING
+            ds.message = ""
+        self._wake.set()
+
+    def _rebalance(self) -> None:
+        """Re-split `max_total_tokens` after a dataset ran out of prompts (or at start)."""
+        total = self.config.max_total_tokens
+        if total is None:
+            return
+        shares = share_total(
+            total,
+            {ds.name: ds.spec.weight for ds in self._datasets},
+            {ds.name: ds.spec.max_tokens for ds in self._datasets},
+            {ds.name: ds.tokens for ds in self._datasets if ds.state is DatasetState.EXHAUSTED},
+        )
+        for ds in self._datasets:
+            if ds.state is not DatasetState.EXHAUSTED and ds.budget.max_tokens != shares[ds.name]:
+                self._apply_budget(ds, Budget(shares[ds.name], ds.spec.max_samples))
+
+    def threadsafe(self, method: Callable[..., None], *args: object) -> None:
+        """Run a control method on the engine's loop from any thread (the TUI's, say)."""
+        if self._loop is None:
+            raise EngineError("the engine is not running")
+        self._loop.call_soon_threadsafe(method, *args)
 
     # reporting
 
@@ -234,6 +292,20 @@ class Engine:
         now = time.monotonic()
         self._busy_slot_seconds += len(self._tasks) * (now - self._last_busy_mark)
         self._last_busy_mark = now
+        self._last_idle = None if self._tasks else (self._last_idle or now)
+
+    def active_seconds(self) -> float:
+        """Wall time from the first dispatch to the last completion (or now)."""
+        if self._first_dispatch is None:
+            return 0.0
+        return (self._last_idle or time.monotonic()) - self._first_dispatch
+
+    def utilisation(self) -> float:
+        """Busy slot-seconds over available slot-seconds, first dispatch to last completion."""
+        span = self.active_seconds()
+        if span <= 0:
+            return 0.0
+        return min(1.0, self._busy_slot_seconds / (span * self.config.concurrency))
 
     def snapshot(self) -> RunSnapshot:
         now_mono = time.monotonic()
@@ -258,7 +330,9 @@ class Engine:
                     mean_tokens=ds.model.mean if ds.model.observed else None,
                     tok_s=tok_s,
                     samples_s=samples_s,
-                    eta_s=eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s),
+                    eta_s=None
+                    if ds.state.finished
+                    else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s),
                     resumed_tokens=ds.resumed_tokens,
                     resumed_samples=ds.resumed_samples,
                     started_at=ds.started_at,
@@ -273,7 +347,8 @@ class Engine:
             datasets=tuple(datasets),
             concurrency=self.config.concurrency,
             inflight=len(self._tasks),
-            utilisation=self._busy_slot_seconds / (elapsed * self.config.concurrency),
+            utilisation=self.utilisation(),
+            active_s=self.active_seconds(),
             elapsed_s=elapsed,
             stopping=self._stopping,
             paused=self._paused,
@@ -358,6 +433,7 @@ class Engine:
                 await loop.run_in_executor(self._pool, self._open_dataset, ds)
         except LockHeld as exc:
             raise EngineError(str(exc)) from None
+        self._rebalance()
         for ds in self._datasets:
             if ds.samples:
                 self._event(
@@ -450,14 +526,27 @@ class Engine:
         elif ds.producer_done and ds.queue is not None and ds.queue.empty():
             ds.state = DatasetState.EXHAUSTED
             ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
+            self._event("budget", f"{ds.name}: {ds.message}")
+            self._rebalance()
+            return
         else:
             return
         self._event("budget", f"{ds.name}: {ds.message}")
 
+    def _candidates(self) -> list[_Dataset]:
+        """Datasets in the order a free slot is offered to them.
+
+        The first `parallel_datasets` unfinished ones share the pool, the least served
+        first; every later one only gets slots those cannot use, in priority order.
+        """
+        live = [ds for ds in self._datasets if not ds.state.finished]
+        front = self.config.parallel_datasets
+        if front <= 1:
+            return live
+        return sorted(live[:front], key=lambda ds: len(ds.inflight)) + live[front:]
+
     def _pick(self) -> _Dataset | None:
-        for ds in self._datasets:
-            if ds.state.finished:
-                continue
+        for ds in self._candidates():
             self._settle(ds)
             if ds.state.finished or ds.queue is None or ds.queue.empty():
                 continue
@@ -486,6 +575,8 @@ class Engine:
                     assert ds.queue is not None
                     prompt, ids = ds.queue.get_nowait()
                     ds.state = DatasetState.ACTIVE
+                    if self._first_dispatch is None:
+                        self._first_dispatch = self._last_busy_mark = time.monotonic()
                     entry = InFlight(time.monotonic(), self.config.max_new_tokens)
                     ds.inflight.append(entry)
                     task = asyncio.create_task(self._request(ds, entry, prompt, ids))
@@ -657,7 +748,6 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
         ticker: asyncio.Task[None] | None = None
-        producers: list[asyncio.Task[None]] = []
         try:
             async with aiohttp.ClientSession(connector=connector) as session:
                 self._session = session
@@ -671,7 +761,7 @@ class Engine:
                 await self._open_all()
                 self._opened = True
                 ticker = asyncio.create_task(self._ticker())
-                producers = [
+                self._producers = [
                     asyncio.create_task(self._produce(ds))
                     for ds in self._datasets
                     if not ds.state.finished
@@ -692,9 +782,9 @@ class Engine:
         finally:
             if ticker is not None:
                 ticker.cancel()
-            for producer in producers:
+            for producer in self._producers:
                 producer.cancel()
-            await asyncio.gather(*producers, return_exceptions=True)
+            await asyncio.gather(*self._producers, return_exceptions=True)
             final = self.snapshot()
             self._close(final)
         return final

@@ -74,6 +74,7 @@ class RunSnapshot:
     inflight: int
     utilisation: float
     elapsed_s: float
+    active_s: float
     stopping: bool
     paused: bool
     servers: dict[str, str] = field(default_factory=dict)

@@ -35,3 +35,9 @@ def recount(folder: Path) -> tuple[int, int]:
 
 def progress(folder: Path) -> dict:
     return orjson.loads((folder / "progress.json").read_bytes())
+
+
+def record_lines(folder: Path) -> int:
+    """Complete lines in the record file right now (cheap enough to poll)."""
+    path = folder / "raw_responses.jsonl"
+    return path.read_bytes().count(b"\n") if path.exists() else 0

@@ -16,7 +16,7 @@ import pytest
 from gen_tui.backends.lock import is_locked
 from gen_tui.backends.sim import LengthProfile
 
-from .helpers import progress, recount
+from .helpers import progress, record_lines, recount
 
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -59,11 +59,6 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> No
         await asyncio.sleep(0.05)
 
 
-def record_count(folder: Path) -> int:
-    path = folder / "raw_responses.jsonl"
-    return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
 async def finish(process: asyncio.subprocess.Process, timeout: float = 90) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     assert process.returncode is not None
@@ -79,7 +74,7 @@ async def test_kill_9_mid_run_then_resume_loses_and_duplicates_nothing(
     args = run_args(tokenizer_dir, prompts, out, server.url, "--concurrency", "32")
     for kills in range(2):
         process = await spawn(*args)
-        await wait_until(lambda k=kills: record_count(out / "A") >= 60 * (k + 1))
+        await wait_until(lambda k=kills: record_lines(out / "A") >= 60 * (k + 1))
         os.kill(process.pid, signal.SIGKILL)
         await process.wait()
         assert process.returncode == -signal.SIGKILL
@@ -105,7 +100,7 @@ async def test_sigterm_drains_in_flight_then_exits_0(
     process = await spawn(
         *run_args(tokenizer_dir, prompts_dir(A=500), out, server.url, "--concurrency", "16")
     )
-    await wait_until(lambda: record_count(out / "A") >= 10)
+    await wait_until(lambda: record_lines(out / "A") >= 10)
     await wait_until(lambda: server.stats.in_flight >= 8)
     process.send_signal(signal.SIGTERM)
     code, stdout, stderr = await finish(process)

@@ -15,7 +15,7 @@ from gen_tui.backends.lock import DatasetLock
 from gen_tui.backends.sim import Faults, LengthProfile
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
-from .helpers import progress, read_records, recount
+from .helpers import progress, read_records, record_lines, recount
 
 
 def make_config(
@@ -367,3 +367,39 @@ async def test_datasets_share_one_pool_in_priority_order(
         if second.inflight:
             assert first.samples + first.inflight == 80, "B took a slot A could have used"
     assert [recount(tmp_path / "out" / name)[1] for name in "AB"] == [80, 80]
+
+
+async def test_a_server_that_goes_away_and_comes_back_does_not_end_the_run(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], vocab_size: int, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from gen_tui.backends.sim import SimConfig, SimServer
+
+    config_sim = SimConfig(tokens_per_s=2000, slots=16, vocab_size=vocab_size)
+    server = SimServer(config_sim)
+    await server.start()
+    port = server.port
+    completed_before = 0
+    config = make_config(
+        tokenizer_dir, prompts_dir(A=120), tmp_path / "out", [server.url], concurrency=16
+    )
+    events: list[tuple[str, str]] = []
+    engine = Engine(config, on_event=lambda *e: events.append(e))
+    run_task = asyncio.create_task(engine.run())
+    try:
+        while record_lines(tmp_path / "out" / "A") < 20:
+            await asyncio.sleep(0.05)
+        completed_before = server.stats.completed
+        await server.stop()
+        await asyncio.sleep(1.5)
+        server = SimServer(config_sim, port=port)
+        await server.start()
+        final = await asyncio.wait_for(run_task, 60)
+    finally:
+        await server.stop()
+    assert final.datasets[0].state is DatasetState.EXHAUSTED
+    assert final.datasets[0].errors == 0
+    assert recount(tmp_path / "out" / "A")[1] == 120
+    assert completed_before + server.stats.completed >= 120
+    assert any("retrying" in message for _, message in events)

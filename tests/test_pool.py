@@ -1,0 +1,162 @@
+"""Many datasets, one server: the shared slot pool, tapering hand-off, and the total budget."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.sim import LengthProfile
+from gen_tui.backends.snapshot import DatasetState
+
+from .helpers import record_lines, recount
+from .test_cli import finish, run_args, spawn, wait_until
+from .test_engine import make_config, run
+
+SLOTS = 32
+RATE = 1500.0
+
+
+async def test_back_to_back_datasets_keep_the_server_full(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    profiles = {name: LengthProfile(mean=1000) for name in "ABC"}
+    server = await sim(tokens_per_s=RATE, slots=SLOTS, profiles=profiles)
+    prompts = prompts_dir(A=400, B=400, C=400)
+    budgets = {name: (100_000, None) for name in "ABC"}
+
+    pooled = make_config(
+        tokenizer_dir,
+        prompts,
+        tmp_path / "pooled",
+        [server.url],
+        budgets=budgets,
+        concurrency=SLOTS,
+    )
+    final, _, _ = await run(pooled)
+    tokens = sum(recount(tmp_path / "pooled" / name)[0] for name in "ABC")
+    ideal = tokens / (SLOTS * RATE)
+    longest = pooled.max_new_tokens / RATE
+    assert final.active_s <= 1.05 * ideal + longest, (final.active_s, ideal)
+    assert all(d.state is DatasetState.DONE for d in final.datasets)
+    for name in "ABC":
+        assert 0 <= recount(tmp_path / "pooled" / name)[0] - 100_000 < 0.05 * 100_000
+
+    sequential = 0.0
+    for spec in pooled.datasets:
+        alone = EngineConfig(
+            **{**pooled.__dict__, "datasets": [spec], "output_dir": tmp_path / "sequential"}
+        )
+        sequential += (await run(alone))[0].active_s
+    assert final.active_s < sequential, (final.active_s, sequential)
+    print(f"ideal {ideal:.2f}s pooled {final.active_s:.2f}s sequential {sequential:.2f}s")
+
+
+async def test_parallel_datasets_share_the_slots(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim(tokens_per_s=2000, slots=SLOTS)
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=80, B=80, C=80),
+        tmp_path / "out",
+        [server.url],
+        concurrency=16,
+        parallel_datasets=2,
+    )
+    _, _, snapshots = await run(config)
+    both = [s for s in snapshots if s.datasets[0].inflight and s.datasets[1].inflight]
+    assert both, "A and B never ran together"
+    assert all(
+        s.datasets[2].inflight == 0
+        for s in snapshots
+        if not s.datasets[0].state.finished
+        and not s.datasets[1].state.finished
+        and s.datasets[0].samples + s.datasets[0].inflight < 80
+        and s.datasets[1].samples + s.datasets[1].inflight < 80
+    )
+    assert [recount(tmp_path / "out" / name)[1] for name in "ABC"] == [80, 80, 80]
+
+
+async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    profiles = {name: LengthProfile(mean=300) for name in "ABC"}
+    server = await sim(tokens_per_s=5000, slots=SLOTS, profiles=profiles)
+    prompts = prompts_dir(A=20, B=900, C=900)
+    config = make_config(
+        tokenizer_dir,
+        prompts,
+        tmp_path / "out",
+        [server.url],
+        concurrency=16,
+        max_total_tokens=300_000,
+    )
+    final, _, _ = await run(config)
+    short, b, c = final.datasets
+    assert short.state is DatasetState.EXHAUSTED and short.samples == 20
+    share = (300_000 - short.tokens) // 2
+    assert b.max_tokens == c.max_tokens == share
+    for snap in (b, c):
+        assert snap.state is DatasetState.DONE
+        assert share <= recount(tmp_path / "out" / snap.name)[0] < share * 1.05
+    assert sum(d.tokens for d in final.datasets) >= 300_000
+
+
+async def test_weights_and_caps_shape_the_split(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    server = await sim(tokens_per_s=10_000, slots=SLOTS)
+    prompts = prompts_dir(A=900, B=900, C=900)
+    config = make_config(
+        tokenizer_dir,
+        prompts,
+        tmp_path / "out",
+        [server.url],
+        concurrency=8,
+        max_total_tokens=300_000,
+    )
+    config.datasets = [
+        DatasetSpec("A", prompts / "A.jsonl", max_tokens=50_000),
+        DatasetSpec("B", prompts / "B.jsonl", weight=2.0),
+        DatasetSpec("C", prompts / "C.jsonl"),
+    ]
+    final, _, _ = await run(config)
+    assert [d.max_tokens for d in final.datasets] == [50_000, 166_666, 83_333]
+    for snap in final.datasets:
+        assert snap.max_tokens is not None
+        tokens = recount(tmp_path / "out" / snap.name)[0]
+        assert snap.max_tokens <= tokens < snap.max_tokens * 1.05
+
+
+async def test_kill_and_resume_with_a_total_budget(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    profiles = {name: LengthProfile(mean=300) for name in "AB"}
+    server = await sim(tokens_per_s=1500, slots=SLOTS, profiles=profiles)
+    out = tmp_path / "out"
+    args = run_args(
+        tokenizer_dir,
+        prompts_dir(A=800, B=800),
+        out,
+        server.url,
+        "--max-total-tokens",
+        "120k",
+        "--parallel-datasets",
+        "2",
+        "--concurrency",
+        "16",
+    )
+    process = await spawn(*args)
+    await wait_until(lambda: record_lines(out / "A") + record_lines(out / "B") >= 60)
+    os.kill(process.pid, signal.SIGKILL)
+    await process.wait()
+    code, stdout, stderr = await finish(await spawn(*args))
+    assert code == 0, stderr
+    assert "resuming with" in stdout, stdout
+    totals = [recount(out / name)[0] for name in "AB"]
+    for tokens in totals:
+        assert 60_000 <= tokens < 60_000 * 1.05, stdout
