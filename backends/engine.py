@@ -116,7 +116,6 @@ class _Server:
         self.url = url.rstrip("/")
         self.outstanding = 0
         self.down_until = 0.0
-        self.failures = 0
         self.last_error = ""
 
     @property

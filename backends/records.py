@@ -106,7 +106,6 @@ class ScanResult:
     tokens: int = 0
     records: int = 0
     duplicates: int = 0
-    sum_sq: int = 0
     lengths: list[int] = field(default_factory=list)
     valid_bytes: int = 0
     torn_tail: bytes = b""
@@ -175,7 +174,6 @@ def scan_records(path: Path) -> ScanResult:
         result.done.add(key)
         result.tokens += tokens
         result.records += 1
-        result.sum_sq += tokens * tokens
         if len(result.lengths) < _KEEP_LENGTHS:
             result.lengths.append(tokens)
         else:
