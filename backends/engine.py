@@ -59,6 +59,11 @@ from gen_tui.backends.tokenizer import TokenizerError, encode_messages, load_tok
 DEFAULT_CONCURRENCY = 64
 RATE_WINDOW_S = 60.0
 BACKOFF_CAP_S = 30.0
+MAX_OUTAGE_RETRIES = 240
+"""Tries to reach an unreachable server before a sample is given up (about 2 h at the cap).
+
+A server restart is waited out; a sample that always breaks the connection is not retried
+forever."""
 
 
 class EngineError(Exception):
@@ -613,6 +618,7 @@ class Engine:
         try:
             while True:
                 server = self._pick_server()
+                entry.started = time.monotonic()
                 rid = f"{ds.name}/{prompt.sample_id}/{uuid.uuid4().hex[:12]}"
                 server.outstanding += 1
                 self._active_rids[rid] = server
@@ -636,7 +642,11 @@ class Engine:
                         server.down_until = time.monotonic() + self._backoff(outages, None)
                         if outages in (1, 10) or outages % 100 == 0:
                             self._event("warning", f"{ds.name}: {exc.reason} (retrying)")
-                    if not exc.retry or attempts > self.config.max_retries:
+                    if (
+                        not exc.retry
+                        or attempts > self.config.max_retries
+                        or outages > MAX_OUTAGE_RETRIES
+                    ):
                         self._give_up(ds, prompt, exc, attempts)
                         return
                     if self._stopping:

@@ -122,3 +122,33 @@ def test_scan_spanning_chunks(tmp_path: Path) -> None:
             handle.write(_new(index, 500))
     scan = scan_records(path)
     assert scan.records == 3000 and scan.tokens == 1_500_000
+
+
+def test_fast_scan_agrees_with_a_full_parse(tmp_path: Path) -> None:
+    import json
+
+    tricky = ["plain", "ünïcode-✓", 'quote"inside', "back\\slash", "comma,id", 7, 0, 123456789]
+    lines = [
+        Completion(sid, 10 + i, 3, "stop", [1] * (10 + i)).to_line() for i, sid in enumerate(tricky)
+    ]
+    lines.append(_old("old-layout", 99))
+    lines.append(b'{"completion_tokens": 5, "sample_id": "reordered", "output_ids": [1,2,3,4,5]}\n')
+    lines.append(b'{"sample_id":"spaced" , "completion_tokens": 4}\n')
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b"".join(lines))
+    scan = scan_records(path)
+    records = [json.loads(line) for line in lines]
+    expected_tokens = sum(
+        r.get("completion_tokens") or r["usage"]["completion_tokens"] for r in records
+    )
+    assert scan.tokens == expected_tokens
+    assert scan.done == {str(r["sample_id"]) for r in records}
+    assert scan.records == len(lines)
+
+
+def test_fast_scan_does_not_accept_a_damaged_line(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    damaged = b'{"sample_id":"a","completion_tokens":5,"output_ids":[1,2\n'
+    path.write_bytes(_new("x", 1) + damaged + _new("y", 1))
+    with pytest.raises(RecordFileError, match=":2: not valid JSON"):
+        scan_records(path)
