@@ -80,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help=f"SGLang server or router URL; repeat to use several (default {DEFAULT_SERVER})",
     )
+    srv.add_argument(
+        "--api",
+        choices=["sglang", "openai"],
+        help="sglang: native /generate (default); openai: /v1/chat/completions (OpenRouter, "
+        "vLLM, SGLang /v1)",
+    )
+    srv.add_argument("--model", help="model name for --api openai")
+    srv.add_argument(
+        "--api-key-env",
+        help="environment variable holding the API key (default OPENROUTER_API_KEY, then "
+        "OPENAI_API_KEY); keys are never taken on the command line",
+    )
+    srv.add_argument(
+        "--price",
+        help="IN,OUT dollars per million tokens, when the server does not report usage.cost",
+    )
     srv.add_argument("--tokenizer", help="tokenizer directory of the served model")
     srv.add_argument(
         "--concurrency",
@@ -119,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count_arg("--max-total-tokens"),
         help="a budget across the selected datasets, shared by weight (equal by default); a "
         "dataset that runs out of prompts hands its share to the others",
+    )
+    bud.add_argument(
+        "--max-cost", type=float, help="stop dispatching once this many dollars are spent"
     )
     bud.add_argument(
         "--budget-mode",
@@ -199,9 +218,18 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         )
         datasets.append(DatasetSpec(name, spec.prompts, max_tokens, max_samples, spec.weight))
 
+    api = pick(args.api, "api", "sglang")
     tokenizer = pick(args.tokenizer, "tokenizer", None)
-    if not tokenizer:
+    if not tokenizer and api == "sglang":
         raise UsageError("no tokenizer: give --tokenizer DIR (the served model's tokenizer)")
+    price = pick(args.price, "price_per_million", None)
+    if isinstance(price, str):
+        try:
+            price = tuple(float(part) for part in price.split(","))
+        except ValueError:
+            price = ()
+        if len(price) != 2:
+            raise UsageError(f"--price {args.price!r}: expected IN,OUT dollars per million")
     sampling = dict(file.sampling)
     sampling.setdefault("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     if args.max_new_tokens is not None:
@@ -218,7 +246,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         datasets=datasets,
         server_urls=args.server_url or run.get("server_urls") or [DEFAULT_SERVER],
-        tokenizer=str(tokenizer),
+        tokenizer=str(tokenizer) if tokenizer else "",
         output_dir=Path(pick(args.output_dir, "output_dir", "output")),
         concurrency=concurrency,
         sampling=sampling,
@@ -229,6 +257,11 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         grace_s=float(pick(args.grace, "grace", 30.0)),
         parallel_datasets=max(1, pick(args.parallel_datasets, "parallel_datasets", 1)),
         max_total_tokens=pick(args.max_total_tokens, "max_total_tokens", None),
+        api=api,
+        model=pick(args.model, "model", None),
+        api_key_env=pick(args.api_key_env, "api_key_env", None),
+        price_per_million=tuple(price) if price else None,
+        max_cost=pick(args.max_cost, "max_cost", None),
     )
 
 

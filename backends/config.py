@@ -27,6 +27,11 @@ RUN_KEYS = {
     "max_samples": (int, str),
     "max_total_tokens": (int, str),
     "parallel_datasets": int,
+    "api": str,
+    "model": str,
+    "api_key_env": str,
+    "price_per_million": list,
+    "max_cost": (int, float),
     "stream": bool,
     "grace": (int, float),
     "max_retries": int,
@@ -131,6 +136,13 @@ def load_config(path: Path) -> FileConfig:
         config.sampling["max_new_tokens"] = count(
             path, "sampling.max_new_tokens", config.sampling["max_new_tokens"]
         )
+    if config.run.get("api", "sglang") not in ("sglang", "openai"):
+        raise ConfigError(f"{path}: run.api {config.run['api']!r} is not one of sglang, openai")
+    price = config.run.get("price_per_million")
+    if price is not None and (
+        len(price) != 2 or not all(isinstance(p, int | float) and p >= 0 for p in price)
+    ):
+        raise ConfigError(f"{path}: run.price_per_million must be [input, output] dollars")
     if "budget_mode" in config.run:
         try:
             BudgetMode(config.run["budget_mode"])

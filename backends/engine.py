@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import socket
@@ -28,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from gen_tui.backends import sglang
+from gen_tui.backends import openai_api, sglang
 from gen_tui.backends.budget import (
     Budget,
     BudgetMode,
@@ -40,6 +41,7 @@ from gen_tui.backends.budget import (
 )
 from gen_tui.backends.lock import DatasetLock, LockHeld
 from gen_tui.backends.prompts import Prompt, PromptProblem, check_dataset_name, iter_prompts
+from gen_tui.backends.protocol import Generation, RequestFailed
 from gen_tui.backends.records import (
     ERRORS_FILE,
     LOCK_FILE,
@@ -54,11 +56,19 @@ from gen_tui.backends.records import (
     write_json_atomic,
 )
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
-from gen_tui.backends.tokenizer import TokenizerError, encode_messages, load_tokenizer
+from gen_tui.backends.tokenizer import (
+    TokenizerError,
+    encode_messages,
+    encode_text,
+    load_tokenizer,
+)
 
 DEFAULT_CONCURRENCY = 64
 RATE_WINDOW_S = 60.0
 BACKOFF_CAP_S = 30.0
+APIS = ("sglang", "openai")
+DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
+CREDIT_PROBE_S = 300.0
 MAX_OUTAGE_RETRIES = 240
 """Tries to reach an unreachable server before a sample is given up (about 2 h at the cap).
 
@@ -100,6 +110,11 @@ class EngineConfig:
     lookahead: int | None = None
     parallel_datasets: int = 1
     max_total_tokens: int | None = None
+    api: str = "sglang"
+    model: str | None = None
+    api_key_env: str | None = None
+    price_per_million: tuple[float, float] | None = None
+    max_cost: float | None = None
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
@@ -107,6 +122,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         self.budget_mode = BudgetMode(self.budget_mode)
         self.output_dir = Path(self.output_dir)
+        if self.api not in APIS:
+            raise EngineError(f"unknown api {self.api!r} (known: {', '.join(APIS)})")
 
     @property
     def max_new_tokens(self) -> int:
@@ -114,6 +131,19 @@ class EngineConfig:
 
 
 Event = Callable[[str, str], None]
+
+
+def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:
+    """(key, the variable to name in messages) for an OpenAI-compatible API.
+
+    The key only ever comes from the environment; it is never logged or written anywhere.
+    """
+    names = (config.api_key_env,) if config.api_key_env else DEFAULT_KEY_VARIABLES
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value, name
+    return None, " or ".join(names)
 
 
 class _Server:
@@ -152,6 +182,8 @@ class _Dataset:
         self.producer_done = False
         self.errors = 0
         self.malformed = 0
+        self.cost = 0.0
+        self.priced = False
         self.recent: deque[tuple[float, int]] = deque()
         self.started_at = time.time()
         self.first_record_mono: float | None = None
@@ -218,6 +250,12 @@ class Engine:
         self._session: aiohttp.ClientSession | None = None
         self._opened = False
         self._producers: list[asyncio.Task[None]] = []
+        self._limit = float(config.concurrency)
+        self._last_cut = 0.0
+        self._credits = asyncio.Event()
+        self._credits.set()
+        self._fatal: str | None = None
+        self._api_key, self._key_hint = resolve_api_key(config)
         self.aborted = False
 
     # control: call on the engine's loop, or from another thread through `threadsafe`
@@ -345,6 +383,7 @@ class Engine:
                     pid=os.getpid(),
                     host=self._host,
                     message=ds.message,
+                    **self._cost_fields(ds, now_mono),
                 )
             )
         return RunSnapshot(
@@ -357,6 +396,7 @@ class Engine:
             stopping=self._stopping,
             paused=self._paused,
             servers={server.url: server.status for server in self._servers},
+            concurrency_limit=int(self._limit),
         )
 
     def _write_progress(self, snapshot: RunSnapshot) -> None:
@@ -388,9 +428,8 @@ class Engine:
     # setup
 
     async def _check_servers(self, session: aiohttp.ClientSession) -> None:
-        problems = await asyncio.gather(
-            *(sglang.check_health(session, server.url) for server in self._servers)
-        )
+        probe = openai_api.check_reachable if self.config.api == "openai" else sglang.check_health
+        problems = await asyncio.gather(*(probe(session, server.url) for server in self._servers))
         reachable = [p is None for p in problems]
         if not any(reachable):
             raise EngineError("no inference server reachable: " + "; ".join(filter(None, problems)))
@@ -465,6 +504,9 @@ class Engine:
         for item in items:
             if isinstance(item, PromptProblem):
                 out.append(item)
+                continue
+            if self.config.api == "openai":
+                out.append((item, None))
                 continue
             try:
                 out.append((item, encode_messages(self._tokenizer, item.messages)))
@@ -573,7 +615,15 @@ class Engine:
                 return
             if all(ds.state.finished for ds in self._datasets):
                 return
-            if not self._paused and len(self._tasks) < self.config.concurrency:
+            if not self._tasks and self._cost_exhausted():
+                self._finish_on_cost()
+                return
+            if (
+                not self._paused
+                and self._credits.is_set()
+                and len(self._tasks) < int(self._limit)
+                and not self._cost_exhausted()
+            ):
                 ds = self._pick()
                 if ds is not None:
                     assert ds.queue is not None
@@ -623,16 +673,12 @@ class Engine:
                 server.outstanding += 1
                 self._active_rids[rid] = server
                 try:
-                    generation = await sglang.generate(
-                        self._session,
-                        server.url,
-                        input_ids,
-                        self.config.sampling,
-                        rid,
-                        stream=self.config.stream,
-                        timeout_s=self.config.request_timeout_s,
-                    )
-                except sglang.RequestFailed as exc:
+                    generation = await self._send(server, ds, prompt, input_ids, rid)
+                except RequestFailed as exc:
+                    self._react(exc)
+                    if exc.kind == RequestFailed.PAYMENT:
+                        await self._credits.wait()
+                        continue
                     if exc.counts:
                         attempts += 1
                         outages = 0
@@ -659,21 +705,127 @@ class Engine:
                     server.outstanding -= 1
                     self._active_rids.pop(rid, None)
                 server.down_until = 0.0
+                self._grow_limit()
+                if generation.output_ids is None and self._tokenizer is not None:
+                    generation = await self._attach_ids(generation)
                 self._commit(ds, prompt, generation, server.url)
                 return
         finally:
             ds.inflight.remove(entry)
 
-    def _give_up(
-        self, ds: _Dataset, prompt: Prompt, exc: sglang.RequestFailed, attempts: int
-    ) -> None:
+    async def _send(
+        self, server: _Server, ds: _Dataset, prompt: Prompt, input_ids: list[int] | None, rid: str
+    ) -> Generation:
+        assert self._session is not None
+        if self.config.api == "openai":
+            return await openai_api.chat(
+                self._session,
+                server.url,
+                messages=prompt.messages,
+                sampling=self.config.sampling,
+                model=self.config.model,
+                api_key=self._api_key,
+                key_hint=self._key_hint,
+                dataset=ds.name,
+                stream=self.config.stream,
+                timeout_s=self.config.request_timeout_s,
+            )
+        assert input_ids is not None
+        return await sglang.generate(
+            self._session,
+            server.url,
+            input_ids,
+            self.config.sampling,
+            rid,
+            stream=self.config.stream,
+            timeout_s=self.config.request_timeout_s,
+        )
+
+    async def _attach_ids(self, generation: Generation) -> Generation:
+        """Training needs the target model's ids; an API gives text, so tokenize it here."""
+        loop = asyncio.get_running_loop()
+        ids = await loop.run_in_executor(
+            self._pool, encode_text, self._tokenizer, generation.text or ""
+        )
+        return dataclasses.replace(generation, output_ids=ids)
+
+    def _react(self, exc: RequestFailed) -> None:
+        """Run-wide reactions: slow down on 429s, pause on 402, stop on a refused key."""
+        now = time.monotonic()
+        if exc.kind == RequestFailed.RATE and now - self._last_cut > 1.0:
+            self._last_cut = now
+            self._limit = max(1.0, self._limit / 2)
+            self._event("warning", f"rate limited: concurrency cut to {int(self._limit)}")
+        elif exc.kind == RequestFailed.PAYMENT and self._credits.is_set():
+            self._credits.clear()
+            self._event(
+                "error",
+                f"{exc.reason}: dispatch paused; add credits (retrying every {CREDIT_PROBE_S:g} s)",
+            )
+            asyncio.get_running_loop().call_later(CREDIT_PROBE_S, self._credits.set)
+        elif exc.kind == RequestFailed.AUTH and self._fatal is None:
+            self._fatal = exc.reason
+            self._event("error", exc.reason)
+            self.request_stop()
+
+    def total_cost(self) -> float:
+        return sum(ds.cost for ds in self._datasets)
+
+    def _cost_exhausted(self) -> bool:
+        """Whether `max_cost` leaves no room for one more request at the current mean cost."""
+        limit = self.config.max_cost
+        if limit is None:
+            return False
+        spent = self.total_cost()
+        done = sum(ds.samples - ds.resumed_samples for ds in self._datasets)
+        per_request = spent / done if done else 0.0
+        return spent + (len(self._tasks) + 1) * per_request >= limit
+
+    def _cost_fields(self, ds: _Dataset, now: float) -> dict[str, float | None]:
+        """Spent, $/hour over the run so far, and the projected cost at the token budget."""
+        if not ds.priced:
+            return {}
+        hours = (now - ds.first_record_mono) / 3600 if ds.first_record_mono else 0.0
+        new_tokens = ds.tokens - ds.resumed_tokens
+        projected = None
+        if ds.budget.max_tokens is not None and new_tokens > 0:
+            remaining = max(0, ds.budget.max_tokens - ds.tokens)
+            projected = ds.cost + remaining * ds.cost / new_tokens
+        return {
+            "cost": ds.cost,
+            "cost_per_hour": ds.cost / hours if hours > 0 else None,
+            "projected_cost": projected,
+        }
+
+    def _finish_on_cost(self) -> None:
+        spent = self.total_cost()
+        for ds in self._datasets:
+            if not ds.state.finished:
+                ds.state = DatasetState.DONE
+                ds.message = f"cost budget reached: ${spent:.2f} of ${self.config.max_cost:g}"
+        self._event("budget", f"cost budget reached: ${spent:.2f} spent")
+
+    def _price(self, gen: Generation) -> float | None:
+        if gen.cost is not None:
+            return gen.cost
+        if self.config.price_per_million is None:
+            return None
+        per_in, per_out = self.config.price_per_million
+        return (gen.prompt_tokens * per_in + gen.completion_tokens * per_out) / 1e6
+
+    def _grow_limit(self) -> None:
+        """Additive increase: about one more slot per `limit` successes, up to the cap."""
+        if self._limit < self.config.concurrency:
+            self._limit = min(float(self.config.concurrency), self._limit + 1.0 / self._limit)
+
+    def _give_up(self, ds: _Dataset, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
         ds.errors += 1
         with open(ds.errors_path, "ab") as handle:
             handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
         if ds.errors <= 5 or ds.errors % 100 == 0:
             self._event("warning", f"{ds.name}: sample {prompt.sample_id!r} failed: {exc.reason}")
 
-    def _commit(self, ds: _Dataset, prompt: Prompt, gen: sglang.Generation, server: str) -> None:
+    def _commit(self, ds: _Dataset, prompt: Prompt, gen: Generation, server: str) -> None:
         key = prompt.key
         if key in ds.done:
             return
@@ -689,6 +841,7 @@ class Engine:
             )
             return
         assert ds.writer is not None
+        cost = self._price(gen)
         ds.writer.write(
             Completion(
                 sample_id=prompt.sample_id,
@@ -699,8 +852,12 @@ class Engine:
                 text=gen.text,
                 latency_s=gen.latency_s,
                 server=server,
+                cost=cost,
             ).to_line()
         )
+        if cost is not None:
+            ds.cost += cost
+            ds.priced = True
         ds.done.add(key)
         was_reached = ds.budget.reached(ds.tokens, ds.samples)
         ds.tokens += gen.completion_tokens
@@ -761,12 +918,15 @@ class Engine:
             async with aiohttp.ClientSession(connector=connector) as session:
                 self._session = session
                 await self._check_servers(session)
-                try:
-                    self._tokenizer = await self._loop.run_in_executor(
-                        self._pool, load_tokenizer, self.config.tokenizer
-                    )
-                except TokenizerError as exc:
-                    raise EngineError(str(exc)) from None
+                if self.config.tokenizer:
+                    try:
+                        self._tokenizer = await self._loop.run_in_executor(
+                            self._pool, load_tokenizer, self.config.tokenizer
+                        )
+                    except TokenizerError as exc:
+                        raise EngineError(str(exc)) from None
+                elif self.config.api == "sglang":
+                    raise EngineError("SGLang's /generate needs input ids: give --tokenizer DIR")
                 await self._open_all()
                 self._opened = True
                 ticker = asyncio.create_task(self._ticker())
@@ -796,6 +956,8 @@ class Engine:
             await asyncio.gather(*self._producers, return_exceptions=True)
             final = self.snapshot()
             self._close(final)
+        if self._fatal is not None:
+            raise EngineError(self._fatal)
         return final
 
     def _close(self, final: RunSnapshot) -> None:

@@ -44,10 +44,11 @@ class Completion:
     completion_tokens: int
     prompt_tokens: int
     finish_reason: str
-    output_ids: list[int]
+    output_ids: list[int] | None
     text: str | None = None
     latency_s: float | None = None
     server: str | None = None
+    cost: float | None = None
 
     def to_line(self) -> bytes:
         # Key order matters: the identifying counts come first so a scanner can stop early.
@@ -56,14 +57,17 @@ class Completion:
             "completion_tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
             "finish_reason": self.finish_reason,
-            "output_ids": self.output_ids,
         }
+        if self.output_ids is not None:
+            record["output_ids"] = self.output_ids
         if self.text is not None:
             record["text"] = self.text
         if self.latency_s is not None:
             record["latency_s"] = round(self.latency_s, 3)
         if self.server is not None:
             record["server"] = self.server
+        if self.cost is not None:
+            record["cost"] = self.cost
         record["created"] = round(time.time(), 3)
         return orjson.dumps(record) + b"\n"
 

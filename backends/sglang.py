@@ -9,52 +9,14 @@ the protocol.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
 
+from gen_tui.backends.protocol import Aborted, Generation, RequestFailed
 
-@dataclass(frozen=True, slots=True)
-class Generation:
-    output_ids: list[int]
-    text: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    latency_s: float
-
-
-class RequestFailed(Exception):
-    """A request that produced no usable response.
-
-    `retry`: worth sending again. `counts`: counts against the sample's attempt limit
-    (a refused connection does not: the server is away, not the sample at fault).
-    """
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        retry: bool,
-        counts: bool = True,
-        status: int | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry = retry
-        self.counts = counts
-        self.status = status
-        self.retry_after = retry_after
-
-
-class Aborted(RequestFailed):
-    """The server answered with `finish_reason.type == "abort"`: a partial, never data."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason, retry=True)
+__all__ = ["Aborted", "Generation", "RequestFailed", "abort", "check_health", "generate"]
 
 
 def finish_type(value: Any) -> tuple[str | None, str]:
@@ -101,6 +63,7 @@ def _status_failure(status: int, body: bytes, headers: Any) -> RequestFailed:
             retry=True,
             status=status,
             retry_after=_retry_after(headers),
+            kind=RequestFailed.RATE,
         )
     if status >= 500 or status == 408:
         return RequestFailed(

@@ -51,6 +51,9 @@ class DatasetSnapshot:
     pid: int
     host: str
     message: str = ""
+    cost: float | None = None
+    cost_per_hour: float | None = None
+    projected_cost: float | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -78,6 +81,12 @@ class RunSnapshot:
     stopping: bool
     paused: bool
     servers: dict[str, str] = field(default_factory=dict)
+    concurrency_limit: int | None = None
+
+    @property
+    def cost(self) -> float | None:
+        costs = [d.cost for d in self.datasets if d.cost is not None]
+        return sum(costs) if costs else None
 
     @property
     def tokens(self) -> int:

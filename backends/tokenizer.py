@@ -52,3 +52,8 @@ def encode_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     return list(ids)
+
+
+def encode_text(tokenizer: Any, text: str) -> list[int]:
+    """Ids of a generated answer as the target model would have produced them."""
+    return list(tokenizer.encode(text, add_special_tokens=False))

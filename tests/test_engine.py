@@ -390,8 +390,8 @@ async def test_a_server_that_goes_away_and_comes_back_does_not_end_the_run(
     try:
         while record_lines(tmp_path / "out" / "A") < 20:
             await asyncio.sleep(0.05)
-        completed_before = server.stats.completed
         await server.stop()
+        completed_before = server.stats.completed
         await asyncio.sleep(1.5)
         server = SimServer(config_sim, port=port)
         await server.start()

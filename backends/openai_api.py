@@ -1,0 +1,294 @@
+"""Client side of OpenAI-compatible `POST /v1/chat/completions` (OpenRouter, vLLM, SGLang's /v1,
+`transformers serve`), streaming and not.
+
+Servers disagree on how a stream ends: `data: [DONE]` or nothing at all, usage in a final
+chunk with or without `choices`, usage inside the last content chunk. All of them are
+accepted. A chunk with `finish_reason: "error"` (OpenRouter's mid-stream failure) is a failed
+attempt, never a record. The API key is redacted from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from gen_tui.backends.protocol import Generation, RequestFailed
+
+PASSED_SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "stop",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "seed",
+)
+DATASET_HEADER = "X-Sim-Dataset"
+
+
+def request_body(
+    model: str | None, messages: list[dict[str, str]], sampling: Mapping[str, Any], stream: bool
+) -> dict[str, Any]:
+    """Map SGLang-style sampling settings onto a chat completion request."""
+    body: dict[str, Any] = {"messages": messages, "stream": stream}
+    if model:
+        body["model"] = model
+    if "max_new_tokens" in sampling:
+        body["max_tokens"] = int(sampling["max_new_tokens"])
+    for key in PASSED_SAMPLING:
+        if key in sampling:
+            body[key] = sampling[key]
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def reset_delay(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from `Retry-After` (seconds) or `X-RateLimit-Reset` (epoch s or ms)."""
+    value = headers.get("Retry-After")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+    value = headers.get("X-RateLimit-Reset")
+    if value is not None:
+        try:
+            stamp = float(value)
+        except ValueError:
+            return None
+        if stamp > 1e11:
+            stamp /= 1000.0
+        return max(0.0, stamp - (time.time() if now is None else now))
+    return None
+
+
+class _Redactor:
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret
+
+    def __call__(self, text: str) -> str:
+        return text.replace(self.secret, "***") if self.secret else text
+
+
+def _message(body: bytes) -> str:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200].decode("utf-8", "replace").strip()
+    if isinstance(parsed, dict):
+        error = parsed.get("error", parsed)
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        return str(error)
+    return str(parsed)
+
+
+def _failure(status: int, body: bytes, headers: Mapping[str, str], key_hint: str) -> RequestFailed:
+    message = _message(body)
+    if status in (401, 403):
+        return RequestFailed(
+            f"HTTP {status}: {message} (set {key_hint} to a valid API key)",
+            retry=False,
+            status=status,
+            kind=RequestFailed.AUTH,
+        )
+    if status == 402:
+        return RequestFailed(
+            f"HTTP 402 out of credits: {message}",
+            retry=True,
+            counts=False,
+            status=status,
+            kind=RequestFailed.PAYMENT,
+        )
+    if status == 429:
+        return RequestFailed(
+            f"HTTP 429 rate limited: {message}",
+            retry=True,
+            status=status,
+            retry_after=reset_delay(headers),
+            kind=RequestFailed.RATE,
+        )
+    if status >= 500 or status == 408:
+        return RequestFailed(
+            f"HTTP {status}: {message}", retry=True, status=status, retry_after=reset_delay(headers)
+        )
+    return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
+
+
+def _usage(usage: Any) -> tuple[int | None, int | None, float | None]:
+    if not isinstance(usage, dict):
+        return None, None, None
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    cost = usage.get("cost")
+    return (
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+    )
+
+
+def _chunk_error(chunk: dict[str, Any]) -> RequestFailed | None:
+    error = chunk.get("error")
+    choices = chunk.get("choices") or []
+    errored = any(isinstance(c, dict) and c.get("finish_reason") == "error" for c in choices)
+    if error is None and not errored:
+        return None
+    detail = error.get("message", error) if isinstance(error, dict) else error
+    code = error.get("code") if isinstance(error, dict) else None
+    return RequestFailed(
+        f"error inside the stream: {detail or 'finish_reason error'}",
+        retry=True,
+        status=code if isinstance(code, int) else None,
+        kind=RequestFailed.RATE if code == 429 else None,
+    )
+
+
+def _result(text: str, finish: str | None, usage: Any, started: float) -> Generation:
+    if finish is None:
+        raise RequestFailed("response ended without a finish_reason", retry=True)
+    if finish == "error":
+        raise RequestFailed("response finished with an error", retry=True)
+    prompt, completion, cost = _usage(usage)
+    if completion is None:
+        raise RequestFailed(
+            "response has no usage.completion_tokens (the budget counts them)", retry=False
+        )
+    return Generation(
+        output_ids=None,
+        text=text,
+        prompt_tokens=prompt or 0,
+        completion_tokens=completion,
+        finish_reason=finish,
+        latency_s=time.monotonic() - started,
+        cost=cost,
+    )
+
+
+async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Generation:
+    parts: list[str] = []
+    finish: str | None = None
+    usage: Any = None
+    buffer = b""
+    async for piece in response.content.iter_any():
+        buffer += piece
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return _result("".join(parts), finish, usage, started)
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                raise RequestFailed("stream chunk is not valid JSON", retry=True) from None
+            if not isinstance(chunk, dict):
+                raise RequestFailed("stream chunk is not a JSON object", retry=True)
+            failure = _chunk_error(chunk)
+            if failure is not None:
+                raise failure
+            for choice in chunk.get("choices") or []:
+                if not isinstance(choice, dict):
+                    continue
+                delta = choice.get("delta") or {}
+                content = delta.get("content") if isinstance(delta, dict) else None
+                if isinstance(content, str):
+                    parts.append(content)
+                if choice.get("finish_reason"):
+                    finish = str(choice["finish_reason"])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+    if buffer.strip():
+        raise RequestFailed("stream ended inside a chunk", retry=True)
+    return _result("".join(parts), finish, usage, started)
+
+
+async def chat(
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    messages: list[dict[str, str]],
+    sampling: Mapping[str, Any],
+    model: str | None,
+    api_key: str | None,
+    key_hint: str,
+    dataset: str,
+    stream: bool = False,
+    timeout_s: float = 3600.0,
+    idle_timeout_s: float = 300.0,
+) -> Generation:
+    """Send one chat to `url`/v1/chat/completions and return its complete response."""
+    redact = _Redactor(api_key)
+    headers = {"Content-Type": "application/json", DATASET_HEADER: dataset}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = orjson.dumps(request_body(model, messages, sampling, stream))
+    timeout = aiohttp.ClientTimeout(
+        total=timeout_s, sock_connect=10, sock_read=idle_timeout_s if stream else timeout_s
+    )
+    started = time.monotonic()
+    try:
+        async with session.post(
+            f"{url}/v1/chat/completions", data=body, headers=headers, timeout=timeout
+        ) as response:
+            if response.status != 200:
+                raw = await response.read()
+                failure = _failure(response.status, raw, response.headers, key_hint)
+                failure.reason = redact(failure.reason)
+                raise failure
+            if stream:
+                return await _read_stream(response, started)
+            raw = await response.read()
+            try:
+                payload = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise RequestFailed("response body is not valid JSON", retry=True) from None
+            if not isinstance(payload, dict):
+                raise RequestFailed("response is not a JSON object", retry=True)
+            failure = _chunk_error(payload)
+            if failure is not None:
+                raise failure
+            choices = payload.get("choices") or [{}]
+            choice = choices[0] if isinstance(choices[0], dict) else {}
+            message = choice.get("message") or {}
+            text = message.get("content") if isinstance(message, dict) else None
+            finish = choice.get("finish_reason")
+            return _result(text or "", finish, payload.get("usage"), started)
+    except RequestFailed as exc:
+        exc.reason = redact(exc.reason)
+        raise
+    except TimeoutError:
+        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise RequestFailed(
+            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
+        ) from None
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        raise RequestFailed(
+            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
+        ) from None
+    except aiohttp.ClientError as exc:
+        raise RequestFailed(redact(f"request to {url} failed: {exc}"), retry=True) from None
+
+
+async def check_reachable(session: aiohttp.ClientSession, url: str) -> str | None:
+    """None if anything answers at `url`/v1/models (even 401: the key is checked per request)."""
+    try:
+        async with session.get(
+            f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10)
+        ) as response:
+            await response.read()
+            return None
+    except aiohttp.ClientConnectorError as exc:
+        return f"cannot connect to {url}: {exc.os_error}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"{url}/v1/models failed: {exc or type(exc).__name__}"

@@ -1,0 +1,60 @@
+"""What every server client returns: a complete generation, or a failure that says what to do.
+
+The engine treats SGLang's native API and OpenAI-compatible APIs alike through these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A complete response; `output_ids` is None when neither server nor tokenizer gave ids."""
+
+    output_ids: list[int] | None
+    text: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    latency_s: float
+    cost: float | None = None
+
+
+class RequestFailed(Exception):
+    """A request that produced no usable response.
+
+    `retry`: worth sending again. `counts`: counts against the sample's attempt limit
+    (a refused connection does not: the server is away, not the sample at fault).
+    `kind` asks the engine for more than a retry: "rate" (slow down the whole pool),
+    "payment" (out of credits: pause dispatch) or "auth" (a bad key: stop the run).
+    """
+
+    RATE = "rate"
+    PAYMENT = "payment"
+    AUTH = "auth"
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retry: bool,
+        counts: bool = True,
+        status: int | None = None,
+        retry_after: float | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+        self.counts = counts
+        self.status = status
+        self.retry_after = retry_after
+        self.kind = kind
+
+
+class Aborted(RequestFailed):
+    """The server answered with `finish_reason.type == "abort"`: a partial, never data."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, retry=True)
