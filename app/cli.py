@@ -155,8 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--plain", action="store_true", help="log lines even on a terminal")
 
-    sim = commands.add_parser("sim", help="serve the SGLang-protocol simulator", add_help=False)
-    sim.add_argument("sim_args", nargs=argparse.REMAINDER)
+    commands.add_parser(
+        "sim", help="serve the simulated SGLang / OpenAI-compatible server (gen-tui sim --help)"
+    )
     return parser
 
 
@@ -323,12 +324,14 @@ async def run_demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "sim":
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        # The simulator parses its own flags; argparse's REMAINDER would drop leading options.
         from gen_tui.backends.sim import main as sim_main
 
-        return sim_main(args.sim_args)
+        return sim_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         print(

@@ -115,6 +115,7 @@ class EngineConfig:
     api_key_env: str | None = None
     price_per_million: tuple[float, float] | None = None
     max_cost: float | None = None
+    credit_probe_s: float = CREDIT_PROBE_S
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
@@ -265,6 +266,7 @@ class Engine:
         if self._stopping:
             self._aborting = True
         self._stopping = True
+        self._credits.set()
         self._wake.set()
 
     def set_paused(self, paused: bool) -> None:
@@ -678,6 +680,8 @@ class Engine:
                     self._react(exc)
                     if exc.kind == RequestFailed.PAYMENT:
                         await self._credits.wait()
+                        if self._stopping:
+                            return
                         continue
                     if exc.counts:
                         attempts += 1
@@ -758,11 +762,11 @@ class Engine:
             self._event("warning", f"rate limited: concurrency cut to {int(self._limit)}")
         elif exc.kind == RequestFailed.PAYMENT and self._credits.is_set():
             self._credits.clear()
+            probe = self.config.credit_probe_s
             self._event(
-                "error",
-                f"{exc.reason}: dispatch paused; add credits (retrying every {CREDIT_PROBE_S:g} s)",
+                "error", f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
             )
-            asyncio.get_running_loop().call_later(CREDIT_PROBE_S, self._credits.set)
+            asyncio.get_running_loop().call_later(probe, self._credits.set)
         elif exc.kind == RequestFailed.AUTH and self._fatal is None:
             self._fatal = exc.reason
             self._event("error", exc.reason)

@@ -4,6 +4,11 @@ The demo, the tests and the benchmarks need a server that answers exactly like S
 (validation, response and stream shapes, aborts, batch slots that queue and pace work) and that
 can be told to misbehave (5xx, 429, hangs, resets, torn bodies) on demand. Completions are
 deterministic per prompt, so a resumed or retried run can be checked against a straight one.
+
+It also speaks OpenAI's `POST /v1/chat/completions` (and `GET /v1/models`) on the same slots,
+completions and faults, with what OpenRouter and `transformers serve` add: bearer-key auth,
+`usage.cost`, 402 for credits, 429 with `X-RateLimit-Reset`, the mid-stream error chunk, and each
+stream ending seen in the wild (`SimConfig.openai_stream_end`).
 """
 
 from __future__ import annotations
@@ -12,17 +17,21 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import hashlib
+import hmac
 import math
+import os
 import random
 import re
 import signal
 import socket
 import struct
 import sys
+import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn, TypeGuard
 
@@ -33,6 +42,7 @@ __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
+    "OPENAI_STREAM_ENDS",
     "Faults",
     "LengthProfile",
     "SimConfig",
@@ -49,7 +59,26 @@ DEFAULT_VOCAB_SIZE = 32000
 DEFAULT_MAX_NEW_TOKENS = 128
 SIM_VERSION = "0.5.x-sim"
 # Precedence when several faults are drawn for the same request.
-FAULT_KINDS = ("reset", "timeout", "rate_429", "error_5xx", "stream_error", "torn_json")
+FAULT_KINDS = (
+    "reset",
+    "timeout",
+    "rate_429",
+    "payment_402",
+    "error_5xx",
+    "stream_error",
+    "torn_json",
+)
+# `payment_402` is an API provider's answer (credits); SGLang's /generate never gives it.
+_GENERATE_FAULTS = tuple(kind for kind in FAULT_KINDS if kind != "payment_402")
+# How a /v1/chat/completions stream ends, as different servers do it:
+#   done               OpenAI, vLLM, SGLang, OpenRouter: usage (if asked) in a chunk with
+#                      "choices": [], every earlier chunk "usage": null, then `data: [DONE]`;
+#   none               transformers serve: usage on the last chunk that still has choices, and no
+#                      `[DONE]`: the stream just ends;
+#   usage_with_choices usage on the last content chunk (the one with finish_reason), `[DONE]`;
+#   usage_no_choices   a separate usage chunk without a "choices" key at all, then `[DONE]`.
+OPENAI_STREAM_ENDS = ("done", "none", "usage_with_choices", "usage_no_choices")
+OPENROUTER_KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
 
 _MAX_TOKEN_ID = 2**31
 _CLIENT_MAX_SIZE = 256 * 2**20
@@ -97,10 +126,16 @@ class Faults:
     half-way, which a stream reports as `data: {"error": ..}` then `[DONE]` (as SGLang does) and
     a plain request as HTTP 500. A torn stream ends cleanly after a cut frame without `[DONE]`,
     like a stream from a server that never sends `[DONE]` except for the broken last line.
+
+    On /v1/chat/completions the same kinds take OpenRouter's shapes: a 429 also carries
+    `X-RateLimit-Reset` (epoch milliseconds), `stream_error` is a 200 stream whose last chunk has
+    `finish_reason: "error"` and an `error` field with code 429, and `payment_402` answers 402
+    "Insufficient credits" (drawn only there: /generate never sees it).
     """
 
     error_5xx: float = 0.0
     rate_429: float = 0.0
+    payment_402: float = 0.0
     retry_after_s: float = 1.0
     timeout: float = 0.0
     hang_s: float = 3600.0
@@ -136,6 +171,13 @@ class SimConfig:
     stream_output: bool = False
     frame_tokens: int = 8
     model_path: str = "gen-tui/simulated-model"
+    # /v1/chat/completions only:
+    model_name: str = "sim-model"  # echoed when a request names no model; /v1/models lists it
+    strict_model: bool = False  # refuse (400) any other `model`, as `transformers serve` does
+    api_key: str | None = field(default=None, repr=False)  # require `Authorization: Bearer ..`
+    cost_per_million: tuple[float, float] | None = None  # ($/M input, $/M output) -> usage.cost
+    openai_stream_end: str = "done"  # one of OPENAI_STREAM_ENDS
+    openai_keepalive: bool = False  # open each stream with `: OPENROUTER PROCESSING` (a comment)
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field: a config is checked before it is live."""
@@ -151,6 +193,24 @@ class SimConfig:
             raise ValueError(f"stream_output must be true or false, got {self.stream_output!r}")
         if not isinstance(self.model_path, str) or not self.model_path:
             raise ValueError(f"model_path must be a non-empty string, got {self.model_path!r}")
+        if not isinstance(self.model_name, str) or not self.model_name:
+            raise ValueError(f"model_name must be a non-empty string, got {self.model_name!r}")
+        for name in ("strict_model", "openai_keepalive"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
+            raise ValueError("api_key must be a non-empty string or None")  # never echo it
+        if self.cost_per_million is not None:
+            cost = self.cost_per_million
+            if not isinstance(cost, tuple) or len(cost) != 2:
+                raise ValueError(f"cost_per_million must be (input, output) $/M, got {cost!r}")
+            _check_number(cost[0], "cost_per_million input")
+            _check_number(cost[1], "cost_per_million output")
+        if self.openai_stream_end not in OPENAI_STREAM_ENDS:
+            raise ValueError(
+                f"openai_stream_end must be one of {', '.join(OPENAI_STREAM_ENDS)}, "
+                f"got {self.openai_stream_end!r}"
+            )
         if not isinstance(self.profiles, dict):
             raise ValueError("profiles must map dataset names to LengthProfile")
         for name, profile in self.profiles.items():
@@ -171,7 +231,10 @@ class SimStats:
 
     `in_flight` requests hold a slot, `queued` ones wait for one. `aborted` counts abort_request
     and client disconnects (`disconnected` is the latter part); `rejected` counts HTTP 400s;
-    `total_completion_tokens` counts only completed answers, the ones a client can record.
+    `total_completion_tokens` counts only completed answers, the ones a client can record, and
+    `total_cost` what they were billed (chat completions with `cost_per_million` set).
+    `unauthorized` counts 401s. Chat completions count in the same fields, with rids
+    `oa/<dataset>/<hex>`.
     """
 
     requests: int = 0
@@ -184,6 +247,8 @@ class SimStats:
     queued: int = 0
     max_in_flight: int = 0
     total_completion_tokens: int = 0
+    total_cost: float = 0.0
+    unauthorized: int = 0
     completed_rids: list[str] = field(default_factory=list)
 
 
@@ -220,12 +285,14 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             setattr(candidate, key, _patch_int(value, key))
         elif key == "vocab_size":
             candidate.vocab_size = None if value is None else _patch_int(value, key)
-        elif key == "stream_output":
+        elif key in ("stream_output", "strict_model", "openai_keepalive"):
             if not isinstance(value, bool):
-                raise ValueError("stream_output must be true or false")
-            candidate.stream_output = value
-        elif key == "model_path":
-            candidate.model_path = value
+                raise ValueError(f"{key} must be true or false")
+            setattr(candidate, key, value)
+        elif key in ("model_path", "model_name", "api_key", "openai_stream_end"):
+            setattr(candidate, key, value)
+        elif key == "cost_per_million":
+            candidate.cost_per_million = _cost_from_json(value)
         else:
             raise ValueError(f"unknown config key {key!r}")
     candidate.validate()
@@ -268,6 +335,27 @@ def _patch_int(value: object, name: str) -> int:
     return value
 
 
+def _cost_from_json(value: object) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return (
+            _patch_number(value[0], "cost_per_million input"),
+            _patch_number(value[1], "cost_per_million output"),
+        )
+    raise ValueError(
+        f"cost_per_million must be [input, output] $ per million or null, got {value!r}"
+    )
+
+
+def _config_json(config: SimConfig) -> dict[str, Any]:
+    """The config as JSON for the info endpoints, with the API key masked: it is a secret."""
+    shown = dataclasses.asdict(config)
+    if config.api_key is not None:
+        shown["api_key"] = "***"
+    return shown
+
+
 def _profile_from_json(value: object, name: str) -> LengthProfile:
     if _is_number(value):
         return LengthProfile(mean=float(value))
@@ -291,13 +379,19 @@ class _Prompt:
     max_new_tokens: int | None
     ignore_eos: bool
     stop_candidates: list[int | str]
+    dataset: str = ""  # picks the length profile: the rid prefix, or X-Sim-Dataset on /v1
+    chat: bool = False  # a /v1/chat/completions request: billed when a price is set
+
+
+def _dataset_of(rid: str) -> str:
+    return rid.split("/", 1)[0] if "/" in rid else ""
 
 
 def _plan(config: SimConfig, prompt: _Prompt) -> tuple[list[int], dict[str, Any]]:
     """The completion a prompt gets: seeded by (seed, dataset, prompt) alone, never by the rid's
     unique part or by max_new_tokens, so a retry or a resumed run sees the same answer and a
     tighter cap only truncates it."""
-    dataset = prompt.rid.split("/", 1)[0] if "/" in prompt.rid else ""
+    dataset = prompt.dataset
     profile = config.profiles.get(dataset, config.default_profile)
     digest = hashlib.blake2b(f"{config.seed}\0{dataset}\0".encode() + prompt.key, digest_size=16)
     seed = int.from_bytes(digest.digest(), "big")
@@ -314,9 +408,57 @@ def _plan(config: SimConfig, prompt: _Prompt) -> tuple[list[int], dict[str, Any]
     return output_ids, {"type": "stop", "matched": matched}
 
 
+def _count_text_tokens(text: str) -> int:
+    """The simulator's tokenizer for text: words and punctuation marks."""
+    return len(_TEXT_TOKEN.findall(text))
+
+
+def _flag(params: Mapping[str, Any], name: str) -> bool:
+    value = params.get(name, False)
+    if not isinstance(value, bool):
+        raise _BadRequest(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def _detokenize(ids: list[int], leading_space: bool) -> str:
     text = " ".join([_WORDS[token % len(_WORDS)] for token in ids])
     return " " + text if leading_space and text else text
+
+
+@dataclass
+class _Chat:
+    """A /v1/chat/completions request: its prompt and how to answer it."""
+
+    prompt: _Prompt
+    id: str
+    model: str
+    created: int
+    stream: bool
+    include_usage: bool
+
+    def head(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+
+def _chat_turn(message: object, index: int) -> tuple[str, str]:
+    """(role, text) of one chat message; content may be a string, null or a list of text parts."""
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise _BadRequest(f"messages[{index}] must be an object with a string role")
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return message["role"], content or ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                raise _BadRequest(f"messages[{index}].content: the simulator reads text parts only")
+            texts.append(part["text"])
+        return message["role"], "\n".join(texts)
+    raise _BadRequest(f"messages[{index}].content must be a string or a list of text parts")
 
 
 class _Job:
@@ -452,6 +594,29 @@ def _error_response(status: int, message: str) -> web.Response:
     return _json_response({"error": {"message": message}}, status=status)
 
 
+def _openai_error(status: int, message: str) -> web.Response:
+    """The error body OpenRouter sends (and OpenAI-style servers near enough): code = status."""
+    return _json_response({"error": {"message": message, "code": status}}, status=status)
+
+
+def _torn_response(body: bytes) -> web.Response:
+    """A 200 whose JSON body stops half-way and whose connection then closes."""
+    response = web.Response(body=body[: max(1, len(body) // 2)], content_type="application/json")
+    response.force_close()
+    return response
+
+
+def _sse(payload: object) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _cost(config: SimConfig, prompt_tokens: int, completion_tokens: int) -> float | None:
+    if config.cost_per_million is None:
+        return None
+    per_input, per_output = config.cost_per_million
+    return round((prompt_tokens * per_input + completion_tokens * per_output) / 1e6, 12)
+
+
 def _format_seconds(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
@@ -510,7 +675,7 @@ class _Simulator:
             self.stats.rejected += 1
             return _error_response(400, str(exc))
 
-        fault = self._draw_fault()
+        fault = self._draw_fault(_GENERATE_FAULTS)
         if fault is not None:
             self.stats.faults[fault] += 1
             refusal = await self._early_fault(request, fault)
@@ -531,12 +696,7 @@ class _Simulator:
             for job, produced in results
         ]
         if fault == "torn_json":
-            body = orjson.dumps(bodies if batch else bodies[0])
-            response = web.Response(
-                body=body[: max(1, len(body) // 2)], content_type="application/json"
-            )
-            response.force_close()
-            return response
+            return _torn_response(orjson.dumps(bodies if batch else bodies[0]))
         for job, produced in results:
             self._account(job, produced)
         return _json_response(bodies if batch else bodies[0])
@@ -556,48 +716,19 @@ class _Simulator:
         finally:
             self._finish(job)
 
-    async def _stream(
-        self, request: web.Request, job: _Job, fault: str | None
+    async def _serve_stream(
+        self,
+        request: web.Request,
+        job: _Job,
+        run: Callable[[web.StreamResponse], Awaitable[None]],
     ) -> web.StreamResponse:
+        """An SSE response whose body `run` writes; a client that hangs up aborts the job."""
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
-        loop = asyncio.get_running_loop()
-        sent = 0
         try:
             await response.prepare(request)
-            if not await self.slots.acquire(job):
-                self._account(job, 0)
-                await response.write(self._event(self._body(job, 0, 0, job.reason(0), final=True)))
-            else:
-                total = len(job.output_ids)
-                cut = total // 2 if fault in ("stream_error", "torn_json") else None
-                while True:
-                    end = min(sent + self.config.frame_tokens, total)
-                    deadline = job.decode_start + end / job.tokens_per_s
-                    idle = deadline <= loop.time()
-                    aborted = await job.sleep_until(deadline)
-                    if aborted:
-                        end = max(sent, job.produced(loop.time()))
-                    done = aborted or end == total
-                    if cut is not None and (end >= cut or done):
-                        self.slots.release(job)
-                        job.settled = True
-                        await self._stream_fault(response, job, sent, end, fault)
-                        return response
-                    reason = job.reason(end) if done else None
-                    if done:
-                        self.slots.release(job)
-                        self._account(job, end)
-                    frame = self._body(job, sent, end, reason, final=done)
-                    await response.write(self._event(frame))
-                    sent = end
-                    if done:
-                        break
-                    if idle:
-                        await asyncio.sleep(0)
-            await response.write(b"data: [DONE]\n\n")
-            await response.write_eof()
+            await run(response)
         except asyncio.CancelledError:
             self._count_disconnect(job)
             raise
@@ -607,23 +738,82 @@ class _Simulator:
             self._finish(job)
         return response
 
+    async def _pace(
+        self,
+        job: _Job,
+        emit: Callable[[int, int, str], Awaitable[None]],
+        *,
+        cut_half: bool = False,
+    ) -> str:
+        """Decode a streamed job in a slot, calling `emit(start, end, kind)` as each frame of
+        tokens [start, end) is ready: kind "frame", then "last" once (the job is settled and its
+        slot free by then), or "cut" half-way when `cut_half` (a stream fault) instead of "last".
+        Returns the last kind. A job aborted before it got a slot gets one ("last") of 0 tokens.
+        """
+        if not await self.slots.acquire(job):
+            self._account(job, 0)
+            await emit(0, 0, "last")
+            return "last"
+        loop = asyncio.get_running_loop()
+        total = len(job.output_ids)
+        cut = total // 2 if cut_half else None
+        sent = 0
+        while True:
+            end = min(sent + self.config.frame_tokens, total)
+            deadline = job.decode_start + end / job.tokens_per_s
+            idle = deadline <= loop.time()
+            aborted = await job.sleep_until(deadline)
+            if aborted:
+                end = max(sent, job.produced(loop.time()))
+            done = aborted or end == total
+            if cut is not None and (end >= cut or done):
+                self.slots.release(job)
+                job.settled = True
+                await emit(sent, end, "cut")
+                return "cut"
+            if done:
+                self.slots.release(job)
+                self._account(job, end)
+                await emit(sent, end, "last")
+                return "last"
+            await emit(sent, end, "frame")
+            sent = end
+            if idle:
+                await asyncio.sleep(0)
+
+    async def _stream(
+        self, request: web.Request, job: _Job, fault: str | None
+    ) -> web.StreamResponse:
+        async def run(response: web.StreamResponse) -> None:
+            async def emit(start: int, end: int, kind: str) -> None:
+                if kind == "cut":
+                    await self._stream_fault(response, job, start, end, fault)
+                    return
+                last = kind == "last"
+                reason = job.reason(end) if last else None
+                await response.write(_sse(self._body(job, start, end, reason, final=last)))
+
+            cut_half = fault in ("stream_error", "torn_json")
+            if await self._pace(job, emit, cut_half=cut_half) != "cut":
+                await response.write(b"data: [DONE]\n\n")
+                await response.write_eof()
+
+        return await self._serve_stream(request, job, run)
+
     async def _stream_fault(
         self, response: web.StreamResponse, job: _Job, sent: int, end: int, fault: str | None
     ) -> None:
         if fault == "stream_error":
             if end > sent:
-                await response.write(self._event(self._body(job, sent, end, None, final=False)))
+                await response.write(_sse(self._body(job, sent, end, None, final=False)))
             error = {"error": {"message": "Simulated failure in the middle of generation"}}
-            await response.write(self._event(error))
+            await response.write(_sse(error))
             await response.write(b"data: [DONE]\n\n")
         else:
-            event = self._event(self._body(job, sent, end, None, final=False))
+            event = _sse(self._body(job, sent, end, None, final=False))
             await response.write(event[: max(len(b"data: {"), len(event) // 2)])
             response.force_close()
         await response.write_eof()
-
-    def _event(self, payload: object) -> bytes:
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
 
     def _body(
         self,
@@ -664,6 +854,9 @@ class _Simulator:
         self.stats.completed += 1
         self.stats.total_completion_tokens += produced
         self.stats.completed_rids.append(job.rid)
+        cost = _cost(self.config, job.prompt.prompt_tokens, produced) if job.prompt.chat else None
+        if cost is not None:
+            self.stats.total_cost += cost
 
     def _count_disconnect(self, job: _Job) -> None:
         if not job.settled:
@@ -681,25 +874,36 @@ class _Simulator:
             if not peers:
                 del self.jobs[job.rid]
 
-    def _draw_fault(self) -> str | None:
+    def _draw_fault(self, kinds: tuple[str, ...]) -> str | None:
         faults = self.config.faults
         hit: str | None = None
-        for kind in FAULT_KINDS:
+        for kind in kinds:
             probability = getattr(faults, kind)
             if probability > 0 and self.fault_rng.random() < probability and hit is None:
                 hit = kind
         return hit
 
-    async def _early_fault(self, request: web.Request, fault: str) -> web.Response | None:
-        """Faults that strike before any generation; None for the ones that strike during it."""
+    async def _early_fault(
+        self, request: web.Request, fault: str, *, openai: bool = False
+    ) -> web.Response | None:
+        """Faults that strike before any generation; None for the ones that strike during it.
+        `openai` gives the error bodies and rate-limit headers of an OpenAI-style API."""
         faults = self.config.faults
+        error = _openai_error if openai else _error_response
         if fault == "rate_429":
-            response = _error_response(429, "Simulated rate limit, retry later")
+            response = error(429, "Simulated rate limit, retry later")
             response.headers["Retry-After"] = _format_seconds(faults.retry_after_s)
+            if openai:
+                reset_ms = round((time.time() + faults.retry_after_s) * 1000)
+                response.headers["X-RateLimit-Limit"] = str(self.config.slots)
+                response.headers["X-RateLimit-Remaining"] = "0"
+                response.headers["X-RateLimit-Reset"] = str(reset_ms)
             return response
+        if fault == "payment_402":
+            return error(402, "Insufficient credits")
         if fault == "error_5xx":
             status = self.fault_rng.choice((500, 503))
-            return _error_response(status, f"Simulated server error ({status})")
+            return error(status, f"Simulated server error ({status})")
         if fault == "timeout":
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(faults.hang_s):
@@ -778,7 +982,7 @@ class _Simulator:
         if isinstance(item, str):
             if not item:
                 raise _BadRequest("The input text is empty.")
-            prompt_tokens = max(1, len(_TEXT_TOKEN.findall(item)))
+            prompt_tokens = max(1, _count_text_tokens(item))
             key = b"text\0" + item.encode("utf-8", "surrogatepass")
         elif isinstance(item, list):
             if not item:
@@ -796,37 +1000,46 @@ class _Simulator:
             key = b"ids\0" + orjson.dumps(item)
         else:
             raise _BadRequest("Each prompt must be a string or a list of token ids")
-        if prompt_tokens >= config.context_length:
-            raise _BadRequest(
-                f"The input ({prompt_tokens} tokens) is longer than the model's context "
-                f"length ({config.context_length} tokens)."
-            )
-        max_new_tokens = params.get("max_new_tokens")
-        if max_new_tokens is not None:
-            if type(max_new_tokens) is not int:
-                raise _BadRequest(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
-            if max_new_tokens < 0:
-                raise _BadRequest(f"max_new_tokens must be at least 0, got {max_new_tokens}.")
-            if max_new_tokens + prompt_tokens >= config.context_length:
-                raise _BadRequest(
-                    "Requested token count exceeds the model's maximum context length of "
-                    f"{config.context_length} tokens. You requested a total of "
-                    f"{max_new_tokens + prompt_tokens} tokens: {prompt_tokens} tokens from the "
-                    f"input messages and {max_new_tokens} tokens for the completion. Please "
-                    "reduce the number of tokens in the input messages or the completion to fit "
-                    "within the limit."
-                )
-        ignore_eos = params.get("ignore_eos", False)
-        if not isinstance(ignore_eos, bool):
-            raise _BadRequest(f"ignore_eos must be true or false, got {ignore_eos!r}")
+        max_new_tokens = self._check_lengths(
+            prompt_tokens, params.get("max_new_tokens"), "max_new_tokens", 0
+        )
         return _Prompt(
             rid=rid,
             key=key,
             prompt_tokens=prompt_tokens,
             max_new_tokens=max_new_tokens,
-            ignore_eos=ignore_eos,
+            ignore_eos=_flag(params, "ignore_eos"),
             stop_candidates=[EOS_TOKEN_ID, *self._stops(params)],
+            dataset=_dataset_of(rid),
         )
+
+    def _check_lengths(
+        self, prompt_tokens: int, max_new_tokens: object, name: str, minimum: int
+    ) -> int | None:
+        """Refuse a prompt or a completion cap that does not fit the context, as SGLang does;
+        return the cap (None when not given)."""
+        context_length = self.config.context_length
+        if prompt_tokens >= context_length:
+            raise _BadRequest(
+                f"The input ({prompt_tokens} tokens) is longer than the model's context "
+                f"length ({context_length} tokens)."
+            )
+        if max_new_tokens is None:
+            return None
+        if type(max_new_tokens) is not int:
+            raise _BadRequest(f"{name} must be an integer, got {max_new_tokens!r}")
+        if max_new_tokens < minimum:
+            raise _BadRequest(f"{name} must be at least {minimum}, got {max_new_tokens}.")
+        if max_new_tokens + prompt_tokens >= context_length:
+            raise _BadRequest(
+                "Requested token count exceeds the model's maximum context length of "
+                f"{context_length} tokens. You requested a total of "
+                f"{max_new_tokens + prompt_tokens} tokens: {prompt_tokens} tokens from the "
+                f"input messages and {max_new_tokens} tokens for the completion. Please "
+                "reduce the number of tokens in the input messages or the completion to fit "
+                "within the limit."
+            )
+        return max_new_tokens
 
     @staticmethod
     def _stops(params: dict[str, Any]) -> list[int | str]:
@@ -839,6 +1052,229 @@ class _Simulator:
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
             raise _BadRequest("stop must be a string or a list of strings")
         return [*stop_ids, *stop]
+
+    # ---- /v1/chat/completions ------------------------------------------------------------------
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's chat completions on the same slots, completions, faults and stats as
+        /generate. The dataset (length profile) comes from the `X-Sim-Dataset` header."""
+        received = asyncio.get_running_loop().time()
+        self.stats.requests += 1
+        denied = self._authorize(request)
+        if denied is not None:
+            return denied
+        try:
+            try:
+                payload = orjson.loads(await request.read())
+            except orjson.JSONDecodeError as exc:
+                raise _BadRequest(f"Invalid JSON body: {exc}") from None
+            chat = self._parse_chat(payload, request.headers.get("X-Sim-Dataset", ""))
+        except _BadRequest as exc:
+            self.stats.rejected += 1
+            return _openai_error(400, str(exc))
+
+        fault = self._draw_fault(FAULT_KINDS)
+        if fault is not None:
+            self.stats.faults[fault] += 1
+            refusal = await self._early_fault(request, fault, openai=True)
+            if refusal is not None:
+                return refusal
+
+        job = _Job(chat.prompt, received)
+        self.jobs.setdefault(job.rid, set()).add(job)
+        if chat.stream:
+            return await self._chat_stream(request, job, chat, fault)
+        cut = fault == "stream_error"
+        _, produced = await self._decode(job, half=cut)
+        if cut:
+            return _openai_error(500, "Simulated failure in the middle of generation")
+        message = {
+            "role": "assistant",
+            "content": _detokenize(job.output_ids[:produced], leading_space=False),
+        }
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": job.reason(produced)["type"],
+        }
+        body = {
+            **chat.head("chat.completion"),
+            "choices": [choice],
+            "usage": self._usage(job, produced),
+        }
+        if fault == "torn_json":
+            return _torn_response(orjson.dumps(body))
+        self._account(job, produced)
+        return _json_response(body)
+
+    async def _chat_stream(
+        self, request: web.Request, job: _Job, chat: _Chat, fault: str | None
+    ) -> web.StreamResponse:
+        config = self.config
+        ending = config.openai_stream_end
+        keepalive = config.openai_keepalive
+        # OpenAI: with include_usage every chunk before the usage chunk says "usage": null.
+        usage_null = chat.include_usage and ending == "done"
+        usage_on_last = chat.include_usage and ending in ("none", "usage_with_choices")
+        head = chat.head("chat.completion.chunk")
+
+        def chunk(delta: dict[str, Any], reason: str | None, **extra: Any) -> bytes:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            body = {**head, "choices": [choice], **extra}
+            if usage_null:
+                body.setdefault("usage", None)
+            return _sse(body)
+
+        async def run(response: web.StreamResponse) -> None:
+            produced = 0
+            started = False
+
+            async def emit(start: int, end: int, kind: str) -> None:
+                nonlocal produced, started
+                if not started:
+                    started = True
+                    await response.write(chunk({"role": "assistant", "content": ""}, None))
+                text = _detokenize(job.output_ids[start:end], leading_space=start > 0)
+                if kind == "cut":
+                    await self._chat_stream_fault(response, chunk, text, fault)
+                elif kind == "frame":
+                    await response.write(chunk({"content": text}, None))
+                else:
+                    produced = end
+                    extra = {"usage": self._usage(job, end)} if usage_on_last else {}
+                    reason = job.reason(end)["type"]
+                    await response.write(chunk({"content": text}, reason, **extra))
+
+            if keepalive:
+                await response.write(OPENROUTER_KEEPALIVE)
+            cut_half = fault in ("stream_error", "torn_json")
+            if await self._pace(job, emit, cut_half=cut_half) == "cut":
+                return
+            if chat.include_usage and ending == "done":
+                usage = self._usage(job, produced)
+                await response.write(_sse({**head, "choices": [], "usage": usage}))
+            elif chat.include_usage and ending == "usage_no_choices":
+                await response.write(_sse({**head, "usage": self._usage(job, produced)}))
+            if ending != "none":
+                await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+
+        return await self._serve_stream(request, job, run)
+
+    @staticmethod
+    async def _chat_stream_fault(
+        response: web.StreamResponse,
+        chunk: Callable[..., bytes],
+        text: str,
+        fault: str | None,
+    ) -> None:
+        if fault == "stream_error":
+            # OpenRouter: a provider error after the 200 went out arrives as a last chunk with
+            # finish_reason "error" and an `error` field; then the stream ends.
+            if text:
+                await response.write(chunk({"content": text}, None))
+            error = {"message": "Simulated rate limit in the middle of generation", "code": 429}
+            await response.write(chunk({"content": ""}, "error", error=error))
+        else:
+            event = chunk({"content": text}, None)
+            await response.write(event[: max(len(b"data: {"), len(event) // 2)])
+            response.force_close()
+        await response.write_eof()
+
+    def _usage(self, job: _Job, completion_tokens: int) -> dict[str, Any]:
+        """OpenRouter's usage object; `cost` only when the simulator has a price."""
+        prompt_tokens = job.prompt.prompt_tokens
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        cost = _cost(self.config, prompt_tokens, completion_tokens)
+        if cost is not None:
+            usage["cost"] = cost
+        usage["prompt_tokens_details"] = {"cached_tokens": 0}
+        usage["completion_tokens_details"] = {"reasoning_tokens": 0}
+        return usage
+
+    def _authorize(self, request: web.Request) -> web.Response | None:
+        """None when the request may pass: no key is set, or it brings `Bearer <api_key>`."""
+        key = self.config.api_key
+        if key is None:
+            return None
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            message = "No auth credentials found"
+        elif hmac.compare_digest(
+            token.encode("utf-8", "surrogateescape"), key.encode("utf-8", "surrogateescape")
+        ):
+            return None
+        else:
+            message = "Invalid API key"  # never echo what was sent: it may be a real key
+        self.stats.unauthorized += 1
+        return _openai_error(401, message)
+
+    def _parse_chat(self, payload: object, dataset: str) -> _Chat:
+        """Validate a chat completion body (vLLM's checks, `transformers serve`'s model check)."""
+        config = self.config
+        if not isinstance(payload, dict):
+            raise _BadRequest("The request body must be a JSON object")
+        model = payload.get("model")
+        if model is not None and not isinstance(model, str):
+            raise _BadRequest(f"model must be a string, got {model!r}")
+        if config.strict_model and model != config.model_name:
+            raise _BadRequest(
+                f"The model {model!r} is not served here; the only model is {config.model_name!r}"
+            )
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _BadRequest("messages must be a non-empty list of {role, content} objects")
+        turns = [_chat_turn(message, index) for index, message in enumerate(messages)]
+        prompt_tokens = max(1, sum(_count_text_tokens(text) for _, text in turns))
+        name = "max_completion_tokens"
+        if payload.get(name) is None:
+            name = "max_tokens"
+        cap = self._check_lengths(prompt_tokens, payload.get(name), name, 1)
+        for knob, top in (("temperature", 2.0), ("top_p", 1.0)):
+            value = payload.get(knob)
+            if value is not None and not (_is_number(value) and 0 <= value <= top):
+                raise _BadRequest(f"{knob} must be a number from 0 to {top:g}, got {value!r}")
+        choices = payload.get("n")
+        if choices is not None and (type(choices) is not int or choices != 1):
+            raise _BadRequest(f"The simulator answers n=1 only, got n={choices!r}")
+        options = payload.get("stream_options")
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise _BadRequest("stream_options must be an object")
+        hex_id = uuid.uuid4().hex
+        prompt = _Prompt(
+            rid=f"oa/{dataset}/{hex_id}",
+            key=b"chat\0" + orjson.dumps(turns),
+            prompt_tokens=prompt_tokens,
+            # No cap means "up to the context", as on OpenAI-style servers.
+            max_new_tokens=config.context_length - prompt_tokens if cap is None else cap,
+            ignore_eos=_flag(payload, "ignore_eos"),  # a vLLM / SGLang extension
+            stop_candidates=[EOS_TOKEN_ID, *self._stops(payload)],
+            dataset=dataset,
+            chat=True,
+        )
+        return _Chat(
+            prompt=prompt,
+            id=f"chatcmpl-{hex_id}",
+            model=model or config.model_name,
+            created=int(time.time()),
+            stream=_flag(payload, "stream"),
+            include_usage=_flag(options, "include_usage"),
+        )
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        denied = self._authorize(request)
+        if denied is not None:
+            return denied
+        model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "sim"}
+        return _json_response({"object": "list", "data": [model]})
 
     # ---- the other endpoints -------------------------------------------------------------------
 
@@ -884,7 +1320,7 @@ class _Simulator:
                 "stream_output": config.stream_output,
                 "stream_interval": config.frame_tokens,
                 "vocab_size": config.vocab_size or DEFAULT_VOCAB_SIZE,
-                "sim": config,
+                "sim": _config_json(config),
             }
         )
 
@@ -915,7 +1351,7 @@ class _Simulator:
                 self.reconfigure(orjson.loads(await request.read()))
             except (orjson.JSONDecodeError, ValueError) as exc:
                 return _error_response(400, str(exc))
-        return _json_response(self.config)
+        return _json_response(_config_json(self.config))
 
 
 def _reset(request: web.Request) -> None:
@@ -951,6 +1387,8 @@ def create_app(config: SimConfig) -> web.Application:
     app.router.add_get("/get_model_info", sim.model_info)
     app.router.add_get("/get_server_info", sim.server_info)
     app.router.add_get("/get_load", sim.load)
+    app.router.add_post("/v1/chat/completions", sim.chat_completions)
+    app.router.add_get("/v1/models", sim.list_models)
     app.router.add_get("/_sim/stats", sim.sim_stats)
     app.router.add_get("/_sim/config", sim.sim_config)
     app.router.add_post("/_sim/config", sim.sim_config)
@@ -1092,10 +1530,25 @@ def _profile_arg(text: str) -> tuple[str, LengthProfile]:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
+def _cost_arg(text: str) -> tuple[float, float]:
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(
+            f"expected IN,OUT dollars per million tokens, got {text!r}"
+        )
+    try:
+        return _non_negative(parts[0]), _non_negative(parts[1])
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="gen-tui sim",
-        description="Run a simulated SGLang server (native /generate API) for demos and tests.",
+        description=(
+            "Run a simulated SGLang server (native /generate API, and OpenAI's "
+            "/v1/chat/completions) for demos and tests."
+        ),
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -1127,10 +1580,39 @@ def _build_parser() -> _Parser:
     add("--fail-reset", type=_probability, default=0.0, metavar="P")
     add("--fail-torn", type=_probability, default=0.0, metavar="P")
     add("--fail-midstream", type=_probability, default=0.0, metavar="P")
+    add("--fail-402", type=_probability, default=0.0, metavar="P", help="/v1: out of credits")
+    add("--model-name", default="sim-model", help="the model /v1/chat/completions serves")
+    add("--strict-model", action="store_true", help="/v1: refuse any other model with a 400")
+    add(
+        "--api-key-env",
+        metavar="NAME",
+        help="/v1: require `Authorization: Bearer KEY`, KEY read from the environment "
+        "variable NAME (never pass a secret on the command line)",
+    )
+    add(
+        "--cost",
+        type=_cost_arg,
+        metavar="IN,OUT",
+        help="/v1: dollars per million input,output tokens, reported as usage.cost",
+    )
+    add(
+        "--openai-stream-end",
+        choices=OPENAI_STREAM_ENDS,
+        default="done",
+        help="/v1: how a stream ends (default: done)",
+    )
+    add("--openai-keepalive", action="store_true", help="/v1: open streams with an SSE comment")
     return parser
 
 
 def _config_from_args(args: argparse.Namespace) -> SimConfig:
+    api_key = None
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ValueError(
+                f"--api-key-env: the environment variable {args.api_key_env} is not set or empty"
+            )
     config = SimConfig(
         slots=args.slots,
         tokens_per_s=args.tokens_per_s,
@@ -1148,11 +1630,18 @@ def _config_from_args(args: argparse.Namespace) -> SimConfig:
             reset=args.fail_reset,
             torn_json=args.fail_torn,
             stream_error=args.fail_midstream,
+            payment_402=args.fail_402,
         ),
         seed=args.seed,
         stream_output=args.stream_output,
         frame_tokens=args.frame_tokens,
         model_path=args.model_path,
+        model_name=args.model_name,
+        strict_model=args.strict_model,
+        api_key=api_key,
+        cost_per_million=args.cost,
+        openai_stream_end=args.openai_stream_end,
+        openai_keepalive=args.openai_keepalive,
     )
     config.validate()
     return config
