@@ -13,7 +13,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-NAMES = ["resume_scan", "budget_precision", "client_overhead", "saturation", "memory"]
+NAMES = ["resume_scan", "budget_precision", "client_overhead", "saturation"]
 
 
 def main() -> int:
