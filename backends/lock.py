@@ -73,6 +73,8 @@ class DatasetLock:
             "host": socket.gethostname(),
             "started": round(time.time(), 3),
             "argv": sys.argv,
+            "executable": sys.executable,
+            "cwd": os.getcwd(),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, orjson.dumps(holder), 0)

@@ -1,0 +1,429 @@
+"""SSH connections to the GPU box: honest about trust, quick to notice a dead link, self-healing.
+
+Why these choices:
+
+- Targets are what people type: an `~/.ssh/config` alias or `user@host[:port]`. asyncssh
+  reads `~/.ssh/config` (HostName, Port, User, IdentityFile, ProxyJump, UserKnownHostsFile),
+  the agent and `~/.ssh/known_hosts` by default, so gen-tui connects wherever `ssh` does.
+- Host keys are always verified. There is no accept-new and never `known_hosts=None`: an
+  unknown or changed key refuses with a message that shows the fingerprint the server
+  presented and the exact command to trust it after checking that fingerprint.
+- Keepalive every 2 s, 3 misses: a dead link (a pulled cable, a frozen box) is noticed within
+  about 8 s instead of the TCP timeout's minutes; the panel can say "disconnected" promptly.
+- asyncssh has no reconnect, so :class:`SSHConnection` watches the connection close and
+  reconnects with capped exponential backoff, catching `(OSError, asyncssh.Error)`. Its
+  `state` is a short sentence for the UI: "connected", "disconnected: REASON",
+  "reconnecting in 4s". Commands wait for the link to come back for a bounded time.
+- Nothing here ever sends channel signals: sshd refuses them for root ("session signalling
+  requires privilege separation"); processes are stopped with a `kill` command (see runs.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+DEFAULT_KEEPALIVE_S = 2.0
+DEFAULT_KEEPALIVE_COUNT = 3
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+StateCallback = Callable[[str], None]
+
+
+class SSHError(Exception):
+    """A connection problem; the message says what happened and what to do about it."""
+
+
+class HostKeyError(SSHError):
+    """The server's host key is unknown or changed: nothing was trusted."""
+
+
+class AuthError(SSHError):
+    """The server refused every key we offered."""
+
+
+class Disconnected(SSHError):
+    """A command could not run because the link is down and did not come back in time."""
+
+
+_TARGET = re.compile(
+    r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$"
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to connect: a config alias or host name, with an optional user and port."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        """Parse `alias`, `host`, `user@host`, `user@host:port` or `user@[v6addr]:port`."""
+        match = _TARGET.match(text.strip())
+        if not match:
+            raise SSHError(f"SSH target {text!r} is not an ~/.ssh/config alias or user@host[:port]")
+        host = match["host"]
+        if host.startswith("["):
+            host = host[1:-1]
+        port = int(match["port"]) if match["port"] else None
+        if port is not None and not 0 < port < 65536:
+            raise SSHError(f"SSH target {text!r}: port {port} is out of range")
+        return cls(host=host, user=match["user"], port=port)
+
+    def __str__(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = f":{self.port}" if self.port else ""
+        return f"{user}{host}{port}"
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """Client settings; every None means "what `ssh` would use" (config, agent, known_hosts).
+
+    `known_hosts` may point at another file (tests do), but can never switch verification off.
+    """
+
+    config_files: tuple[str, ...] | None = None
+    known_hosts: str | None = None
+    client_keys: tuple[str, ...] | None = None
+    use_agent: bool = True
+    keepalive_interval_s: float = DEFAULT_KEEPALIVE_S
+    keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+
+    def connect_kwargs(self, target: Target) -> dict[str, object]:
+        kwargs: dict[str, object] = {
+            "host": target.host,
+            "keepalive_interval": self.keepalive_interval_s,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout_s,
+        }
+        if target.port is not None:
+            kwargs["port"] = target.port
+        if target.user is not None:
+            kwargs["username"] = target.user
+        if self.config_files is not None:
+            kwargs["config"] = list(self.config_files)
+        if self.known_hosts is not None:
+            kwargs["known_hosts"] = self.known_hosts
+        if self.client_keys is not None:
+            kwargs["client_keys"] = list(self.client_keys)
+        if not self.use_agent:
+            kwargs["agent_path"] = None
+        return kwargs
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    host: str
+    port: int
+    user: str
+    known_hosts: tuple[str, ...]
+
+
+def _resolve(target: Target, options: SSHOptions) -> _Resolved:
+    """Host, port, user and known_hosts files after `~/.ssh/config`, for messages."""
+    kwargs: dict[str, object] = {"host": target.host}
+    if target.port is not None:
+        kwargs["port"] = target.port
+    if target.user is not None:
+        kwargs["username"] = target.user
+    if options.config_files is not None:
+        kwargs["config"] = list(options.config_files)
+    try:
+        resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]
+        host, port, user = str(resolved.host), int(resolved.port), str(resolved.username)
+        files = resolved.known_hosts
+    except (OSError, asyncssh.Error, ValueError):
+        host, port, user, files = target.host, target.port or 22, target.user or "?", None
+    if options.known_hosts is not None:
+        known: tuple[str, ...] = (options.known_hosts,)
+    elif isinstance(files, str):
+        known = (files,)
+    elif isinstance(files, list | tuple) and files:
+        known = tuple(str(f) for f in files)
+    else:
+        known = (DEFAULT_KNOWN_HOSTS,)
+    return _Resolved(host, port, user, known)
+
+
+def _host_pattern(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+async def _presented_key(target: Target, resolved: _Resolved, options: SSHOptions) -> str | None:
+    """The fingerprint of the key the server presents (read without trusting it)."""
+    kwargs: dict[str, object] = {}
+    if options.config_files is not None:
+        kwargs["config"] = list(options.config_files)
+    try:
+        key = await asyncio.wait_for(
+            asyncssh.get_server_host_key(resolved.host, resolved.port, **kwargs),  # type: ignore[arg-type]
+            options.connect_timeout_s,
+        )
+    except (OSError, asyncssh.Error, TimeoutError):
+        return None
+    return key.get_fingerprint("sha256") if key is not None else None
+
+
+def _known_keys(resolved: _Resolved) -> list[str]:
+    """Paths among the known_hosts files that already hold some key for this host."""
+    found = []
+    for name in resolved.known_hosts:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            continue
+        try:
+            keys = asyncssh.read_known_hosts(str(path)).match(resolved.host, "", resolved.port)[0]
+        except (OSError, asyncssh.Error, ValueError):
+            continue
+        if keys:
+            found.append(str(path))
+    return found
+
+
+async def host_key_error(target: Target, options: SSHOptions) -> HostKeyError:
+    """Explain an unverifiable host key: unknown or changed, its fingerprint, how to trust it."""
+    resolved = _resolve(target, options)
+    fingerprint = await _presented_key(target, resolved, options)
+    where = f"{resolved.host}:{resolved.port}"
+    file = resolved.known_hosts[0]
+    port_flag = "" if resolved.port == 22 else f"-p {resolved.port} "
+    keyscan = f"ssh-keyscan {port_flag}{resolved.host} >> {file}"
+    shown = fingerprint or "(the server did not answer a second time)"
+    holders = _known_keys(resolved)
+    if holders:
+        pattern = _host_pattern(resolved.host, resolved.port)
+        return HostKeyError(
+            f"host key of {where} has CHANGED: the server presents {shown}, but "
+            f"{holders[0]} holds a different key for it. Refused: this can be an attack or a "
+            "reinstalled server. If you know why it changed, check the new fingerprint on the "
+            f"server (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then remove the old "
+            f"key with `ssh-keygen -R '{pattern}' -f {holders[0]}` and trust the new one with "
+            f"`{keyscan}`"
+        )
+    return HostKeyError(
+        f"host key of {where} is not known (no entry in {', '.join(resolved.known_hosts)}); "
+        f"nothing was trusted. The server presents {shown}: check it on the server "
+        "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then trust it with "
+        f"`{keyscan}` (or connect once with ssh and answer yes)"
+    )
+
+
+async def connect(
+    target: str | Target,
+    options: SSHOptions | None = None,
+    client_factory: Callable[[], asyncssh.SSHClient] | None = None,
+) -> asyncssh.SSHClientConnection:
+    """Open one verified connection, or raise :class:`SSHError` with a message for a person."""
+    if isinstance(target, str):
+        target = Target.parse(target)
+    options = options or SSHOptions()
+    kwargs = options.connect_kwargs(target)
+    if client_factory is not None:
+        kwargs["client_factory"] = client_factory
+    try:
+        return await asyncssh.connect(**kwargs)  # type: ignore[arg-type]
+    except asyncssh.HostKeyNotVerifiable:
+        raise await host_key_error(target, options) from None
+    except asyncssh.PermissionDenied as exc:
+        resolved = _resolve(target, options)
+        raise AuthError(
+            f"{resolved.user}@{resolved.host}:{resolved.port} refused every key offered "
+            f"({exc.reason}); check IdentityFile in ~/.ssh/config, `ssh-add -l`, and the "
+            "server's authorized_keys"
+        ) from None
+    except TimeoutError:
+        raise SSHError(
+            f"cannot reach {target}: no answer within {options.connect_timeout_s:g} s"
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise SSHError(f"cannot reach {target}: {reason}") from None
+    except asyncssh.Error as exc:
+        raise SSHError(f"{target}: {exc.reason or type(exc).__name__}") from None
+
+
+class _Client(asyncssh.SSHClient):
+    """Remembers why the connection ended, for the "disconnected: REASON" state."""
+
+    def __init__(self) -> None:
+        self.lost_reason: str | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            self.lost_reason = "closed"
+        elif isinstance(exc, asyncssh.Error):
+            self.lost_reason = exc.reason or type(exc).__name__
+        else:
+            self.lost_reason = str(exc) or type(exc).__name__
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason for a failed connect or a lost link."""
+    if isinstance(exc, SSHError):
+        return str(exc)
+    if isinstance(exc, asyncssh.Error):
+        return exc.reason or type(exc).__name__
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+class SSHConnection:
+    """A connection that comes back by itself: reconnect with backoff, state for the UI.
+
+    `start()` makes the first connection and raises :class:`SSHError` if it fails (a wrong
+    alias or an untrusted key should be seen at once, not retried forever). After that a
+    lost link is reconnected in the background; `ready()` waits for it and `run()` waits
+    a bounded time before it gives up with :class:`Disconnected`.
+    """
+
+    def __init__(
+        self,
+        target: str | Target,
+        options: SSHOptions | None = None,
+        on_state: StateCallback | None = None,
+        backoff_s: Sequence[float] = BACKOFF_S,
+    ) -> None:
+        self.target = Target.parse(target) if isinstance(target, str) else target
+        self.options = options or SSHOptions()
+        self.on_state = on_state
+        self.backoff_s = tuple(backoff_s)
+        self.state = "not connected"
+        self.last_error: str | None = None
+        self.generation = 0
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._client: _Client | None = None
+        self._up = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._up.is_set()
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        if self.on_state is not None:
+            self.on_state(state)
+
+    async def _open(self) -> None:
+        client = _Client()
+        self._set_state("connecting")
+        conn = await connect(self.target, self.options, client_factory=lambda: client)
+        self._conn, self._client = conn, client
+        self.generation += 1
+        self.last_error = None
+        self._up.set()
+        self._set_state("connected")
+
+    async def start(self) -> None:
+        """Connect for the first time (raises :class:`SSHError`), then keep the link up."""
+        if self._supervisor is not None:
+            return
+        try:
+            await self._open()
+        except SSHError as exc:
+            self.last_error = str(exc)
+            self._set_state(f"disconnected: {exc}")
+            raise
+        self._supervisor = asyncio.create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        while not self._closed:
+            conn, client = self._conn, self._client
+            assert conn is not None and client is not None
+            await conn.wait_closed()
+            self._up.clear()
+            if self._closed:
+                return
+            reason = client.lost_reason or "connection closed"
+            self.last_error = reason
+            self._set_state(f"disconnected: {reason}")
+            attempt = 0
+            while not self._closed:
+                delay = self.backoff_s[min(attempt, len(self.backoff_s) - 1)]
+                delay *= random.uniform(0.8, 1.2)
+                await self._countdown(delay)
+                try:
+                    await self._open()
+                    break
+                except (OSError, asyncssh.Error, SSHError) as exc:
+                    self.last_error = describe(exc)
+                    self._set_state(f"disconnected: {self.last_error}")
+                    attempt += 1
+
+    async def _countdown(self, delay: float) -> None:
+        remaining = delay
+        while remaining > 0:
+            self._set_state(f"reconnecting in {max(1, round(remaining))}s")
+            step = min(1.0, remaining)
+            await asyncio.sleep(step)
+            remaining -= step
+
+    async def ready(self, timeout: float | None = None) -> asyncssh.SSHClientConnection:
+        """The live connection, waiting up to `timeout` s for a reconnect."""
+        if self._closed:
+            raise Disconnected(f"{self.target}: connection closed")
+        if self._supervisor is None:
+            await self.start()
+        try:
+            await asyncio.wait_for(self._up.wait(), timeout)
+        except TimeoutError:
+            raise Disconnected(f"{self.target}: {self.state}") from None
+        assert self._conn is not None
+        return self._conn
+
+    async def run(
+        self, command: str, *, input: str | None = None, timeout: float = 60.0
+    ) -> asyncssh.SSHCompletedProcess:
+        """Run one command (never retried: a retry could start something twice)."""
+        conn = await self.ready(timeout)
+        try:
+            return await asyncio.wait_for(conn.run(command, input=input, check=False), timeout)
+        except TimeoutError:
+            raise SSHError(f"{self.target}: command did not finish within {timeout:g} s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise Disconnected(f"{self.target}: {describe(exc)}") from None
+
+    async def open_process(
+        self, command: str, *, timeout: float = 60.0
+    ) -> asyncssh.SSHClientProcess[str]:
+        """Start a long-running command whose stdout the caller reads line by line."""
+        conn = await self.ready(timeout)
+        try:
+            return await conn.create_process(command)
+        except (OSError, asyncssh.Error) as exc:
+            raise Disconnected(f"{self.target}: {describe(exc)}") from None
+
+    def drop(self) -> None:
+        """Close the current link; the supervisor reconnects (a "reconnect now" for the UI)."""
+        if self._conn is not None:
+            self._conn.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._up.clear()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await self._conn.wait_closed()
+        self._set_state("closed")

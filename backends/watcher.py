@@ -1,0 +1,714 @@
+"""The remote watcher: a stdlib-only script that streams per-dataset token totals as JSON lines.
+
+Why a script of its own: the GPU box may have nothing but a system Python 3.8 and no gen-tui,
+and its record files hold hundreds of MB. So gen-tui sends this module's source over one SSH
+channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cross the
+network. The same source runs locally (as a subprocess of `sys.executable -`), and the module
+is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
+
+Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, no
+`str.removeprefix`, no third-party imports. The tests parse it with `feature_version=(3, 8)`.
+
+Modes (all print JSON lines on stdout):
+
+- watch (default): `OUTPUT_DIR DATASET[:OFFSET:INO:TOKENS:SAMPLES]...`. One `hello` line,
+  then one `dataset` line per dataset at start and whenever its totals, lock holder or
+  progress change, and a `heartbeat` line every `--heartbeat` seconds so the client can tell
+  a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
+  argument that lets a later watcher continue from the same byte offset without recounting
+  or double counting. `--once` prints one line per dataset and exits.
+- `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
+  whose command line matches (or the given pids), the lock files under the output folders
+  and the prompt files of each process's `--prompts-dir`. The run list is built from it.
+
+Counting: a dataset's totals are always those of a full recount. Complete lines are counted
+once, from a byte offset that only moves past whole lines; a partial last line is never
+committed, but a last line that already parses is counted provisionally (as the full recount
+does); a file that shrank or was replaced is recounted from zero. A byte scan finds the
+`"completion_tokens":` key, which is far faster than parsing every line; lines that scan
+cannot read exactly fall back to `json`.
+
+progress.json: when present, its content rides along in the dataset line (`progress`, with
+`progress_fresh` when written in the last 10 s): budget, state, rates, ETA and in-flight
+are only known to the writer. The token and sample counts themselves always come from the
+record file, because progress.json lags it by up to a second and a foreign script writes
+none; once attached, tailing costs only the newly appended bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import socket
+import sys
+import time
+
+PROTOCOL = 1
+RAW_FILE = "raw_responses.jsonl"
+PROGRESS_FILE = "progress.json"
+LOCK_FILE = "run.lock"
+CHUNK = 4 << 20
+POLL_S = 0.5
+HEARTBEAT_S = 2.0
+# A progress.json this old no longer describes a live writer.
+PROGRESS_FRESH_S = 10.0
+
+_KEY = b'"completion_tokens":'
+_SAMPLE_KEY = b'"sample_id":'
+_DIGITS = b"0123456789"
+_ENDS = (b",", b"}", b" ", b"\t", b"\r", b"\n")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+# The default process pattern: the seed script and gen-tui's engine, however launched
+# (`python run_inference.py`, `python -m run_inference`, `gen-tui run`, `python -m
+# gen_tui.app.cli run`), but not `tail -f run_inference.log`.
+DEFAULT_PATTERN = r"(^|[\s/])run_inference(\.py)?(\s|$)|gen[-_]tui(\.app\.cli)?\s+run(\s|$)"
+# Processes that mention a run on their command line without being one.
+_NOT_RUNS = {
+    "grep",
+    "egrep",
+    "fgrep",
+    "pgrep",
+    "pkill",
+    "tail",
+    "head",
+    "less",
+    "more",
+    "cat",
+    "vi",
+    "vim",
+    "nvim",
+    "nano",
+    "emacs",
+    "ps",
+    "watch",
+    "tmux",
+    "screen",
+    "ssh",
+    "sudo",
+    "su",
+    "timeout",
+    "strace",
+    "gdb",
+}
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
+
+
+def _integer_at(data: bytes, pos: int) -> int | None:
+    """The JSON non-negative integer starting at `pos` (after blanks), or None if not one."""
+    while data[pos : pos + 1] in (b" ", b"\t"):
+        pos += 1
+    end = pos
+    while data[end : end + 1] and data[end : end + 1] in _DIGITS:
+        end += 1
+    if end == pos or data[end : end + 1] not in _ENDS:
+        return None
+    if end - pos > 1 and data[pos] == 48:  # a leading zero is not JSON
+        return None
+    return int(data[pos:end])
+
+
+def _once(data: bytes, key: bytes) -> int:
+    """Offset just past the only occurrence of `key` in `data`, or -1 (absent or repeated)."""
+    at = data.find(key)
+    if at < 0 or data.find(key, at + len(key)) >= 0:
+        return -1
+    return at + len(key)
+
+
+def record_tokens(line: bytes) -> int | None:
+    """Completion tokens of one record line in either layout, or None if it is not a record.
+
+    Mirrors `records.record_counts`: top-level `completion_tokens`, else
+    `usage.completion_tokens`, else `meta_info.completion_tokens`, a non-negative integer,
+    and a `sample_id` (or `id`) that is a string or an integer. The fast path applies only
+    when each key occurs exactly once in an object line: then that occurrence is the one
+    `record_counts` reads (a key inside a JSON string always has its quotes escaped, so the
+    byte pattern cannot match there). Anything else goes through `json`.
+    """
+    stripped = line.strip()
+    if not stripped:
+        return None
+    if stripped[:1] == b"{" and stripped[-1:] == b"}":
+        tokens_at = _once(stripped, _KEY)
+        id_at = _once(stripped, _SAMPLE_KEY) if tokens_at >= 0 else -1
+        if id_at >= 0:
+            tokens = _integer_at(stripped, tokens_at)
+            pos = id_at
+            while stripped[pos : pos + 1] in (b" ", b"\t"):
+                pos += 1
+            if tokens is not None and (
+                stripped[pos : pos + 1] == b'"' or _integer_at(stripped, pos) is not None
+            ):
+                return tokens
+    return _json_tokens(stripped)
+
+
+def _json_tokens(line: bytes) -> int | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    sample_id = record.get("sample_id", record.get("id"))
+    if sample_id is None or isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
+        return None
+    tokens = record.get("completion_tokens")
+    if tokens is None:
+        usage = record.get("usage")
+        if isinstance(usage, dict):
+            tokens = usage.get("completion_tokens")
+        if tokens is None:
+            meta = record.get("meta_info")
+            if isinstance(meta, dict):
+                tokens = meta.get("completion_tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        return None
+    return tokens
+
+
+def read_lock_table() -> dict | None:
+    """(major, minor, inode) -> pid of every flock holder, from /proc/locks (Linux).
+
+    Reading /proc/locks never touches the lock itself, so a watcher polling it cannot make a
+    starting writer's non-blocking `flock` fail. None where /proc/locks is unavailable.
+    """
+    try:
+        with open("/proc/locks") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    table = {}
+    for row in text.splitlines():
+        parts = row.split()
+        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK":
+            continue
+        try:
+            pid = int(parts[4])
+            major, minor, inode = parts[5].split(":")
+            table[(int(major, 16), int(minor, 16), int(inode))] = pid
+        except ValueError:
+            continue
+    return table
+
+
+def read_holder(path: str) -> dict:
+    """What the current or last writer wrote into its lock file (empty if unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            value = json.loads(handle.read() or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def lock_status(path: str, table: dict | None) -> tuple:
+    """(locked, pid of the live holder or None, holder dict) of a dataset's `run.lock`."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False, None, {}
+    holder = read_holder(path)
+    if table is not None:
+        pid = table.get((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+        if pid is None:
+            return False, None, holder
+        if pid <= 0:
+            # Held by a process outside our pid namespace: trust the file's word for the pid.
+            pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
+        return True, pid, holder
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False, None, holder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
+        return True, pid, holder
+    finally:
+        os.close(fd)
+    return False, None, holder
+
+
+class DatasetTail:
+    """Incremental, exact token totals of one dataset folder.
+
+    `offset` only ever moves past complete lines, so no byte is counted twice; the client
+    restarts a watcher from `resume` after a reconnect.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        name: str,
+        offset: int = 0,
+        ino: int = 0,
+        tokens: int = 0,
+        samples: int = 0,
+    ) -> None:
+        self.name = name
+        self.folder = os.path.join(output_dir, name)
+        self.path = os.path.join(self.folder, RAW_FILE)
+        self.offset = offset
+        self.ino = ino
+        self.tokens = tokens
+        self.samples = samples
+        self.bad_lines = 0
+        self.first_bad = None
+        self.tail_tokens = 0
+        self.tail_samples = 0
+        self.tail_bytes = 0
+        self.size = 0
+        self.mtime = None
+        self.exists = False
+        self.resets = 0
+        self.locked = False
+        self.lock_pid = None
+        self.progress = None
+        self.progress_mtime = None
+        self._last_key = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.tokens + self.tail_tokens
+
+    @property
+    def total_samples(self) -> int:
+        return self.samples + self.tail_samples
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self.tokens = 0
+        self.samples = 0
+        self.bad_lines = 0
+        self.first_bad = None
+        self.resets += 1
+
+    def _count(self, data: bytes) -> None:
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            tokens = record_tokens(line)
+            if tokens is None:
+                self.bad_lines += 1
+                if self.first_bad is None:
+                    self.first_bad = line[:80].decode("utf-8", "replace")
+                continue
+            self.tokens += tokens
+            self.samples += 1
+
+    def poll(self) -> None:
+        """Count whatever was appended since the last poll."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            if self.exists or self.offset:
+                self._reset()
+            self.exists = False
+            self.size = 0
+            self.mtime = None
+            self.tail_tokens = self.tail_samples = self.tail_bytes = 0
+            return
+        self.exists = True
+        if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
+            self._reset()
+        self.ino = st.st_ino
+        self.mtime = st.st_mtime
+        if st.st_size == self.size and st.st_size == self.offset + self.tail_bytes:
+            return
+        rest = b""
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            while True:
+                chunk = handle.read(CHUNK)
+                if not chunk:
+                    break
+                data = rest + chunk if rest else chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = data
+                    continue
+                self._count(data[:cut])
+                self.offset += cut + 1
+                rest = data[cut + 1 :]
+        self.size = self.offset + len(rest)
+        self.tail_bytes = len(rest)
+        tokens = _json_tokens(rest.strip()) if rest.strip() else None
+        self.tail_tokens = tokens or 0
+        self.tail_samples = 1 if tokens is not None else 0
+
+    def poll_meta(self, table: dict | None) -> None:
+        """Refresh the lock holder and, when it changed on disk, progress.json."""
+        self.locked, self.lock_pid, _ = lock_status(os.path.join(self.folder, LOCK_FILE), table)
+        path = os.path.join(self.folder, PROGRESS_FILE)
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            self.progress = None
+            self.progress_mtime = None
+            return
+        if mtime == self.progress_mtime:
+            return
+        try:
+            with open(path, "rb") as handle:
+                value = json.loads(handle.read())
+        except (OSError, ValueError):
+            return  # replaced atomically, so a failed read only means "read it next time"
+        self.progress = value if isinstance(value, dict) else None
+        self.progress_mtime = mtime
+
+    def resume_arg(self) -> str:
+        return "%s:%d:%d:%d:%d" % (self.name, self.offset, self.ino, self.tokens, self.samples)
+
+    def report(self, now: float) -> dict | None:
+        """The dataset line if anything a client shows changed since the last report."""
+        key = (
+            self.exists,
+            self.total_tokens,
+            self.total_samples,
+            self.offset,
+            self.bad_lines,
+            self.locked,
+            self.lock_pid,
+            self.progress_mtime,
+            self.resets,
+        )
+        if key == self._last_key:
+            return None
+        self._last_key = key
+        fresh = self.progress_mtime is not None and now - self.progress_mtime < PROGRESS_FRESH_S
+        return {
+            "type": "dataset",
+            "dataset": self.name,
+            "exists": self.exists,
+            "tokens": self.total_tokens,
+            "samples": self.total_samples,
+            "offset": self.offset,
+            "ino": self.ino,
+            "size": self.size,
+            "tail_tokens": self.tail_tokens,
+            "tail_samples": self.tail_samples,
+            "bad_lines": self.bad_lines,
+            "first_bad": self.first_bad,
+            "resets": self.resets,
+            "locked": self.locked,
+            "lock_pid": self.lock_pid,
+            "mtime": self.mtime,
+            "progress": self.progress,
+            "progress_fresh": fresh,
+            "resume": self.resume_arg(),
+            "time": now,
+        }
+
+
+def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
+    """`NAME` or `NAME:OFFSET:INO:TOKENS:SAMPLES` (the `resume` of an earlier report)."""
+    parts = arg.split(":")
+    name = parts[0]
+    if not _NAME.match(name):
+        raise ValueError("dataset name %r is not allowed" % name)
+    if len(parts) == 1:
+        return DatasetTail(output_dir, name)
+    if len(parts) != 5:
+        raise ValueError("bad dataset argument %r (NAME or NAME:OFFSET:INO:TOKENS:SAMPLES)" % arg)
+    numbers = [int(part) for part in parts[1:]]
+    if min(numbers) < 0:
+        raise ValueError("bad dataset argument %r" % arg)
+    return DatasetTail(output_dir, name, *numbers)
+
+
+def _emit(payload: dict) -> None:
+    sys.stdout.write(json.dumps(payload, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def watch(
+    output_dir: str,
+    tails: list,
+    once: bool = False,
+    interval: float = POLL_S,
+    heartbeat: float = HEARTBEAT_S,
+) -> None:
+    """Poll every `interval` s; print changes and a heartbeat; run until stdout goes away."""
+    _emit(
+        {
+            "type": "hello",
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "boot_id": boot_id(),
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "output_dir": output_dir,
+            "time": time.time(),
+        }
+    )
+    seq = 0
+    last_beat = time.monotonic()
+    while True:
+        table = read_lock_table()
+        for tail in tails:
+            tail.poll()
+            tail.poll_meta(table)
+            line = tail.report(time.time())
+            if line is not None:
+                _emit(line)
+        if once:
+            return
+        if time.monotonic() - last_beat >= heartbeat:
+            seq += 1
+            _emit({"type": "heartbeat", "seq": seq, "time": time.time()})
+            last_beat = time.monotonic()
+        time.sleep(interval)
+
+
+# -- processes (the run list) ------------------------------------------------------------
+
+
+def flag_value(argv: list, *names: str) -> str | None:
+    """The value of the last `--flag VALUE` or `--flag=VALUE` among `names` in argv."""
+    found = None
+    for index, word in enumerate(argv):
+        for name in names:
+            if word == name and index + 1 < len(argv):
+                found = argv[index + 1]
+            elif word.startswith(name + "="):
+                found = word[len(name) + 1 :]
+    return found
+
+
+def run_args(argv: list) -> dict:
+    """What a run's command line says about its datasets and folders (paths as written)."""
+    datasets = flag_value(argv, "--datasets", "--dataset")
+    names = None
+    if datasets is not None:
+        names = [name.strip() for name in datasets.split(",") if _NAME.match(name.strip())]
+    return {
+        "datasets": names,
+        "prompts_dir": flag_value(argv, "--prompts-dir"),
+        "output_dir": flag_value(argv, "--output-dir"),
+        "config": flag_value(argv, "--config"),
+    }
+
+
+_GEN_TUI_RUN = re.compile(r"gen[-_]tui(\.app\.cli)?\s+run(\s|$)")
+
+
+def is_gen_tui_run(argv: list) -> bool:
+    return _GEN_TUI_RUN.search(" ".join(argv)) is not None
+
+
+def output_dir_of(argv: list, cwd: str | None) -> str | None:
+    """A run's output folder, absolute: its `--output-dir`, or gen-tui's default `./output`."""
+    args = run_args(argv)
+    folder = args["output_dir"]
+    if folder is None and args["config"] is None and is_gen_tui_run(argv):
+        folder = "output"
+    return _resolve(folder, cwd)
+
+
+def is_candidate(argv: list, pattern) -> bool:
+    """Whether a command line is a run: it matches, and it is not a shell, pager or editor."""
+    if not argv:
+        return False
+    exe = os.path.basename(argv[0])
+    if exe in _NOT_RUNS:
+        return False
+    if exe in _SHELLS and "-c" in argv[1:3]:
+        return False
+    return pattern.search(" ".join(argv)) is not None
+
+
+def _ancestors() -> set:
+    """Our own pid and its parents: the shell that runs us mentions the pattern too."""
+    out = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as handle:
+                pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def proc_info(pid: int, btime: float, hz: int) -> dict | None:
+    """Identity and state of one process from /proc (None when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            stat = handle.read()
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    fields = stat.rsplit(b")", 1)[1].split()
+    try:
+        cwd = os.readlink("/proc/%d/cwd" % pid)
+    except OSError:
+        cwd = None
+    ticks = int(fields[19])
+    argv = [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0")]
+    if argv and argv[-1] == "":
+        argv.pop()
+    return {
+        "pid": pid,
+        "ppid": int(fields[1]),
+        "pgid": int(fields[2]),
+        "state": fields[0].decode(),
+        "start_ticks": ticks,
+        "start_time": btime + ticks / float(hz),
+        "cmdline": argv,
+        "cwd": cwd,
+    }
+
+
+def _clock() -> tuple:
+    btime = 0.0
+    try:
+        with open("/proc/stat") as handle:
+            for row in handle:
+                if row.startswith("btime "):
+                    btime = float(row.split()[1])
+                    break
+    except OSError:
+        pass
+    return btime, os.sysconf("SC_CLK_TCK")
+
+
+def scan_locks(output_dir: str, table: dict | None) -> dict:
+    """{dataset: {locked, pid, holder}} for each dataset folder of `output_dir` with a lock."""
+    out = {}
+    try:
+        names = sorted(os.listdir(output_dir))
+    except OSError:
+        return out
+    for name in names:
+        if not _NAME.match(name):
+            continue
+        path = os.path.join(output_dir, name, LOCK_FILE)
+        if not os.path.exists(path):
+            continue
+        locked, pid, holder = lock_status(path, table)
+        out[name] = {"locked": locked, "pid": pid, "holder": holder}
+    return out
+
+
+def prompt_names(folder: str) -> list:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and _NAME.match(n[:-6])
+    )
+
+
+def _resolve(path: str | None, cwd: str | None) -> str | None:
+    if path is None:
+        return None
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path) and cwd:
+        path = os.path.join(cwd, path)
+    return os.path.normpath(path)
+
+
+def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
+    """The `ps` report: matching (or given) processes, their prompt folders and the locks."""
+    regex = re.compile(pattern)
+    btime, hz = _clock()
+    mine = _ancestors()
+    procs = []
+    if pids is not None:
+        candidates = pids
+    else:
+        candidates = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    for pid in candidates:
+        if pid in mine:
+            continue
+        info = proc_info(pid, btime, hz)
+        if info is None:
+            continue
+        if pids is None and (
+            info["state"] in ("Z", "X") or not is_candidate(info["cmdline"], regex)
+        ):
+            continue
+        args = run_args(info["cmdline"])
+        info["args"] = args
+        prompts = _resolve(args["prompts_dir"], info["cwd"])
+        info["prompt_names"] = prompt_names(prompts) if prompts else []
+        info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
+        procs.append(info)
+    table = read_lock_table()
+    dirs = set()
+    if output_dir:
+        dirs.add(os.path.normpath(os.path.expanduser(output_dir)))
+    for info in procs:
+        if info["output_dir_abs"]:
+            dirs.add(info["output_dir_abs"])
+    return {
+        "type": "ps",
+        "host": socket.gethostname(),
+        "boot_id": boot_id(),
+        "time": time.time(),
+        "output_dir": os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None,
+        "procs": procs,
+        "locks": {folder: scan_locks(folder, table) for folder in sorted(dirs)},
+    }
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gen-tui-watcher")
+    parser.add_argument("--ps", metavar="REGEX", help="list runs instead of watching")
+    parser.add_argument("--pids", help="with --ps: these pids (comma-separated) only")
+    parser.add_argument("--output-dir", help="with --ps: where dataset folders live")
+    parser.add_argument("--once", action="store_true")
+    parser.add_argument("--interval", type=float, default=POLL_S)
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S)
+    parser.add_argument("rest", nargs="*")
+    args = parser.parse_args(argv)
+    try:
+        if args.ps is not None:
+            pids = [int(p) for p in args.pids.split(",") if p] if args.pids else None
+            _emit(ps(args.ps, args.output_dir, pids))
+            return 0
+        if not args.rest:
+            parser.error("give OUTPUT_DIR and at least one DATASET")
+        output_dir = os.path.expanduser(args.rest[0])
+        tails = [parse_dataset_arg(output_dir, arg) for arg in args.rest[1:]]
+        watch(output_dir, tails, args.once, args.interval, args.heartbeat)
+    except ValueError as exc:
+        _emit({"type": "error", "message": str(exc)})
+        return 2
+    except (BrokenPipeError, KeyboardInterrupt):
+        # The client went away (a dropped SSH channel closes our stdout): exit quietly.
+        # Python flushes stdout at exit: point it where that cannot fail again (as the
+        # Python docs advise for SIGPIPE).
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return 0
+
+
+def source() -> str:
+    """This module's source, to send to `python3 -` on another host."""
+    with open(__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,453 @@
+"""Run control on both hosts alike: this machine (psutil) and SSH to a real sshd on loopback.
+
+Real processes throughout: `gen-tui run` driving the simulator, and a stand-in for a user's
+own `run_inference.py` that writes the seed's old record layout (and, on request, ignores
+SIGTERM like a script stuck in a drain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gen_tui.backends.lock import DatasetLock, is_locked
+from gen_tui.backends.prompts import DatasetNameError
+from gen_tui.backends.records import RAW_FILE, scan_records
+from gen_tui.backends.runs import (
+    DatasetTotals,
+    KillResult,
+    LocalHost,
+    ResumeRefused,
+    Run,
+    RunIdentity,
+    SSHHost,
+    StartError,
+    WatchStatus,
+    resume_argv,
+)
+from gen_tui.backends.sim import LengthProfile
+from gen_tui.backends.ssh import SSHConnection
+
+from .helpers import progress, read_records, record_lines, recount
+from .sshd import Sshd, python38, sshd
+
+__all__ = ["sshd"]  # the fixture, imported for pytest
+
+AnyHost = LocalHost | SSHHost
+
+STANDIN = r'''
+"""A user's own run_inference.py: old record layout, no lock file, one write() per line."""
+import json, os, signal, sys, time
+
+args = sys.argv[1:]
+
+
+def flag(name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+
+
+folder = os.path.join(flag("--output-dir"), flag("--datasets"))
+os.makedirs(folder, exist_ok=True)
+with open(os.path.join(folder, "argv.json"), "w") as handle:
+    json.dump(sys.argv, handle)
+stop = []
+if flag("--on-term", "exit") == "exit":
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+else:
+    signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
+fd = os.open(os.path.join(folder, "raw_responses.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+i = 0
+print("started", flush=True)
+while not stop:
+    record = {"sample_id": "%d-%d" % (os.getpid(), i), "usage": {"completion_tokens": 10}}
+    os.write(fd, (json.dumps(record) + "\n").encode())
+    i += 1
+    time.sleep(0.02)
+print("stopped cleanly", flush=True)
+'''
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def host(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyHost]:
+    out = tmp_path / "out"
+    out.mkdir()
+    made: AnyHost
+    if request.param == "local":
+        made = LocalHost(out)
+    else:
+        server: Sshd = request.getfixturevalue("sshd")
+        made = SSHHost(
+            "loopback",
+            server.alias,
+            str(out),
+            options=server.options(),
+            python=python38() or "python3",
+        )
+        await made.connect()
+    started: list[RunIdentity] = []
+    start = made.start
+
+    async def tracked_start(*args: Any, **kwargs: Any) -> RunIdentity:
+        identity = await start(*args, **kwargs)
+        started.append(identity)
+        return identity
+
+    made.start = tracked_start  # type: ignore[method-assign]
+    yield made
+    for identity in started:  # a failed test leaves nothing running (identity-checked kill)
+        if alive(identity.pid):
+            await made.kill(identity, grace_s=2)
+    await made.close()
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Path:
+    path = tmp_path / "scripts" / "run_inference.py"
+    path.parent.mkdir()
+    path.write_text(STANDIN)
+    return path
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not in time: {what}")
+        await asyncio.sleep(0.05)
+
+
+def standin_argv(script: Path, out: str, dataset: str, *extra: str) -> list[str]:
+    return [sys.executable, str(script), "--datasets", dataset, "--output-dir", out, *extra]
+
+
+async def listed(host: AnyHost, identity: RunIdentity) -> Run:
+    runs = await host.list_runs()
+    found = [run for run in runs if run.identity.same_process(identity)]
+    assert found, f"pid {identity.pid} not in {[r.pid for r in runs]}"
+    return found[0]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_foreign_script_is_listed_refused_on_identity_then_stopped(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    out = host.output_dir
+    log = str(tmp_path / "logs" / "standin.log")
+    identity = await host.start(standin_argv(standin, out, "B3"), log)
+    assert identity.cmdline[1:] == (str(standin), "--datasets", "B3", "--output-dir", out)
+    await wait_until(lambda: record_lines(Path(out) / "B3") >= 5, what="stand-in writes")
+    run = await listed(host, identity)
+    assert (run.datasets, run.gen_tui, run.state, run.writing) == (("B3",), False, "running", ())
+    assert run.output_dir == out and run.elapsed_s >= 0
+
+    # Another start time or command line under the same pid is not our run: no signal.
+    for other in (
+        dataclasses.replace(identity, start_ticks=(identity.start_ticks or 0) + 1, start_time=1.0),
+        dataclasses.replace(identity, cmdline=(*identity.cmdline, "--extra")),
+    ):
+        outcome = await host.kill(other, grace_s=5)
+        assert outcome.result is KillResult.REFUSED, outcome
+    assert alive(identity.pid)
+
+    outcome = await host.kill(identity, grace_s=10)
+    assert outcome.result is KillResult.STOPPED, outcome
+    assert outcome.files_stable is True
+    assert not alive(identity.pid)
+    assert "stopped cleanly" in Path(log).read_text()
+    assert (await host.kill(identity)).result is KillResult.ALREADY_GONE
+
+
+async def test_sigterm_ignored_escalates_to_sigkill_with_a_countdown(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    out = host.output_dir
+    argv = standin_argv(standin, out, "B4", "--on-term", "ignore")
+    identity = await host.start(argv, str(tmp_path / "stubborn.log"))
+    await wait_until(lambda: record_lines(Path(out) / "B4") >= 5, what="stand-in writes")
+    await listed(host, identity)
+    ticks: list[int] = []
+    outcome = await host.kill(identity, grace_s=2, on_tick=ticks.append)
+    assert outcome.result is KillResult.KILLED, outcome
+    assert ticks and ticks == sorted(ticks, reverse=True) and all(0 <= t < 2 for t in ticks)
+    assert outcome.files_stable is True
+    assert "ignoring SIGTERM" in (tmp_path / "stubborn.log").read_text()
+    size = (Path(out) / "B4" / RAW_FILE).stat().st_size
+    scan = scan_records(Path(out) / "B4" / RAW_FILE)
+    assert scan.valid_bytes == size and not scan.torn_tail, "a SIGKILL tore a line"
+
+
+async def test_gen_tui_run_is_stopped_without_loss_and_resumed_to_its_new_budget(
+    host: AnyHost, sim: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    server = await sim(tokens_per_s=2000, slots=64, profiles={"B2": LengthProfile(mean=150)})
+    out = Path(host.output_dir)
+    argv = [
+        *(sys.executable, "-m", "gen_tui.app.cli", "run"),
+        *("--prompts-dir", str(prompts_dir(B2=3000))),
+        *("--tokenizer", str(tokenizer_dir)),
+        *("--output-dir", str(out), "--server-url", server.url),
+        *("--plain", "--concurrency", "8", "--max-new-tokens", "1024", "--datasets", "B2"),
+    ]
+    # A stale run with no token budget is writing B2.
+    identity = await host.start(argv, str(tmp_path / "first.log"))
+    watch = host.watch(str(out), ["B2"])
+    items: list[DatasetTotals | WatchStatus] = []
+    consumer = asyncio.create_task(_collect(watch, items))
+    try:
+        await wait_until(lambda: record_lines(out / "B2") >= 20, 60, "first records")
+        run = await listed(host, identity)
+        assert run.gen_tui and run.state == "writing"
+        assert run.datasets == ("B2",) and run.writing == ("B2",)
+
+        outcome = await host.kill(identity, grace_s=30)
+        assert outcome.result is KillResult.STOPPED, outcome
+        assert outcome.files_stable is True
+        assert outcome.sizes == {str(out / "B2" / RAW_FILE): (out / "B2" / RAW_FILE).stat().st_size}
+        assert not is_locked(out / "B2" / "run.lock")
+        tokens, records = recount(out / "B2")
+        assert records == server.stats.completed, "a completed response was not written"
+        assert progress(out / "B2")["state"] == "stopped"
+
+        budget = tokens + 6000
+        resumed = await host.resume(run, budget)
+        assert resumed.cmdline == (*identity.cmdline, "--max-tokens-per-dataset", str(budget))
+        assert (await listed(host, resumed)).datasets == ("B2",)
+        lock = out / "B2" / "run.lock"
+        await wait_until(
+            lambda: not alive(resumed.pid) and not is_locked(lock), 60, "resumed run ends"
+        )
+        final_tokens, final_records = recount(out / "B2")
+        assert final_tokens >= budget and final_records > records
+        assert progress(out / "B2")["state"] == "done"
+        assert progress(out / "B2")["max_tokens"] == budget
+        await wait_until(
+            lambda: (
+                (totals := watch.totals.get("B2")) is not None
+                and (totals.tokens, totals.samples) == (final_tokens, final_records)
+            ),
+            20,
+            "watch totals equal the recount",
+        )
+    finally:
+        await watch.aclose()
+        await consumer
+    seen = [item.tokens for item in items if isinstance(item, DatasetTotals)]
+    assert seen == sorted(seen), "a total went backwards: something was counted twice"
+
+
+async def _collect(watch: Any, items: list[Any]) -> None:
+    async for item in watch:
+        items.append(item)
+
+
+async def test_resume_refuses_a_live_writer_and_starts_nothing(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    out = Path(host.output_dir)
+    host.template = [sys.executable, str(standin), "--output-dir", str(out)]
+    (out / "B6").mkdir()
+    lock = DatasetLock(out / "B6" / "run.lock")
+    lock.acquire()  # this test process is the live writer
+    try:
+        with pytest.raises(
+            ResumeRefused, match=rf"B6: a live writer holds its lock \(pid {os.getpid()} "
+        ):
+            await host.resume("B6", 1000)
+    finally:
+        lock.release()
+
+    # A foreign script has no lock, but the run list knows it writes B5.
+    identity = await host.start(standin_argv(standin, str(out), "B5"), str(tmp_path / "b5.log"))
+    with pytest.raises(ResumeRefused, match=f"B5: run {identity.pid} .* is writing it"):
+        await host.resume("B5", 1000)
+    run = await listed(host, identity)
+    with pytest.raises(ResumeRefused, match=f"run {identity.pid} is still running"):
+        await host.resume(run, 1000)
+    assert not (out / ".gen-tui-logs").exists(), "a refused resume started something"
+    assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
+
+    # Once stopped, the template resumes it (with quoted, appended flags).
+    resumed = await host.resume("B5", 500, max_samples=70)
+    assert resumed.cmdline[-6:] == (
+        *("--datasets", "B5", "--max-tokens-per-dataset", "500"),
+        *("--max-samples", "70"),
+    )
+    assert (await host.kill(resumed, grace_s=10)).result is KillResult.STOPPED
+
+
+HOSTILE = ["; touch CANARY #", "$(touch CANARY)", "`touch CANARY`", 'it\'s "quoted"', "~", "*"]
+
+
+async def test_injection_is_refused_and_every_value_is_quoted(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    if isinstance(host, SSHHost):
+        connection = host.connection
+        run, open_process = connection.run, connection.open_process
+
+        async def counted_run(command: str, **kwargs: Any) -> Any:
+            calls.append(command)
+            return await run(command, **kwargs)
+
+        async def counted_open(command: str, **kwargs: Any) -> Any:
+            calls.append(command)
+            return await open_process(command, **kwargs)
+
+        connection.run = counted_run  # type: ignore[method-assign]
+        connection.open_process = counted_open  # type: ignore[method-assign]
+
+    canary = Path.home() / "CANARY"
+    assert not canary.exists()
+    host.template = [sys.executable, str(standin)]
+    for bad in ("B2; rm -rf ~", "B2$(touch CANARY)", "../B2", "-rf"):
+        with pytest.raises(DatasetNameError, match="is not allowed"):
+            await host.resume(bad, 10)
+        with pytest.raises(DatasetNameError):
+            host.watch(host.output_dir, ["B1", bad])
+    fake = Run(
+        RunIdentity("x", 1, 0.0, "", ("python", "run_inference.py")),
+        ("B1",),
+        "running",
+        0.0,
+        host.output_dir,
+        None,
+    )
+    with pytest.raises(DatasetNameError):
+        await host.resume(fake, 10, datasets=["B1", "B1;id"])
+    assert calls == [], "something reached the host before the names were checked"
+
+    # Values that are not names are quoted: the process sees exactly what was given.
+    log = tmp_path / "a log dir $(touch CANARY)" / "it's `x`.log"
+    argv = standin_argv(standin, host.output_dir, "B7", "--note", *HOSTILE)
+    identity = await host.start(argv, str(log))
+    await wait_until(lambda: (Path(host.output_dir) / "B7" / "argv.json").exists())
+    assert json.loads((Path(host.output_dir) / "B7" / "argv.json").read_text()) == argv[1:]
+    assert identity.cmdline == tuple(argv)
+    assert log.exists()
+    assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
+    assert not canary.exists() and not (tmp_path / "CANARY").exists()
+
+
+async def test_a_command_that_exits_at_once_is_reported_with_its_log(
+    host: AnyHost, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-c", "import sys; print('no such model'); sys.exit(3)"]
+    with pytest.raises(StartError, match="no such model"):
+        await host.start(argv, str(tmp_path / "fail.log"))
+
+
+def _is_watcher(process: psutil.Process) -> bool:
+    try:
+        return process.cmdline()[:2] == [sys.executable, "-"]
+    except psutil.Error:
+        return False
+
+
+def _break_link(host: AnyHost, request: pytest.FixtureRequest, before: set[int]) -> None:
+    """SSH: kill the sshd process serving our connection. Local: kill the watcher process."""
+    if isinstance(host, SSHHost):
+        server: Sshd = request.getfixturevalue("sshd")
+        victims = [p for p in server.sessions() if p.pid not in before]
+    else:
+        victims = [p for p in psutil.Process().children() if _is_watcher(p)]
+    assert victims
+    for process in victims:
+        process.kill()
+
+
+async def _append(folder: Path, count: int, tag: str) -> None:
+    path = folder / RAW_FILE
+    folder.mkdir(exist_ok=True)
+    for i in range(count):
+        record = {"sample_id": f"{tag}{i}", "completion_tokens": 3 + i % 11, "output_ids": []}
+        line = json.dumps(record).encode() + b"\n"
+        with open(path, "ab") as handle:
+            if i % 4 == 0:  # a torn tail for a moment
+                handle.write(line[:10])
+                handle.flush()
+                await asyncio.sleep(0.01)
+                handle.write(line[10:])
+            else:
+                handle.write(line)
+        await asyncio.sleep(0.01)
+
+
+async def test_watch_recovers_from_a_dropped_link_with_exact_totals(
+    host: AnyHost, request: pytest.FixtureRequest
+) -> None:
+    out = Path(host.output_dir)
+    before: set[int] = set()
+    if isinstance(host, SSHHost):
+        # A connection of our own, made now, so we know which sshd session serves it.
+        server: Sshd = request.getfixturevalue("sshd")
+        await host.close()
+        host.connection = SSHConnection(server.alias, server.options(), backoff_s=(0.2, 0.5))
+        before = {p.pid for p in server.sessions()}
+        await host.connect()
+    await _append(out / "A", 50, "a")
+    watch = host.watch(str(out), ["A", "B"])
+    items: list[DatasetTotals | WatchStatus] = []
+    consumer = asyncio.create_task(_collect(watch, items))
+    try:
+        await wait_until(lambda: "A" in watch.totals and watch.totals["A"].samples == 50, 20)
+        writers = asyncio.gather(_append(out / "A", 150, "x"), _append(out / "B", 150, "y"))
+        await asyncio.sleep(0.5)
+        _break_link(host, request, before)
+        await wait_until(
+            lambda: any(isinstance(i, WatchStatus) and "disconnected" in i.state for i in items),
+            15,
+            "the drop is noticed",
+        )
+        await writers
+        expected = {name: scan_records(out / name / RAW_FILE) for name in ("A", "B")}
+        await wait_until(
+            lambda: all(
+                name in watch.totals
+                and (watch.totals[name].tokens, watch.totals[name].samples)
+                == (expected[name].tokens, expected[name].records)
+                for name in ("A", "B")
+            ),
+            30,
+            "totals after the reconnect equal the recount",
+        )
+        assert watch.restarts >= 1
+    finally:
+        await watch.aclose()
+        await consumer
+    for name in ("A", "B"):
+        seen = [i.tokens for i in items if isinstance(i, DatasetTotals) and i.dataset == name]
+        assert seen == sorted(seen), f"{name}: a total went backwards"
+    assert len(read_records(out / "A")) == 200
+
+
+def test_resume_argv_replaces_budget_flags_or_appends_them() -> None:
+    seed = ["python", "run_inference.py", "--max-samples", "7000", "--token-budget=5M"]
+    assert resume_argv(seed, None, 10_000_000, None) == [
+        *("python", "run_inference.py", "--max-samples", "7000", "--token-budget=10000000"),
+    ]
+    assert resume_argv(seed, ["B2"], None, 8000) == [
+        *("python", "run_inference.py", "--max-samples", "8000", "--token-budget=5M"),
+        *("--datasets", "B2"),
+    ]
+    engine = ["gen-tui", "run", "--datasets", "B1,B2", "--max-tokens-per-dataset", "1M"]
+    assert resume_argv(engine, ["B2"], 2_000_000, None) == [
+        *("gen-tui", "run", "--datasets", "B2", "--max-tokens-per-dataset", "2000000"),
+    ]
+    assert resume_argv(["gen-tui", "run"], None, 5, None)[-2:] == ["--max-tokens-per-dataset", "5"]

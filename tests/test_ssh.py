@@ -1,0 +1,162 @@
+"""SSH against a real OpenSSH server on loopback: aliases, host-key refusals, dead links."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+
+from gen_tui.backends.ssh import (
+    AuthError,
+    HostKeyError,
+    SSHConnection,
+    SSHError,
+    SSHOptions,
+    Target,
+    connect,
+)
+
+from .sshd import Sshd, keygen, sshd
+
+__all__ = ["sshd"]  # the fixture, imported for pytest
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll until `predicate()`; return the seconds it took (fail after `timeout`)."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("gpu-box", Target("gpu-box")),
+        ("root@10.0.0.5", Target("10.0.0.5", "root")),
+        ("me@host.example:2222", Target("host.example", "me", 2222)),
+        ("me@[::1]:22", Target("::1", "me", 22)),
+    ],
+)
+def test_targets_parse(text: str, expected: Target) -> None:
+    assert Target.parse(text) == expected
+    assert Target.parse(str(expected)) == expected
+
+
+@pytest.mark.parametrize("text", ["", "a b", "me@host:99999", "me@host:port"])
+def test_bad_targets_are_refused(text: str) -> None:
+    with pytest.raises(SSHError, match="SSH target"):
+        Target.parse(text)
+
+
+def test_verification_can_never_be_switched_off() -> None:
+    kwargs = SSHOptions().connect_kwargs(Target("h"))
+    assert "known_hosts" not in kwargs, "the default must be asyncssh's (~/.ssh/known_hosts)"
+    assert (kwargs["keepalive_interval"], kwargs["keepalive_count_max"]) == (2.0, 3)
+
+
+async def test_alias_from_ssh_config_connects(sshd: Sshd) -> None:
+    # Only the config file is given: HostName, Port, User, IdentityFile and
+    # UserKnownHostsFile all come from the alias, as they would from ~/.ssh/config.
+    options = SSHOptions(config_files=(str(sshd.ssh_config),), use_agent=False)
+    conn = await connect(sshd.alias, options)
+    try:
+        result = await conn.run("echo $USER; printf '%s' \"$SSH_CONNECTION\"", check=False)
+        user, connection = str(result.stdout).splitlines()
+        assert user == "root" and connection.endswith(f" {sshd.port}")
+    finally:
+        conn.close()
+
+
+async def test_unknown_host_key_is_refused_with_how_to_trust_it(sshd: Sshd) -> None:
+    empty = sshd.folder / "known_hosts.empty"
+    empty.write_text("")
+    with pytest.raises(HostKeyError) as caught:
+        await connect(sshd.target, sshd.options(known_hosts=str(empty)))
+    message = str(caught.value)
+    assert "is not known" in message and "nothing was trusted" in message
+    assert f"ssh-keyscan -p {sshd.port} 127.0.0.1 >> {empty}" in message
+    fingerprint = os.popen(f"ssh-keygen -lf {sshd.host_key}.pub").read().split()[1]
+    assert fingerprint in message
+
+
+async def test_changed_host_key_is_refused(sshd: Sshd) -> None:
+    impostor = keygen(sshd.folder / "impostor")
+    stale = sshd.folder / "known_hosts.stale"
+    stale.write_text(f"[127.0.0.1]:{sshd.port} {impostor.with_suffix('.pub').read_text()}")
+    with pytest.raises(HostKeyError) as caught:
+        await connect(sshd.target, sshd.options(known_hosts=str(stale)))
+    message = str(caught.value)
+    assert "CHANGED" in message and "Refused" in message
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}' -f {stale}" in message
+    # A refused first connect is not retried in the background.
+    connection = SSHConnection(sshd.target, sshd.options(known_hosts=str(stale)))
+    with pytest.raises(HostKeyError):
+        await connection.start()
+    assert connection.state.startswith("disconnected: host key")
+    await connection.close()
+
+
+async def test_wrong_key_and_closed_port_say_so(sshd: Sshd) -> None:
+    stranger = keygen(sshd.folder / "stranger")
+    with pytest.raises(AuthError, match="refused every key offered"):
+        await connect(sshd.target, sshd.options(client_keys=(str(stranger),)))
+    with pytest.raises(SSHError, match=re.escape("cannot reach root@127.0.0.1:1:")):
+        await connect("root@127.0.0.1:1", sshd.options())
+
+
+async def test_killed_session_is_seen_and_reconnected(sshd: Sshd) -> None:
+    states: list[str] = []
+    connection = SSHConnection(
+        sshd.alias, sshd.options(), on_state=states.append, backoff_s=(0.2, 0.5)
+    )
+    await connection.start()
+    try:
+        before = {p.pid for p in sshd.sessions()}
+        assert (await connection.run("echo up")).stdout == "up\n"
+        mine = [p for p in sshd.sessions() if p.pid in before]
+        assert mine
+        for process in mine:
+            process.kill()
+        await wait_for(lambda: not connection.connected, 5, "drop noticed")
+        await wait_for(lambda: connection.connected, 10, "reconnected")
+        assert connection.generation == 2
+        assert any(s.startswith("disconnected: ") for s in states)
+        assert any(s.startswith("reconnecting in ") for s in states)
+        assert (await connection.run("echo again")).stdout == "again\n"
+    finally:
+        await connection.close()
+    assert connection.state == "closed"
+
+
+async def test_frozen_link_is_detected_by_keepalive_within_10s(sshd: Sshd) -> None:
+    connection = SSHConnection(sshd.alias, sshd.options(), backoff_s=(0.5,))
+    before = {p.pid for p in sshd.sessions()}
+    await connection.start()
+    frozen = [p for p in sshd.sessions() if p.pid not in before]
+    assert frozen
+    try:
+        for process in frozen:
+            os.kill(process.pid, signal.SIGSTOP)  # packets go unanswered, TCP stays up
+        took = await wait_for(lambda: not connection.connected, 12, "dead link noticed")
+        assert took <= 10.5
+        assert "keepalive" in (connection.last_error or ""), connection.last_error
+        await wait_for(lambda: connection.connected, 10, "reconnected to a fresh session")
+    finally:
+        for process in frozen:
+            with_kill(process.pid)
+        await connection.close()
+
+
+def with_kill(pid: int) -> None:
+    """End a session process we froze (ours: a child of our own sshd)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
