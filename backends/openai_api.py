@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.protocol import Generation, RequestFailed
+from gen_tui.backends.protocol import Generation, RequestFailed, transport_errors
 
 PASSED_SAMPLING = (
     "temperature",
@@ -237,47 +237,34 @@ async def chat(
     )
     started = time.monotonic()
     try:
-        async with session.post(
-            f"{url}/v1/chat/completions", data=body, headers=headers, timeout=timeout
-        ) as response:
-            if response.status != 200:
+        with transport_errors(url):
+            async with session.post(
+                f"{url}/v1/chat/completions", data=body, headers=headers, timeout=timeout
+            ) as response:
+                if response.status != 200:
+                    raw = await response.read()
+                    raise _failure(response.status, raw, response.headers, key_hint)
+                if stream:
+                    return await _read_stream(response, started)
                 raw = await response.read()
-                failure = _failure(response.status, raw, response.headers, key_hint)
-                failure.reason = redact(failure.reason)
-                raise failure
-            if stream:
-                return await _read_stream(response, started)
-            raw = await response.read()
-            try:
-                payload = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise RequestFailed("response body is not valid JSON", retry=True) from None
-            if not isinstance(payload, dict):
-                raise RequestFailed("response is not a JSON object", retry=True)
-            failure = _chunk_error(payload)
-            if failure is not None:
-                raise failure
-            choices = payload.get("choices") or [{}]
-            choice = choices[0] if isinstance(choices[0], dict) else {}
-            message = choice.get("message") or {}
-            text = message.get("content") if isinstance(message, dict) else None
-            finish = choice.get("finish_reason")
-            return _result(text or "", finish, payload.get("usage"), started)
+                try:
+                    payload = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    raise RequestFailed("response body is not valid JSON", retry=True) from None
+                if not isinstance(payload, dict):
+                    raise RequestFailed("response is not a JSON object", retry=True)
+                failure = _chunk_error(payload)
+                if failure is not None:
+                    raise failure
+                choices = payload.get("choices") or [{}]
+                choice = choices[0] if isinstance(choices[0], dict) else {}
+                message = choice.get("message") or {}
+                text = message.get("content") if isinstance(message, dict) else None
+                finish = choice.get("finish_reason")
+                return _result(text or "", finish, payload.get("usage"), started)
     except RequestFailed as exc:
         exc.reason = redact(exc.reason)
         raise
-    except TimeoutError:
-        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
-    except aiohttp.ClientConnectorError as exc:
-        raise RequestFailed(
-            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
-        ) from None
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        raise RequestFailed(
-            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise RequestFailed(redact(f"request to {url} failed: {exc}"), retry=True) from None
 
 
 async def check_reachable(session: aiohttp.ClientSession, url: str) -> str | None:

@@ -5,7 +5,11 @@ The engine treats SGLang's native API and OpenAI-compatible APIs alike through t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import aiohttp
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +62,28 @@ class Aborted(RequestFailed):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason, retry=True)
+
+
+@contextmanager
+def transport_errors(url: str) -> Iterator[None]:
+    """Turn aiohttp's and the clock's exceptions into RequestFailed, the same for every API.
+
+    A refused or dropped connection does not count against the sample (the server is away);
+    a timeout or a cut-short body does.
+    """
+    try:
+        yield
+    except TimeoutError:
+        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise RequestFailed(
+            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
+        ) from None
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        raise RequestFailed(
+            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
+        ) from None
+    except aiohttp.ClientPayloadError as exc:
+        raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
+    except aiohttp.ClientError as exc:
+        raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.protocol import Aborted, Generation, RequestFailed
+from gen_tui.backends.protocol import Aborted, Generation, RequestFailed, transport_errors
 
 __all__ = ["Aborted", "Generation", "RequestFailed", "abort", "check_health", "generate"]
 
@@ -166,7 +166,7 @@ async def generate(
         total=timeout_s, sock_connect=10, sock_read=idle_timeout_s if stream else timeout_s
     )
     started = time.monotonic()
-    try:
+    with transport_errors(url):
         async with session.post(
             f"{url}/generate",
             data=body,
@@ -183,20 +183,6 @@ async def generate(
             except orjson.JSONDecodeError:
                 raise RequestFailed("response body is not valid JSON", retry=True) from None
             return _generation(payload, started)
-    except TimeoutError:
-        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
-    except aiohttp.ClientConnectorError as exc:
-        raise RequestFailed(
-            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
-        ) from None
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        raise RequestFailed(
-            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
-        ) from None
-    except aiohttp.ClientPayloadError as exc:
-        raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
-    except aiohttp.ClientError as exc:
-        raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None
 
 
 async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
