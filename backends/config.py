@@ -51,6 +51,13 @@ SAMPLING_KEYS = {
     "presence_penalty": (int, float),
     "repetition_penalty": (int, float),
 }
+HOST_KEYS = {
+    "name": str,
+    "target": str,
+    "output_dir": str,
+    "pattern": str,
+    "command": list,
+}
 DATASET_KEYS = {
     "name": str,
     "prompts": str,
@@ -74,11 +81,27 @@ class DatasetEntry:
 
 
 @dataclass
+class HostEntry:
+    """A machine whose generation runs gen-tui watches and controls.
+
+    `target` is an ~/.ssh/config alias or user@host[:port]; "local" (or no target) means
+    this machine. `command` is the run template gen-tui appends quoted flags to.
+    """
+
+    name: str
+    target: str | None
+    output_dir: str
+    pattern: str | None = None
+    command: list[str] | None = None
+
+
+@dataclass
 class FileConfig:
     path: Path
     run: dict[str, Any] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)
     datasets: list[DatasetEntry] = field(default_factory=list)
+    hosts: list[HostEntry] = field(default_factory=list)
 
 
 def _check_table(path: Path, where: str, table: Any, allowed: dict[str, Any]) -> dict[str, Any]:
@@ -122,10 +145,12 @@ def load_config(path: Path) -> FileConfig:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"run", "sampling", "datasets"}
+    unknown = set(data) - {"run", "sampling", "datasets", "hosts"}
     if unknown:
         names = ", ".join(sorted(unknown))
-        raise ConfigError(f"{path}: unknown table(s) {names} (known: run, sampling, datasets)")
+        raise ConfigError(
+            f"{path}: unknown table(s) {names} (known: run, sampling, datasets, hosts)"
+        )
     config = FileConfig(path=path)
     config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
     config.sampling = dict(_check_table(path, "sampling", data.get("sampling", {}), SAMPLING_KEYS))
@@ -185,4 +210,39 @@ def load_config(path: Path) -> FileConfig:
                 weight=_weight(path, where, entry.get("weight", 1.0)),
             )
         )
+    config.hosts = _hosts(path, data.get("hosts", []))
     return config
+
+
+def _hosts(path: Path, hosts: Any) -> list[HostEntry]:
+    if not isinstance(hosts, list):
+        raise ConfigError(f"{path}: hosts must be an array of tables ([[hosts]])")
+    out: list[HostEntry] = []
+    for index, entry in enumerate(hosts):
+        where = f"hosts[{index}]"
+        _check_table(path, where, entry, HOST_KEYS)
+        for required in ("name", "output_dir"):
+            if required not in entry:
+                raise ConfigError(f"{path}: {where} has no {required!r}")
+        try:
+            check_dataset_name(entry["name"])
+        except DatasetNameError:
+            raise ConfigError(
+                f"{path}: {where}.name {entry['name']!r}: use letters, digits, '.', '_', '-'"
+            ) from None
+        command = entry.get("command")
+        if command is not None and (not command or not all(isinstance(w, str) for w in command)):
+            raise ConfigError(f"{path}: {where}.command must be a non-empty list of strings")
+        target = entry.get("target")
+        out.append(
+            HostEntry(
+                name=entry["name"],
+                target=None if target in (None, "", "local") else target,
+                output_dir=entry["output_dir"],
+                pattern=entry.get("pattern"),
+                command=command,
+            )
+        )
+    if len({host.name for host in out}) != len(out):
+        raise ConfigError(f"{path}: two hosts share a name")
+    return out

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,41 @@ def test_bad_configs_name_file_and_key(tmp_path: Path, text: str, message: str |
     assert str(info.value).startswith(str(path))
     if message:
         assert message in str(info.value)
+
+
+def test_hosts(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        """
+[[hosts]]
+name = "gpu-box"
+target = "root@10.0.0.5:2222"
+output_dir = "/data/out"
+command = ["python3", "run_inference.py"]
+
+[[hosts]]
+name = "here"
+target = "local"
+output_dir = "out"
+""",
+    )
+    hosts = load_config(path).hosts
+    assert [(h.name, h.target, h.output_dir) for h in hosts] == [
+        ("gpu-box", "root@10.0.0.5:2222", "/data/out"),
+        ("here", None, "out"),
+    ]
+    assert hosts[0].command == ["python3", "run_inference.py"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[hosts]]\nname = "a"\n', "hosts[0] has no 'output_dir'"),
+        ('[[hosts]]\nname = "a; rm"\noutput_dir = "x"\n', "hosts[0].name"),
+        ('[[hosts]]\nname = "a"\noutput_dir = "x"\ncommand = []\n', "command must be"),
+        ('[[hosts]]\nname = "a"\noutput_dir = "x"\nport = 22\n', "unknown key hosts[0].port"),
+    ],
+)
+def test_bad_hosts(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(_config(tmp_path, text))
