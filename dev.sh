@@ -20,7 +20,7 @@ case "${1:-}" in
         venv
         .venv/bin/python -m pip install --quiet --disable-pip-version-check .
         shift
-        exec .venv/bin/gen-tui run --demo "$@"
+        exec .venv/bin/gen-tui --demo "$@"
         ;;
     test)
         venv

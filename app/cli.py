@@ -333,12 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        print(
-            "\nThe control panel is coming; for now try the headless demo:\n  gen-tui run --demo",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        from gen_tui.app.tui import main as tui_main
+
+        return tui_main(args)
     try:
         if args.demo:
             return asyncio.run(run_demo(args))

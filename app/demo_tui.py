@@ -1,0 +1,194 @@
+"""`gen-tui --demo`: eight datasets on the built-in simulator, prepared in the engine's thread.
+
+Everything lives in one temporary folder that `main` removes on exit: a tokenizer trained
+offline, B1..B8 prompt files and the output. The simulator is started inside the engine
+worker's own event loop (never on Textual's), and stops with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import threading
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gen_tui.app.tui import Calibration, RunSource
+from gen_tui.backends import demo
+from gen_tui.backends.counts import format_count
+from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.snapshot import DatasetState, RunSnapshot
+
+if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
+    from gen_tui.backends.sim import SimConfig
+
+
+@dataclass(frozen=True)
+class DemoDataset:
+    name: str
+    mean_tokens: float
+    layout: str
+    budget: int
+
+
+STAR = "B2_opencodeinstruct"
+"""The dataset that must visibly cross its budget within about a minute."""
+
+DEMO_DATASETS = (
+    DemoDataset("B1_glaive", 600.0, "conversations", 800_000),
+    DemoDataset(STAR, 3793.0, "messages", 10_000_000),
+    DemoDataset("B3_sharegpt", 1500.0, "prompt", 6_000_000),
+    DemoDataset("B4_magicoder", 1100.0, "messages", 8_000_000),
+    DemoDataset("B5_metamathqa", 700.0, "prompt", 4_000_000),
+    DemoDataset("B6_codefeedback", 2400.0, "messages", 12_000_000),
+    DemoDataset("B7_openhermes", 1000.0, "conversations", 8_000_000),
+    DemoDataset("B8_ultrachat", 1800.0, "messages", 10_000_000),
+)
+PROMPT_HEADROOM = 2.5
+"""Prompts per dataset cover this many times its budget, so a resume to a higher one has work."""
+SIM_SLOTS = 128
+SIM_TOKENS_PER_S = 50_000.0
+"""Per slot: 128 x 4000 = 512k tok/s offered, about what one core serves (engine + simulator)."""
+TARGET_S = 60.0
+WARMUP_S = 15.0
+SETTLE_S = 35.0
+RATE_WINDOW_S = 8.0
+
+
+class SimSource(RunSource):
+    """A run against a simulator started in the engine's own loop (tests, demo)."""
+
+    label = "in-process run"
+
+    def __init__(self, config: EngineConfig, sim: SimConfig) -> None:
+        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
+        self.config = config
+        self.sim = sim
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        from gen_tui.backends.sim import SimServer
+
+        server = await stack.enter_async_context(SimServer(copy.deepcopy(self.sim)))
+        return replace(self.config, server_urls=[server.url])
+
+
+class DemoSource(RunSource):
+    """The demo: tokenizer, prompts and simulator built on first use inside the worker."""
+
+    label = "demo run"
+
+    def __init__(self, root: Path, datasets: tuple[DemoDataset, ...] = DEMO_DATASETS) -> None:
+        super().__init__([d.name for d in datasets], grace_s=30.0)
+        self.root = root
+        self.datasets = datasets
+        self.budgets = {d.name: d.budget for d in datasets}
+        self.notice = f"demo: simulated {SIM_SLOTS}-slot server, output in {root}"
+        self._lock = threading.Lock()
+        self._prompts: dict[str, Path] | None = None
+        self.calibrated = False
+        self._marks: list[tuple[float, int]] = []
+        self._checked = 0.0
+        self.scale = 1.0
+        self.original = self.budgets[STAR]
+
+    def _write_prompts(self) -> dict[str, Path]:
+        with self._lock:
+            if self._prompts is None:
+                folder = self.root / "prompts"
+                self._prompts = {
+                    d.name: demo.write_prompts(
+                        folder / f"{d.name}.jsonl",
+                        math.ceil(PROMPT_HEADROOM * d.budget / d.mean_tokens),
+                        d.layout,
+                    )
+                    for d in self.datasets
+                }
+            return self._prompts
+
+    def sim_config(self) -> SimConfig:
+        from gen_tui.backends.sim import LengthProfile, SimConfig
+
+        return SimConfig(
+            slots=SIM_SLOTS,
+            tokens_per_s=SIM_TOKENS_PER_S,
+            prefill_s=0.05,
+            profiles={d.name: LengthProfile(mean=d.mean_tokens) for d in self.datasets},
+        )
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        loop = asyncio.get_running_loop()
+        tokenizer = await loop.run_in_executor(None, demo.build_tokenizer, self.root / "tokenizer")
+        prompts = await loop.run_in_executor(None, self._write_prompts)
+        from gen_tui.backends.sim import SimServer
+
+        server = await stack.enter_async_context(SimServer(self.sim_config()))
+        return EngineConfig(
+            datasets=[
+                DatasetSpec(d.name, prompts[d.name], max_tokens=self.budgets[d.name])
+                for d in self.datasets
+            ],
+            server_urls=[server.url],
+            tokenizer=str(tokenizer),
+            output_dir=self.root / "output",
+            concurrency=SIM_SLOTS,
+            sampling={"max_new_tokens": 16384, "temperature": 0.7},
+            parallel_datasets=len(self.datasets),
+            grace_s=self.grace_s,
+        )
+
+    def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:
+        """Scale budgets down, if need be, so the star crosses about a minute in.
+
+        Called a few times a second while the run goes. From WARMUP_S to SETTLE_S it
+        measures the star's speed over the last RATE_WINDOW_S (the engine's own rate
+        averages from the first record, ramp-up included) and, whenever the crossing is
+        projected later than a minute and a quarter, lowers every budget in proportion.
+        `elapsed_s` counts from the start of the run, tokenizer build included: "about a
+        minute" is what the person watching experiences.
+        """
+        if self.calibrated or elapsed_s > SETTLE_S:
+            return None
+        star = next((d for d in snapshot.datasets if d.name == STAR), None)
+        if star is None or star.state is not DatasetState.ACTIVE or star.max_tokens is None:
+            return None
+        self._marks.append((elapsed_s, star.tokens))
+        if elapsed_s < WARMUP_S or elapsed_s - self._checked < RATE_WINDOW_S:
+            return None
+        since, tokens = next(
+            ((t, n) for t, n in self._marks if elapsed_s - t <= RATE_WINDOW_S), self._marks[0]
+        )
+        if elapsed_s - since < RATE_WINDOW_S / 2 or star.tokens <= tokens:
+            return None
+        self._checked = elapsed_s
+        rate = (star.tokens - tokens) / (elapsed_s - since)
+        projected = elapsed_s + (star.max_tokens - star.tokens) / rate
+        if projected <= TARGET_S * 1.25:
+            return None
+        reachable = star.tokens + rate * max(TARGET_S - elapsed_s, 15.0)
+        step = 500_000
+        new = max(step, int(reachable // step) * step)
+        if new >= star.max_tokens:
+            return None
+        factor = new / star.max_tokens
+        budgets = {STAR: new}
+        for d in snapshot.datasets:
+            if d.name != STAR and d.max_tokens is not None and not d.state.finished:
+                budgets[d.name] = max(step // 5, round(d.max_tokens * factor, -5))
+        self.budgets.update(budgets)
+        self.scale *= factor
+        self.calibrated = True
+        return Calibration(
+            budgets,
+            f"demo: budgets scaled to {self.scale:.0%} to fit this machine "
+            f"(B2: {format_count(self.original)} → {format_count(new)} "
+            f"at {format_count(float(f'{rate:.3g}'))} tok/s)",
+        )
+
+    # The issue's second demo run, a separate `gen-tui run` process with no token budget
+    # that goes stale, needs the process-control layer (spawn, watch progress.json, signal
+    # by pid/pgid with PID-reuse checks). It plugs in here: start it after the first prepare
+    # and hand the App an external-run source to watch; `k` and `r` on its panel then go
+    # through that layer instead of `Engine.threadsafe`.

@@ -1,0 +1,203 @@
+"""The control panel's modal screens: confirmations (kill, quit), the resume budget, help."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.validation import ValidationResult, Validator
+from textual.widgets import Button, Input, Label, Static
+
+from gen_tui.app.headless import format_duration
+from gen_tui.backends.counts import CountError, format_count, parse_count
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before something irreversible; `y`/Enter confirms, `n`/Escape cancels."""
+
+    BINDINGS = [
+        Binding("y", "confirm", "Yes", tooltip="Go ahead", id="confirm.yes"),
+        Binding("n,escape", "cancel", "No", tooltip="Leave things as they are", id="confirm.no"),
+        Binding("left,right", "app.focus_next", "Move", show=False),
+    ]
+
+    def __init__(self, title: str, body: str, confirm: str, *, danger: bool = True) -> None:
+        super().__init__(classes="-danger" if danger else "")
+        self.title_text = title
+        self.body = body
+        self.confirm_label = confirm
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = self.title_text
+            yield Static(self.body, id="confirm-body", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.confirm_label} \\[y]", id="confirm", variant="error")
+                yield Button("Cancel \\[n]", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#confirm")
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class BudgetValidator(Validator):
+    """A token budget as people type it: `10M`, `2.5e6`, `500k`; parsed by `parse_count`."""
+
+    def validate(self, value: str) -> ValidationResult:
+        try:
+            budget = parse_count(value, what="budget")
+        except CountError as exc:
+            return self.failure(str(exc))
+        if budget <= 0:
+            return self.failure("budget: must be more than 0 tokens")
+        return self.success()
+
+
+@dataclass(frozen=True)
+class ResumeTarget:
+    """What the resume modal needs to know of a dataset."""
+
+    name: str
+    tokens: int
+    max_tokens: int | None
+    max_samples: int | None
+    tok_s: float
+    running: bool
+
+
+def resume_preview(target: ResumeTarget, budget: int) -> str:
+    """One line: what setting `budget` will do, e.g. "3.6M to go, about 1m40s at 36k tok/s"."""
+    togo = budget - target.tokens
+    if togo <= 0:
+        if target.running:
+            return (
+                f"at or below the {format_count(target.tokens)} tokens written: "
+                "it stops dispatching now"
+            )
+        return f"already reached: {format_count(target.tokens)} tokens are written; nothing to do"
+    if target.tok_s > 0:
+        eta = format_duration(togo / target.tok_s)
+        rate = format_count(float(f"{target.tok_s:.3g}"))
+        return f"{format_count(togo)} to go, about {eta} at the current {rate} tok/s"
+    return f"{format_count(togo)} to go (no rate yet to estimate the time)"
+
+
+class ResumeScreen(ModalScreen[int | None]):
+    """Set a new token budget for one dataset; returns the budget or None."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", tooltip="Close without changing", id="resume.cancel"),
+    ]
+
+    def __init__(self, target: ResumeTarget) -> None:
+        super().__init__()
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        t = self.target
+        budget = format_count(t.max_tokens) if t.max_tokens is not None else "none"
+        samples = f", sample cap {format_count(t.max_samples)}" if t.max_samples else ""
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = f"Resume {t.name}"
+            yield Label(
+                f"{format_count(t.tokens)} tokens written, budget {budget}{samples}",
+                id="resume-current",
+                markup=False,
+            )
+            yield Label("New token budget (10M, 2.5e6, 500k):", id="resume-prompt")
+            yield Input(
+                placeholder="e.g. 12M",
+                validators=[BudgetValidator()],
+                id="budget",
+                valid_empty=False,
+            )
+            yield Label("", id="budget-error", markup=False)
+            yield Label("", id="budget-preview", markup=False)
+            yield Label("Enter resumes · Escape cancels", id="resume-help")
+
+    def on_mount(self) -> None:
+        self.query_one("#budget", Input).focus()
+
+    @on(Input.Changed, "#budget")
+    def _changed(self, event: Input.Changed) -> None:
+        self._show(event.value, event.validation_result)
+
+    def _show(self, value: str, result: ValidationResult | None) -> bool:
+        error = self.query_one("#budget-error", Label)
+        preview = self.query_one("#budget-preview", Label)
+        if not value.strip():
+            error.update("")
+            preview.update("")
+            return False
+        if result is not None and not result.is_valid:
+            error.update(" ".join(result.failure_descriptions))
+            preview.update("")
+            return False
+        error.update("")
+        preview.update(resume_preview(self.target, parse_count(value)))
+        return True
+
+    @on(Input.Submitted, "#budget")
+    def _submitted(self, event: Input.Submitted) -> None:
+        result = event.validation_result
+        if not event.value.strip():
+            self.query_one("#budget-error", Label).update(
+                "budget: type a number like 10M, 2.5e6 or 500k"
+            )
+            return
+        if self._show(event.value, result):
+            self.dismiss(parse_count(event.value))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class HelpRow:
+    key: str
+    description: str
+    detail: str = ""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every binding with what it does."""
+
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "Close", tooltip="Close help", id="help.close"),
+    ]
+
+    def __init__(self, rows: Sequence[HelpRow], about: str = "") -> None:
+        super().__init__()
+        self.rows = tuple(rows)
+        self.about = about
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for row in self.rows:
+            table.add_row(Text(row.key), Text(row.description), Text(row.detail, style="dim"))
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = "gen-tui keys"
+            yield Static(table, id="help-table")
+            if self.about:
+                yield Static(self.about, id="help-about", markup=False)
+            yield Label("Escape closes", id="help-close")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,1189 @@
+"""`gen-tui`: the live control panel, hosting the engine in a Textual thread worker.
+
+Threads: the engine (and, for the demo, the simulator) runs in a worker thread under its
+own `asyncio.run`; tokenization and file scans run in the engine's executor. The engine
+thread only stores its latest :class:`RunSnapshot` in an attribute (`Run.latest`) and posts
+events; a 4 Hz timer on the UI applies the latest snapshot inside `batch_update()`, so the
+refresh rate does not depend on the request rate. Control goes the other way through
+`Engine.threadsafe`. `transformers` is never imported on the UI thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import math
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Label, RichLog
+from textual.worker import Worker, WorkerState
+
+from gen_tui.app.headless import format_duration
+from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
+from gen_tui.backends.counts import format_count
+from gen_tui.backends.engine import Engine, EngineConfig, EngineError
+from gen_tui.backends.records import PROGRESS_FILE
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
+from gen_tui.widgets.filter_bar import FilterBar
+from gen_tui.widgets.header import HeaderView, RunHeader
+
+TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
+REFRESH_HZ = 4.0
+DEFAULT_STALE_AFTER_S = 60.0
+PANEL_WIDTH = 38
+"""Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
+MAX_COLUMNS = 4
+COMPACT_ROWS = 5
+ROOMY_ROWS = 9
+TALL_ROWS = 13
+MIN_LOG_ROWS = 6
+BUDGET_TOAST_S = 6.0
+EXIT_USAGE = 2
+EXIT_ERROR = 1
+
+
+# ---- where a run comes from ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """New budgets a source asks for once it has seen the machine's speed, and why."""
+
+    budgets: dict[str, int]
+    notice: str
+
+
+class RunSource:
+    """Produces the :class:`EngineConfig` of an in-process run.
+
+    `prepare` runs inside the engine worker's own event loop (never the UI's), so it may
+    build tokenizers, write files or start servers; anything it enters on `stack` lives as
+    long as the engine does.
+    """
+
+    label = "in-process run"
+    notice = ""
+
+    def __init__(self, names: Sequence[str], grace_s: float = 30.0) -> None:
+        self.names = tuple(names)
+        self.grace_s = grace_s
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        raise NotImplementedError
+
+    def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:
+        return None
+
+
+class ConfigSource(RunSource):
+    """A run described by a config file (already merged into an EngineConfig)."""
+
+    label = "configured run"
+
+    def __init__(self, config: EngineConfig, path: Path | None = None) -> None:
+        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
+        self.config = config
+        self.path = path
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        return self.config
+
+
+def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int | None]):
+    """The same run narrowed to one dataset with a new (max_tokens, max_samples) budget."""
+    specs = [
+        replace(spec, max_tokens=budget[0], max_samples=budget[1])
+        for spec in config.datasets
+        if spec.name == name
+    ]
+    if not specs:
+        raise EngineError(f"{name} is not in this run's config")
+    return replace(config, datasets=specs)
+
+
+# ---- one in-process engine ----------------------------------------------------------------
+
+
+class Run:
+    """One engine hosted in a worker thread, as the UI sees it.
+
+    Written from the engine thread: `latest` (a plain attribute swap, the snapshot
+    coalescing), `engine` (under `_lock`) and `done`. Everything else belongs to the UI.
+    """
+
+    def __init__(
+        self,
+        number: int,
+        source: RunSource,
+        only: str | None = None,
+        budget: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        self.number = number
+        self.source = source
+        self.only = only
+        self.budget = budget
+        self.names = (only,) if only else source.names
+        self.engine: Engine | None = None
+        self.worker: Worker[RunSnapshot] | None = None
+        self.latest: RunSnapshot | None = None
+        self.done = threading.Event()
+        self.started = time.monotonic()
+        self.stop_at: float | None = None
+        self.escalated = False
+        self.paused = False
+        self.was_paused = False
+        self.outcome: str | None = None
+        self.failure: str | None = None
+        self.grace_s = source.grace_s
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+    @property
+    def active(self) -> bool:
+        return not self.done.is_set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_at is not None and self.active
+
+    def shape(self, config: EngineConfig) -> EngineConfig:
+        if self.only is None:
+            return config
+        assert self.budget is not None
+        return only_dataset(config, self.only, self.budget)
+
+    def store(self, snapshot: RunSnapshot) -> None:
+        """The engine's `on_snapshot` (engine thread): keep only the latest."""
+        self.latest = snapshot
+
+    def attach(self, engine: Engine) -> None:
+        """Engine thread, on the engine's loop: publish the engine, replay queued controls."""
+        with self._lock:
+            self.engine = engine
+            self.grace_s = engine.config.grace_s
+            pending, self._pending = self._pending, []
+        for method, args in pending:
+            getattr(engine, method)(*args)
+
+    def control(self, method: str, *args: Any) -> bool:
+        """UI thread: call an engine control method on the engine's loop.
+
+        Before the engine exists (tokenizer still loading, say) the call is queued and
+        replayed by `attach`. False if the engine has already finished.
+        """
+        with self._lock:
+            engine = self.engine
+            if engine is None:
+                self._pending.append((method, args))
+                return True
+        try:
+            engine.threadsafe(getattr(engine, method), *args)
+        except (EngineError, RuntimeError):  # not running yet / loop already closed
+            return False
+        return True
+
+    def request_stop(self) -> None:
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
+        self.control("request_stop")
+
+    def abort(self) -> None:
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
+            self.control("request_stop")
+        self.escalated = True
+        self.control("request_stop")
+
+    def countdown(self, now: float) -> float | None:
+        if self.stop_at is None or not self.active:
+            return None
+        return self.grace_s - (now - self.stop_at)
+
+    def budget_of(self, name: str) -> int | None:
+        """A dataset's token budget: as last reported, else as configured."""
+        snap = self.dataset(name)
+        if snap is not None:
+            return snap.max_tokens
+        engine = self.engine
+        if engine is None:
+            return None
+        spec = next((d for d in engine.config.datasets if d.name == name), None)
+        return spec.max_tokens if spec else None
+
+    def dataset(self, name: str) -> DatasetSnapshot | None:
+        if self.latest is None:
+            return None
+        for snap in self.latest.datasets:
+            if snap.name == name:
+                return snap
+        return None
+
+
+class EngineEvent(Message):
+    """An engine event (level, message), posted from the engine thread."""
+
+    def __init__(self, run: Run, level: str, text: str) -> None:
+        super().__init__()
+        self.run = run
+        self.level = level
+        self.text = text
+
+
+# ---- stale detection ----------------------------------------------------------------------
+
+
+class StaleWatch:
+    """Decides when a dataset is stale, from its snapshots and the UI's wall clock.
+
+    Stale: active but no new record for `after_s` (counted from the later of its last
+    record and the moment it was seen active, so a resumed or unpaused dataset gets the
+    full time), or still writing `after_s` after it crossed its token budget.
+    """
+
+    def __init__(self, after_s: float) -> None:
+        self.after_s = after_s
+        self._active_since: dict[str, float] = {}
+        self._crossed: dict[str, tuple[float, int]] = {}
+
+    def reset(self, name: str) -> None:
+        self._active_since.pop(name, None)
+        self._crossed.pop(name, None)
+
+    def check(self, snap: DatasetSnapshot, now: float) -> str:
+        """The reason `snap` is stale, or "" if it is not."""
+        name = snap.name
+        if snap.state is DatasetState.ACTIVE:
+            since = self._active_since.setdefault(name, now)
+        else:
+            self._active_since.pop(name, None)
+            since = None
+        over = snap.max_tokens is not None and snap.tokens >= snap.max_tokens
+        if not over or snap.state.finished:
+            self._crossed.pop(name, None)
+        else:
+            crossed_at, tokens = self._crossed.setdefault(name, (now, snap.tokens))
+            if snap.tokens > tokens and now - crossed_at > self.after_s:
+                return "still writing past its budget"
+        if since is not None:
+            quiet = now - max(snap.last_record_at or 0.0, since)
+            if quiet > self.after_s:
+                return f"no new record for {format_duration(quiet)}"
+        return ""
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+_COUNT = re.compile(r"(?<![\w.:/,-])\d{4,}(?![\w.:/,-])")
+
+
+def humanize(text: str) -> str:
+    """Engine messages carry raw counts; show them with thousands separators (not ports)."""
+    return _COUNT.sub(lambda m: f"{int(m.group()):,}", text)
+
+
+def first_number(text: str) -> int | None:
+    match = re.search(r"\d[\d,]*", text.partition(": ")[2])
+    return int(match.group().replace(",", "")) if match else None
+
+
+def load_progress(config: EngineConfig) -> dict[str, DatasetSnapshot]:
+    """The last snapshot each dataset's writer left in progress.json (runs in a thread)."""
+    names = {f.name for f in fields(DatasetSnapshot)}
+    found: dict[str, DatasetSnapshot] = {}
+    for spec in config.datasets:
+        path = config.output_dir / spec.name / PROGRESS_FILE
+        try:
+            data = orjson.loads(path.read_bytes())
+            values = {key: value for key, value in data.items() if key in names}
+            values["state"] = DatasetState(values["state"])
+            found[spec.name] = DatasetSnapshot(**values)
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return found
+
+
+def describe(names: Sequence[str]) -> str:
+    """Dataset names for a title: a couple by name, more by count."""
+    return ", ".join(names) if len(names) <= 2 else f"{len(names)} datasets"
+
+
+def panel_id(name: str) -> str:
+    return "panel-" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+# ---- layout -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the panels sit: columns, panel size, and whether the events log has room."""
+
+    columns: int
+    roomy: bool
+    tall: bool
+    log: bool
+
+    @property
+    def grid_classes(self) -> str:
+        return " ".join([f"-cols-{self.columns}"] + ["-roomy"] * self.roomy + ["-tall"] * self.tall)
+
+    @property
+    def board_classes(self) -> str:
+        return "-with-log" if self.log else ""
+
+
+def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layout:
+    """Two columns at 80 wide, four at 160; panels grow (and a log appears) with height."""
+    width, height = size
+    count = max(1, count)
+    columns = max(1, min(MAX_COLUMNS, width // PANEL_WIDTH, count))
+    rows = math.ceil(count / columns)
+    chrome = 2 + extra_rows  # header and footer
+    roomy = rows * ROOMY_ROWS + chrome + MIN_LOG_ROWS <= height
+    tall = rows * TALL_ROWS + chrome + 2 * MIN_LOG_ROWS <= height
+    return Layout(columns, roomy, tall, roomy)
+
+
+# ---- the app ------------------------------------------------------------------------------
+
+
+class GenTuiApp(App[int]):
+    """One panel per dataset; single keys act on the selected dataset's run."""
+
+    CSS_PATH = str(TCSS_PATH)
+    TITLE = "gen-tui"
+    ENABLE_COMMAND_PALETTE = False
+    NOTIFICATION_TIMEOUT = 6.0
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding(
+            "k",
+            "kill",
+            "Kill",
+            tooltip="Stop the selected dataset's run: drain in-flight requests, then abort",
+            id="kill",
+        ),
+        Binding(
+            "r",
+            "resume",
+            "Resume",
+            tooltip="Give the selected dataset a new token budget and run it to that",
+            id="resume",
+        ),
+        Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),
+        Binding(
+            "p",
+            "pause",
+            "Pause",
+            tooltip="Hold or release dispatch; in-flight requests carry on",
+            id="pause",
+        ),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            key_display="/",
+            tooltip="Show only datasets whose name contains some text",
+            id="filter",
+        ),
+        Binding(
+            "question_mark",
+            "help",
+            "Help",
+            key_display="?",
+            tooltip="Every key and what it does",
+            id="help",
+        ),
+        Binding("q", "quit", "Quit", tooltip="Quit (drains an active run first)", id="quit"),
+        Binding("left", "move(-1, 0)", "Left", show=False, id="move.left"),
+        Binding("right", "move(1, 0)", "Right", show=False, id="move.right"),
+        Binding("up", "move(0, -1)", "Up", show=False, id="move.up"),
+        Binding("down", "move(0, 1)", "Down", show=False, id="move.down"),
+    ]
+    DASHBOARD_ACTIONS: ClassVar[frozenset[str]] = frozenset(
+        {"kill", "resume", "start", "pause", "filter", "help", "move"}
+    )
+
+    def __init__(
+        self,
+        source: RunSource | None = None,
+        *,
+        autostart: bool = True,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        names: Sequence[str] | None = None,
+        refresh_hz: float = REFRESH_HZ,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.autostart = autostart and source is not None
+        if names is None:
+            names = source.names if source else ()
+        self.names: list[str] = list(names)
+        self.refresh_hz = refresh_hz
+        self.stale = StaleWatch(stale_after_s)
+        self.runs: list[Run] = []
+        self.owner: dict[str, Run] = {}
+        self.static: dict[str, PanelView] = {}
+        self.static_run: RunSnapshot | None = None
+        self.disk: dict[str, DatasetSnapshot] = {}
+        self.notice = source.notice if source else ""
+        self.start_hint = ""
+        self.quitting = False
+        self.cleanups: list[Callable[[], None]] = []
+        self._layout = Layout(2, False, False, False)
+        self._panels: list[DatasetPanel] = []
+        self._panels_mounted = False
+        self._leaving = False
+        self.events: list[tuple[str, str]] = []
+        self._crossed: dict[str, int | None] = {}
+
+    # layout
+
+    def compose(self) -> ComposeResult:
+        # Layout classes are right from the start: every class change later restyles a
+        # whole subtree, which for eight panels costs a visible fraction of a second.
+        layout = self._layout = plan_layout(
+            self.size, len(self.names), extra_rows=1 if self.notice else 0
+        )
+        yield RunHeader(id="header")
+        notice = Label(self.notice, id="notice", markup=False)
+        notice.display = bool(self.notice)
+        yield notice
+        board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)
+        with board, Grid(id="panels", classes=layout.grid_classes):
+            for name in self.names:
+                yield DatasetPanel(name, id=panel_id(name))
+        log = RichLog(id="events", markup=False, wrap=False, max_lines=500)
+        log.can_focus = False
+        log.border_title = "events"
+        log.display = layout.log
+        yield log
+        bar = FilterBar(id="filter")
+        bar.display = False
+        yield bar
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._panels = list(self.query(DatasetPanel))
+        self._panels_mounted = True
+        panels = self.panels()
+        if panels:
+            panels[0].focus()
+        self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
+        if isinstance(self.source, ConfigSource) and not self.autostart:
+            self._load_disk(self.source.config)
+        if self.autostart:
+            # After the first frame: the worker's imports (transformers) hold the GIL for
+            # a while, and the window should be up before that.
+            self.call_after_refresh(self.start_run)
+        self.relayout()
+        self.refresh_view()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+
+    def _on_sigterm(self) -> None:
+        """Stop runs at once and leave the normal way, so `main` still cleans up."""
+        for run in self.active_runs():
+            run.abort()
+        self.quitting = True
+        if not self.active_runs():
+            self.exit(0)
+
+    def _on_sighup(self) -> None:
+        """The terminal went away (tmux pane or session killed).
+
+        Nothing can be drawn any more, and Textual's own shutdown would block writing to
+        the dead terminal, so: abort the runs, wait for their threads to close their
+        files, run the cleanups (the demo folder) and leave.
+        """
+        for run in self.active_runs():
+            run.abort()
+
+        def finish() -> None:
+            for run in self.runs:
+                run.done.wait(timeout=run.grace_s + 5)
+            for cleanup in self.cleanups:
+                with contextlib.suppress(Exception):
+                    cleanup()
+            os._exit(128 + signal.SIGHUP)
+
+        threading.Thread(target=finish, name="gen-tui-hangup", daemon=True).start()
+
+    def on_resize(self) -> None:
+        self.relayout()
+
+    def panels(self, visible_only: bool = False) -> list[DatasetPanel]:
+        panels = list(self._panels)
+        if visible_only:
+            panels = [p for p in panels if p.display]
+        return panels
+
+    def ui(self, selector: str, expect_type: type[Any] = Widget) -> Any:
+        """A widget of the dashboard, whatever dialog is on top of it."""
+        return self.screen_stack[0].query_one(selector, expect_type)
+
+    @property
+    def dashboard_up(self) -> bool:
+        """False once the app is closing (its widgets go away before the last timer/message)."""
+        return bool(self.screen_stack) and self._panels_mounted and not self._leaving
+
+    def relayout(self) -> None:
+        """Pick columns and panel size for the terminal (classes only: styles are in tcss)."""
+        if not self.dashboard_up:
+            return
+        extra = (1 if self.notice else 0) + (1 if self.ui("#filter").display else 0)
+        layout = plan_layout(self.size, len(self.panels(visible_only=True)), extra)
+        if layout == self._layout:
+            return
+        old, self._layout = self._layout, layout
+        if layout.grid_classes != old.grid_classes:
+            grid = self.ui("#panels")
+            grid.remove_class(*old.grid_classes.split())
+            grid.add_class(*layout.grid_classes.split())
+        if layout.board_classes != old.board_classes:
+            self.ui("#board").set_class(layout.log, "-with-log")
+        self.ui("#events").display = layout.log
+
+    @property
+    def columns(self) -> int:
+        return self._layout.columns
+
+    # runs
+
+    def start_run(
+        self, only: str | None = None, budget: tuple[int | None, int | None] | None = None
+    ) -> Run | None:
+        if self.source is None:
+            self.notify("Nothing to start: no run is configured.", severity="warning")
+            return None
+        run = Run(len(self.runs) + 1, self.source, only, budget)
+        self.runs.append(run)
+        for name in run.names:
+            self.owner[name] = run
+            self.stale.reset(name)
+            self.static.pop(name, None)
+        run.worker = self._host(run)
+        if self.start_hint and self.notice == self.start_hint:
+            self.set_notice("")
+        return run
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="engine", name="engine")
+    def _host(self, run: Run) -> RunSnapshot:
+        """The worker: the engine (and whatever its source starts) under its own asyncio.run."""
+        try:
+            return asyncio.run(self._engine_main(run))
+        finally:
+            run.done.set()
+
+    async def _engine_main(self, run: Run) -> RunSnapshot:
+        async with AsyncExitStack() as stack:
+            config = run.shape(await run.source.prepare(stack))
+            engine = Engine(
+                config,
+                on_snapshot=run.store,
+                on_event=functools.partial(self._engine_event, run),
+            )
+            task = asyncio.create_task(engine.run())
+            await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
+            run.attach(engine)
+            return await task
+
+    def _engine_event(self, run: Run, level: str, text: str) -> None:
+        """The engine's `on_event` (engine thread): hand it to the UI, never block."""
+        self.post_message(EngineEvent(run, level, text))
+
+    def record_event(self, level: str, text: str, stamp: str | None = None) -> None:
+        """Keep an event and show it in the log pane (visible on tall terminals)."""
+        self.events.append((level, text))
+        if not self.dashboard_up:
+            return
+        stamp = stamp or time.strftime("%H:%M:%S")
+        self.ui("#events", RichLog).write(f"{stamp} {level}: {text}")
+
+    def on_engine_event(self, event: EngineEvent) -> None:
+        text = humanize(event.text)
+        self.record_event(event.level, text)
+        name, _, rest = text.partition(": ")
+        if "crossed its budget" in text:
+            self._crossed[name] = first_number(text)
+            budget = event.run.budget_of(name)
+            if budget is not None:
+                rest = rest.replace(
+                    "crossed its budget", f"crossed its {format_count(budget)} budget"
+                )
+            self.notify(rest, title=name, timeout=BUDGET_TOAST_S)
+        elif event.level == "budget":
+            # The final count, once the dataset's in-flight requests are in; not repeated
+            # when it is the count its crossing already announced.
+            if self._crossed.pop(name, None) != first_number(text):
+                self.notify(rest or text, title=name, timeout=BUDGET_TOAST_S)
+        elif event.level == "error":
+            self.notify(text, title="engine error", severity="error", timeout=12)
+        elif event.level == "warning":
+            self.notify(text, severity="warning", timeout=6)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place where a run ends: success, engine error or a bug."""
+        run = next((r for r in self.runs if r.worker is event.worker), None)
+        if run is None:
+            if event.state is WorkerState.ERROR:
+                self.notify(f"{event.worker.error}", severity="error")
+            return
+        if event.state is WorkerState.SUCCESS:
+            final = event.worker.result
+            if final is not None:
+                run.latest = final
+            engine = run.engine
+            if run.stop_at is not None:
+                run.outcome = "aborted" if engine is not None and engine.aborted else "stopped"
+                self.notify(
+                    "in-flight requests aborted; their samples run again on resume"
+                    if run.outcome == "aborted"
+                    else "in-flight requests drained; everything completed is on disk",
+                    title=f"{describe(run.names)}: run {run.outcome}",
+                    severity="warning" if run.outcome == "aborted" else "information",
+                )
+            else:
+                run.outcome = None
+        elif event.state is WorkerState.ERROR:
+            error = event.worker.error
+            if isinstance(error, EngineError):
+                run.failure = str(error)
+            else:
+                run.failure = f"{type(error).__name__}: {error}"
+                self.log.error(
+                    "".join(traceback.format_exception(error)) if error else "worker error"
+                )
+            self.notify(run.failure, title="run failed", severity="error", timeout=15)
+            self.record_event("error", run.failure)
+        elif event.state is WorkerState.CANCELLED:
+            run.failure = run.failure or "cancelled"
+        else:
+            return
+        run.done.set()
+        self.refresh_view()
+        if self.quitting and not self.active_runs():
+            self.exit(0)
+
+    def active_runs(self) -> list[Run]:
+        return [run for run in self.runs if run.active]
+
+    # the periodic refresh
+
+    def view_for(self, name: str, now: float, wall: float) -> PanelView:
+        run = self.owner.get(name)
+        if run is None:
+            if name in self.static:
+                return self.static[name]
+            snap = self.disk.get(name)
+            if snap is None:
+                return PanelView()
+            reason = self.stale.check(snap, wall)
+            return PanelView(snap, stale=bool(reason), stale_reason=reason)
+        if run.failure is not None:
+            return PanelView(run.dataset(name), failure=run.failure)
+        snap = run.dataset(name)
+        if snap is None:
+            return PanelView(pending="starting" if run.active else "idle")
+        reason = self.stale.check(snap, wall) if run.active else ""
+        return PanelView(
+            snap,
+            stale=bool(reason),
+            stale_reason=reason,
+            countdown_s=run.countdown(now),
+            outcome=run.outcome,
+        )
+
+    def refresh_view(self) -> None:
+        if not self.dashboard_up:
+            return
+        now, wall = time.monotonic(), time.time()
+        for run in self.active_runs():
+            remaining = run.countdown(now)
+            if remaining is not None and remaining <= 0 and not run.escalated:
+                run.abort()
+            self._calibrate(run, now)
+        with self.batch_update():
+            views = {}
+            for panel in self.panels():
+                view = self.view_for(panel.dataset, now, wall)
+                views[panel.dataset] = view
+                panel.show(view)
+            self.ui("#header", RunHeader).view = self.header_view(views, now)
+
+    def _calibrate(self, run: Run, now: float) -> None:
+        if run.only is not None or run.latest is None or run.stop_at is not None:
+            return
+        if run.was_paused:  # a pause says nothing about the machine's speed
+            return
+        result = run.source.calibrate(run.latest, now - run.started)
+        if result is None:
+            return
+        for name, tokens in result.budgets.items():
+            snap = run.dataset(name)
+            run.control("set_budget", name, tokens, snap.max_samples if snap else None)
+        self.set_notice(result.notice)
+
+    def set_notice(self, text: str) -> None:
+        self.notice = text
+        if not self.dashboard_up:
+            return
+        notice = self.ui("#notice", Label)
+        notice.update(text)
+        notice.display = bool(text)
+        self.relayout()
+
+    def header_view(self, views: dict[str, PanelView], now: float) -> HeaderView:
+        snaps = [v.snapshot for v in views.values() if v.snapshot is not None]
+        active = self.active_runs()
+        latest = [run.latest for run in active if run.latest is not None]
+        countdowns = [c for run in active if (c := run.countdown(now)) is not None]
+        static = self.static_run
+        if not active and static is not None:
+            latest = [static]
+            state = "stopping" if static.stopping else "paused" if static.paused else "running"
+        elif not active:
+            state = "idle"
+        elif self.quitting:
+            state = "quitting"
+        elif any(run.escalated for run in active):
+            state = "aborting"
+        elif countdowns:
+            state = "stopping"
+        elif not latest:
+            state = "starting"
+        elif any(run.paused for run in active):
+            state = "paused"
+        else:
+            state = "running"
+        where = ""
+        names = active[0].names if active else [s.name for s in static.datasets] if static else []
+        first = next((s for s in snaps if s.name in names), None)
+        if first is not None:
+            where = f"pid {first.pid} on {first.host}"
+        return HeaderView(
+            state=state,
+            tokens=sum(s.tokens for s in snaps),
+            tok_s=sum(s.tok_s for s in snaps if not s.state.finished),
+            done=sum(1 for s in snaps if s.state in (DatasetState.DONE, DatasetState.EXHAUSTED)),
+            total=len(views),
+            inflight=sum(s.inflight for s in latest),
+            concurrency=sum(s.concurrency for s in latest),
+            utilisation=(sum(s.utilisation for s in latest) / len(latest)) if latest else None,
+            countdown_s=min(countdowns) if countdowns else None,
+            where=where,
+            filter=self.ui("#filter", FilterBar).value,
+            servers=sum(len(s.servers) for s in latest),
+            servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
+        )
+
+    # feeding panels without an engine (tests, snapshots)
+
+    def show_snapshot(self, snapshot: RunSnapshot, now: float | None = None) -> None:
+        """Show a snapshot as if a run had sent it, with stale judged at wall time `now`."""
+        wall = time.time() if now is None else now
+        self.static_run = snapshot
+        for snap in snapshot.datasets:
+            if snap.name not in self.names:
+                continue
+            reason = self.stale.check(snap, wall)
+            self.static[snap.name] = PanelView(snap, stale=bool(reason), stale_reason=reason)
+        self.refresh_view()
+
+    @work(thread=True, exit_on_error=False, group="disk", name="progress")
+    def _load_disk(self, config: EngineConfig) -> None:
+        found = load_progress(config)
+        self.call_from_thread(self._disk_loaded, found)
+
+    def _disk_loaded(self, found: dict[str, DatasetSnapshot]) -> None:
+        self.disk.update(found)
+        self.refresh_view()
+
+    # selection
+
+    def selected(self) -> DatasetPanel | None:
+        focused = self.focused
+        if isinstance(focused, DatasetPanel):
+            return focused
+        visible = self.panels(visible_only=True)
+        return visible[0] if visible else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Dashboard keys (q included) do nothing while a dialog is open: its own keys apply.
+        blocked = self.DASHBOARD_ACTIONS | {"quit"}
+        return not (action in blocked and isinstance(self.screen, ModalScreen))
+
+    def action_move(self, dx: int, dy: int) -> None:
+        visible = self.panels(visible_only=True)
+        if not visible:
+            return
+        current = self.selected()
+        index = visible.index(current) if current in visible else 0
+        if not isinstance(self.focused, DatasetPanel):
+            visible[index].focus()
+            return
+        target = index + dx + dy * self.columns
+        if 0 <= target < len(visible):
+            visible[target].focus()
+
+    # keys
+
+    def action_kill(self) -> None:
+        panel = self.selected()
+        if panel is None:
+            return
+        run = self.owner.get(panel.dataset)
+        if run is None or not run.active:
+            view = panel.view
+            writer = view.snapshot if view is not None and run is None else None
+            if writer is not None and not writer.state.finished:
+                # Written by another process (seen through its progress.json): stopping it
+                # from here is the job of the process-control layer, not hooked up yet.
+                message = (
+                    f"written by pid {writer.pid} on {writer.host}, not by this process; "
+                    "stop it there (SIGTERM drains it)"
+                )
+            else:
+                message = "no run in this process writes it"
+            self.notify(message, title=panel.dataset, severity="warning")
+            return
+        snap = run.dataset(panel.dataset)
+        who = f"pid {snap.pid} on {snap.host}" if snap else "this process (starting)"
+        datasets = ", ".join(run.names)
+        if run.stopping:
+            self.push_screen(
+                ConfirmScreen(
+                    "Abort now?",
+                    f"The run ({who}) is draining. Abort its in-flight requests now?\n"
+                    f"Datasets: {datasets}\nCompleted responses are kept; aborted samples "
+                    "stay undone and run again on the next resume.",
+                    "Abort",
+                ),
+                lambda ok: self._abort(run) if ok else None,
+            )
+            return
+        self.push_screen(
+            ConfirmScreen(
+                "Kill run?",
+                f"Stop the run of {who}?\nDatasets: {datasets}\n"
+                f"No new requests; in-flight ones drain for up to {run.grace_s:g} s, then "
+                "are aborted. Completed responses are kept.",
+                "Kill",
+            ),
+            lambda ok: self._kill(run) if ok else None,
+        )
+
+    def _kill(self, run: Run) -> None:
+        if not run.active:
+            return
+        run.request_stop()
+        self.notify(
+            f"draining in-flight requests for up to {run.grace_s:g} s (k again aborts)",
+            title=f"stopping {describe(run.names)}",
+        )
+        self.refresh_view()
+
+    def _abort(self, run: Run) -> None:
+        if run.active:
+            run.abort()
+            self.refresh_view()
+
+    def action_resume(self) -> None:
+        panel = self.selected()
+        if panel is None:
+            return
+        name = panel.dataset
+        run = self.owner.get(name)
+        view = panel.view or PanelView()
+        snap = view.snapshot
+        spec = self._spec(name)
+        if snap is None and spec is None:
+            self.notify(f"{name}: nothing known about it yet", severity="warning")
+            return
+        running = run is not None and run.active
+        if running and run is not None and run.stopping:
+            self.notify(f"{name}: its run is stopping; resume it once it has ended")
+            return
+        target = ResumeTarget(
+            name=name,
+            tokens=snap.tokens if snap else 0,
+            max_tokens=snap.max_tokens if snap else (spec.max_tokens if spec else None),
+            max_samples=snap.max_samples if snap else (spec.max_samples if spec else None),
+            tok_s=snap.tok_s if snap else 0.0,
+            running=running and snap is not None and not snap.state.finished,
+        )
+        self.push_screen(ResumeScreen(target), lambda budget: self._resume(target, budget))
+
+    def _spec(self, name: str):
+        if isinstance(self.source, ConfigSource):
+            return next((s for s in self.source.config.datasets if s.name == name), None)
+        return None
+
+    def _resume(self, target: ResumeTarget, budget: int | None) -> None:
+        if budget is None:
+            return
+        name = target.name
+        run = self.owner.get(name)
+        if (
+            run is not None
+            and run.active
+            and not run.stopping
+            and run.control("set_budget", name, budget, target.max_samples)
+        ):
+            self.notify(f"budget set to {format_count(budget)}", title=name)
+            return
+        if self.source is None or name not in self.source.names:
+            self.notify(f"{name}: not part of a run this panel can start", severity="warning")
+            return
+        self.start_run(only=name, budget=(budget, target.max_samples))
+        self.notify(f"resuming to {format_count(budget)} in a new in-process run", title=name)
+        self.refresh_view()
+
+    def action_start(self) -> None:
+        if self.active_runs():
+            self.notify("A run is already active in this process (k stops it).")
+            return
+        if self.start_run() is not None:
+            self.notify("starting the configured run")
+            self.refresh_view()
+
+    def action_pause(self) -> None:
+        active = [run for run in self.active_runs() if not run.stopping]
+        if not active:
+            self.notify("Nothing to pause: no run is active in this process.")
+            return
+        paused = not any(run.paused for run in active)
+        for run in active:
+            run.paused = paused
+            run.was_paused = run.was_paused or paused
+            run.control("set_paused", paused)
+        self.notify("dispatch paused (in-flight requests finish)" if paused else "dispatch resumed")
+        self.refresh_view()
+
+    def action_filter(self) -> None:
+        bar = self.ui("#filter", FilterBar)
+        bar.display = True
+        bar.focus()
+        self.relayout()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        bar = self.ui("#filter", FilterBar)
+        if not event.value:
+            bar.display = False
+        visible = self.panels(visible_only=True)
+        if visible:
+            visible[0].focus()
+        self.relayout()
+
+    @on(FilterBar.Cleared)
+    def _filter_cleared(self) -> None:
+        bar = self.ui("#filter", FilterBar)
+        bar.display = False
+        self.apply_filter("")
+        visible = self.panels(visible_only=True)
+        if visible:
+            visible[0].focus()
+        self.relayout()
+
+    def apply_filter(self, text: str) -> None:
+        needle = text.strip().lower()
+        for panel in self.panels():
+            panel.display = needle in panel.dataset.lower()
+        self.relayout()
+        self.refresh_view()
+
+    def help_rows(self) -> list[HelpRow]:
+        rows = []
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            if not binding.show:
+                continue
+            key = binding.key_display or binding.key
+            rows.append(HelpRow(key, binding.description, binding.tooltip))
+        rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels"))
+        rows.append(HelpRow("ctrl+q", "Quit", "Same as q"))
+        return rows
+
+    def action_help(self) -> None:
+        about = (
+            "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
+            "stale (no new record, or writing past its budget: press k), stopped, aborted, "
+            "failed."
+        )
+        self.push_screen(HelpScreen(self.help_rows(), about))
+
+    async def action_quit(self) -> None:
+        active = self.active_runs()
+        if not active:
+            self.exit(0)
+            return
+        if self.quitting:
+            for run in active:
+                run.abort()
+            return
+        datasets = ", ".join(name for run in active for name in run.names)
+        grace = max(run.grace_s for run in active)
+
+        def decided(ok: bool | None) -> None:
+            if not ok:
+                return
+            self.quitting = True
+            for run in self.active_runs():
+                run.request_stop()
+            self.notify(f"draining before exit (up to {grace:g} s); q again aborts", title="quit")
+            self.refresh_view()
+
+        self.push_screen(
+            ConfirmScreen(
+                "Quit gen-tui?",
+                f"A run is active in this process: {datasets}.\n"
+                f"Quitting stops it first: no new requests, in-flight ones drain for up to "
+                f"{grace:g} s. Completed responses are kept; start again to resume.",
+                "Stop and quit",
+            ),
+            decided,
+        )
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self._leaving = True
+        super().exit(*args, **kwargs)
+
+    def on_unmount(self) -> None:
+        self._leaving = True
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signum)
+        # Last resort (an exit not through `q`): abort so the worker threads end and
+        # asyncio.run, which waits for executor threads, can return.
+        for run in self.active_runs():
+            run.abort()
+
+
+# ---- gen-tui (no subcommand) ----------------------------------------------------------------
+
+
+START_HELP = """\
+gen-tui: no run configured here.
+Start one of:
+  gen-tui --demo           the control panel on a built-in simulator (nothing to set up)
+  gen-tui --config FILE    the run a TOML file describes (see README)
+  gen-tui run ...          the headless engine
+A ./gen-tui.toml, or gen-tui.toml in {user_dir}, is picked up automatically."""
+
+
+def find_config(cwd: Path | None = None) -> Path | None:
+    from platformdirs import user_config_dir
+
+    for candidate in (
+        (cwd or Path.cwd()) / "gen-tui.toml",
+        Path(user_config_dir("gen-tui")) / "gen-tui.toml",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def config_source(path: Path) -> ConfigSource:
+    """The engine config a TOML file describes, merged exactly as `gen-tui run` does."""
+    from gen_tui.app.cli import build_parser, engine_config
+
+    args = build_parser().parse_args(["run", "--config", str(path)])
+    return ConfigSource(engine_config(args), path)
+
+
+def _error(message: str) -> int:
+    print(f"gen-tui: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def main(args: argparse.Namespace) -> int:
+    """`gen-tui [--demo | --config FILE]`."""
+    demo = bool(getattr(args, "tui_demo", False))
+    path: Path | None = getattr(args, "tui_config", None)
+    if demo and path is not None:
+        print("gen-tui: error: give --demo or --config FILE, not both", file=sys.stderr)
+        return EXIT_USAGE
+    if demo:
+        return run_demo()
+    if path is None:
+        path = find_config()
+        if path is None:
+            from platformdirs import user_config_dir
+
+            print(START_HELP.format(user_dir=user_config_dir("gen-tui")), file=sys.stderr)
+            return EXIT_USAGE
+    from gen_tui.app.cli import UsageError
+    from gen_tui.backends.config import ConfigError
+    from gen_tui.backends.counts import CountError
+
+    if not path.is_file():
+        return _error(f"config file {path} does not exist")
+    try:
+        source = config_source(path)
+    except (UsageError, ConfigError, CountError, EngineError, ValueError) as exc:
+        return _error(str(exc))
+    app = GenTuiApp(source, autostart=False)
+    app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
+    return _finish(app, app.run())
+
+
+def run_demo() -> int:
+    from gen_tui.app.demo_tui import DemoSource
+
+    with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
+        app = GenTuiApp(DemoSource(Path(tmp)))
+        app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+        code = _finish(app, app.run())
+    return code
+
+
+def _finish(app: GenTuiApp, result: int | None) -> int:
+    """Make sure no engine thread outlives the app (they write into folders about to go)."""
+    for run in app.runs:
+        if run.active:
+            run.abort()
+    for run in app.runs:
+        run.done.wait(timeout=run.grace_s + 5)
+    return result if result is not None else (app.return_code or 0)
+
+
+if __name__ == "__main__":  # `python -m gen_tui.app.tui --demo`, same as `gen-tui --demo`
+    import os
+
+    from gen_tui.app.cli import build_parser
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main(build_parser().parse_args()))

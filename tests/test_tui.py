@@ -1,0 +1,506 @@
+"""The control panel driven by Pilot, hosting the real engine against an in-process simulator.
+
+Each app gets a `SimSource`: the simulator is started inside the engine worker's own event
+loop, exactly as `gen-tui --demo` does, so the UI loop only ever sees snapshots and events.
+Waits poll the app with a deadline; the assertions are about behaviour, never timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.message import Message
+from textual.notifications import Notify
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from gen_tui.app.demo_tui import SimSource
+from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
+from gen_tui.app.tui import GenTuiApp, StaleWatch, humanize, main, panel_id, plan_layout
+from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.sim import LengthProfile, SimConfig
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
+
+from .helpers import recount
+
+SIZE = (80, 24)
+
+
+def make_app(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    vocab_size: int,
+    *,
+    datasets: dict[str, tuple[int, int | None]],
+    mean: float = 300.0,
+    tokens_per_s: float = 1e6,
+    slots: int = 32,
+    grace_s: float = 30.0,
+    max_new_tokens: int = 4096,
+    stale_after_s: float = 60.0,
+    autostart: bool = True,
+) -> GenTuiApp:
+    """datasets: name -> (prompt count, token budget)."""
+    folder = prompts_dir(**{name: count for name, (count, _) in datasets.items()})
+    config = EngineConfig(
+        datasets=[
+            DatasetSpec(name, folder / f"{name}.jsonl", max_tokens=budget)
+            for name, (_, budget) in datasets.items()
+        ],
+        server_urls=[],
+        tokenizer=str(tokenizer_dir),
+        output_dir=tmp_path / "out",
+        concurrency=slots,
+        sampling={"max_new_tokens": max_new_tokens},
+        parallel_datasets=len(datasets),
+        grace_s=grace_s,
+    )
+    sim = SimConfig(
+        slots=slots,
+        tokens_per_s=tokens_per_s,
+        vocab_size=vocab_size,
+        default_profile=LengthProfile(mean=mean),
+    )
+    return GenTuiApp(SimSource(config, sim), autostart=autostart, stale_after_s=stale_after_s)
+
+
+async def wait_for(pilot: Pilot[Any], check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {check}")
+
+
+def panel(app: GenTuiApp, name: str) -> DatasetPanel:
+    return app.query_one(f"#{panel_id(name)}", DatasetPanel)
+
+
+def snap(app: GenTuiApp, name: str) -> DatasetSnapshot | None:
+    view = panel(app, name).view
+    return view.snapshot if view else None
+
+
+def badge(app: GenTuiApp, name: str) -> str:
+    view = panel(app, name).view
+    assert view is not None
+    return badge_for(view)[0]
+
+
+class Notes:
+    """Collects the app's notifications through `message_hook`."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str]] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            n = message.notification
+            self.items.append((n.title, n.message, n.severity))
+
+    def find(self, *words: str) -> list[tuple[str, str, str]]:
+        return [i for i in self.items if all(w in f"{i[0]} {i[1]}" for w in words)]
+
+
+@pytest.fixture
+def app_factory(
+    tmp_path: Path, tokenizer_dir: Path, prompts_dir: Callable[..., Path], vocab_size: int
+) -> Callable[..., GenTuiApp]:
+    def build(**kwargs: Any) -> GenTuiApp:
+        return make_app(tmp_path, tokenizer_dir, prompts_dir, vocab_size, **kwargs)
+
+    return build
+
+
+async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -> None:
+    app = app_factory(datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=3000)
+    async with app.run_test(size=SIZE) as pilot:
+        assert [p.dataset for p in app.query(DatasetPanel)] == ["A", "B"]
+        assert isinstance(app.focused, DatasetPanel)
+        first = await wait_for(pilot, lambda: (s := snap(app, "A")) and s.tokens > 0 and s)
+        assert badge(app, "A") == "running"
+        await wait_for(pilot, lambda: snap(app, "A").tokens > first.tokens)
+        await wait_for(pilot, lambda: (s := snap(app, "B")) and s.tokens > 0)
+        assert app.query_one("#header").view.state == "running"
+        assert app.query_one("#header").view.total == 2
+
+
+async def test_kill_cancel_leaves_the_run_alone(app_factory: Callable[..., GenTuiApp]) -> None:
+    app = app_factory(datasets={"A": (400, 10**9)}, tokens_per_s=500)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await pilot.press("k")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        run = app.runs[0]
+        assert run.active and run.stop_at is None
+        tokens = snap(app, "A").tokens
+        await wait_for(pilot, lambda: snap(app, "A").tokens > tokens)
+        assert badge(app, "A") == "running"
+
+
+async def test_kill_confirm_drains_with_a_countdown_then_stopped(
+    app_factory: Callable[..., GenTuiApp], tmp_path: Path
+) -> None:
+    notes = Notes()
+    # At most 400 tokens at 400 tok/s per slot: in-flight requests drain within a second.
+    app = app_factory(
+        datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=400, max_new_tokens=400
+    )
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await pilot.press("k")
+        screen = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen)
+        body = str(screen.query_one("#confirm-body").render())
+        s = snap(app, "A")
+        assert f"pid {s.pid} on {s.host}" in body
+        assert "A, B" in body
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.runs[0].stop_at is not None)
+        header = app.query_one("#header")
+        assert header.view.state == "stopping" and header.view.countdown_s is not None
+        assert badge(app, "A").startswith("draining ")
+        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await pilot.pause(0.1)
+        assert badge(app, "A") == "stopped" and badge(app, "B") == "stopped"
+        assert app.runs[0].outcome == "stopped"
+        assert notes.find("run stopped")
+        assert header.view.state == "idle"
+        shown = snap(app, "A").tokens
+    tokens, records = recount(tmp_path / "out" / "A")
+    assert records > 0 and tokens == shown
+
+
+async def test_kill_escalates_to_abort_after_the_grace(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    # 300-token answers at 5 tok/s: nothing completes within the 0.5 s grace.
+    app = app_factory(datasets={"A": (50, 10**9)}, tokens_per_s=5, grace_s=0.5)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await pilot.press("k", "y")
+        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await pilot.pause(0.1)
+        assert app.runs[0].outcome == "aborted"
+        assert badge(app, "A") == "aborted"
+
+
+async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
+    app_factory: Callable[..., GenTuiApp], tmp_path: Path
+) -> None:
+    notes = Notes()
+    app = app_factory(datasets={"A": (2000, 20_000)}, mean=300)
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await pilot.pause(0.1)
+        assert badge(app, "A") == "budget reached"
+        # the crossing, as a notification naming the dataset and the count
+        crossing = notes.find("A", "crossed its 20k budget at")
+        assert crossing, notes.items
+        first_tokens, _ = recount(tmp_path / "out" / "A")
+        assert first_tokens >= 20_000
+        assert f"{first_tokens:,}" in crossing[0][1] or notes.find("A", f"{first_tokens:,}")
+
+        await pilot.press("r")
+        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        await pilot.press(*"12 tokens")
+        await pilot.pause(0.1)
+        error = str(modal.query_one("#budget-error").render())
+        assert "not a number" in error
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.screen is modal, "an invalid budget must not close the modal"
+        for _ in range(len("12 tokens")):
+            await pilot.press("backspace")
+        await pilot.press(*"60k")
+        await pilot.pause(0.1)
+        assert str(modal.query_one("#budget-error").render()) == ""
+        assert "to go" in str(modal.query_one("#budget-preview").render())
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is not modal)
+        assert len(app.runs) == 2 and app.runs[1].only == "A"
+        await wait_for(pilot, lambda: not app.runs[1].active)
+        await pilot.pause(0.1)
+        assert badge(app, "A") == "budget reached"
+        assert snap(app, "A").max_tokens == 60_000
+    tokens, _ = recount(tmp_path / "out" / "A")
+    assert 60_000 <= tokens < 60_000 + 4096
+
+
+async def test_resume_in_a_running_engine_sets_its_budget(
+    app_factory: Callable[..., GenTuiApp], tmp_path: Path
+) -> None:
+    # A reaches its small budget while B keeps the engine busy; `r` then raises A's budget
+    # through Engine.set_budget in the same engine.
+    # (A slow simulator keeps the process mostly idle: Pilot waits for idleness after a key.)
+    app = app_factory(
+        datasets={"A": (2000, 2000), "B": (5000, 10**9)}, tokens_per_s=1000, max_new_tokens=600
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: badge(app, "A") == "budget reached")
+        assert app.runs[0].active
+        await pilot.press("r")
+        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        # Typed in one go: Pilot waits for the process to go idle after every key, which a
+        # busy engine thread delays by up to a second each.
+        modal.query_one("#budget", Input).insert_text_at_cursor("5e3")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ResumeScreen))
+        await wait_for(pilot, lambda: snap(app, "A").max_tokens == 5000)
+        await wait_for(pilot, lambda: badge(app, "A") == "budget reached")
+        assert len(app.runs) == 1 and app.runs[0].active
+    tokens, _ = recount(tmp_path / "out" / "A")
+    assert tokens >= 5000
+
+
+async def test_stale_when_no_record_arrives_then_paused(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    # 300-token answers at 2 tok/s per slot: requests are in flight, no record arrives.
+    app = app_factory(datasets={"A": (50, 10**9)}, tokens_per_s=2, stale_after_s=0.5)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await wait_for(pilot, lambda: badge(app, "A") == "stale · press k")
+        assert "no new record" in panel(app, "A").view.stale_reason
+        await pilot.press("p")
+        await wait_for(pilot, lambda: badge(app, "A") == "paused")
+        assert app.query_one("#header").view.state == "paused"
+        await pilot.press("p")
+        await wait_for(pilot, lambda: snap(app, "A").state is DatasetState.ACTIVE)
+
+
+def test_stale_watch_rules() -> None:
+    def ds(state: DatasetState, tokens: int, last: float | None) -> DatasetSnapshot:
+        return DatasetSnapshot(
+            name="A", state=state, tokens=tokens, samples=1, max_tokens=1000,
+            max_samples=None, budget_mode="predictive", inflight=1, errors=0, malformed=0,
+            mean_tokens=None, tok_s=0.0, samples_s=0.0, eta_s=None, resumed_tokens=0,
+            resumed_samples=0, started_at=0.0, updated_at=0.0, last_record_at=last, pid=1,
+            host="h",
+        )  # fmt: skip
+
+    watch = StaleWatch(after_s=10)
+    assert watch.check(ds(DatasetState.ACTIVE, 10, None), now=100) == ""
+    assert watch.check(ds(DatasetState.ACTIVE, 10, None), now=105) == ""
+    assert "no new record" in watch.check(ds(DatasetState.ACTIVE, 10, None), now=111)
+    assert watch.check(ds(DatasetState.ACTIVE, 20, 110.5), now=111) == ""
+    assert watch.check(ds(DatasetState.PAUSED, 20, 110.5), now=200) == ""
+    # back to active after a pause: the quiet time counts from then
+    assert watch.check(ds(DatasetState.ACTIVE, 20, 110.5), now=201) == ""
+    # past the budget and still growing long after crossing it
+    assert watch.check(ds(DatasetState.ACTIVE, 1001, 300), now=300) == ""
+    assert (
+        watch.check(ds(DatasetState.ACTIVE, 1500, 320), now=320) == "still writing past its budget"
+    )
+    assert watch.check(ds(DatasetState.DONE, 1500, 320), now=400) == ""
+
+
+def test_layout_fits_eight_panels_at_80x24_and_uses_160x48() -> None:
+    compact = plan_layout((80, 24), 8, extra_rows=1)
+    assert (compact.columns, compact.roomy, compact.log) == (2, False, False)
+    wide = plan_layout((160, 48), 8, extra_rows=1)
+    assert (wide.columns, wide.tall, wide.log) == (4, True, True)
+    assert plan_layout((120, 40), 8).columns == 3
+
+
+def test_event_counts_get_separators_but_ports_do_not() -> None:
+    assert humanize("B2: crossed its budget at 10023456 tokens") == (
+        "B2: crossed its budget at 10,023,456 tokens"
+    )
+    assert humanize("server http://127.0.0.1:30000 not answering") == (
+        "server http://127.0.0.1:30000 not answering"
+    )
+
+
+async def test_kill_without_a_run_says_so() -> None:
+    notes = Notes()
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await pilot.press("k")
+        assert not isinstance(app.screen, ConfirmScreen)
+        await wait_for(pilot, lambda: notes.find("A", "no run in this process"))
+
+
+async def test_help_lists_every_binding() -> None:
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        screen = await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen)
+        keys = {row.key: row.description for row in screen.rows}
+        for key, description in {
+            "k": "Kill",
+            "r": "Resume",
+            "s": "Start",
+            "p": "Pause",
+            "/": "Filter",
+            "?": "Help",
+            "q": "Quit",
+        }.items():
+            assert keys.get(key) == description
+        await pilot.press("k")  # dashboard keys are inert under a dialog
+        assert app.screen is screen
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_filter_narrows_the_panels() -> None:
+    app = GenTuiApp(None, names=["B1_glaive", "B2_opencodeinstruct", "B3_sharegpt"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *"code")
+        await pilot.pause(0.1)
+        shown = [p.dataset for p in app.panels(visible_only=True)]
+        assert shown == ["B2_opencodeinstruct"]
+        await pilot.press("enter")
+        assert isinstance(app.focused, DatasetPanel)
+        assert app.focused.dataset == "B2_opencodeinstruct"
+        await pilot.press("slash", "escape")
+        await pilot.pause(0.1)
+        assert len(app.panels(visible_only=True)) == 3
+
+
+async def test_arrow_keys_move_the_selection() -> None:
+    app = GenTuiApp(None, names=["A", "B", "C", "D"])
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.focused.dataset == "A"
+        await pilot.press("right")
+        assert app.focused.dataset == "B"
+        await pilot.press("down")
+        assert app.focused.dataset == "D"
+        await pilot.press("left", "up")
+        assert app.focused.dataset == "A"
+
+
+async def test_quit_asks_while_a_run_is_active_and_drains_it(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    app = app_factory(datasets={"A": (400, 10**9)}, tokens_per_s=500, max_new_tokens=500)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert app.is_running and app.runs[0].active
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: app.return_code is not None)
+    assert not app.runs[0].active
+    assert app.runs[0].outcome == "stopped"
+
+
+async def test_quit_without_a_run_exits_at_once() -> None:
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.return_code is not None)
+
+
+async def test_engine_error_is_a_notification_not_a_traceback(
+    tmp_path: Path, prompts_dir: Callable[..., Path]
+) -> None:
+    notes = Notes()
+    folder = prompts_dir(A=10)
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", folder / "A.jsonl")],
+        server_urls=[],
+        tokenizer=str(tmp_path / "no-such-tokenizer"),
+        output_dir=tmp_path / "out",
+    )
+    app = GenTuiApp(SimSource(config, SimConfig()))
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await pilot.pause(0.1)
+        assert badge(app, "A") == "failed"
+        failed = notes.find("run failed", "does not exist")
+        assert failed and failed[0][2] == "error"
+        assert "Traceback" not in failed[0][1]
+        assert app.is_running
+
+
+def test_main_without_a_config_explains_how_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    code = main(argparse.Namespace(tui_demo=False, tui_config=None))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "gen-tui --demo" in err and "gen-tui --config FILE" in err
+
+
+def test_main_with_a_bad_config_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "gen-tui.toml"
+    path.write_text('[run]\ntokenizer = "tok"\nbudget = "10M"\n')
+    code = main(argparse.Namespace(tui_demo=False, tui_config=path))
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gen-tui: error: ")
+
+
+def test_the_ui_module_does_not_import_transformers() -> None:
+    code = (
+        "import sys, time; t = time.perf_counter(); import gen_tui.app.tui, gen_tui.app.demo_tui; "
+        "assert 'transformers' not in sys.modules, 'transformers imported'; "
+        "print(time.perf_counter() - t)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 1.5
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
+    """`gen-tui --demo` at 80x24 in tmux: panels come up, keys answer, q drains and exits."""
+    session = f"gen-tui-test-{os.getpid()}"
+    command = (
+        f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.tui --demo; echo EXIT=$?; sleep 30"
+    )
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    def wait_pane(*words: str, timeout: float = 40.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = pane()
+            if all(word in text for word in words):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"{words} never showed; pane:\n{pane()}")
+
+    try:
+        text = wait_pane("B1_glaive", "B8_ultrachat", "RUNNING", "tok/s")
+        assert list(tmp_path.glob("gen-tui-demo-*")), "the demo works in a temporary folder"
+        assert "k Kill" in text and "q Quit" in text
+        lines = text.splitlines()
+        assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+        subprocess.run(["tmux", "send-keys", "-t", session, "?"], check=True)
+        wait_pane("gen-tui keys", "Resume")
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        time.sleep(0.5)  # a key right after Escape would arrive as alt+key
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_pane("Quit gen-tui?")
+        subprocess.run(["tmux", "send-keys", "-t", session, "y"], check=True)
+        wait_pane("EXIT=0")
+        assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

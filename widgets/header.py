@@ -1,0 +1,89 @@
+"""The one-line header: run state and totals across every dataset on screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from gen_tui.backends.counts import format_count
+
+STATES = ("idle", "starting", "running", "paused", "stopping", "aborting", "quitting")
+
+
+@dataclass(frozen=True)
+class HeaderView:
+    state: str = "idle"
+    """One of STATES."""
+    tokens: int = 0
+    tok_s: float = 0.0
+    done: int = 0
+    total: int = 0
+    inflight: int = 0
+    concurrency: int = 0
+    utilisation: float | None = None
+    countdown_s: float | None = None
+    where: str = ""
+    """Who writes: "pid 4242 on gpu-box" for an in-process run."""
+    servers: int = 0
+    servers_down: int = 0
+    filter: str = ""
+
+
+def state_text(view: HeaderView) -> str:
+    if view.countdown_s is not None and view.state in ("stopping", "quitting"):
+        return f"{view.state}: drain {max(0, int(view.countdown_s + 0.999))}s"
+    return view.state
+
+
+def header_parts(view: HeaderView) -> list[str]:
+    """The figures after the state, in priority order (the first ones survive a narrow screen)."""
+    parts = []
+    if view.servers_down:
+        parts.append(f"{view.servers_down}/{view.servers} server(s) unreachable")
+    parts += [
+        f"{format_count(view.tokens)} tok",
+        f"{format_count(view.tok_s)} tok/s",
+        f"done {view.done}/{view.total}",
+    ]
+    if view.concurrency:
+        slots = f"slots {view.inflight}/{view.concurrency}"
+        if view.utilisation is not None:
+            slots += f" {view.utilisation * 100:.0f}%"
+        parts.append(slots)
+    if view.filter:
+        parts.append(f"filter: {view.filter}")
+    if view.where:
+        parts.append(view.where)
+    return parts
+
+
+class RunHeader(Widget):
+    """`gen-tui  RUNNING  63.2M tok  512k tok/s  done 3/8  slots 64/64 98%  pid 42 on host`."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "header--title",
+        *(f"header--{state}" for state in STATES),
+    }
+
+    view: reactive[HeaderView] = reactive(HeaderView)
+
+    def render(self) -> Text:
+        view = self.view
+        width = self.size.width
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" gen-tui ", style=self.get_component_rich_style("header--title"))
+        text.append(" ")
+        state = f" {state_text(view).upper()} "
+        style = self.get_component_rich_style(f"header--{view.state}")
+        text.append(state, style=style)
+        used = len(text)
+        for part in header_parts(view):
+            if used + 2 + len(part) > width:
+                continue
+            text.append("  " + part)
+            used += 2 + len(part)
+        return text
