@@ -454,12 +454,11 @@ def test_main_with_a_bad_config_is_one_line_and_exit_1(
 
 def test_the_ui_module_does_not_import_transformers() -> None:
     code = (
-        "import sys, time; t = time.perf_counter(); import gen_tui.app.tui, gen_tui.app.demo_tui; "
-        "assert 'transformers' not in sys.modules, 'transformers imported'; "
-        "print(time.perf_counter() - t)"
+        "import sys; import gen_tui.app.tui, gen_tui.app.demo_tui; "
+        "print('transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert float(out.stdout) < 1.5
+    assert out.stdout.strip() == "False", "the UI module imports transformers"
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
