@@ -16,7 +16,12 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.protocol import Generation, RequestFailed, transport_errors
+from gen_tui.backends.protocol import (
+    Generation,
+    RequestFailed,
+    status_failure,
+    transport_errors,
+)
 
 PASSED_SAMPLING = (
     "temperature",
@@ -49,77 +54,12 @@ def request_body(
     return body
 
 
-def reset_delay(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from `Retry-After` (seconds) or `X-RateLimit-Reset` (epoch s or ms)."""
-    value = headers.get("Retry-After")
-    if value is not None:
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-    value = headers.get("X-RateLimit-Reset")
-    if value is not None:
-        try:
-            stamp = float(value)
-        except ValueError:
-            return None
-        if stamp > 1e11:
-            stamp /= 1000.0
-        return max(0.0, stamp - (time.time() if now is None else now))
-    return None
-
-
 class _Redactor:
     def __init__(self, secret: str | None) -> None:
         self.secret = secret
 
     def __call__(self, text: str) -> str:
         return text.replace(self.secret, "***") if self.secret else text
-
-
-def _message(body: bytes) -> str:
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body[:200].decode("utf-8", "replace").strip()
-    if isinstance(parsed, dict):
-        error = parsed.get("error", parsed)
-        if isinstance(error, dict):
-            return str(error.get("message", error))
-        return str(error)
-    return str(parsed)
-
-
-def _failure(status: int, body: bytes, headers: Mapping[str, str], key_hint: str) -> RequestFailed:
-    message = _message(body)
-    if status in (401, 403):
-        return RequestFailed(
-            f"HTTP {status}: {message} (set {key_hint} to a valid API key)",
-            retry=False,
-            status=status,
-            kind=RequestFailed.AUTH,
-        )
-    if status == 402:
-        return RequestFailed(
-            f"HTTP 402 out of credits: {message}",
-            retry=True,
-            counts=False,
-            status=status,
-            kind=RequestFailed.PAYMENT,
-        )
-    if status == 429:
-        return RequestFailed(
-            f"HTTP 429 rate limited: {message}",
-            retry=True,
-            status=status,
-            retry_after=reset_delay(headers),
-            kind=RequestFailed.RATE,
-        )
-    if status >= 500 or status == 408:
-        return RequestFailed(
-            f"HTTP {status}: {message}", retry=True, status=status, retry_after=reset_delay(headers)
-        )
-    return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
 
 
 def _usage(usage: Any) -> tuple[int | None, int | None, float | None]:
@@ -243,7 +183,7 @@ async def chat(
             ) as response:
                 if response.status != 200:
                     raw = await response.read()
-                    raise _failure(response.status, raw, response.headers, key_hint)
+                    raise status_failure(response.status, raw, response.headers, key_hint)
                 if stream:
                     return await _read_stream(response, started)
                 raw = await response.read()

@@ -5,11 +5,13 @@ The engine treats SGLang's native API and OpenAI-compatible APIs alike through t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import aiohttp
+import orjson
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +89,73 @@ def transport_errors(url: str) -> Iterator[None]:
         raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
     except aiohttp.ClientError as exc:
         raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None
+
+
+def retry_delay(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from `Retry-After` (seconds) or `X-RateLimit-Reset` (epoch s or ms)."""
+    value = headers.get("Retry-After")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+    value = headers.get("X-RateLimit-Reset")
+    if value is not None:
+        try:
+            stamp = float(value)
+        except ValueError:
+            return None
+        if stamp > 1e11:
+            stamp /= 1000.0
+        return max(0.0, stamp - (time.time() if now is None else now))
+    return None
+
+
+def error_message(body: bytes) -> str:
+    """The human part of an error body: `{"error": {"message": ..}}` or whatever came."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200].decode("utf-8", "replace").strip()
+    if isinstance(parsed, dict):
+        error = parsed.get("error", parsed.get("detail", parsed))
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        return str(error)
+    return str(parsed)
+
+
+def status_failure(
+    status: int, body: bytes, headers: Mapping[str, str], key_hint: str | None = None
+) -> RequestFailed:
+    """What an HTTP error status means for the engine, the same for every API."""
+    message = error_message(body)
+    if status in (401, 403):
+        return RequestFailed(
+            f"HTTP {status}: {message}"
+            + (f" (set {key_hint} to a valid API key)" if key_hint else ""),
+            retry=False,
+            status=status,
+            kind=RequestFailed.AUTH,
+        )
+    if status == 402:
+        return RequestFailed(
+            f"HTTP 402 out of credits: {message}",
+            retry=True,
+            counts=False,
+            status=status,
+            kind=RequestFailed.PAYMENT,
+        )
+    if status == 429:
+        return RequestFailed(
+            f"HTTP 429 rate limited: {message}",
+            retry=True,
+            status=status,
+            retry_after=retry_delay(headers),
+            kind=RequestFailed.RATE,
+        )
+    if status >= 500 or status == 408:
+        return RequestFailed(
+            f"HTTP {status}: {message}", retry=True, status=status, retry_after=retry_delay(headers)
+        )
+    return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)

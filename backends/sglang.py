@@ -14,7 +14,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.protocol import Aborted, Generation, RequestFailed, transport_errors
+from gen_tui.backends.protocol import (
+    Aborted,
+    Generation,
+    RequestFailed,
+    error_message,
+    status_failure,
+    transport_errors,
+)
 
 __all__ = ["Aborted", "Generation", "RequestFailed", "abort", "check_health", "generate"]
 
@@ -32,54 +39,11 @@ def finish_type(value: Any) -> tuple[str | None, str]:
     return str(value), str(value)
 
 
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body[:200].decode("utf-8", "replace").strip()
-    if isinstance(parsed, dict):
-        error = parsed.get("error", parsed.get("detail", parsed))
-        if isinstance(error, dict):
-            return str(error.get("message", error))
-        return str(error)
-    return str(parsed)
-
-
-def _status_failure(status: int, body: bytes, headers: Any) -> RequestFailed:
-    message = _error_message(body)
-    if status == 429:
-        return RequestFailed(
-            f"HTTP 429 rate limited: {message}",
-            retry=True,
-            status=status,
-            retry_after=_retry_after(headers),
-            kind=RequestFailed.RATE,
-        )
-    if status >= 500 or status == 408:
-        return RequestFailed(
-            f"HTTP {status}: {message}",
-            retry=True,
-            status=status,
-            retry_after=_retry_after(headers),
-        )
-    return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
-
-
 def _generation(payload: Any, started: float, output_ids: list[int] | None = None) -> Generation:
     if not isinstance(payload, dict):
         raise RequestFailed("response is not a JSON object", retry=True)
     if "error" in payload and "meta_info" not in payload:
-        raise RequestFailed(f"server error: {_error_message(orjson.dumps(payload))}", retry=True)
+        raise RequestFailed(f"server error: {error_message(orjson.dumps(payload))}", retry=True)
     meta = payload.get("meta_info")
     if not isinstance(meta, dict):
         raise RequestFailed("response has no meta_info", retry=True)
@@ -130,7 +94,7 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
             if not isinstance(frame, dict):
                 raise RequestFailed("stream frame is not a JSON object", retry=True)
             if "error" in frame and "meta_info" not in frame:
-                raise RequestFailed(f"stream error: {_error_message(data)}", retry=True)
+                raise RequestFailed(f"stream error: {error_message(data)}", retry=True)
             new = frame.get("output_ids") or []
             total = (frame.get("meta_info") or {}).get("completion_tokens")
             if isinstance(total, int) and len(new) == total:
@@ -174,7 +138,7 @@ async def generate(
             timeout=timeout,
         ) as response:
             if response.status != 200:
-                raise _status_failure(response.status, await response.read(), response.headers)
+                raise status_failure(response.status, await response.read(), response.headers)
             if stream:
                 return await _read_stream(response, started)
             raw = await response.read()

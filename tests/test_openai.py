@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.engine import EngineError
-from gen_tui.backends.openai_api import reset_delay
+from gen_tui.backends.protocol import retry_delay
 from gen_tui.backends.sim import Faults, LengthProfile
 from gen_tui.backends.snapshot import DatasetState
 
@@ -207,11 +207,11 @@ async def test_max_cost_stops_dispatching(
 
 
 def test_rate_limit_reset_headers() -> None:
-    assert reset_delay({"Retry-After": "0.5"}) == 0.5
+    assert retry_delay({"Retry-After": "0.5"}) == 0.5
     now = 1_800_000_000.0
-    assert reset_delay({"X-RateLimit-Reset": str(int((now + 7) * 1000))}, now=now) == 7.0
-    assert reset_delay({"X-RateLimit-Reset": str(int(now + 10))}, now=now) == 10.0
-    assert reset_delay({}) is None
+    assert retry_delay({"X-RateLimit-Reset": str(int((now + 7) * 1000))}, now=now) == 7.0
+    assert retry_delay({"X-RateLimit-Reset": str(int(now + 10))}, now=now) == 10.0
+    assert retry_delay({}) is None
 
 
 async def test_gen_tui_run_with_the_openai_api(
