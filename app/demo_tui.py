@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import sys
 import threading
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gen_tui.app.tui import Calibration, RunSource
+from gen_tui.app.tui import Calibration, ProcessSource, RunSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.engine import DatasetSpec, EngineConfig
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
+    from gen_tui.backends.runs import LocalHost, RunIdentity
     from gen_tui.backends.sim import SimConfig
 
 
@@ -49,6 +52,12 @@ DEMO_DATASETS = (
 )
 PROMPT_HEADROOM = 2.5
 """Prompts per dataset cover this many times its budget, so a resume to a higher one has work."""
+STALE = "B9_stale"
+"""The demo's separate `gen-tui run` process: no token budget, a slow server, for `k` and `r`."""
+STALE_PROMPTS = 400
+STALE_MEAN_TOKENS = 4000.0
+STALE_TOKENS_PER_S = 50.0
+"""Per slot, one slot: a record about every 80 s, so it is stale (no new record for 60 s)."""
 SIM_SLOTS = 128
 SIM_TOKENS_PER_S = 50_000.0
 """Per slot: 128 x 4000 = 512k tok/s offered, about what one core serves (engine + simulator)."""
@@ -87,12 +96,18 @@ class DemoSource(RunSource):
         self.budgets = {d.name: d.budget for d in datasets}
         self.notice = f"demo: simulated {SIM_SLOTS}-slot server, output in {root}"
         self._lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
         self._prompts: dict[str, Path] | None = None
         self.calibrated = False
         self._marks: list[tuple[float, int]] = []
         self._checked = 0.0
         self.scale = 1.0
         self.original = self.budgets[STAR]
+
+    def tokenizer(self) -> Path:
+        """The demo's tokenizer, built once whichever thread asks first."""
+        with self._tokenizer_lock:
+            return demo.build_tokenizer(self.root / "tokenizer")
 
     def _write_prompts(self) -> dict[str, Path]:
         with self._lock:
@@ -120,7 +135,7 @@ class DemoSource(RunSource):
 
     async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
         loop = asyncio.get_running_loop()
-        tokenizer = await loop.run_in_executor(None, demo.build_tokenizer, self.root / "tokenizer")
+        tokenizer = await loop.run_in_executor(None, self.tokenizer)
         prompts = await loop.run_in_executor(None, self._write_prompts)
         from gen_tui.backends.sim import SimServer
 
@@ -187,8 +202,66 @@ class DemoSource(RunSource):
             f"at {format_count(float(f'{rate:.3g}'))} tok/s)",
         )
 
-    # The issue's second demo run, a separate `gen-tui run` process with no token budget
-    # that goes stale, needs the process-control layer (spawn, watch progress.json, signal
-    # by pid/pgid with PID-reuse checks). It plugs in here: start it after the first prepare
-    # and hand the App an external-run source to watch; `k` and `r` on its panel then go
-    # through that layer instead of `Engine.threadsafe`.
+
+class SimProcessSource(ProcessSource):
+    """A separate local `gen-tui run` process writing one dataset against its own simulator.
+
+    The simulator lives in the external worker's loop, so a resumed run (the same command
+    line with a new budget) finds it at the same URL.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        output_dir: Path,
+        sim: SimConfig,
+        files: Callable[[], tuple[Path, Path]],
+        run_args: Sequence[str] = (),
+        grace_s: float = 30.0,
+    ) -> None:
+        super().__init__(dataset, grace_s)
+        self.output_dir = output_dir
+        self.sim = sim
+        self.files = files
+        self.run_args = tuple(run_args)
+
+    async def launch(self, stack: AsyncExitStack) -> tuple[LocalHost, RunIdentity]:
+        from gen_tui.backends.runs import LocalHost
+        from gen_tui.backends.sim import SimServer
+
+        loop = asyncio.get_running_loop()
+        prompts_dir, tokenizer = await loop.run_in_executor(None, self.files)
+        server = await stack.enter_async_context(SimServer(copy.deepcopy(self.sim)))
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        host = LocalHost(self.output_dir)
+        argv = [
+            *(sys.executable, "-m", "gen_tui.app.cli", "run"),
+            *("--prompts-dir", str(prompts_dir), "--tokenizer", str(tokenizer)),
+            *("--output-dir", str(self.output_dir), "--server-url", server.url),
+            *("--plain", "--datasets", self.dataset, *self.run_args),
+        ]
+        log = self.output_dir.parent / f"{self.dataset}.log"
+        return host, await host.start(argv, str(log))
+
+
+def stale_source(main: DemoSource) -> SimProcessSource:
+    """The demo's stale run: B9 with no token budget, one slow slot, sharing the tokenizer."""
+    from gen_tui.backends.sim import LengthProfile, SimConfig
+
+    def files() -> tuple[Path, Path]:
+        folder = main.root / "prompts-stale"
+        demo.write_prompts(folder / f"{STALE}.jsonl", STALE_PROMPTS, "messages")
+        return folder, main.tokenizer()
+
+    return SimProcessSource(
+        STALE,
+        main.root / "output",
+        SimConfig(
+            slots=1,
+            tokens_per_s=STALE_TOKENS_PER_S,
+            default_profile=LengthProfile(mean=STALE_MEAN_TOKENS),
+        ),
+        files,
+        ("--concurrency", "1", "--max-new-tokens", "16384"),
+        grace_s=10.0,
+    )

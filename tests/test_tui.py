@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,13 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from gen_tui.app.demo_tui import SimSource
+from gen_tui.app.demo_tui import SimProcessSource, SimSource
 from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp, StaleWatch, humanize, main, panel_id, plan_layout
 from gen_tui.backends.engine import DatasetSpec, EngineConfig
@@ -503,3 +505,88 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
         assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+# ---- a separate process: the demo's stale run, stopped with `k` and resumed with `r` ------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
+    tmp_path: Path, tokenizer_dir: Path, prompts_dir: Callable[..., Path], vocab_size: int
+) -> None:
+    # One slow slot: a 300-token record about every 3 s, so with a 1 s threshold it is stale
+    # between records while still writing. No token budget, like the seeds' forgotten run.
+    folder = prompts_dir(S=2000)
+    out = tmp_path / "out"
+    source = SimProcessSource(
+        "S",
+        out,
+        SimConfig(
+            slots=1, tokens_per_s=100, vocab_size=vocab_size,
+            default_profile=LengthProfile(mean=300),
+        ),
+        lambda: (folder, tokenizer_dir),
+        ("--concurrency", "1", "--max-new-tokens", "1024"),
+        grace_s=20.0,
+    )  # fmt: skip
+    notes = Notes()
+    app = GenTuiApp(None, external=[source], stale_after_s=1.0)
+    ext = app.external["S"]
+    pids: list[int] = []
+    try:
+        async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+            await wait_for(pilot, lambda: snap(app, "S") and snap(app, "S").samples >= 1, 90)
+            first = ext.identity
+            assert first is not None
+            pids.append(first.pid)
+            assert snap(app, "S").pid == first.pid and snap(app, "S").host == "local"
+            assert snap(app, "S").max_tokens is None
+            await wait_for(pilot, lambda: badge(app, "S") == "stale · press k", 30)
+            assert "no new record" in panel(app, "S").view.stale_reason
+
+            await pilot.press("k")
+            confirm = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert confirm
+            body = str(app.screen.query_one("#confirm-body").render())
+            assert f"pid {first.pid}" in body and "local" in body and "S" in body
+            await pilot.press("y")
+            await wait_for(pilot, lambda: ext.outcome is not None, 60)
+            assert ext.outcome == "stopped", notes.items
+            assert not _alive(first.pid)
+            await pilot.pause(0.3)
+            assert badge(app, "S") == "stopped"
+            tokens, records = recount(out / "S")
+            await wait_for(
+                pilot, lambda: (snap(app, "S").tokens, snap(app, "S").samples) == (tokens, records)
+            )
+
+            budget = tokens + 500
+            await pilot.press("r")
+            modal = await wait_for(
+                pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen
+            )
+            modal.query_one("#budget", Input).insert_text_at_cursor(str(budget))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: ext.identity is not first, 60)
+            second = ext.identity
+            assert second is not None and second.pid != first.pid
+            pids.append(second.pid)
+            await wait_for(pilot, lambda: not _alive(second.pid), 90)
+            await wait_for(pilot, lambda: badge(app, "S") == "budget reached", 30)
+            assert snap(app, "S").max_tokens == budget and snap(app, "S").pid == second.pid
+            assert notes.find("S", f"pid {second.pid}")
+    finally:
+        app.stop_external()
+        ext.done.wait(timeout=30)
+        for pid in pids:
+            if _alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+    final_tokens, final_records = recount(out / "S")
+    assert budget <= final_tokens < budget + 1024 and final_records > records
+    assert not any(_alive(pid) for pid in pids)
