@@ -100,3 +100,25 @@ async def test_fixture_marks_the_quiet_dataset_stale() -> None:
         views = {name: app.static[name] for name in app.names}
         assert views["B6_codefeedback"].stale
         assert not views["B2_opencodeinstruct"].stale
+
+
+async def test_arrow_keys_walk_the_grid_at_80x24() -> None:
+    app = dashboard()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(pilot)
+        selected = app.selected()
+        assert selected is not None and selected.dataset == "B1_glaive"
+        walked = []
+        for key in ("down", "down", "right", "down", "left", "down"):
+            await pilot.press(key)
+            selected = app.selected()
+            assert selected is not None
+            walked.append(selected.dataset)
+        assert walked == [
+            "B3_sharegpt",
+            "B5_metamathqa",
+            "B6_codefeedback",
+            "B8_ultrachat",
+            "B7_openhermes",
+            "B7_openhermes",
+        ]
