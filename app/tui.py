@@ -549,8 +549,9 @@ class GenTuiApp(App[int]):
         Binding("q", "quit", "Quit", tooltip="Quit (drains an active run first)", id="quit"),
         Binding("left", "move(-1, 0)", "Left", show=False, id="move.left"),
         Binding("right", "move(1, 0)", "Right", show=False, id="move.right"),
-        Binding("up", "move(0, -1)", "Up", show=False, id="move.up"),
-        Binding("down", "move(0, 1)", "Down", show=False, id="move.down"),
+        # Priority: otherwise the scrolling board (9+ panels at 80x24) takes up/down itself.
+        Binding("up", "move(0, -1)", "Up", show=False, id="move.up", priority=True),
+        Binding("down", "move(0, 1)", "Down", show=False, id="move.down", priority=True),
     ]
     DASHBOARD_ACTIONS: ClassVar[frozenset[str]] = frozenset(
         {"kill", "resume", "start", "pause", "filter", "help", "move"}

@@ -78,6 +78,10 @@ def dashboard() -> GenTuiApp:
 
 async def feed(pilot: Any) -> None:
     app = pilot.app
+    for _ in range(100):  # let the whole dashboard mount before the first snapshot arrives
+        if app.screen_stack and app.screen_stack[0].query("#filter"):
+            break
+        await pilot.pause(0.02)
     for step in range(STEPS):
         app.show_snapshot(run_snapshot(step), now=T0 + step)
     app.record_event("info", "B2_opencodeinstruct: resuming with 1,200 records", "12:00:01")
@@ -122,3 +126,13 @@ async def test_arrow_keys_walk_the_grid_at_80x24() -> None:
             "B7_openhermes",
             "B7_openhermes",
         ]
+
+
+async def test_down_reaches_a_ninth_panel_below_the_fold() -> None:
+    app = GenTuiApp(None, names=[row[0] for row in ROWS] + ["B9_stale"], stale_after_s=20)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(pilot)
+        for _ in range(4):
+            await pilot.press("down")
+        selected = app.selected()
+        assert selected is not None and selected.dataset == "B9_stale"
