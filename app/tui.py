@@ -687,8 +687,17 @@ class GenTuiApp(App[int]):
 
     @property
     def dashboard_up(self) -> bool:
-        """False once the app is closing (its widgets go away before the last timer/message)."""
-        return bool(self.screen_stack) and self._panels_mounted and not self._leaving
+        """False until the dashboard is mounted and once it is going away.
+
+        Timers and messages can still arrive while a test or a quit tears the screen down,
+        before `on_unmount`: the header and the filter bar being present is what counts.
+        """
+        return (
+            bool(self.screen_stack)
+            and self._panels_mounted
+            and not self._leaving
+            and all(self.screen_stack[0].query(part) for part in ("#header", "#filter"))
+        )
 
     def relayout(self) -> None:
         """Pick columns and panel size for the terminal (classes only: styles are in tcss)."""
