@@ -507,6 +507,45 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_demo_leaves_nothing_behind_when_its_terminal_dies(tmp_path: Path) -> None:
+    """The tmux server killed under a live demo: the app, the stale run it started and the
+    demo folder all go (SIGHUP), instead of an orphan spinning on a dead terminal."""
+    socket = f"gen-tui-hup-{os.getpid()}"  # a private server: killing it touches nothing else
+    tmux = ["tmux", "-L", socket]
+    command = f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.tui --demo"
+    subprocess.run([*tmux, "new-session", "-d", "-s", "hup", "-x", "80", "-y", "24", command],
+                   check=True)  # fmt: skip
+    try:
+        pid = int(
+            subprocess.run(
+                [*tmux, "list-panes", "-t", "hup", "-F", "#{pane_pid}"],
+                capture_output=True, text=True, check=True,
+            ).stdout.split()[0]
+        )  # fmt: skip
+        app = psutil.Process(pid)
+        deadline = time.monotonic() + 60
+        stale = []
+        while time.monotonic() < deadline and not stale:
+            # The stale run is detached (its own session): look for it by its folder.
+            stale = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"]
+                and "prompts-stale" in " ".join(p.info["cmdline"])
+                and str(tmp_path) in " ".join(p.info["cmdline"])
+            ]
+            time.sleep(0.3)
+        assert stale, "the demo never started its stale run"
+        family = [app, *app.children(recursive=True), *stale]
+        assert list(tmp_path.glob("gen-tui-demo-*"))
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, f"still running after the terminal died: {alive}"
+    assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
+
+
 # ---- a separate process: the demo's stale run, stopped with `k` and resumed with `r` ------
 
 
