@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.config import ConfigError, FileConfig, load_config
 from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.engine import DEFAULT_CONCURRENCY, DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.prompts import DatasetNameError, discover_datasets
+from gen_tui.backends.run_config import DEFAULT_CONCURRENCY, DatasetSpec, EngineConfig, EngineError
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from gen_tui.app.tui import Calibration, ProcessSource, RunSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup

@@ -44,14 +44,15 @@ from textual.worker import Worker, WorkerState
 from gen_tui.app.headless import format_duration
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.engine import Engine, EngineConfig, EngineError
 from gen_tui.backends.records import PROGRESS_FILE
+from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import HeaderView, RunHeader
 
-if TYPE_CHECKING:  # asyncssh and psutil load in the worker, not at startup
+if TYPE_CHECKING:  # the engine (aiohttp), asyncssh and psutil load in workers, not at startup
+    from gen_tui.backends.engine import Engine
     from gen_tui.backends.runs import DatasetTotals, LocalHost, RunIdentity
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
@@ -748,6 +749,8 @@ class GenTuiApp(App[int]):
             run.done.set()
 
     async def _engine_main(self, run: Run) -> RunSnapshot:
+        from gen_tui.backends.engine import Engine  # aiohttp: off the UI's startup path
+
         async with AsyncExitStack() as stack:
             config = run.shape(await run.source.prepare(stack))
             engine = Engine(

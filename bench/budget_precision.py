@@ -8,7 +8,8 @@ import time
 
 from bench.common import CACHE, Table, prompts, publish, simulator, tokenizer, verdict
 from gen_tui.backends.budget import BudgetMode
-from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig
+from gen_tui.backends.engine import Engine
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 
 NAME = "B2_opencodeinstruct"
 

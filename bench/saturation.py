@@ -6,7 +6,8 @@ import asyncio
 import shutil
 
 from bench.common import CACHE, Table, prompts, publish, simulator, tokenizer, verdict
-from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig
+from gen_tui.backends.engine import Engine
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 
 SLOTS = 64
 RATE = 2000.0

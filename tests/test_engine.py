@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from gen_tui.backends.budget import BudgetMode
-from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig, EngineError
+from gen_tui.backends.engine import Engine
 from gen_tui.backends.lock import DatasetLock
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.sim import Faults, LengthProfile
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 

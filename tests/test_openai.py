@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.engine import EngineError
 from gen_tui.backends.protocol import retry_delay
+from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.sim import Faults, LengthProfile
 from gen_tui.backends.snapshot import DatasetState
 

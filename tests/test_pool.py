@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.snapshot import DatasetState
 

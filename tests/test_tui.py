@@ -28,7 +28,7 @@ from textual.widgets import Input
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
 from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp, StaleWatch, humanize, main, panel_id, plan_layout
-from gen_tui.backends.engine import DatasetSpec, EngineConfig
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
@@ -541,7 +541,7 @@ def test_demo_leaves_nothing_behind_when_its_terminal_dies(tmp_path: Path) -> No
         assert list(tmp_path.glob("gen-tui-demo-*"))
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
-    gone, alive = psutil.wait_procs(family, timeout=30)
+    _gone, alive = psutil.wait_procs(family, timeout=30)
     assert not alive, f"still running after the terminal died: {alive}"
     assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
 
