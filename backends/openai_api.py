@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import aclosing
 from typing import Any
 
 import aiohttp
@@ -19,6 +20,7 @@ import orjson
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
+    sse_events,
     status_failure,
     transport_errors,
 )
@@ -116,23 +118,8 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
     parts: list[str] = []
     finish: str | None = None
     usage: Any = None
-    buffer = b""
-    async for piece in response.content.iter_any():
-        buffer += piece
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return _result("".join(parts), finish, usage, started)
-            try:
-                chunk = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                raise RequestFailed("stream chunk is not valid JSON", retry=True) from None
-            if not isinstance(chunk, dict):
-                raise RequestFailed("stream chunk is not a JSON object", retry=True)
+    async with aclosing(sse_events(response.content.iter_any())) as events:
+        async for chunk in events:
             failure = _chunk_error(chunk)
             if failure is not None:
                 raise failure
@@ -147,8 +134,6 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                     finish = str(choice["finish_reason"])
             if chunk.get("usage"):
                 usage = chunk["usage"]
-    if buffer.strip():
-        raise RequestFailed("stream ended inside a chunk", retry=True)
     return _result("".join(parts), finish, usage, started)
 
 

@@ -6,9 +6,10 @@ The engine treats SGLang's native API and OpenAI-compatible APIs alike through t
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import orjson
@@ -159,3 +160,57 @@ def status_failure(
             f"HTTP {status}: {message}", retry=True, status=status, retry_after=retry_delay(headers)
         )
     return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
+
+
+_DATA = b"data:"
+
+
+def _event(payload: bytes, *, last: bool) -> dict[str, Any]:
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        # Unterminated, it is most likely a cut, not a server speaking bad JSON.
+        reason = "stream ended inside an event" if last else "stream event is not valid JSON"
+        raise RequestFailed(reason, retry=True) from None
+    if not isinstance(event, dict):
+        raise RequestFailed("stream event is not a JSON object", retry=True)
+    return event
+
+
+async def sse_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a Server-Sent-Events body, one per `data:` line, until `[DONE]`.
+
+    SGLang and every OpenAI-compatible server frame their streams alike; only what an event
+    means differs, so that is left to the caller. Comments (OpenRouter's keep-alives), other
+    fields and blank lines carry nothing and are skipped.
+
+    A last line without its newline is taken when it is a whole JSON object, because some
+    servers end that way; anything else there (half an object, half of `data:`) means the
+    body was cut and what was lost cannot be known, so the attempt fails and is retried:
+    a retry costs one request, a wrong record costs the data set.
+    """
+    pending: list[bytes] = []  # the current unterminated line, in pieces: no quadratic join
+    async for piece in chunks:
+        pending.append(piece)
+        if b"\n" not in piece:
+            continue
+        lines = b"".join(pending).split(b"\n")
+        tail = lines.pop()
+        pending = [tail] if tail else []
+        for raw in lines:
+            line = raw.strip()
+            if not line.startswith(_DATA):
+                continue
+            payload = line[len(_DATA) :].strip()
+            if payload == b"[DONE]":
+                return
+            yield _event(payload, last=False)
+    line = b"".join(pending).strip()
+    if not line:
+        return
+    if line.startswith(_DATA):
+        payload = line[len(_DATA) :].strip()
+        if payload != b"[DONE]":
+            yield _event(payload, last=True)
+    elif _DATA.startswith(line[: len(_DATA)]):
+        raise RequestFailed("stream ended inside an event", retry=True)

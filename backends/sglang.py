@@ -9,6 +9,7 @@ the protocol.
 from __future__ import annotations
 
 import time
+from contextlib import aclosing
 from typing import Any
 
 import aiohttp
@@ -19,6 +20,7 @@ from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
     error_message,
+    sse_events,
     status_failure,
     transport_errors,
 )
@@ -76,25 +78,12 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
     """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids."""
     ids: list[int] = []
     last: dict[str, Any] | None = None
-    buffer = b""
-    async for chunk in response.content.iter_any():
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return _finish_stream(last, ids, started)
-            try:
-                frame = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                raise RequestFailed("stream frame is not valid JSON", retry=True) from None
-            if not isinstance(frame, dict):
-                raise RequestFailed("stream frame is not a JSON object", retry=True)
+    async with aclosing(sse_events(response.content.iter_any())) as events:
+        async for frame in events:
             if "error" in frame and "meta_info" not in frame:
-                raise RequestFailed(f"stream error: {error_message(data)}", retry=True)
+                raise RequestFailed(
+                    f"stream error: {error_message(orjson.dumps(frame))}", retry=True
+                )
             new = frame.get("output_ids") or []
             total = (frame.get("meta_info") or {}).get("completion_tokens")
             if isinstance(total, int) and len(new) == total:
