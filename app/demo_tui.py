@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gen_tui.app.tui import Calibration, ProcessSource, RunSource
+from gen_tui.app.hosts import HostSource
+from gen_tui.app.tui import Calibration, RunSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
@@ -203,12 +204,15 @@ class DemoSource(RunSource):
         )
 
 
-class SimProcessSource(ProcessSource):
+class SimProcessSource(HostSource):
     """A separate local `gen-tui run` process writing one dataset against its own simulator.
 
-    The simulator lives in the external worker's loop, so a resumed run (the same command
-    line with a new budget) finds it at the same URL.
+    The simulator lives in the host link's loop, so a resumed run (the same command line
+    with a new budget) finds it at the same URL. The process is the app's own: it is
+    stopped when the app exits.
     """
+
+    owns_runs = True
 
     def __init__(
         self,
@@ -219,13 +223,15 @@ class SimProcessSource(ProcessSource):
         run_args: Sequence[str] = (),
         grace_s: float = 30.0,
     ) -> None:
-        super().__init__(dataset, grace_s)
+        super().__init__(datasets=[dataset], discover=False, grace_s=grace_s, label="local")
+        self.dataset = dataset
         self.output_dir = output_dir
         self.sim = sim
         self.files = files
         self.run_args = tuple(run_args)
+        self.launched: RunIdentity | None = None
 
-    async def launch(self, stack: AsyncExitStack) -> tuple[LocalHost, RunIdentity]:
+    async def open(self, stack: AsyncExitStack) -> LocalHost:
         from gen_tui.backends.runs import LocalHost
         from gen_tui.backends.sim import SimServer
 
@@ -241,7 +247,8 @@ class SimProcessSource(ProcessSource):
             *("--plain", "--datasets", self.dataset, *self.run_args),
         ]
         log = self.output_dir.parent / f"{self.dataset}.log"
-        return host, await host.start(argv, str(log))
+        self.launched = await host.start(argv, str(log))
+        return host
 
 
 def stale_source(main: DemoSource) -> SimProcessSource:

@@ -77,6 +77,8 @@ class ResumeTarget:
     max_samples: int | None
     tok_s: float
     running: bool
+    where: str = ""
+    """Who will run it: "in this process, sglang at http://...", "on gpu-box, as a new process"."""
 
 
 def resume_preview(target: ResumeTarget, budget: int) -> str:
@@ -118,6 +120,9 @@ class ResumeScreen(ModalScreen[int | None]):
                 id="resume-current",
                 markup=False,
             )
+            where = Label(f"Runs {t.where}", id="resume-where", markup=False)
+            where.display = bool(t.where)
+            yield where
             yield Label("New token budget (10M, 2.5e6, 500k):", id="resume-prompt")
             yield Input(
                 placeholder="e.g. 12M",

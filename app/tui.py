@@ -42,6 +42,7 @@ from textual.widgets import Footer, Input, Label, RichLog
 from textual.worker import Worker, WorkerState
 
 from gen_tui.app.headless import format_duration
+from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.records import PROGRESS_FILE
@@ -53,13 +54,11 @@ from gen_tui.widgets.header import HeaderView, RunHeader
 
 if TYPE_CHECKING:  # the engine (aiohttp), asyncssh and psutil load in workers, not at startup
     from gen_tui.backends.engine import Engine
-    from gen_tui.backends.runs import DatasetTotals, LocalHost, RunIdentity
+    from gen_tui.backends.runs import RunIdentity
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 DEFAULT_STALE_AFTER_S = 60.0
-SHUTDOWN_GRACE_S = 5.0
-"""How long a separate process the app started gets to drain when the app exits."""
 PANEL_WIDTH = 38
 """Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
 MAX_COLUMNS = 4
@@ -259,125 +258,12 @@ class EngineEvent(Message):
         self.text = text
 
 
-# ---- a separate process, watched and controlled through a Host ----------------------------
+class HostEvent(Message):
+    """Something a host link wants said (a kill outcome, a resume, a refusal, a failure)."""
 
-
-class ProcessSource:
-    """Starts a separate generation process writing one dataset (demo, tests).
-
-    `launch` runs in the external worker's own event loop; whatever it enters on `stack`
-    (a simulator, say) lives until the worker ends, resumed runs included.
-    """
-
-    def __init__(self, dataset: str, grace_s: float = 30.0) -> None:
-        self.dataset = dataset
-        self.grace_s = grace_s
-
-    async def launch(self, stack: AsyncExitStack) -> tuple[LocalHost, RunIdentity]:
-        raise NotImplementedError
-
-
-class ExternalRun:
-    """A separate process writing one dataset, as the UI sees it.
-
-    Written from the worker thread (plain attribute swaps): `host`, `identity`, `totals`,
-    `countdown`, `outcome`, `busy`, `failure`. Commands go the other way through `send`.
-    """
-
-    def __init__(self, source: ProcessSource) -> None:
-        self.source = source
-        self.dataset = source.dataset
-        self.grace_s = source.grace_s
-        self.host: LocalHost | None = None
-        self.identity: RunIdentity | None = None
-        self.totals: DatasetTotals | None = None
-        self.countdown: int | None = None
-        self.outcome: str | None = None
-        self.busy: str | None = None
-        self.failure: str | None = None
-        self.done = threading.Event()
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[tuple[str, Any]] | None = None
-        self._pending: list[tuple[str, Any]] = []
-
-    def attach(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        """Worker thread: publish the command queue and hand it what was sent before."""
-        with self._lock:
-            self._loop, self._queue = asyncio.get_running_loop(), queue
-            pending, self._pending = self._pending, []
-        for item in pending:
-            queue.put_nowait(item)
-
-    def send(self, command: str, arg: Any = None) -> None:
-        """Any thread: queue a command ("kill", "resume", "shutdown") for the worker."""
-        with self._lock:
-            if self._loop is None or self._queue is None:
-                self._pending.append((command, arg))
-                return
-            loop, queue = self._loop, self._queue
-        with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
-            loop.call_soon_threadsafe(queue.put_nowait, (command, arg))
-
-    @property
-    def alive(self) -> bool:
-        return self.identity is not None and self.outcome is None and not self.done.is_set()
-
-    def snapshot(self) -> DatasetSnapshot | None:
-        """The panel's figures: totals from the watcher, the writer from the identity."""
-        totals, identity = self.totals, self.identity
-        if identity is None:
-            return None
-        names = {f.name for f in fields(DatasetSnapshot)}
-        progress = totals.progress if totals is not None else None
-        ours = isinstance(progress, dict) and progress.get("pid") == identity.pid
-        values: dict[str, Any] = {
-            "state": DatasetState.ACTIVE,
-            "max_tokens": None,
-            "max_samples": None,
-            "budget_mode": "predictive",
-            "inflight": 0,
-            "errors": 0,
-            "malformed": 0,
-            "tok_s": 0.0,
-            "samples_s": 0.0,
-            "eta_s": None,
-            "resumed_tokens": 0,
-            "resumed_samples": 0,
-            "started_at": identity.start_time,
-        }
-        if ours:
-            assert isinstance(progress, dict)
-            values.update({k: v for k, v in progress.items() if k in names})
-            with contextlib.suppress(ValueError):
-                values["state"] = DatasetState(progress.get("state"))
-        if self.outcome is not None:
-            values["state"] = DatasetState.STOPPED
-        tokens = totals.tokens if totals is not None else 0
-        samples = totals.samples if totals is not None else 0
-        values.update(
-            name=self.dataset,
-            tokens=tokens,
-            samples=samples,
-            mean_tokens=tokens / samples if samples else None,
-            updated_at=totals.received_at if totals is not None else time.time(),
-            last_record_at=totals.mtime if totals is not None else None,
-            malformed=totals.bad_lines if totals is not None else 0,
-            pid=identity.pid,
-            host=identity.host,
-            message=self.busy or "",
-        )
-        if not isinstance(values["state"], DatasetState):
-            values["state"] = DatasetState.ACTIVE
-        return DatasetSnapshot(**values)
-
-
-class ExternalEvent(Message):
-    """Something an external run's worker wants said (a kill outcome, a resume, a failure)."""
-
-    def __init__(self, ext: ExternalRun, severity: str, text: str) -> None:
+    def __init__(self, link: HostLink, severity: str, text: str) -> None:
         super().__init__()
-        self.ext = ext
+        self.link = link
         self.severity = severity
         self.text = text
 
@@ -566,7 +452,7 @@ class GenTuiApp(App[int]):
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         names: Sequence[str] | None = None,
         refresh_hz: float = REFRESH_HZ,
-        external: Sequence[ProcessSource] = (),
+        hosts: Sequence[HostSource] = (),
     ) -> None:
         super().__init__()
         self.source = source
@@ -574,8 +460,13 @@ class GenTuiApp(App[int]):
         if names is None:
             names = source.names if source else ()
         self.names: list[str] = list(names)
-        self.external = {ext.dataset: ExternalRun(ext) for ext in external}
-        self.names += [name for name in self.external if name not in self.names]
+        self.links = [HostLink(source, self._link_said) for source in hosts]
+        self.remote: dict[str, HostLink] = {}
+        for link in self.links:
+            for name in link.datasets:
+                self.remote.setdefault(name, link)
+                if name not in self.names:
+                    self.names.append(name)
         self.refresh_hz = refresh_hz
         self.stale = StaleWatch(stale_after_s)
         self.runs: list[Run] = []
@@ -633,8 +524,8 @@ class GenTuiApp(App[int]):
             # After the first frame: the worker's imports (transformers) hold the GIL for
             # a while, and the window should be up before that.
             self.call_after_refresh(self.start_run)
-        for ext in self.external.values():
-            self._watch_external(ext)
+        for link in self.links:
+            self._run_link(link)
         self.relayout()
         self.refresh_view()
         loop = asyncio.get_running_loop()
@@ -659,13 +550,13 @@ class GenTuiApp(App[int]):
         """
         for run in self.active_runs():
             run.abort()
-        self.stop_external()
+        self.stop_links()
 
         def finish() -> None:
             for run in self.runs:
                 run.done.wait(timeout=run.grace_s + 5)
-            for ext in self.external.values():
-                ext.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
+            for link in self.links:
+                link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
             for cleanup in self.cleanups:
                 with contextlib.suppress(Exception):
                     cleanup()
@@ -840,136 +731,145 @@ class GenTuiApp(App[int]):
         if self.quitting and not self.active_runs():
             self.exit(0)
 
-    # separate processes (the demo's stale run)
+    # hosts: runs in other processes, here or over SSH
 
-    @work(thread=True, exit_on_error=False, group="external", name="external")
-    def _watch_external(self, ext: ExternalRun) -> None:
-        """The worker: start the process, watch its dataset, carry out `k`/`r`/shutdown."""
-        try:
-            asyncio.run(self._external_main(ext))
-        except Exception as exc:  # a bug or a failed launch: said on the panel, never raised
-            ext.failure = f"{type(exc).__name__}: {exc}"
-            self.post_message(ExternalEvent(ext, "error", ext.failure))
-        finally:
-            ext.done.set()
+    @work(thread=True, exit_on_error=False, group="hosts", name="host")
+    def _run_link(self, link: HostLink) -> None:
+        link.run()
 
-    async def _external_main(self, ext: ExternalRun) -> None:
-        from gen_tui.backends.runs import RunError
+    def _link_said(self, link: HostLink, severity: str, text: str) -> None:
+        """A link's `say` (its own thread): hand it to the UI, never block."""
+        self.post_message(HostEvent(link, severity, text))
 
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        ext.attach(queue)
-        async with AsyncExitStack() as stack:
-            host, identity = await ext.source.launch(stack)
-            ext.host, ext.identity = host, identity
-            await host.list_runs()  # so a resume knows the command line it was started with
-            watch = host.watch(host.output_dir, [ext.dataset])
-            stack.push_async_callback(watch.aclose)
-            pump = asyncio.create_task(self._pump_external(ext, watch))
-            stack.callback(pump.cancel)
-            while True:
-                command, arg = await queue.get()
-                try:
-                    if command == "shutdown":
-                        if ext.alive:
-                            await self._external_kill(ext, float(arg), quiet=True)
-                        return
-                    if command == "kill":
-                        await self._external_kill(ext, float(arg))
-                    elif command == "resume":
-                        await self._external_resume(ext, int(arg))
-                except RunError as exc:
-                    self.post_message(ExternalEvent(ext, "warning", str(exc)))
-                finally:
-                    ext.busy = None
-
-    async def _pump_external(self, ext: ExternalRun, watch: Any) -> None:
-        from gen_tui.backends.runs import DatasetTotals
-
-        async for item in watch:
-            if isinstance(item, DatasetTotals):
-                ext.totals = item
-
-    async def _external_kill(self, ext: ExternalRun, grace_s: float, quiet: bool = False) -> None:
-        from gen_tui.backends.records import RAW_FILE
-
-        host, identity = ext.host, ext.identity
-        assert host is not None and identity is not None
-        ext.busy = f"SIGTERM sent; SIGKILL in {grace_s:g} s"
-        ext.countdown = math.ceil(grace_s)
-
-        def tick(left: int) -> None:
-            ext.countdown = left
-
-        try:
-            outcome = await host.kill(
-                identity,
-                grace_s,
-                on_tick=tick,
-                files=[str(Path(host.output_dir) / ext.dataset / RAW_FILE)],
-            )
-        finally:
-            ext.countdown = None
-        ext.outcome = str(outcome.result)
-        if not quiet:
-            severity = "information" if outcome.files_stable is not False else "warning"
-            self.post_message(ExternalEvent(ext, severity, outcome.detail))
-
-    async def _external_resume(self, ext: ExternalRun, budget: int) -> None:
-        host, identity = ext.host, ext.identity
-        assert host is not None and identity is not None
-        ext.busy = f"starting again to {format_count(budget)}"
-        known = host.known_run(identity)
-        new = await host.resume(known if known is not None else ext.dataset, budget)
-        ext.identity, ext.outcome = new, None
-        await host.list_runs()
-        self.post_message(
-            ExternalEvent(ext, "information", f"resumed to {format_count(budget)} as pid {new.pid}")
-        )
-
-    def on_external_event(self, event: ExternalEvent) -> None:
-        ext = event.ext
-        self.stale.reset(ext.dataset)
-        self.record_event(event.severity, f"{ext.dataset}: {event.text}")
-        title = f"{ext.dataset}: {ext.outcome}" if ext.outcome else ext.dataset
-        self.notify(event.text, title=title, severity=event.severity, timeout=8)  # type: ignore[arg-type]
+    def on_host_event(self, event: HostEvent) -> None:
+        link = event.link
+        name, _, rest = event.text.partition(": ")
+        if name in link.datasets:
+            self.stale.reset(name)
+        self.record_event(event.severity, f"{link.name}: {event.text}")
+        outcome = link.outcome.get(name) if name in link.datasets else None
+        title = f"{name}: {outcome}" if outcome else (name if rest else link.name)
+        self.notify(rest or event.text, title=title, severity=event.severity, timeout=8)  # type: ignore[arg-type]
         self.refresh_view()
 
-    def stop_external(self) -> None:
-        """Ask every separate process this app started to stop (short grace), e.g. on exit."""
-        for ext in self.external.values():
-            ext.send("shutdown", SHUTDOWN_GRACE_S)
+    def stop_links(self) -> None:
+        """Close every host link (runs the app started itself, as in the demo, are stopped)."""
+        for link in self.links:
+            link.send("shutdown")
 
-    def external_view(self, ext: ExternalRun, wall: float) -> PanelView:
-        if ext.failure is not None:
-            return PanelView(ext.snapshot(), failure=ext.failure)
-        snap = ext.snapshot()
+    def link_for(self, name: str) -> HostLink | None:
+        return self.remote.get(name)
+
+    def _adopt_datasets(self) -> None:
+        """Give each dataset a link has found a panel (first come, first served by name)."""
+        new = []
+        for link in self.links:
+            for name in link.datasets:
+                if name not in self.remote:
+                    self.remote[name] = link
+                if name not in self.names:
+                    self.names.append(name)
+                    new.append(name)
+        if new and self.dashboard_up:
+            panels = [DatasetPanel(name, id=panel_id(name)) for name in new]
+            self.ui("#panels").mount_all(panels)
+            self._panels += panels
+            needle = self.ui("#filter", FilterBar).value.strip().lower()
+            for panel in panels:
+                panel.display = needle in panel.dataset.lower()
+            if not isinstance(self.focused, DatasetPanel) and not isinstance(
+                self.screen, ModalScreen
+            ):
+                self.call_after_refresh(self._focus_first)
+            self.relayout()
+
+    def _focus_first(self) -> None:
+        visible = self.panels(visible_only=True)
+        if visible and not isinstance(self.focused, DatasetPanel):
+            visible[0].focus()
+
+    def link_view(self, link: HostLink, name: str, now: float, wall: float) -> PanelView:
+        monitor = link.monitor
+        snap = monitor.snapshot(name, now) if monitor is not None else None
+        if snap is not None and link.busy.get(name):
+            snap = replace(snap, message=link.busy[name])
         if snap is None:
-            return PanelView(pending="starting")
-        reason = self.stale.check(snap, wall) if ext.alive and ext.countdown is None else ""
+            if link.failure is not None:
+                return PanelView(failure=link.failure)
+            state = link.state
+            return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
+        countdown = link.countdown.get(name)
+        live = snap.state is DatasetState.ACTIVE and countdown is None
+        reason = self.stale.check(snap, wall) if live else ""
+        outcome = link.outcome.get(name) if snap.state is DatasetState.STOPPED else None
         return PanelView(
             snap,
             stale=bool(reason),
             stale_reason=reason,
-            countdown_s=ext.countdown,
-            outcome=ext.outcome,
+            countdown_s=countdown,
+            outcome=outcome,
         )
 
-    def _kill_external(self, ext: ExternalRun) -> None:
-        identity = ext.identity
-        if identity is None or not ext.alive or ext.busy:
-            state = ext.busy or ext.outcome or "not started yet"
-            self.notify(f"nothing to stop: {state}", title=ext.dataset, severity="warning")
+    def _kill_remote(self, link: HostLink, name: str) -> None:
+        monitor = link.monitor
+        writer = monitor.writer(name) if monitor is not None else None
+        if link.busy.get(name):
+            self.notify(link.busy[name], title=name, severity="warning")
             return
+        if writer is None:
+            state = link.outcome.get(name) or "no live run writes it"
+            self.notify(f"nothing to stop: {state}", title=name, severity="warning")
+            return
+        identity = writer.identity
         self.push_screen(
             ConfirmScreen(
                 "Kill run?",
-                f"Stop pid {identity.pid} on {identity.host}?\nDatasets: {ext.dataset}\n"
+                f"Stop pid {identity.pid} on {identity.host}?\n"
+                f"Datasets: {', '.join(writer.datasets) or name}\n"
+                f"Command: {identity.command[:200]}\n"
                 f"SIGTERM to its process group: it drains in-flight requests for up to "
-                f"{ext.grace_s:g} s, then SIGKILL. Completed responses are kept.",
+                f"{link.grace_s:g} s, then SIGKILL. Completed responses are kept.",
                 "Kill",
             ),
-            lambda ok: ext.send("kill", ext.grace_s) if ok else None,
+            lambda ok: self._send_kill(link, identity, writer.datasets) if ok else None,
         )
+
+    def _send_kill(self, link: HostLink, identity: RunIdentity, names: Sequence[str]) -> None:
+        link.busy = {**link.busy, **dict.fromkeys(names, "SIGTERM sent")}
+        link.send("kill", identity)
+        self.refresh_view()
+
+    def _resume_remote(self, link: HostLink, name: str, view: PanelView) -> None:
+        snap = view.snapshot
+        monitor = link.monitor
+        if snap is None or monitor is None or link.busy.get(name):
+            self.notify(f"{name}: {link.busy.get(name) or 'not seen yet'}", severity="warning")
+            return
+        writer = monitor.writer(name)
+        target = ResumeTarget(
+            name=name,
+            tokens=snap.tokens,
+            max_tokens=snap.max_tokens,
+            max_samples=snap.max_samples,
+            tok_s=snap.tok_s,
+            running=False,
+            where=f"on {link.name}, as a new detached process",
+        )
+        if writer is not None:
+            self.notify(
+                f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
+                title=name,
+                severity="warning",
+            )
+            return
+
+        def decided(budget: int | None) -> None:
+            if budget is not None:
+                link.busy = {**link.busy, name: f"starting again to {format_count(budget)}"}
+                link.send("resume", (name, budget, target.max_samples))
+                self.refresh_view()
+
+        self.push_screen(ResumeScreen(target), decided)
 
     def active_runs(self) -> list[Run]:
         return [run for run in self.runs if run.active]
@@ -977,9 +877,10 @@ class GenTuiApp(App[int]):
     # the periodic refresh
 
     def view_for(self, name: str, now: float, wall: float) -> PanelView:
-        if name in self.external:
-            return self.external_view(self.external[name], wall)
         run = self.owner.get(name)
+        link = self.remote.get(name)
+        if run is None and link is not None:
+            return self.link_view(link, name, now, wall)
         if run is None:
             if name in self.static:
                 return self.static[name]
@@ -1005,6 +906,8 @@ class GenTuiApp(App[int]):
     def refresh_view(self) -> None:
         if not self.dashboard_up:
             return
+        if self.links:
+            self._adopt_datasets()
         now, wall = time.monotonic(), time.time()
         for run in self.active_runs():
             remaining = run.countdown(now)
@@ -1140,10 +1043,11 @@ class GenTuiApp(App[int]):
         panel = self.selected()
         if panel is None:
             return
-        if panel.dataset in self.external:
-            self._kill_external(self.external[panel.dataset])
-            return
         run = self.owner.get(panel.dataset)
+        link = self.remote.get(panel.dataset)
+        if link is not None and (run is None or not run.active):
+            self._kill_remote(link, panel.dataset)
+            return
         if run is None or not run.active:
             view = panel.view
             writer = view.snapshot if view is not None and run is None else None
@@ -1204,10 +1108,11 @@ class GenTuiApp(App[int]):
         if panel is None:
             return
         name = panel.dataset
-        if name in self.external:
-            self._resume_external(self.external[name], panel.view or PanelView())
-            return
         run = self.owner.get(name)
+        link = self.remote.get(name)
+        if link is not None and (run is None or not run.active) and name not in self._own_names():
+            self._resume_remote(link, name, panel.view or PanelView())
+            return
         view = panel.view or PanelView()
         snap = view.snapshot
         spec = self._spec(name)
@@ -1225,30 +1130,26 @@ class GenTuiApp(App[int]):
             max_samples=snap.max_samples if snap else (spec.max_samples if spec else None),
             tok_s=snap.tok_s if snap else 0.0,
             running=running and snap is not None and not snap.state.finished,
+            where=self._backend(run),
         )
         self.push_screen(ResumeScreen(target), lambda budget: self._resume(target, budget))
 
-    def _resume_external(self, ext: ExternalRun, view: PanelView) -> None:
-        snap = view.snapshot
-        if snap is None or ext.busy:
-            self.notify(f"{ext.dataset}: {ext.busy or 'not started yet'}", severity="warning")
-            return
-        target = ResumeTarget(
-            name=ext.dataset,
-            tokens=snap.tokens,
-            max_tokens=snap.max_tokens,
-            max_samples=None,
-            tok_s=snap.tok_s,
-            running=False,
-        )
+    def _backend(self, run: Run | None) -> str:
+        """Which server the in-process engine sends a dataset to, for the resume modal."""
+        engine = run.engine if run is not None else None
+        config = engine.config if engine is not None else None
+        if config is None and isinstance(self.source, ConfigSource):
+            config = self.source.config
+        if config is None:
+            return "in this process"
+        api = "OpenAI-compatible API" if config.api == "openai" else "SGLang"
+        urls = ", ".join(config.server_urls[:2]) + (" ..." if len(config.server_urls) > 2 else "")
+        model = f", model {config.model}" if config.model else ""
+        return f"in this process: {api} at {urls}{model}"
 
-        def decided(budget: int | None) -> None:
-            if budget is not None:
-                ext.busy = f"starting again to {format_count(budget)}"
-                ext.send("resume", budget)
-                self.refresh_view()
-
-        self.push_screen(ResumeScreen(target), decided)
+    def _own_names(self) -> tuple[str, ...]:
+        """Datasets this process can run itself (its configured source)."""
+        return self.source.names if self.source is not None else ()
 
     def _spec(self, name: str):
         if isinstance(self.source, ConfigSource):
@@ -1399,7 +1300,7 @@ class GenTuiApp(App[int]):
         # asyncio.run, which waits for executor threads, can return.
         for run in self.active_runs():
             run.abort()
-        self.stop_external()
+        self.stop_links()
 
 
 # ---- gen-tui (no subcommand) ----------------------------------------------------------------
@@ -1475,7 +1376,7 @@ def run_demo() -> int:
 
     with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
         source = DemoSource(Path(tmp))
-        app = GenTuiApp(source, external=[stale_source(source)])
+        app = GenTuiApp(source, hosts=[stale_source(source)])
         app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
         code = _finish(app, app.run())
     return code
@@ -1486,11 +1387,11 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
     for run in app.runs:
         if run.active:
             run.abort()
-    app.stop_external()
+    app.stop_links()
     for run in app.runs:
         run.done.wait(timeout=run.grace_s + 5)
-    for ext in app.external.values():
-        ext.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
+    for link in app.links:
+        link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
     return result if result is not None else (app.return_code or 0)
 
 

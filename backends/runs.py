@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -155,6 +155,16 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Survey:
+    """One look at a host: its runs, and the dataset folders under its output directory."""
+
+    runs: tuple[Run, ...]
+    output_dir: str
+    """The output directory as the host resolved it (absolute, `~` expanded)."""
+    folders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DatasetTotals:
     """One dataset's totals as the watcher last reported them (always a full recount's)."""
 
@@ -191,11 +201,16 @@ class Host(Protocol):
 
     async def list_runs(self, pattern: str | None = None) -> list[Run]: ...
 
+    async def survey(self, pattern: str | None = None) -> Survey: ...
+
+    def known_run(self, identity: RunIdentity) -> Run | None: ...
+
     async def kill(
         self,
         identity: RunIdentity,
         grace_s: float = DEFAULT_GRACE_S,
         on_tick: TickCallback | None = None,
+        files: Sequence[str] | None = None,
     ) -> KillOutcome: ...
 
     async def start(
@@ -216,7 +231,9 @@ class Host(Protocol):
         log_path: str | None = None,
     ) -> RunIdentity: ...
 
-    def watch(self, output_dir: str, datasets: Sequence[str]) -> Watch: ...
+    def watch(
+        self, output_dir: str, datasets: Sequence[str], resume: Mapping[str, str] | None = None
+    ) -> Watch: ...
 
     async def close(self) -> None: ...
 
@@ -316,6 +333,7 @@ class Watch:
         heartbeat_s: float = watcher.HEARTBEAT_S,
         interval_s: float = watcher.POLL_S,
         stale_after_s: float | None = None,
+        resume: Mapping[str, str] | None = None,
     ) -> None:
         self._opener = opener
         self.output_dir = output_dir
@@ -327,10 +345,15 @@ class Watch:
         self.status = "starting"
         self.restarts = 0
         self.last_seen: float | None = None
-        self._resume = {name: name for name in self.datasets}
+        resume = resume or {}
+        self._resume = {name: resume.get(name, name) for name in self.datasets}
         self._queue: asyncio.Queue[WatchItem | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+
+    def offsets(self) -> dict[str, str]:
+        """Each dataset's resume argument: a new Watch seeded with it counts nothing twice."""
+        return dict(self._resume)
 
     def args(self) -> list[str]:
         """The watcher's arguments now: each dataset from its last committed offset."""
@@ -551,8 +574,17 @@ class _HostBase:
 
     async def list_runs(self, pattern: str | None = None) -> list[Run]:
         """Every process matching `pattern` (default: `run_inference` and `gen-tui run`)."""
+        return (await self.survey(pattern)).runs
+
+    async def survey(self, pattern: str | None = None) -> Survey:
+        """The runs, and the dataset folders of the host's output directory, in one look."""
         report = await self._ps(pattern or self.pattern, self.output_dir)
-        return sorted(self._runs_from_report(report), key=lambda run: run.identity.start_time)
+        runs = sorted(self._runs_from_report(report), key=lambda run: run.identity.start_time)
+        out_dir = str(report.get("output_dir") or self._abs_output_dir())
+        folders = report.get("locks", {}).get(out_dir, {})
+        return Survey(
+            tuple(runs), out_dir, tuple(name for name in folders if isinstance(name, str))
+        )
 
     def known_run(self, identity: RunIdentity) -> Run | None:
         run = self._runs.get((identity.pid, identity.start_ticks))
@@ -765,9 +797,17 @@ class _HostBase:
 
     # watch
 
-    def watch(self, output_dir: str, datasets: Sequence[str]) -> Watch:
-        """Live per-dataset totals of `datasets` under `output_dir` (names checked first)."""
-        return Watch(self._open_watcher, output_dir, datasets)
+    def watch(
+        self,
+        output_dir: str,
+        datasets: Sequence[str],
+        resume: Mapping[str, str] | None = None,
+    ) -> Watch:
+        """Live per-dataset totals of `datasets` under `output_dir` (names checked first).
+
+        `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
+        """
+        return Watch(self._open_watcher, output_dir, datasets, resume=resume)
 
     async def close(self) -> None:
         return None

@@ -60,7 +60,8 @@ _KEY = b'"completion_tokens":'
 _SAMPLE_KEY = b'"sample_id":'
 _DIGITS = b"0123456789"
 _ENDS = (b",", b"}", b" ", b"\t", b"\r", b"\n")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# \Z, not $: "$" also matches before a final newline, and "B1\n" is no safe name.
+_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 # The default process pattern: the seed script and gen-tui's engine, however launched
 # (`python run_inference.py`, `python -m run_inference`, `gen-tui run`, `python -m
@@ -591,7 +592,11 @@ def _clock() -> tuple:
 
 
 def scan_locks(output_dir: str, table: dict | None) -> dict:
-    """{dataset: {locked, pid, holder}} for each dataset folder of `output_dir` with a lock."""
+    """{dataset: {locked, pid, holder}} for each dataset folder of `output_dir`.
+
+    A dataset folder holds a lock file or a record file: a foreign script writes no lock,
+    and its datasets must still be found (unlocked, no holder).
+    """
     out = {}
     try:
         names = sorted(os.listdir(output_dir))
@@ -601,9 +606,12 @@ def scan_locks(output_dir: str, table: dict | None) -> dict:
         if not _NAME.match(name):
             continue
         path = os.path.join(output_dir, name, LOCK_FILE)
-        if not os.path.exists(path):
+        if os.path.exists(path):
+            locked, pid, holder = lock_status(path, table)
+        elif os.path.exists(os.path.join(output_dir, name, RAW_FILE)):
+            locked, pid, holder = False, None, {}
+        else:
             continue
-        locked, pid, holder = lock_status(path, table)
         out[name] = {"locked": locked, "pid": pid, "holder": holder}
     return out
 

@@ -577,13 +577,13 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
         grace_s=20.0,
     )  # fmt: skip
     notes = Notes()
-    app = GenTuiApp(None, external=[source], stale_after_s=1.0)
-    ext = app.external["S"]
+    app = GenTuiApp(None, hosts=[source], stale_after_s=1.0)
+    link = app.links[0]
     pids: list[int] = []
     try:
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
             await wait_for(pilot, lambda: snap(app, "S") and snap(app, "S").samples >= 1, 90)
-            first = ext.identity
+            first = source.launched
             assert first is not None
             pids.append(first.pid)
             assert snap(app, "S").pid == first.pid and snap(app, "S").host == "local"
@@ -597,8 +597,8 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             body = str(app.screen.query_one("#confirm-body").render())
             assert f"pid {first.pid}" in body and "local" in body and "S" in body
             await pilot.press("y")
-            await wait_for(pilot, lambda: ext.outcome is not None, 60)
-            assert ext.outcome == "stopped", notes.items
+            await wait_for(pilot, lambda: link.outcome.get("S") is not None, 60)
+            assert link.outcome["S"] == "stopped", notes.items
             assert not _alive(first.pid)
             await pilot.pause(0.3)
             assert badge(app, "S") == "stopped"
@@ -614,8 +614,8 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             )
             modal.query_one("#budget", Input).insert_text_at_cursor(str(budget))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: ext.identity is not first, 60)
-            second = ext.identity
+            await wait_for(pilot, lambda: len(link.started) == 2, 60)
+            second = link.started[-1]
             assert second is not None and second.pid != first.pid
             pids.append(second.pid)
             await wait_for(pilot, lambda: not _alive(second.pid), 90)
@@ -623,8 +623,8 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             assert snap(app, "S").max_tokens == budget and snap(app, "S").pid == second.pid
             assert notes.find("S", f"pid {second.pid}")
     finally:
-        app.stop_external()
-        ext.done.wait(timeout=30)
+        app.stop_links()
+        link.done.wait(timeout=30)
         for pid in pids:
             if _alive(pid):
                 os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,224 @@
+"""Hosts in the app: a :class:`HostMonitor` per host, each in its own worker thread and loop.
+
+The UI thread reads a link's monitor (its attributes are replaced whole, never mutated) and
+its per-dataset `busy`/`countdown`/`outcome` dicts (likewise), and sends commands through
+:meth:`HostLink.send`; a kill or a start never waits on the UI loop, and a slow or dropped
+SSH link never blocks a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+from gen_tui.backends.counts import format_count
+
+if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
+    from gen_tui.backends.monitor import HostMonitor
+    from gen_tui.backends.runs import Host, KillOutcome, RunIdentity
+
+DEFAULT_GRACE_S = 30.0
+SHUTDOWN_GRACE_S = 5.0
+"""How long a process the app itself started gets to drain when the app exits."""
+
+Say = Callable[["HostLink", str, str], None]
+"""(link, severity, text): something the user should read, called from the link's thread."""
+
+
+class HostSource:
+    """Where a link's host comes from: `gen-tui --host`, a `[[hosts]]` entry, the demo.
+
+    `open` runs in the link's own loop; whatever it enters on `stack` (a simulator, say)
+    lives as long as the link. `owns_runs`: the runs it starts are the app's own, stopped
+    when the app exits (the demo); a real host's runs outlive the app.
+    """
+
+    owns_runs = False
+
+    def __init__(
+        self,
+        make: Callable[[], Host] | None = None,
+        datasets: Sequence[str] = (),
+        *,
+        discover: bool = True,
+        grace_s: float = DEFAULT_GRACE_S,
+        label: str = "",
+    ) -> None:
+        self.make = make
+        self.datasets = tuple(datasets)
+        self.discover = discover
+        self.grace_s = grace_s
+        self.label = label
+
+    async def open(self, stack: AsyncExitStack) -> Host:
+        if self.make is None:
+            raise NotImplementedError
+        return self.make()
+
+
+class HostLink:
+    """One host as the UI sees it (see the module docstring)."""
+
+    def __init__(self, source: HostSource, say: Say | None = None) -> None:
+        self.source = source
+        self.say = say
+        self.grace_s = source.grace_s
+        self.label = source.label
+        self.monitor: HostMonitor | None = None
+        self.busy: dict[str, str] = {}
+        self.countdown: dict[str, int] = {}
+        self.outcome: dict[str, str] = {}
+        self.started: tuple[RunIdentity, ...] = ()
+        self.failure: str | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[tuple[str, Any]] | None = None
+        self._pending: list[tuple[str, Any]] = []
+
+    # any thread
+
+    @property
+    def name(self) -> str:
+        monitor = self.monitor
+        return monitor.name if monitor is not None else self.label or "host"
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        monitor = self.monitor
+        return monitor.datasets if monitor is not None else self.source.datasets
+
+    @property
+    def state(self) -> str:
+        if self.failure is not None:
+            return f"failed: {self.failure}"
+        monitor = self.monitor
+        if monitor is None:
+            return "connecting"
+        if monitor.state == "connected" and monitor.watch_state.startswith(
+            ("disconnected", "stale")
+        ):
+            return monitor.watch_state
+        return monitor.state
+
+    def send(self, command: str, arg: Any = None) -> None:
+        """Queue "kill" (identity), "resume" ((dataset, tokens, samples)) or "shutdown"."""
+        with self._lock:
+            if self._loop is None or self._queue is None:
+                self._pending.append((command, arg))
+                return
+            loop, queue = self._loop, self._queue
+        with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
+            loop.call_soon_threadsafe(queue.put_nowait, (command, arg))
+
+    # the worker thread
+
+    def run(self) -> None:
+        """The worker's body: its own loop until "shutdown"; failures end up in `failure`."""
+        try:
+            asyncio.run(self._main())
+        except Exception as exc:  # a bug or a failed launch: said on the panel, never raised
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self._say("error", self.failure)
+        finally:
+            self.done.set()
+
+    async def _main(self) -> None:
+        from gen_tui.backends.monitor import HostMonitor
+        from gen_tui.backends.runs import RunError
+
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        with self._lock:
+            self._loop, self._queue = asyncio.get_running_loop(), queue
+            pending, self._pending = self._pending, []
+        for item in pending:
+            queue.put_nowait(item)
+        async with AsyncExitStack() as stack:
+            host = await self.source.open(stack)
+            stack.push_async_callback(host.close)
+            if self.source.owns_runs:
+                stack.push_async_callback(self._stop_own_runs)
+            monitor = HostMonitor(host, self.source.datasets, discover=self.source.discover)
+            self.monitor = monitor
+            task = asyncio.create_task(monitor.run())
+            stack.callback(task.cancel)
+            seeded = getattr(self.source, "launched", None)
+            if seeded is not None:
+                self.started = (seeded,)
+            while True:
+                command, arg = await queue.get()
+                try:
+                    if command == "shutdown":
+                        return
+                    if command == "kill":
+                        await self._kill(monitor, arg)
+                    elif command == "resume":
+                        await self._resume(monitor, *arg)
+                except RunError as exc:
+                    self._say("warning", str(exc))
+                except Exception as exc:  # never let one command end the link
+                    self._say("error", f"{type(exc).__name__}: {exc}")
+
+    async def _kill(
+        self, monitor: HostMonitor, identity: RunIdentity, quiet: bool = False
+    ) -> KillOutcome:
+        names = monitor.datasets_of(identity) or tuple(
+            name for name, run in ((n, monitor.writer(n)) for n in monitor.datasets)
+            if run is not None and run.identity.same_process(identity)
+        )  # fmt: skip
+        grace = self.grace_s
+        self._mark(names, busy=f"SIGTERM sent; SIGKILL in {grace:g} s", count=math.ceil(grace))
+
+        def tick(left: int) -> None:
+            self.countdown = {**self.countdown, **dict.fromkeys(names, left)}
+
+        try:
+            outcome = await monitor.kill(identity, grace, on_tick=tick)
+        finally:
+            self._mark(names, busy=None, count=None)
+        self.outcome = {**self.outcome, **dict.fromkeys(names, str(outcome.result))}
+        if not quiet:
+            severity = "information" if outcome.files_stable is not False else "warning"
+            self._say(severity, f"{', '.join(names) or 'run'}: {outcome.detail}")
+        return outcome
+
+    async def _resume(
+        self, monitor: HostMonitor, dataset: str, tokens: int | None, samples: int | None
+    ) -> None:
+        self._mark((dataset,), busy=f"starting again to {format_count(tokens or 0)}", count=None)
+        try:
+            identity = await monitor.resume(dataset, tokens, samples)
+        finally:
+            self._mark((dataset,), busy=None, count=None)
+        self.started = (*self.started, identity)
+        self.outcome = {k: v for k, v in self.outcome.items() if k != dataset}
+        budget = format_count(tokens) if tokens else "no token budget"
+        self._say("information", f"{dataset}: resumed to {budget} as pid {identity.pid}")
+
+    async def _stop_own_runs(self) -> None:
+        """Stop what the app started (identity-checked: one that already ended is left)."""
+        monitor = self.monitor
+        if monitor is None:
+            return
+        self.grace_s = min(self.grace_s, SHUTDOWN_GRACE_S)
+        for identity in self.started:
+            with contextlib.suppress(Exception):
+                await self._kill(monitor, identity, quiet=True)
+
+    def _mark(self, names: Sequence[str], *, busy: str | None, count: int | None) -> None:
+        busy_map = {k: v for k, v in self.busy.items() if k not in names}
+        count_map = {k: v for k, v in self.countdown.items() if k not in names}
+        if busy is not None:
+            busy_map.update(dict.fromkeys(names, busy))
+        if count is not None:
+            count_map.update(dict.fromkeys(names, count))
+        self.busy, self.countdown = busy_map, count_map
+
+    def _say(self, severity: str, text: str) -> None:
+        if self.say is not None:
+            self.say(self, severity, text)

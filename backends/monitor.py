@@ -1,0 +1,364 @@
+"""One host's runs and dataset totals, kept fresh: what a panel and the run table show.
+
+A :class:`HostMonitor` looks at its host every couple of seconds (`Host.survey`: the
+processes that generate data and the dataset folders under the output directory) and keeps
+one watcher stream open for the datasets it knows, so token totals arrive as they are
+written and always equal a full recount. Datasets found later (a run started on another
+dataset, a folder that appears) join the stream without recounting the others: the new
+watcher starts from the old one's offsets.
+
+It is plain asyncio and knows nothing of Textual: the app reads its attributes from another
+thread (each is replaced whole, never mutated in place) and sends it work through
+:meth:`kill` and :meth:`resume` on its loop. A failed look (a dropped link) is retried with
+backoff; an untrusted host key is final, because retrying cannot fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gen_tui.backends import watcher
+from gen_tui.backends.budget import Budget, eta_seconds
+from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.runs import (
+    SAMPLE_FLAGS,
+    TOKEN_FLAGS,
+    DatasetTotals,
+    Host,
+    KillOutcome,
+    Run,
+    RunError,
+    RunIdentity,
+    Survey,
+    TickCallback,
+    Watch,
+    WatchStatus,
+)
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.ssh import HostKeyError, SSHError
+
+SURVEY_S = 2.0
+RATE_WINDOW_S = 30.0
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
+
+
+class RateMeter:
+    """Tokens and samples per second over a sliding window, from successive totals."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._points: deque[tuple[float, int, int]] = deque()
+
+    def add(self, at: float, tokens: int, samples: int) -> None:
+        points = self._points
+        if points and tokens < points[-1][1]:  # a file replaced or truncated: start over
+            points.clear()
+        points.append((at, tokens, samples))
+        while len(points) > 2 and at - points[1][0] >= self.window_s:
+            points.popleft()
+
+    def rates(self, now: float) -> tuple[float, float]:
+        points = self._points
+        if len(points) < 2:
+            return 0.0, 0.0
+        first, last = points[0], points[-1]
+        # Time since the last change counts too: a writer that stopped decays to zero.
+        span = max(now, last[0]) - first[0]
+        if span <= 0:
+            return 0.0, 0.0
+        return (last[1] - first[1]) / span, (last[2] - first[2]) / span
+
+
+def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
+    """(max_tokens, max_samples) a run's command line asks for, when it says."""
+    from gen_tui.backends.counts import CountError, parse_count
+
+    found: list[int | None] = []
+    for flags in (TOKEN_FLAGS, SAMPLE_FLAGS):
+        value = watcher.flag_value(list(argv), *flags)
+        try:
+            found.append(parse_count(value) if value is not None else None)
+        except CountError:
+            found.append(None)
+    return found[0], found[1]
+
+
+class HostMonitor:
+    """Runs and per-dataset totals of one host (see the module docstring).
+
+    `datasets` are watched from the start; with `discover`, the dataset folders of the
+    output directory and the datasets of runs writing there are added as they appear.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        datasets: Sequence[str] = (),
+        *,
+        discover: bool = True,
+        survey_s: float = SURVEY_S,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.name = host.name
+        self.discover = discover
+        self.survey_s = survey_s
+        self.on_change = on_change
+        self.datasets: tuple[str, ...] = tuple(datasets)
+        self.runs: tuple[Run, ...] = ()
+        self.totals: dict[str, DatasetTotals] = {}
+        self.state = "connecting"
+        self.watch_state = ""
+        self.output_dir = host.output_dir
+        self.surveyed_at: float | None = None
+        self.failure: str | None = None
+        self.ready = asyncio.Event()
+        self._rates: dict[str, RateMeter] = {}
+        self._budgets: dict[str, tuple[int | None, int | None]] = {}
+        self._watch: Watch | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    # the loop
+
+    async def run(self) -> None:
+        """Survey and watch until cancelled; a host-key refusal ends it (see `failure`)."""
+        failures = 0
+        try:
+            while True:
+                try:
+                    await self._connect()
+                    await self.refresh()
+                    failures = 0
+                except HostKeyError as exc:
+                    self.failure = str(exc)
+                    self._set_state(f"refused: {exc}")
+                    self.ready.set()
+                    return
+                except (SSHError, RunError, OSError) as exc:
+                    failures += 1
+                    delay = BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
+                    self._set_state(f"disconnected: {_first_line(exc)} (retry in {delay:g}s)")
+                    self.ready.set()
+                    await self._sleep(delay)
+                    continue
+                await self._sleep(self.survey_s)
+        finally:
+            await self._close_watch()
+
+    async def _connect(self) -> None:
+        connect = getattr(self.host, "connect", None)
+        connection = getattr(self.host, "connection", None)
+        if connect is not None and (connection is None or connection.state != "connected"):
+            await connect()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, or less if poked. Not `wait_for`: on 3.11 it can swallow a cancel that
+        arrives as the wake-up does, and the monitor would then never stop."""
+        self._wake.clear()
+        waiter = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=seconds)
+        finally:
+            waiter.cancel()
+
+    def poke(self) -> None:
+        """Survey again now (after a kill or a start), not at the next tick."""
+        self._wake.set()
+
+    async def refresh(self) -> Survey:
+        """One survey: runs, discovered datasets, and the watcher stream kept in step."""
+        import asyncssh
+
+        try:
+            survey = await self.host.survey()
+        except asyncssh.Error as exc:
+            raise SSHError(str(exc)) from exc
+        self.runs = survey.runs
+        self.output_dir = survey.output_dir
+        self.surveyed_at = time.time()
+        for run in survey.runs:
+            for name in run.datasets:
+                self._budgets[name] = budget_from_argv(run.identity.cmdline)
+        if self.discover:
+            found = list(self.datasets)
+            mine = [run for run in survey.runs if run.output_dir == survey.output_dir]
+            for name in [*survey.folders, *(n for run in mine for n in run.datasets)]:
+                if name not in found:
+                    found.append(name)
+            self.datasets = tuple(found)
+        self._set_state("connected")
+        await self._keep_watch()
+        self.ready.set()
+        self._changed()
+        return survey
+
+    async def _keep_watch(self) -> None:
+        names = self.datasets
+        if self._watch is not None and self._watch.datasets == names:
+            return
+        offsets = self._watch.offsets() if self._watch is not None else None
+        await self._close_watch()
+        if not names:
+            return
+        self._watch = self.host.watch(self.output_dir, names, resume=offsets)
+        self._pump = asyncio.create_task(self._consume(self._watch))
+
+    async def _consume(self, watch: Watch) -> None:
+        async for item in watch:
+            if isinstance(item, WatchStatus):
+                self.watch_state = item.state
+            else:
+                self._rates.setdefault(item.dataset, RateMeter()).add(
+                    time.monotonic(), item.tokens, item.samples
+                )
+                self.totals = {**self.totals, item.dataset: item}
+            self._changed()
+
+    async def _close_watch(self) -> None:
+        watch, pump = self._watch, self._pump
+        self._watch = self._pump = None
+        if watch is not None:
+            await watch.aclose()
+        if pump is not None:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # what the UI asks
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "connected" and not self.watch_state.startswith(
+            ("disconnected", "stale")
+        )
+
+    def writer(self, dataset: str) -> Run | None:
+        """The live run writing `dataset` here: the lock holder, else the one naming it."""
+        runs = self.runs
+        for run in runs:
+            if dataset in run.writing:
+                return run
+        for run in runs:
+            if dataset in run.datasets and run.output_dir == self.output_dir:
+                return run
+        totals = self.totals.get(dataset)
+        if totals is not None and totals.locked and totals.lock_pid is not None:
+            return next((run for run in runs if run.pid == totals.lock_pid), None)
+        return None
+
+    def snapshot(self, dataset: str, now: float | None = None) -> DatasetSnapshot | None:
+        """The panel's figures: counts from the records, the rest from the writer."""
+        totals = self.totals.get(dataset)
+        if totals is None:
+            return None
+        now = time.monotonic() if now is None else now
+        writer = self.writer(dataset)
+        progress = totals.progress if isinstance(totals.progress, dict) else {}
+        by_writer = writer is not None and progress.get("pid") == writer.pid
+        tok_s, samples_s = self._rates.get(dataset, RateMeter()).rates(now)
+        max_tokens, max_samples = self._budgets.get(dataset, (None, None))
+        if by_writer or writer is None:
+            max_tokens = _int_or(progress.get("max_tokens"), max_tokens)
+            max_samples = _int_or(progress.get("max_samples"), max_samples)
+        if writer is None:
+            state = DatasetState.STOPPED
+            if progress.get("state") in (DatasetState.DONE, DatasetState.EXHAUSTED):
+                state = DatasetState(progress["state"])
+        elif by_writer and totals.progress_fresh:
+            try:
+                state = DatasetState(progress.get("state"))
+            except ValueError:
+                state = DatasetState.ACTIVE
+        else:
+            state = DatasetState.ACTIVE
+        if writer is not None and writer.state == "paused":
+            state = DatasetState.PAUSED
+        tokens, samples = totals.tokens, totals.samples
+        live = by_writer and totals.progress_fresh
+        return DatasetSnapshot(
+            name=dataset,
+            state=state,
+            tokens=tokens,
+            samples=samples,
+            max_tokens=max_tokens,
+            max_samples=max_samples,
+            budget_mode=str(progress.get("budget_mode") or "predictive"),
+            inflight=int(progress.get("inflight") or 0) if live else 0,
+            errors=int(progress.get("errors") or 0) if live else 0,
+            malformed=totals.bad_lines,
+            mean_tokens=tokens / samples if samples else None,
+            tok_s=tok_s,
+            samples_s=samples_s,
+            eta_s=eta_seconds(Budget(max_tokens, max_samples), tokens, samples, tok_s, samples_s)
+            if writer is not None
+            else None,
+            resumed_tokens=0,
+            resumed_samples=0,
+            started_at=writer.identity.start_time if writer is not None else 0.0,
+            updated_at=totals.received_at,
+            last_record_at=totals.mtime,
+            pid=writer.pid if writer is not None else 0,
+            host=self.name,
+            message=str(progress.get("message") or "") if live else "",
+            cost=_float_or(progress.get("cost")) if by_writer or writer is None else None,
+        )
+
+    # what the UI does
+
+    async def kill(
+        self, identity: RunIdentity, grace_s: float, on_tick: TickCallback | None = None
+    ) -> KillOutcome:
+        """Stop a run (identity-checked by the host before each signal), then look again."""
+        run = self.host.known_run(identity)
+        files = run.record_files() if run is not None else []
+        if not files:
+            files = [f"{self.output_dir}/{name}/{RAW_FILE}" for name in self.datasets_of(identity)]
+        try:
+            return await self.host.kill(identity, grace_s, on_tick=on_tick, files=files)
+        finally:
+            self.poke()
+
+    def datasets_of(self, identity: RunIdentity) -> tuple[str, ...]:
+        run = next((r for r in self.runs if r.identity.same_process(identity)), None)
+        return run.datasets if run is not None else ()
+
+    async def resume(
+        self, dataset: str, max_tokens: int | None, max_samples: int | None = None
+    ) -> RunIdentity:
+        """Start `dataset` again with a new budget (the host refuses a second writer)."""
+        identity = await self.host.resume(dataset, max_tokens, max_samples=max_samples)
+        self._budgets[dataset] = (max_tokens, max_samples)
+        await self.refresh()
+        return identity
+
+    async def close(self) -> None:
+        await self._close_watch()
+        await self.host.close()
+
+
+def _int_or(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _float_or(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
