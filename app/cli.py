@@ -63,6 +63,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--demo", action="store_true", dest="tui_demo", help="the control panel on a built-in demo"
     )
+    hosts = parser.add_argument_group("watching and controlling runs elsewhere")
+    hosts.add_argument(
+        "--host",
+        dest="tui_host",
+        metavar="TARGET",
+        help="an SSH target (~/.ssh/config alias or user@host[:port]) or 'local'",
+    )
+    hosts.add_argument(
+        "--remote-dir",
+        dest="tui_remote_dir",
+        metavar="DIR",
+        help="the output directory on that host, where the dataset folders are",
+    )
+    hosts.add_argument(
+        "--pattern",
+        dest="tui_pattern",
+        metavar="REGEX",
+        help="command lines that count as generation runs (default: run_inference, gen-tui run)",
+    )
+    hosts.add_argument(
+        "--grace",
+        dest="tui_grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a killed run gets to drain before SIGKILL (default 30)",
+    )
+    hosts.add_argument("--ssh-config", dest="tui_ssh_config", metavar="FILE", help="like ssh -F")
+    hosts.add_argument(
+        "--known-hosts", dest="tui_known_hosts", metavar="FILE", help="trusted host keys file"
+    )
+    hosts.add_argument("--identity", dest="tui_identity", metavar="FILE", help="like ssh -i")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser(
         "run",

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 from gen_tui.backends.counts import format_count
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
+    from gen_tui.backends.config import HostEntry
     from gen_tui.backends.monitor import HostMonitor
-    from gen_tui.backends.runs import Host, KillOutcome, RunIdentity
+    from gen_tui.backends.runs import Host, KillOutcome, Run, RunIdentity
+    from gen_tui.backends.ssh import SSHOptions
 
 DEFAULT_GRACE_S = 30.0
 SHUTDOWN_GRACE_S = 5.0
@@ -39,6 +41,8 @@ class HostSource:
     """
 
     owns_runs = False
+    remote = False
+    """Reached over SSH: its connection state is worth a place in the header."""
 
     def __init__(
         self,
@@ -107,7 +111,8 @@ class HostLink:
         return monitor.state
 
     def send(self, command: str, arg: Any = None) -> None:
-        """Queue "kill" (identity), "resume" ((dataset, tokens, samples)) or "shutdown"."""
+        """Queue "kill" (identity), "resume" ((dataset, tokens, samples)), "resume_run"
+        ((run, tokens)) or "shutdown"."""
         with self._lock:
             if self._loop is None or self._queue is None:
                 self._pending.append((command, arg))
@@ -141,12 +146,12 @@ class HostLink:
         async with AsyncExitStack() as stack:
             host = await self.source.open(stack)
             stack.push_async_callback(host.close)
-            if self.source.owns_runs:
-                stack.push_async_callback(self._stop_own_runs)
             monitor = HostMonitor(host, self.source.datasets, discover=self.source.discover)
             self.monitor = monitor
             task = asyncio.create_task(monitor.run())
-            stack.callback(task.cancel)
+            stack.push_async_callback(_cancel, task)
+            if self.source.owns_runs:  # first of all on the way out, while the monitor runs
+                stack.push_async_callback(self._stop_own_runs)
             seeded = getattr(self.source, "launched", None)
             if seeded is not None:
                 self.started = (seeded,)
@@ -159,6 +164,8 @@ class HostLink:
                         await self._kill(monitor, arg)
                     elif command == "resume":
                         await self._resume(monitor, *arg)
+                    elif command == "resume_run":
+                        await self._resume_run(monitor, *arg)
                 except RunError as exc:
                     self._say("warning", str(exc))
                 except Exception as exc:  # never let one command end the link
@@ -200,6 +207,19 @@ class HostLink:
         budget = format_count(tokens) if tokens else "no token budget"
         self._say("information", f"{dataset}: resumed to {budget} as pid {identity.pid}")
 
+    async def _resume_run(self, monitor: HostMonitor, run: Run, tokens: int | None) -> None:
+        names = run.datasets
+        self._mark(names, busy=f"starting again to {format_count(tokens or 0)}", count=None)
+        try:
+            identity = await monitor.resume_run(run, tokens)
+        finally:
+            self._mark(names, busy=None, count=None)
+        self.started = (*self.started, identity)
+        self.outcome = {k: v for k, v in self.outcome.items() if k not in names}
+        budget = format_count(tokens) if tokens else "no token budget"
+        what = ", ".join(names) or f"run {run.pid}"
+        self._say("information", f"{what}: started again to {budget} as pid {identity.pid}")
+
     async def _stop_own_runs(self) -> None:
         """Stop what the app started (identity-checked: one that already ended is left)."""
         monitor = self.monitor
@@ -222,3 +242,74 @@ class HostLink:
     def _say(self, severity: str, text: str) -> None:
         if self.say is not None:
             self.say(self, severity, text)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.wait({task}, timeout=10)
+
+
+# ---- where hosts come from: `--host`, `[[hosts]]` -------------------------------------------
+
+
+def ssh_options(
+    config_file: str | None = None,
+    known_hosts: str | None = None,
+    identity: str | None = None,
+) -> SSHOptions | None:
+    """SSH client settings from the command line; None means what `ssh` itself would use."""
+    if config_file is None and known_hosts is None and identity is None:
+        return None
+    from gen_tui.backends.ssh import SSHOptions
+
+    return SSHOptions(
+        config_files=(config_file,) if config_file else None,
+        known_hosts=known_hosts,
+        client_keys=(identity,) if identity else None,
+    )
+
+
+def host_source(
+    target: str | None,
+    output_dir: str,
+    *,
+    name: str | None = None,
+    pattern: str | None = None,
+    command: Sequence[str] | None = None,
+    options: SSHOptions | None = None,
+    datasets: Sequence[str] = (),
+    discover: bool = True,
+    grace_s: float = DEFAULT_GRACE_S,
+) -> HostSource:
+    """A host to watch and control: an SSH target (alias or user@host[:port]) or "local"."""
+
+    def make() -> Host:
+        from gen_tui.backends.runs import open_host
+
+        return open_host(
+            target, output_dir, name=name, options=options, pattern=pattern, template=command
+        )
+
+    remote = target not in (None, "", "local", "localhost")
+    source = HostSource(
+        make, datasets, discover=discover, grace_s=grace_s, label=name or (target or "local")
+    )
+    source.remote = remote
+    return source
+
+
+def sources_from_config(
+    entries: Sequence[HostEntry], options: SSHOptions | None = None, grace_s: float = 30.0
+) -> list[HostSource]:
+    return [
+        host_source(
+            entry.target,
+            entry.output_dir,
+            name=entry.name,
+            pattern=entry.pattern,
+            command=entry.command,
+            options=options,
+            grace_s=grace_s,
+        )
+        for entry in entries
+    ]

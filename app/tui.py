@@ -26,11 +26,10 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import orjson
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -42,10 +41,16 @@ from textual.widgets import Footer, Input, Label, RichLog
 from textual.worker import Worker, WorkerState
 
 from gen_tui.app.headless import format_duration
-from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
+from gen_tui.app.hosts import (
+    SHUTDOWN_GRACE_S,
+    HostLink,
+    HostSource,
+    host_source,
+    sources_from_config,
+    ssh_options,
+)
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.records import PROGRESS_FILE
 from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
@@ -325,22 +330,6 @@ def first_number(text: str) -> int | None:
     return int(match.group().replace(",", "")) if match else None
 
 
-def load_progress(config: EngineConfig) -> dict[str, DatasetSnapshot]:
-    """The last snapshot each dataset's writer left in progress.json (runs in a thread)."""
-    names = {f.name for f in fields(DatasetSnapshot)}
-    found: dict[str, DatasetSnapshot] = {}
-    for spec in config.datasets:
-        path = config.output_dir / spec.name / PROGRESS_FILE
-        try:
-            data = orjson.loads(path.read_bytes())
-            values = {key: value for key, value in data.items() if key in names}
-            values["state"] = DatasetState(values["state"])
-            found[spec.name] = DatasetSnapshot(**values)
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
-    return found
-
-
 def describe(names: Sequence[str]) -> str:
     """Dataset names for a title: a couple by name, more by count."""
     return ", ".join(names) if len(names) <= 2 else f"{len(names)} datasets"
@@ -411,6 +400,13 @@ class GenTuiApp(App[int]):
         ),
         Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),
         Binding(
+            "l",
+            "runs",
+            "Runs",
+            tooltip="Every generation process on the watched hosts; k and r act on them",
+            id="runs",
+        ),
+        Binding(
             "p",
             "pause",
             "Pause",
@@ -441,7 +437,7 @@ class GenTuiApp(App[int]):
         Binding("down", "move(0, 1)", "Down", show=False, id="move.down", priority=True),
     ]
     DASHBOARD_ACTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"kill", "resume", "start", "pause", "filter", "help", "move"}
+        {"kill", "resume", "start", "pause", "filter", "help", "move", "runs"}
     )
 
     def __init__(
@@ -473,7 +469,6 @@ class GenTuiApp(App[int]):
         self.owner: dict[str, Run] = {}
         self.static: dict[str, PanelView] = {}
         self.static_run: RunSnapshot | None = None
-        self.disk: dict[str, DatasetSnapshot] = {}
         self.notice = source.notice if source else ""
         self.start_hint = ""
         self.quitting = False
@@ -484,6 +479,7 @@ class GenTuiApp(App[int]):
         self._leaving = False
         self.events: list[tuple[str, str]] = []
         self._crossed: dict[str, int | None] = {}
+        self._link_seen: dict[str, int] = {}
 
     # layout
 
@@ -518,8 +514,6 @@ class GenTuiApp(App[int]):
         if panels:
             panels[0].focus()
         self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
-        if isinstance(self.source, ConfigSource) and not self.autostart:
-            self._load_disk(self.source.config)
         if self.autostart:
             # After the first frame: the worker's imports (transformers) hold the GIL for
             # a while, and the window should be up before that.
@@ -798,6 +792,7 @@ class GenTuiApp(App[int]):
                 return PanelView(failure=link.failure)
             state = link.state
             return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
+        self._announce_crossing(link, snap)
         countdown = link.countdown.get(name)
         live = snap.state is DatasetState.ACTIVE and countdown is None
         reason = self.stale.check(snap, wall) if live else ""
@@ -809,6 +804,22 @@ class GenTuiApp(App[int]):
             countdown_s=countdown,
             outcome=outcome,
         )
+
+    def _announce_crossing(self, link: HostLink, snap: DatasetSnapshot) -> None:
+        """A watched dataset crossing its budget is an event, as an in-process one is.
+
+        Seen from its records: announced once per budget, the first time its count is at
+        or past it, and not for a dataset that was already past it when first seen.
+        """
+        name, budget = snap.name, snap.max_tokens
+        if budget is None:
+            return
+        before = self._link_seen.get(name)
+        self._link_seen[name] = snap.tokens
+        if before is not None and before < budget <= snap.tokens:
+            text = f"crossed its {format_count(budget)} budget at {snap.tokens:,} tokens"
+            self.record_event("budget", f"{name} on {link.name}: {text}")
+            self.notify(text, title=name, timeout=BUDGET_TOAST_S)
 
     def _kill_remote(self, link: HostLink, name: str) -> None:
         monitor = link.monitor
@@ -882,13 +893,7 @@ class GenTuiApp(App[int]):
         if run is None and link is not None:
             return self.link_view(link, name, now, wall)
         if run is None:
-            if name in self.static:
-                return self.static[name]
-            snap = self.disk.get(name)
-            if snap is None:
-                return PanelView()
-            reason = self.stale.check(snap, wall)
-            return PanelView(snap, stale=bool(reason), stale_reason=reason)
+            return self.static.get(name, PanelView())
         if run.failure is not None:
             return PanelView(run.dataset(name), failure=run.failure)
         snap = run.dataset(name)
@@ -954,7 +959,8 @@ class GenTuiApp(App[int]):
             latest = [static]
             state = "stopping" if static.stopping else "paused" if static.paused else "running"
         elif not active:
-            state = "idle"
+            watching = self.source is None or any(link.source.remote for link in self.links)
+            state = "watching" if self.links and watching else "idle"
         elif self.quitting:
             state = "quitting"
         elif any(run.escalated for run in active):
@@ -986,6 +992,7 @@ class GenTuiApp(App[int]):
             filter=self.ui("#filter", FilterBar).value,
             servers=sum(len(s.servers) for s in latest),
             servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
+            hosts=tuple((link.name, link.state) for link in self.links if link.source.remote),
         )
 
     # feeding panels without an engine (tests, snapshots)
@@ -1001,15 +1008,6 @@ class GenTuiApp(App[int]):
             self.static[snap.name] = PanelView(snap, stale=bool(reason), stale_reason=reason)
         self.refresh_view()
 
-    @work(thread=True, exit_on_error=False, group="disk", name="progress")
-    def _load_disk(self, config: EngineConfig) -> None:
-        found = load_progress(config)
-        self.call_from_thread(self._disk_loaded, found)
-
-    def _disk_loaded(self, found: dict[str, DatasetSnapshot]) -> None:
-        self.disk.update(found)
-        self.refresh_view()
-
     # selection
 
     def selected(self) -> DatasetPanel | None:
@@ -1020,9 +1018,12 @@ class GenTuiApp(App[int]):
         return visible[0] if visible else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Dashboard keys (q included) do nothing while a dialog is open: its own keys apply.
-        blocked = self.DASHBOARD_ACTIONS | {"quit"}
-        return not (action in blocked and isinstance(self.screen, ModalScreen))
+        # Dashboard keys do nothing on any other screen (the run list's arrows move its
+        # cursor); q neither while a dialog is open: its own keys apply.
+        on_top = bool(self.screen_stack) and self.screen is not self.screen_stack[0]
+        if action in self.DASHBOARD_ACTIONS and on_top:
+            return False
+        return not (action == "quit" and isinstance(self.screen, ModalScreen))
 
     def action_move(self, dx: int, dy: int) -> None:
         visible = self.panels(visible_only=True)
@@ -1184,6 +1185,18 @@ class GenTuiApp(App[int]):
             self.notify("starting the configured run")
             self.refresh_view()
 
+    def action_runs(self) -> None:
+        if not self.links:
+            self.notify(
+                "No host is watched: start gen-tui with --host TARGET --remote-dir DIR, or "
+                "add [[hosts]] to the config.",
+                severity="warning",
+            )
+            return
+        from gen_tui.app.run_screen import RunsScreen
+
+        self.push_screen(RunsScreen(self.links))
+
     def action_pause(self) -> None:
         active = [run for run in self.active_runs() if not run.stopping]
         if not active:
@@ -1341,14 +1354,38 @@ def _error(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """`gen-tui [--demo | --config FILE]`."""
+    """`gen-tui [--demo | --config FILE] [--host TARGET --remote-dir DIR]`."""
     demo = bool(getattr(args, "tui_demo", False))
     path: Path | None = getattr(args, "tui_config", None)
-    if demo and path is not None:
-        print("gen-tui: error: give --demo or --config FILE, not both", file=sys.stderr)
+    target: str | None = getattr(args, "tui_host", None)
+    remote_dir: str | None = getattr(args, "tui_remote_dir", None)
+    if demo and (path is not None or target is not None):
+        print("gen-tui: error: --demo runs on its own: no --config or --host", file=sys.stderr)
         return EXIT_USAGE
     if demo:
         return run_demo()
+    if (target is None) != (remote_dir is None):
+        print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
+        return EXIT_USAGE
+    options = ssh_options(
+        getattr(args, "tui_ssh_config", None),
+        getattr(args, "tui_known_hosts", None),
+        getattr(args, "tui_identity", None),
+    )
+    grace = float(getattr(args, "tui_grace", 30.0))
+    if target is not None and remote_dir is not None:
+        try:
+            source = host_source(
+                target,
+                remote_dir,
+                pattern=getattr(args, "tui_pattern", None),
+                options=options,
+                grace_s=grace,
+            )
+            if path is None:
+                return _watch_only([source])
+        except (ValueError, re.error) as exc:
+            return _error(str(exc))
     if path is None:
         path = find_config()
         if path is None:
@@ -1357,17 +1394,35 @@ def main(args: argparse.Namespace) -> int:
             print(START_HELP.format(user_dir=user_config_dir("gen-tui")), file=sys.stderr)
             return EXIT_USAGE
     from gen_tui.app.cli import UsageError
-    from gen_tui.backends.config import ConfigError
+    from gen_tui.backends.config import ConfigError, load_config
     from gen_tui.backends.counts import CountError
 
     if not path.is_file():
         return _error(f"config file {path} does not exist")
     try:
         source = config_source(path)
+        entries = load_config(path).hosts
     except (UsageError, ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
-    app = GenTuiApp(source, autostart=False)
+    config = source.config
+    # The config's own datasets, followed live from their files (whoever writes them).
+    local = host_source(
+        None,
+        str(config.output_dir),
+        datasets=[spec.name for spec in config.datasets],
+        discover=False,
+        grace_s=grace,
+    )
+    extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
+    hosts = [local, *sources_from_config(entries, options, grace), *extra]
+    app = GenTuiApp(source, autostart=False, hosts=hosts)
     app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
+    return _finish(app, app.run())
+
+
+def _watch_only(hosts: Sequence[HostSource]) -> int:
+    """`gen-tui --host ...`: no run of its own; watch, kill and resume what runs there."""
+    app = GenTuiApp(None, hosts=hosts)
     return _finish(app, app.run())
 
 

@@ -21,7 +21,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from gen_tui.backends import openai_api, sglang
+from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import (
     Budget,
     BudgetMode,
@@ -80,6 +81,51 @@ forever."""
 Event = Callable[[str, str], None]
 
 
+def check_generation(generation: Generation) -> Generation:
+    """Return `generation` if a record may be made of it, else raise a retryable RequestFailed.
+
+    Why the engine checks what a client returns: a record is forever (training reads its
+    ids), while a refused answer costs one retry. A server or proxy that sends ids of the
+    wrong type, or a count that disagrees with them, must not end up on disk.
+    """
+    tokens = generation.completion_tokens
+    ids = generation.output_ids
+    problem = None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        problem = f"completion_tokens {tokens!r} is not a count"
+    elif ids is not None and (not isinstance(ids, list) or len(ids) != tokens):
+        problem = f"output_ids do not hold the {tokens} tokens it reports"
+    elif ids is not None and not all(type(token) is int for token in ids):
+        problem = "output_ids holds something other than integer token ids"
+    elif not isinstance(generation.finish_reason, str) or not isinstance(
+        generation.prompt_tokens, int
+    ):
+        problem = "finish_reason or prompt_tokens has the wrong type"
+    if problem is not None:
+        raise RequestFailed(f"malformed response: {problem}", retry=True)
+    return generation
+
+
+async def receive(call: Awaitable[Generation], url: str, secret: str | None = None) -> Generation:
+    """Await one client call; anything it raises besides RequestFailed is a malformed answer.
+
+    A client that chokes on an answer shape nobody foresaw would otherwise end the request
+    task with a stray exception, and its sample would be dropped for the rest of the run
+    without a line in errors.jsonl. Here it is a failed attempt like any other: retried,
+    and given up on with its reason. The API key is kept out of the reason.
+    """
+    try:
+        generation = await call
+    except RequestFailed:
+        raise
+    except Exception as exc:
+        reason = f"malformed response from {url}: {type(exc).__name__}: {exc}"
+        if secret:
+            reason = reason.replace(secret, "***")
+        raise RequestFailed(reason, retry=True) from None
+    return check_generation(generation)
+
+
 class _Server:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
@@ -123,6 +169,8 @@ class _Dataset:
         self.first_record_mono: float | None = None
         self.last_record_at: float | None = None
         self.message = ""
+        self.unwritten = 0
+        self.progress_failed = False
 
     @property
     def name(self) -> str:
@@ -335,17 +383,55 @@ class Engine:
         )
 
     def _write_progress(self, snapshot: RunSnapshot) -> None:
+        """Replace each progress.json; a failure is said once and never stops the run.
+
+        progress.json is a view, not data: the records are what must not be lost, and a
+        failed record write stops the run by itself (`_disk_failure`).
+        """
         for ds, snap in zip(self._datasets, snapshot.datasets, strict=True):
             if ds.lock.held:
                 payload = snap.to_json()
                 payload["servers"] = snapshot.servers
-                write_json_atomic(ds.folder / PROGRESS_FILE, payload)
+                try:
+                    write_json_atomic(ds.folder / PROGRESS_FILE, payload)
+                except OSError as exc:
+                    if not ds.progress_failed:
+                        self._event(
+                            "warning",
+                            f"{ds.name}: cannot write {ds.folder / PROGRESS_FILE}: "
+                            f"{exc.strerror or exc}",
+                        )
+                    ds.progress_failed = True
+                else:
+                    ds.progress_failed = False
 
-    def _sync_writers(self) -> None:
+    def _sync_writers(self) -> list[tuple[_Dataset, OSError]]:
+        """fsync every record file (in a worker thread); return the failures for the loop."""
+        failures = []
         for ds in self._datasets:
             writer = ds.writer
             if writer is not None:
-                writer.sync()
+                try:
+                    writer.sync()
+                except OSError as exc:
+                    failures.append((ds, exc))
+        return failures
+
+    def _disk_failure(self, ds: _Dataset, path: Path, exc: OSError) -> None:
+        """A record or error line could not be written (full disk, read-only, I/O error).
+
+        Stop dispatching and drain, and end the run with one clear line: a run that went on
+        would burn server time on answers it cannot keep. Nothing counts that is not on
+        disk, and a half-written line has been cut off, so a later run resumes cleanly.
+        """
+        if self._fatal is None:
+            self._fatal = (
+                f"{ds.name}: cannot write {path}: {exc.strerror or exc}; the records already "
+                "written are intact: make room (or make it writable), then run the same command "
+                "again to resume"
+            )
+            self._event("error", self._fatal)
+            self.request_stop()
 
     async def _ticker(self) -> None:
         every = max(1, round(self.config.progress_interval_s / self.config.snapshot_interval_s))
@@ -358,7 +444,9 @@ class Engine:
                 self._on_snapshot(snapshot)
             if tick % every == 0:
                 self._write_progress(snapshot)
-                await asyncio.get_running_loop().run_in_executor(None, self._sync_writers)
+                loop = asyncio.get_running_loop()
+                for ds, exc in await loop.run_in_executor(None, self._sync_writers):
+                    self._disk_failure(ds, ds.folder / RAW_FILE, exc)
 
     # setup
 
@@ -406,11 +494,16 @@ class Engine:
 
     async def _open_all(self) -> None:
         loop = asyncio.get_running_loop()
-        try:
-            for ds in self._datasets:
+        for ds in self._datasets:
+            try:
                 await loop.run_in_executor(self._pool, self._open_dataset, ds)
-        except LockHeld as exc:
-            raise EngineError(str(exc)) from None
+            except LockHeld as exc:
+                raise EngineError(str(exc)) from None
+            except OSError as exc:  # a read-only or full output folder, say
+                where = exc.filename or ds.folder
+                raise EngineError(
+                    f"{ds.name}: cannot write in {where}: {exc.strerror or exc}"
+                ) from None
         self._rebalance()
         for ds in self._datasets:
             if ds.samples:
@@ -655,7 +748,7 @@ class Engine:
     ) -> Generation:
         assert self._session is not None
         if self.config.api == "openai":
-            return await openai_api.chat(
+            call = openai_api.chat(
                 self._session,
                 server.url,
                 messages=prompt.messages,
@@ -667,16 +760,18 @@ class Engine:
                 stream=self.config.stream,
                 timeout_s=self.config.request_timeout_s,
             )
-        assert input_ids is not None
-        return await sglang.generate(
-            self._session,
-            server.url,
-            input_ids,
-            self.config.sampling,
-            rid,
-            stream=self.config.stream,
-            timeout_s=self.config.request_timeout_s,
-        )
+        else:
+            assert input_ids is not None
+            call = sglang.generate(
+                self._session,
+                server.url,
+                input_ids,
+                self.config.sampling,
+                rid,
+                stream=self.config.stream,
+                timeout_s=self.config.request_timeout_s,
+            )
+        return await receive(call, server.url, self._api_key)
 
     async def _attach_ids(self, generation: Generation) -> Generation:
         """Training needs the target model's ids; an API gives text, so tokenize it here."""
@@ -757,8 +852,11 @@ class Engine:
 
     def _give_up(self, ds: _Dataset, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
         ds.errors += 1
-        with open(ds.errors_path, "ab") as handle:
-            handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
+        try:
+            with open(ds.errors_path, "ab") as handle:
+                handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
+        except OSError as error:
+            self._disk_failure(ds, ds.errors_path, error)
         if ds.errors <= 5 or ds.errors % 100 == 0:
             self._event("warning", f"{ds.name}: sample {prompt.sample_id!r} failed: {exc.reason}")
 
@@ -779,19 +877,23 @@ class Engine:
             return
         assert ds.writer is not None
         cost = self._price(gen)
-        ds.writer.write(
-            Completion(
-                sample_id=prompt.sample_id,
-                completion_tokens=gen.completion_tokens,
-                prompt_tokens=gen.prompt_tokens,
-                finish_reason=gen.finish_reason,
-                output_ids=gen.output_ids,
-                text=gen.text,
-                latency_s=gen.latency_s,
-                server=server,
-                cost=cost,
-            ).to_line()
-        )
+        line = Completion(
+            sample_id=prompt.sample_id,
+            completion_tokens=gen.completion_tokens,
+            prompt_tokens=gen.prompt_tokens,
+            finish_reason=gen.finish_reason,
+            output_ids=gen.output_ids,
+            text=gen.text,
+            latency_s=gen.latency_s,
+            server=server,
+            cost=cost,
+        ).to_line()
+        try:
+            ds.writer.write(line)
+        except OSError as exc:
+            ds.unwritten += 1  # not done: sent again on resume
+            self._disk_failure(ds, ds.writer.path, exc)
+            return
         if cost is not None:
             ds.cost += cost
             ds.priced = True
@@ -827,8 +929,7 @@ class Engine:
             if remaining <= 0:
                 self._event("warning", "drain grace period over: aborting in-flight requests")
                 break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=min(remaining, 0.5))
+            await wait_event(self._wake, min(remaining, 0.5))
         if self._tasks:
             await self._abort_inflight()
 
@@ -903,8 +1004,15 @@ class Engine:
             if self._on_snapshot is not None:
                 self._on_snapshot(final)
         for ds in self._datasets:
+            if ds.unwritten:
+                self._event(
+                    "warning",
+                    f"{ds.name}: {ds.unwritten} completed responses could not be written; "
+                    "they are generated again on resume",
+                )
             if ds.writer is not None:
-                ds.writer.close()
+                with contextlib.suppress(OSError):  # fsync on a failing disk: said already
+                    ds.writer.close()
                 ds.writer = None
             ds.lock.release()
         self._pool.shutdown(wait=False, cancel_futures=True)

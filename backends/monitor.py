@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gen_tui.backends import watcher
+from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.records import RAW_FILE
 from gen_tui.backends.runs import (
@@ -43,6 +44,7 @@ from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.ssh import HostKeyError, SSHError
 
 SURVEY_S = 2.0
+MAX_ENDED = 20
 RATE_WINDOW_S = 30.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 
@@ -111,6 +113,8 @@ class HostMonitor:
         self.on_change = on_change
         self.datasets: tuple[str, ...] = tuple(datasets)
         self.runs: tuple[Run, ...] = ()
+        self.ended: tuple[Run, ...] = ()
+        """Runs seen before and gone since, newest first: what `r` can start again."""
         self.totals: dict[str, DatasetTotals] = {}
         self.state = "connecting"
         self.watch_state = ""
@@ -123,6 +127,7 @@ class HostMonitor:
         self._watch: Watch | None = None
         self._pump: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._refreshing = asyncio.Lock()
 
     # the loop
 
@@ -158,14 +163,9 @@ class HostMonitor:
             await connect()
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, or less if poked. Not `wait_for`: on 3.11 it can swallow a cancel that
-        arrives as the wake-up does, and the monitor would then never stop."""
+        """Sleep, or less if poked."""
         self._wake.clear()
-        waiter = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({waiter}, timeout=seconds)
-        finally:
-            waiter.cancel()
+        await wait_event(self._wake, seconds)
 
     def poke(self) -> None:
         """Survey again now (after a kill or a start), not at the next tick."""
@@ -173,12 +173,20 @@ class HostMonitor:
 
     async def refresh(self) -> Survey:
         """One survey: runs, discovered datasets, and the watcher stream kept in step."""
+        async with self._refreshing:  # the loop's and a kill's or resume's never interleave
+            return await self._refresh()
+
+    async def _refresh(self) -> Survey:
         import asyncssh
 
         try:
             survey = await self.host.survey()
         except asyncssh.Error as exc:
             raise SSHError(str(exc)) from exc
+        gone = [run for run in self.runs if not _listed(run, survey.runs)]
+        if gone:
+            kept = [run for run in self.ended if not _listed(run, gone)]
+            self.ended = (*gone, *kept)[:MAX_ENDED]
         self.runs = survey.runs
         self.output_dir = survey.output_dir
         self.surveyed_at = time.time()
@@ -312,7 +320,7 @@ class HostMonitor:
             started_at=writer.identity.start_time if writer is not None else 0.0,
             updated_at=totals.received_at,
             last_record_at=totals.mtime,
-            pid=writer.pid if writer is not None else 0,
+            pid=writer.pid if writer is not None else _int_or(progress.get("pid"), 0) or 0,
             host=self.name,
             message=str(progress.get("message") or "") if live else "",
             cost=_float_or(progress.get("cost")) if by_writer or writer is None else None,
@@ -329,9 +337,14 @@ class HostMonitor:
         if not files:
             files = [f"{self.output_dir}/{name}/{RAW_FILE}" for name in self.datasets_of(identity)]
         try:
-            return await self.host.kill(identity, grace_s, on_tick=on_tick, files=files)
+            outcome = await self.host.kill(identity, grace_s, on_tick=on_tick, files=files)
         finally:
             self.poke()
+        # Look again before reporting, so that whoever reads the outcome also sees the run
+        # list without it (and `r` is not refused because of a run that is gone).
+        with contextlib.suppress(SSHError, RunError, OSError):
+            await self.refresh()
+        return outcome
 
     def datasets_of(self, identity: RunIdentity) -> tuple[str, ...]:
         run = next((r for r in self.runs if r.identity.same_process(identity)), None)
@@ -346,9 +359,21 @@ class HostMonitor:
         await self.refresh()
         return identity
 
+    async def resume_run(self, run: Run, max_tokens: int | None) -> RunIdentity:
+        """Start an ended run again, as it was launched, with a new token budget."""
+        identity = await self.host.resume(run, max_tokens)
+        for name in run.datasets:
+            self._budgets[name] = (max_tokens, self._budgets.get(name, (None, None))[1])
+        await self.refresh()
+        return identity
+
     async def close(self) -> None:
         await self._close_watch()
         await self.host.close()
+
+
+def _listed(run: Run, runs: Sequence[Run]) -> bool:
+    return any(run.identity.same_process(other.identity) for other in runs)
 
 
 def _int_or(value: Any, default: int | None) -> int | None:

@@ -48,6 +48,7 @@ import asyncssh
 import psutil
 
 from gen_tui.backends import watcher
+from gen_tui.backends.aio import within
 from gen_tui.backends.lock import is_locked, read_holder
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.records import LOCK_FILE, RAW_FILE
@@ -424,7 +425,7 @@ class Watch:
     async def _read(self, source: LineSource) -> str | None:
         while True:
             try:
-                line = await asyncio.wait_for(source.readline(), self.stale_after_s)
+                line = await within(source.readline(), self.stale_after_s)
             except TimeoutError:
                 return f"stale: no word from the watcher for {self.stale_after_s:g} s"
             except (OSError, asyncssh.Error) as exc:
@@ -1232,7 +1233,7 @@ class SSHHost(_HostBase):
             process.stdin.write_eof()
             while True:
                 try:
-                    line = await asyncio.wait_for(process.stdout.readline(), wait_s + 30)
+                    line = await within(process.stdout.readline(), wait_s + 30)
                 except TimeoutError:
                     raise RunError(
                         f"{self.name}: no answer while stopping pid {identity.pid}"

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import asyncssh
 
+from gen_tui.backends.aio import within
+
 DEFAULT_KEEPALIVE_S = 2.0
 DEFAULT_KEEPALIVE_COUNT = 3
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -382,7 +384,7 @@ class SSHConnection:
         if self._supervisor is None:
             await self.start()
         try:
-            await asyncio.wait_for(self._up.wait(), timeout)
+            await within(self._up.wait(), timeout)
         except TimeoutError:
             raise Disconnected(f"{self.target}: {self.state}") from None
         assert self._conn is not None
@@ -394,7 +396,7 @@ class SSHConnection:
         """Run one command (never retried: a retry could start something twice)."""
         conn = await self.ready(timeout)
         try:
-            return await asyncio.wait_for(conn.run(command, input=input, check=False), timeout)
+            return await within(conn.run(command, input=input, check=False), timeout)
         except TimeoutError:
             raise SSHError(f"{self.target}: command did not finish within {timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:

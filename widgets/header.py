@@ -11,7 +11,7 @@ from textual.widget import Widget
 
 from gen_tui.backends.counts import format_count
 
-STATES = ("idle", "starting", "running", "paused", "stopping", "aborting", "quitting")
+STATES = ("idle", "watching", "starting", "running", "paused", "stopping", "aborting", "quitting")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class HeaderView:
     servers: int = 0
     servers_down: int = 0
     filter: str = ""
+    hosts: tuple[tuple[str, str], ...] = ()
+    """(name, connection state) of each watched host: "connected", "disconnected: ...", ..."""
 
 
 def state_text(view: HeaderView) -> str:
@@ -42,6 +44,9 @@ def state_text(view: HeaderView) -> str:
 def header_parts(view: HeaderView) -> list[str]:
     """The figures after the state, in priority order (the first ones survive a narrow screen)."""
     parts = []
+    for name, state in view.hosts:
+        if state != "connected":
+            parts.append(f"{name}: {state}")
     if view.servers_down:
         parts.append(f"{view.servers_down}/{view.servers} server(s) unreachable")
     parts += [
@@ -58,6 +63,7 @@ def header_parts(view: HeaderView) -> list[str]:
         parts.append(f"filter: {view.filter}")
     if view.where:
         parts.append(view.where)
+    parts += [f"{name} ✓" for name, state in view.hosts if state == "connected"]
     return parts
 
 

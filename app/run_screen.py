@@ -1,0 +1,168 @@
+"""The run list screen (`l`): every generation process on the watched hosts, and `k`/`r` on it.
+
+Runs that ended while gen-tui watched stay listed as "ended", so `r` can start one again
+exactly as it was launched, with a new token budget.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Label
+
+from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget
+from gen_tui.backends.counts import format_count
+from gen_tui.widgets.run_table import RunRow, RunTable
+
+if TYPE_CHECKING:
+    from gen_tui.app.hosts import HostLink
+    from gen_tui.backends.runs import Run
+
+REFRESH_S = 1.0
+
+
+def run_key(run: Run) -> str:
+    identity = run.identity
+    return f"{identity.host}:{identity.pid}:{identity.start_time:.2f}"
+
+
+class RunsScreen(Screen[None]):
+    """A table of runs from every host link, refreshed every second."""
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding(
+            "k",
+            "kill",
+            "Kill",
+            tooltip="Stop the selected run: SIGTERM, drain, then SIGKILL",
+            id="runs.kill",
+        ),
+        Binding(
+            "r",
+            "resume",
+            "Resume",
+            tooltip="Start the selected ended run again, as launched, with a new token budget",
+            id="runs.resume",
+        ),
+        Binding(
+            "escape,l", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"
+        ),
+    ]
+
+    def __init__(self, links: list[HostLink]) -> None:
+        super().__init__()
+        self.links = links
+        self._rows: dict[str, tuple[HostLink, Run, bool]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="runs-title", markup=False)
+        yield RunTable(id="runs")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_rows()
+        self.set_interval(REFRESH_S, self.refresh_rows, name="runs-refresh")
+        self.query_one(RunTable).focus()
+
+    def rows(self) -> list[RunRow]:
+        rows: list[RunRow] = []
+        found: dict[str, tuple[HostLink, Run, bool]] = {}
+        for link in self.links:
+            monitor = link.monitor
+            if monitor is None:
+                continue
+            listed = [(r, False) for r in monitor.runs] + [(r, True) for r in monitor.ended]
+            for run, ended in listed:
+                key = run_key(run)
+                if key in found:
+                    continue
+                found[key] = (link, run, ended)
+                counting = [link.countdown[n] for n in run.datasets if n in link.countdown]
+                state = "ended" if ended else run.state
+                if counting and not ended:
+                    state = f"stopping {min(counting)}s"
+                rows.append(
+                    RunRow(
+                        key=key,
+                        host=run.identity.host,
+                        pid=run.pid,
+                        state=state,
+                        elapsed_s=run.elapsed_s,
+                        datasets=run.datasets,
+                        command=run.identity.command,
+                    )
+                )
+        self._rows = found
+        return rows
+
+    def refresh_rows(self) -> None:
+        rows = self.rows()
+        states = ", ".join(f"{link.name}: {link.state}" for link in self.links)
+        live = sum(1 for _, _, ended in self._rows.values() if not ended)
+        self.query_one("#runs-title", Label).update(
+            f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
+        )
+        self.query_one(RunTable).show(rows)
+
+    def _selected(self) -> tuple[HostLink, Run, bool] | None:
+        key = self.query_one(RunTable).selected_key
+        return self._rows.get(key) if key is not None else None
+
+    def action_kill(self) -> None:
+        picked = self._selected()
+        if picked is None:
+            self.notify("no run selected", severity="warning")
+            return
+        link, run, ended = picked
+        if ended:
+            self.notify(f"pid {run.pid} has already ended", severity="warning")
+            return
+        identity = run.identity
+        self.app.push_screen(
+            ConfirmScreen(
+                "Kill run?",
+                f"Stop pid {identity.pid} on {identity.host}?\n"
+                f"Datasets: {', '.join(run.datasets) or '-'}\n"
+                f"Command: {identity.command[:200]}\n"
+                f"SIGTERM to its process group: it drains in-flight requests for up to "
+                f"{link.grace_s:g} s, then SIGKILL. Completed responses are kept.",
+                "Kill",
+            ),
+            lambda ok: link.send("kill", identity) if ok else None,
+        )
+
+    def action_resume(self) -> None:
+        picked = self._selected()
+        if picked is None:
+            self.notify("no run selected", severity="warning")
+            return
+        link, run, ended = picked
+        if not ended:
+            self.notify(f"pid {run.pid} is still running: k stops it first", severity="warning")
+            return
+        monitor = link.monitor
+        snaps = [monitor.snapshot(name) for name in run.datasets] if monitor else []
+        # Budgets are per dataset: preview against the one furthest along.
+        tokens = max((snap.tokens for snap in snaps if snap is not None), default=0)
+        target = ResumeTarget(
+            name=", ".join(run.datasets) or f"pid {run.pid}",
+            tokens=tokens,
+            max_tokens=next((s.max_tokens for s in snaps if s is not None), None),
+            max_samples=None,
+            tok_s=0.0,
+            running=False,
+            where=f"on {link.name}, as launched: {run.identity.command[:120]}",
+        )
+
+        def decided(budget: int | None) -> None:
+            if budget is not None:
+                link.send("resume_run", (run, budget))
+                self.notify(f"starting pid {run.pid}'s command again to {format_count(budget)}")
+
+        self.app.push_screen(ResumeScreen(target), decided)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,40 @@
+"""Timeouts that never swallow a cancellation.
+
+On Python 3.11, `asyncio.wait_for` returns the inner result when a cancel arrives in the
+same loop iteration as that result, and the cancel is lost (fixed in 3.12). In a loop that
+reads lines or sleeps between polls, a lost cancel means a task that never ends, and an
+`asyncio.run` that never returns (seen: the app hung on exit, its host watcher still
+reading heartbeats). These helpers use `asyncio.wait`, which always re-raises the cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """`awaitable`'s result, or TimeoutError after `timeout` seconds (it is then cancelled)."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise TimeoutError
+    return task.result()
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` passes; True if it was set."""
+    with contextlib.suppress(TimeoutError):
+        await within(event.wait(), timeout)
+    return event.is_set()

@@ -1,0 +1,136 @@
+"""The control panel on a host reached over a real OpenSSH sshd: a stale B2 run is seen, killed
+with `k`, resumed with `r` to a new budget, and crosses it live; the run list shows it all.
+
+The "remote" is this machine through loopback sshd, so the test can recount the files and
+check the processes; everything the app does goes through SSH.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Input
+
+from gen_tui.app.hosts import host_source
+from gen_tui.app.run_screen import RunsScreen
+from gen_tui.app.screens import ConfirmScreen, ResumeScreen
+from gen_tui.app.tui import GenTuiApp, panel_id
+from gen_tui.backends.runs import RunIdentity, SSHHost
+from gen_tui.backends.sim import LengthProfile
+from gen_tui.widgets.run_table import RunTable
+from tests.helpers import recount
+from tests.sshd import Sshd, sshd
+from tests.test_runs import alive
+from tests.test_tui import SIZE, Notes, badge, panel, snap, wait_for
+
+__all__ = ["sshd"]  # the fixture, imported for pytest
+
+
+async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
+    sshd: Sshd, sim: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    # One slow slot: a record every ~1.5 s, so with a 1 s threshold the run goes stale
+    # between records. No token budget: the seeds' forgotten run.
+    server = await sim(tokens_per_s=100, slots=1, profiles={"B2": LengthProfile(mean=150)})
+    out = tmp_path / "remote-out"
+    out.mkdir()
+    argv = [
+        *(sys.executable, "-m", "gen_tui.app.cli", "run"),
+        *("--prompts-dir", str(prompts_dir(B2=3000)), "--tokenizer", str(tokenizer_dir)),
+        *("--output-dir", str(out), "--server-url", server.url),
+        *("--plain", "--concurrency", "1", "--max-new-tokens", "512", "--datasets", "B2"),
+    ]
+    starter = SSHHost("starter", sshd.alias, str(out), options=sshd.options())
+    await starter.connect()
+    first = await starter.start(argv, str(tmp_path / "first.log"))
+    await starter.close()
+    pids = [first.pid]
+
+    source = host_source(sshd.alias, str(out), options=sshd.options(), grace_s=20.0)
+    app = GenTuiApp(None, hosts=[source], stale_after_s=1.0)
+    link = app.links[0]
+    notes = Notes()
+    try:
+        async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+            # B2's panel appears once the host has been surveyed: nothing named it before.
+            await wait_for(pilot, lambda: app.query(f"#{panel_id('B2')}"), 60)
+            await wait_for(pilot, lambda: snap(app, "B2") and snap(app, "B2").samples >= 1, 60)
+            assert snap(app, "B2").pid == first.pid and snap(app, "B2").host == sshd.alias
+            assert snap(app, "B2").max_tokens is None
+            header = app.ui("#header").view
+            assert header.state == "watching" and header.hosts == ((sshd.alias, "connected"),)
+            await wait_for(pilot, lambda: badge(app, "B2") == "stale · press k", 30)
+
+            # k: the confirmation names the host, the pid and the dataset.
+            await pilot.press("k")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            body = str(app.screen.query_one("#confirm-body").render())
+            assert f"pid {first.pid} on {sshd.alias}" in body and "B2" in body
+            await pilot.press("y")
+            await wait_for(pilot, lambda: link.outcome.get("B2") == "stopped", 60)
+            assert not alive(first.pid)
+            tokens, records = recount(out / "B2")
+            assert records == server.stats.completed, "a completed response was not written"
+            await wait_for(
+                pilot,
+                lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == (tokens, records),
+            )
+            assert badge(app, "B2") == "stopped"
+
+            # r: a new budget; the run starts again over SSH and crosses it live.
+            server.configure({"tokens_per_s": 20_000})
+            budget = tokens + 2000
+            await pilot.press("r")
+            modal = await wait_for(
+                pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen
+            )
+            where = str(modal.query_one("#resume-where").render())
+            assert sshd.alias in where
+            modal.query_one("#budget", Input).insert_text_at_cursor("12x")
+            await pilot.press("enter")
+            assert isinstance(app.screen, ResumeScreen), "a bad budget was accepted"
+            modal.query_one("#budget", Input).clear()
+            modal.query_one("#budget", Input).insert_text_at_cursor(str(budget))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: len(link.started) == 1, 60)
+            second: RunIdentity = link.started[0]
+            pids.append(second.pid)
+            assert second.cmdline == (*first.cmdline, "--max-tokens-per-dataset", str(budget))
+            await wait_for(pilot, lambda: notes.find("B2", "crossed its"), 90)
+            await wait_for(pilot, lambda: badge(app, "B2") == "budget reached", 60)
+            await wait_for(pilot, lambda: not alive(second.pid), 30)
+            final = recount(out / "B2")
+            assert final[0] >= budget
+            await wait_for(
+                pilot, lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == final, 20
+            )
+            assert snap(app, "B2").max_tokens == budget
+
+            # l: the run list holds both runs, the first ended.
+            await pilot.press("l")
+            screen = await wait_for(
+                pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen
+            )
+            await pilot.pause(1.2)
+            table = screen.query_one(RunTable)
+            rows = {
+                str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)
+            }
+            assert {str(first.pid), str(second.pid)} <= set(rows)
+            assert rows[str(first.pid)][2] == "ended" and rows[str(first.pid)][4] == "B2"
+            await pilot.press("escape")
+            assert not isinstance(app.screen, RunsScreen)
+            assert panel(app, "B2").has_focus
+    finally:
+        app.stop_links()
+        link.done.wait(timeout=30)
+        for pid in pids:
+            if alive(pid):
+                import os
+                import signal
+
+                os.killpg(pid, signal.SIGKILL)
+    assert not any(alive(pid) for pid in pids)
