@@ -37,6 +37,25 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
+def format_dollars(amount: float) -> str:
+    """`$0.042`, `$12.30`, `$1,234`: cents matter below a hundred dollars, not above."""
+    if amount < 1:
+        return f"${amount:.3f}"
+    if amount < 100:
+        return f"${amount:.2f}"
+    return f"${amount:,.0f}"
+
+
+def cost_text(snap: DatasetSnapshot) -> str:
+    """`$12.30 → $86.20`: spent, then projected at the budget when it can be projected."""
+    if snap.cost is None:
+        return ""
+    text = format_dollars(snap.cost)
+    if snap.projected_cost is not None and not snap.state.finished:
+        text += f" → {format_dollars(snap.projected_cost)}"
+    return text
+
+
 def budget_text(snap: DatasetSnapshot) -> str:
     tokens = format_count(snap.tokens)
     if snap.max_tokens is not None:
@@ -53,6 +72,7 @@ def status_line(snap: DatasetSnapshot) -> str:
         f"{snap.name} {snap.state}: {budget_text(snap)} tokens{percent}, {samples} samples, "
         f"{format_count(snap.tok_s)} tok/s, {snap.inflight} in flight, "
         f"ETA {format_duration(snap.eta_s)}"
+        + (f", {cost_text(snap)}" if snap.cost is not None else "")
         + (f", {snap.errors} failed" if snap.errors else "")
         + (f", {snap.malformed} bad lines" if snap.malformed else "")
     )
@@ -138,6 +158,7 @@ class HeadlessDisplay:
             f"{format_count(snap.tokens)} tokens  {format_count(snap.tok_s)} tok/s  "
             f"{snap.inflight}/{snap.concurrency} slots  utilisation {snap.utilisation * 100:.0f}%"
             f"  elapsed {format_duration(snap.elapsed_s)}"
+            + (f"  spent {format_dollars(snap.cost)}" if snap.cost is not None else "")
             + ("  [stopping: Ctrl-C again aborts]" if snap.stopping else ""),
             style="bold",
         )

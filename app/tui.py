@@ -52,7 +52,7 @@ from gen_tui.app.hosts import (
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import EngineConfig, EngineError
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import HeaderView, RunHeader
@@ -233,17 +233,6 @@ class Run:
             return None
         return self.grace_s - (now - self.stop_at)
 
-    def budget_of(self, name: str) -> int | None:
-        """A dataset's token budget: as last reported, else as configured."""
-        snap = self.dataset(name)
-        if snap is not None:
-            return snap.max_tokens
-        engine = self.engine
-        if engine is None:
-            return None
-        spec = next((d for d in engine.config.datasets if d.name == name), None)
-        return spec.max_tokens if spec else None
-
     def dataset(self, name: str) -> DatasetSnapshot | None:
         if self.latest is None:
             return None
@@ -251,6 +240,15 @@ class Run:
             if snap.name == name:
                 return snap
         return None
+
+
+class BudgetAnnounced(Message):
+    """A dataset crossed its budget or finished (engine thread -> UI)."""
+
+    def __init__(self, run: Run, event: BudgetEvent) -> None:
+        super().__init__()
+        self.run = run
+        self.event = event
 
 
 class EngineEvent(Message):
@@ -325,9 +323,10 @@ def humanize(text: str) -> str:
     return _COUNT.sub(lambda m: f"{int(m.group()):,}", text)
 
 
-def first_number(text: str) -> int | None:
-    match = re.search(r"\d[\d,]*", text.partition(": ")[2])
-    return int(match.group().replace(",", "")) if match else None
+def crossing_text(budget: int | None, tokens: int) -> str:
+    """What a budget crossing says, whoever saw it (the engine here, or a host's records)."""
+    of = f"its {format_count(budget)} budget" if budget is not None else "its budget"
+    return f"crossed {of} at {tokens:,} tokens"
 
 
 def describe(names: Sequence[str]) -> str:
@@ -642,6 +641,7 @@ class GenTuiApp(App[int]):
                 config,
                 on_snapshot=run.store,
                 on_event=functools.partial(self._engine_event, run),
+                on_budget=lambda event: self.post_message(BudgetAnnounced(run, event)),
             )
             task = asyncio.create_task(engine.run())
             await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
@@ -663,24 +663,29 @@ class GenTuiApp(App[int]):
     def on_engine_event(self, event: EngineEvent) -> None:
         text = humanize(event.text)
         self.record_event(event.level, text)
-        name, _, rest = text.partition(": ")
-        if "crossed its budget" in text:
-            self._crossed[name] = first_number(text)
-            budget = event.run.budget_of(name)
-            if budget is not None:
-                rest = rest.replace(
-                    "crossed its budget", f"crossed its {format_count(budget)} budget"
-                )
-            self.notify(rest, title=name, timeout=BUDGET_TOAST_S)
-        elif event.level == "budget":
-            # The final count, once the dataset's in-flight requests are in; not repeated
-            # when it is the count its crossing already announced.
-            if self._crossed.pop(name, None) != first_number(text):
-                self.notify(rest or text, title=name, timeout=BUDGET_TOAST_S)
-        elif event.level == "error":
+        if event.level == "error":
             self.notify(text, title="engine error", severity="error", timeout=12)
         elif event.level == "warning":
             self.notify(text, severity="warning", timeout=6)
+
+    def on_budget_announced(self, message: BudgetAnnounced) -> None:
+        """Crossings and finishes, as the engine reports them (data, not text)."""
+        event = message.event
+        name = event.dataset
+        if event.kind == "crossed":
+            self._crossed[name] = event.tokens
+            self.notify(
+                crossing_text(event.max_tokens, event.tokens), title=name, timeout=BUDGET_TOAST_S
+            )
+        elif self._crossed.pop(name, None) != event.tokens:
+            # The final count, once the in-flight requests are in; not repeated when it is
+            # the count the crossing already announced.
+            what = "all prompts done" if event.kind == "exhausted" else "budget reached"
+            self.notify(
+                f"{what}: {event.tokens:,} tokens, {event.samples:,} samples",
+                title=name,
+                timeout=BUDGET_TOAST_S,
+            )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place where a run ends: success, engine error or a bug."""
@@ -817,7 +822,7 @@ class GenTuiApp(App[int]):
         before = self._link_seen.get(name)
         self._link_seen[name] = snap.tokens
         if before is not None and before < budget <= snap.tokens:
-            text = f"crossed its {format_count(budget)} budget at {snap.tokens:,} tokens"
+            text = crossing_text(budget, snap.tokens)
             self.record_event("budget", f"{name} on {link.name}: {text}")
             self.notify(text, title=name, timeout=BUDGET_TOAST_S)
 
@@ -993,6 +998,11 @@ class GenTuiApp(App[int]):
             servers=sum(len(s.servers) for s in latest),
             servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
             hosts=tuple((link.name, link.state) for link in self.links if link.source.remote),
+            cost=sum(costs) if (costs := [s.cost for s in snaps if s.cost is not None]) else None,
+            cost_per_hour=sum(
+                s.cost_per_hour for s in snaps if s.cost_per_hour and not s.state.finished
+            )
+            or None,
         )
 
     # feeding panels without an engine (tests, snapshots)

@@ -61,7 +61,7 @@ from gen_tui.backends.run_config import (
     EngineError,
     resolve_api_key,
 )
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.tokenizer import (
     TokenizerError,
     encode_messages,
@@ -190,7 +190,8 @@ class Engine:
 
     `on_snapshot` receives a :class:`RunSnapshot` every `snapshot_interval_s`; `on_event`
     receives (level, message) for things a person should read: resume summaries, skipped
-    prompt lines, servers going away, budget crossings.
+    prompt lines, servers going away, budget crossings. `on_budget` receives the crossings
+    and finishes again as :class:`BudgetEvent` data, for a UI to announce without parsing.
     """
 
     def __init__(
@@ -198,6 +199,7 @@ class Engine:
         config: EngineConfig,
         on_snapshot: Callable[[RunSnapshot], None] | None = None,
         on_event: Event | None = None,
+        on_budget: Callable[[BudgetEvent], None] | None = None,
     ) -> None:
         if config.concurrency < 1:
             raise EngineError("concurrency must be at least 1")
@@ -208,6 +210,7 @@ class Engine:
         self.config = config
         self._on_snapshot = on_snapshot
         self._on_event = on_event
+        self._on_budget = on_budget
         self._servers = [_Server(url) for url in config.server_urls]
         prior = float(config.max_new_tokens)
         self._datasets = [
@@ -312,6 +315,10 @@ class Engine:
     def _event(self, level: str, message: str) -> None:
         if self._on_event is not None:
             self._on_event(level, message)
+
+    def _budget_event(self, ds: _Dataset, kind: str) -> None:
+        if self._on_budget is not None:
+            self._on_budget(BudgetEvent(ds.name, kind, ds.tokens, ds.samples, ds.budget.max_tokens))
 
     def _mark_busy(self) -> None:
         now = time.monotonic()
@@ -601,11 +608,13 @@ class Engine:
             ds.state = DatasetState.EXHAUSTED
             ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
             self._event("budget", f"{ds.name}: {ds.message}")
+            self._budget_event(ds, "exhausted")
             self._rebalance()
             return
         else:
             return
         self._event("budget", f"{ds.name}: {ds.message}")
+        self._budget_event(ds, "done")
 
     def _candidates(self) -> list[_Dataset]:
         """Datasets in the order a free slot is offered to them.
@@ -909,6 +918,7 @@ class Engine:
         ds.last_record_at = time.time()
         if not was_reached and ds.budget.reached(ds.tokens, ds.samples):
             self._event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
+            self._budget_event(ds, "crossed")
 
     # shutdown
 

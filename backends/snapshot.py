@@ -71,6 +71,21 @@ class DatasetSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetEvent:
+    """A dataset crossing its token budget, or finishing: what a UI announces, as data.
+
+    "crossed" comes when the count first reaches the budget (in-flight requests still
+    arriving); "done" or "exhausted" once the dataset has finished, with the final count.
+    """
+
+    dataset: str
+    kind: str
+    tokens: int
+    samples: int
+    max_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunSnapshot:
     datasets: tuple[DatasetSnapshot, ...]
     concurrency: int

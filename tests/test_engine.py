@@ -14,7 +14,7 @@ from gen_tui.backends.engine import Engine
 from gen_tui.backends.lock import DatasetLock
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.sim import Faults, LengthProfile
-from gen_tui.backends.snapshot import DatasetState, RunSnapshot
+from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
 
 from .helpers import progress, read_records, record_lines, recount
 
@@ -45,8 +45,28 @@ def make_config(
 async def run(config: EngineConfig) -> tuple[RunSnapshot, list[tuple[str, str]], list[RunSnapshot]]:
     events: list[tuple[str, str]] = []
     snapshots: list[RunSnapshot] = []
-    engine = Engine(config, on_snapshot=snapshots.append, on_event=lambda *e: events.append(e))
+    budgets: list[BudgetEvent] = []
+    engine = Engine(
+        config,
+        on_snapshot=snapshots.append,
+        on_event=lambda *e: events.append(e),
+        on_budget=budgets.append,
+    )
     final = await engine.run()
+    # The structured budget events agree with the run: at most one crossing and one finish
+    # per dataset, the finish last and with the final count.
+    for snap in final.datasets:
+        mine = [e for e in budgets if e.dataset == snap.name]
+        assert [e.kind for e in mine].count("crossed") <= 1
+        finishes = [e for e in mine if e.kind in ("done", "exhausted")]
+        assert len(finishes) <= 1
+        if finishes:
+            assert mine[-1] is finishes[0] and finishes[0].tokens == snap.tokens
+            assert finishes[0].kind == ("done" if snap.state is DatasetState.DONE else "exhausted")
+        crossing = [e for e in mine if e.kind == "crossed"]
+        if crossing and snap.max_tokens is not None:
+            assert crossing[0].tokens >= snap.max_tokens
+    events.extend(("budget-event", f"{e.dataset}: {e.kind} at {e.tokens}") for e in budgets)
     return final, events, snapshots
 
 
@@ -106,6 +126,9 @@ async def test_budget_modes(
     if mode is BudgetMode.PREDICTIVE:
         assert tokens - budget < budget * 0.02, f"predictive overshot by {tokens - budget}"
     assert any("budget reached" in message for _, message in events)
+    assert any(level == "budget-event" and ": done at" in m for level, m in events)
+    crossed = any(level == "budget-event" and ": crossed at" in m for level, m in events)
+    assert crossed == (mode is not BudgetMode.STRICT)  # strict never reaches the budget
 
 
 async def test_drain_overshoots_more_than_predictive(

@@ -32,6 +32,7 @@ from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
+from gen_tui.widgets.header import header_parts
 
 from .helpers import recount
 
@@ -631,3 +632,53 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
     final_tokens, final_records = recount(out / "S")
     assert budget <= final_tokens < budget + 1024 and final_records > records
     assert not any(_alive(pid) for pid in pids)
+
+
+# ---- an OpenAI-compatible API with cost -------------------------------------------------
+
+
+async def test_cost_shows_in_panels_and_header_and_resume_names_the_backend(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    vocab_size: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GEN_TUI_TEST_KEY", "sk-test-not-a-secret")
+    folder = prompts_dir(C=400)
+    config = EngineConfig(
+        datasets=[DatasetSpec("C", folder / "C.jsonl", max_tokens=40_000)],
+        server_urls=[],
+        tokenizer=str(tokenizer_dir),
+        output_dir=tmp_path / "out",
+        concurrency=8,
+        sampling={"max_new_tokens": 1024},
+        api="openai",
+        model="sim-model",
+        api_key_env="GEN_TUI_TEST_KEY",
+    )
+    sim = SimConfig(
+        slots=8,
+        tokens_per_s=2000,
+        vocab_size=vocab_size,
+        default_profile=LengthProfile(mean=200),
+        cost_per_million=(1.0, 10.0),
+    )
+    app = GenTuiApp(SimSource(config, sim))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: snap(app, "C") and (snap(app, "C").cost or 0) > 0, 60)
+        s = snap(app, "C")
+        assert s.cost is not None and s.projected_cost is not None
+        await wait_for(pilot, lambda: "$" in " ".join(panel(app, "C").query_one("#details").first))
+        header = app.ui("#header").view
+        assert header.cost is not None and header.cost > 0
+        assert any(part.startswith("$") for part in header_parts(header))
+        await pilot.press("r")
+        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        where = str(modal.query_one("#resume-where").render())
+        assert "OpenAI-compatible API" in where and "sim-model" in where
+        assert "sk-test" not in where
+        await pilot.press("escape")
+        for run in app.runs:
+            run.abort()
+        await wait_for(pilot, lambda: not app.active_runs(), 30)

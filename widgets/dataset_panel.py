@@ -18,7 +18,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline
 
-from gen_tui.app.headless import format_duration
+from gen_tui.app.headless import cost_text, format_duration
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.widgets.meter import Meter
@@ -110,6 +110,8 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         first.append(f"ETA {format_duration(snap.eta_s)}")
     first.append(f"{snap.inflight} in flight")
     first.append(f"{snap.errors} err")
+    if snap.cost is not None:
+        first.append(cost_text(snap))
     if snap.malformed:
         first.append(f"{snap.malformed} bad lines")
     second = [f"{snap.host}:{snap.pid}"]

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from gen_tui.app.headless import format_dollars
 from gen_tui.backends.counts import format_count
 
 STATES = ("idle", "watching", "starting", "running", "paused", "stopping", "aborting", "quitting")
@@ -31,6 +32,9 @@ class HeaderView:
     servers: int = 0
     servers_down: int = 0
     filter: str = ""
+    cost: float | None = None
+    """Dollars spent, where the API reports or config prices it."""
+    cost_per_hour: float | None = None
     hosts: tuple[tuple[str, str], ...] = ()
     """(name, connection state) of each watched host: "connected", "disconnected: ...", ..."""
 
@@ -54,6 +58,11 @@ def header_parts(view: HeaderView) -> list[str]:
         f"{format_count(view.tok_s)} tok/s",
         f"done {view.done}/{view.total}",
     ]
+    if view.cost is not None:
+        spend = f"{format_dollars(view.cost)}"
+        if view.cost_per_hour:
+            spend += f" ({format_dollars(view.cost_per_hour)}/h)"
+        parts.append(spend)
     if view.concurrency:
         slots = f"slots {view.inflight}/{view.concurrency}"
         if view.utilisation is not None:
