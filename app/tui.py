@@ -517,8 +517,9 @@ class GenTuiApp(App[int]):
             # After the first frame: the worker's imports (transformers) hold the GIL for
             # a while, and the window should be up before that.
             self.call_after_refresh(self.start_run)
-        for link in self.links:
-            self._run_link(link)
+        if self.links:
+            # After the first frame too: the links import psutil and asyncssh.
+            self.call_after_refresh(self._start_links)
         self.relayout()
         self.refresh_view()
         loop = asyncio.get_running_loop()
@@ -735,6 +736,10 @@ class GenTuiApp(App[int]):
     @work(thread=True, exit_on_error=False, group="hosts", name="host")
     def _run_link(self, link: HostLink) -> None:
         link.run()
+
+    def _start_links(self) -> None:
+        for link in self.links:
+            self._run_link(link)
 
     def _link_said(self, link: HostLink, severity: str, text: str) -> None:
         """A link's `say` (its own thread): hand it to the UI, never block."""

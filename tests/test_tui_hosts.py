@@ -7,6 +7,7 @@ check the processes; everything the app does goes through SSH.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +19,13 @@ from gen_tui.app.hosts import host_source
 from gen_tui.app.run_screen import RunsScreen
 from gen_tui.app.screens import ConfirmScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp, panel_id
+from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.runs import RunIdentity, SSHHost
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.widgets.run_table import RunTable
 from tests.helpers import recount
 from tests.sshd import Sshd, sshd
-from tests.test_runs import alive
+from tests.test_runs import _append, alive
 from tests.test_tui import SIZE, Notes, badge, panel, snap, wait_for
 
 __all__ = ["sshd"]  # the fixture, imported for pytest
@@ -134,3 +136,53 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
 
                 os.killpg(pid, signal.SIGKILL)
     assert not any(alive(pid) for pid in pids)
+
+
+async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_counting(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    out = tmp_path / "remote-out"
+    out.mkdir()
+    await _append(out / "A", 40, "a")
+    before = {p.pid for p in sshd.sessions()}
+    options = sshd.options(keepalive_interval_s=1.0, keepalive_count_max=2)
+    app = GenTuiApp(None, hosts=[host_source(sshd.alias, str(out), options=options)])
+    states: list[str] = []
+    seen: list[int] = []
+
+    def watch() -> bool:
+        view = app.ui("#header").view
+        states.extend(state for _, state in view.hosts if not states or states[-1] != state)
+        if app.query(f"#{panel_id('A')}") and (s := snap(app, "A")) is not None:
+            seen.append(s.tokens)
+        return False
+
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.query(f"#{panel_id('A')}"), 60)
+        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").samples == 40, 30)
+        assert app.ui("#header").view.hosts == ((sshd.alias, "connected"),)
+        writer = asyncio.ensure_future(_append(out / "A", 150, "x"))
+        await pilot.pause(0.3)
+        victims = [p for p in sshd.sessions() if p.pid not in before]
+        assert victims, "no sshd session serves the app"
+        for process in victims:
+            process.kill()
+        await wait_for(pilot, lambda: watch() or any(s != "connected" for s in states), 20)
+        await writer
+        scan = scan_records(out / "A" / RAW_FILE)
+        expected = (scan.tokens, scan.records)
+        await wait_for(
+            pilot,
+            lambda: (
+                watch()
+                or (
+                    (snap(app, "A").tokens, snap(app, "A").samples) == expected
+                    and app.ui("#header").view.hosts == ((sshd.alias, "connected"),)
+                )
+            ),
+            60,
+        )
+        assert "disconnected" in " ".join(states), states
+        assert seen == sorted(seen), "a total went backwards: something was counted twice"
+    app.stop_links()
+    app.links[0].done.wait(timeout=30)
