@@ -43,6 +43,8 @@ class HostSource:
     owns_runs = False
     remote = False
     """Reached over SSH: its connection state is worth a place in the header."""
+    has_template = False
+    """A run command template is configured: a dataset can start without a past run."""
 
     def __init__(
         self,
@@ -295,6 +297,7 @@ def host_source(
         make, datasets, discover=discover, grace_s=grace_s, label=name or (target or "local")
     )
     source.remote = remote
+    source.has_template = bool(command)
     return source
 
 

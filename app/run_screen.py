@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Label
 
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget
+from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.backends.counts import format_count
 from gen_tui.widgets.run_table import RunRow, RunTable
 
@@ -46,6 +46,13 @@ class RunsScreen(Screen[None]):
             "Resume",
             tooltip="Start the selected ended run again, as launched, with a new token budget",
             id="runs.resume",
+        ),
+        Binding(
+            "s",
+            "start",
+            "Start",
+            tooltip="Start a dataset on the selected run's host with a token budget",
+            id="runs.start",
         ),
         Binding(
             "escape,l", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"
@@ -163,6 +170,26 @@ class RunsScreen(Screen[None]):
                 self.notify(f"starting pid {run.pid}'s command again to {format_count(budget)}")
 
         self.app.push_screen(ResumeScreen(target), decided)
+
+    def action_start(self) -> None:
+        picked = self._selected()
+        link = picked[0] if picked is not None else (self.links[0] if self.links else None)
+        if link is None:
+            return
+        how = (
+            "gen-tui runs the host's command template with --datasets and the budget."
+            if link.source.has_template
+            else "gen-tui reuses the command line of the last run seen writing the dataset "
+            "(or named in its lock file), with the new budget."
+        )
+
+        def decided(choice: tuple[str, int] | None) -> None:
+            if choice is not None:
+                name, budget = choice
+                link.send("resume", (name, budget, None))
+                self.notify(f"starting {name} on {link.name} to {format_count(budget)}")
+
+        self.app.push_screen(StartScreen(link.name, how), decided)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -171,6 +171,63 @@ class ResumeScreen(ModalScreen[int | None]):
         self.dismiss(None)
 
 
+class DatasetNameValidator(Validator):
+    """A dataset name as every other part of gen-tui accepts it (`check_dataset_name`)."""
+
+    def validate(self, value: str) -> ValidationResult:
+        from gen_tui.backends.prompts import DatasetNameError, check_dataset_name
+
+        try:
+            check_dataset_name(value)
+        except DatasetNameError as exc:
+            return self.failure(str(exc))
+        return self.success()
+
+
+class StartScreen(ModalScreen[tuple[str, int] | None]):
+    """Start a dataset on a host with a token budget; returns (dataset, budget) or None."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", tooltip="Close without starting", id="start.cancel"),
+    ]
+
+    def __init__(self, host: str, how: str) -> None:
+        super().__init__()
+        self.host = host
+        self.how = how
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = f"Start a dataset on {self.host}"
+            yield Label(self.how, id="start-how", markup=False)
+            yield Input(placeholder="dataset, e.g. B2_opencodeinstruct", id="dataset",
+                        validators=[DatasetNameValidator()], valid_empty=False)  # fmt: skip
+            yield Input(placeholder="token budget, e.g. 10M", id="budget",
+                        validators=[BudgetValidator()], valid_empty=False)  # fmt: skip
+            yield Label("", id="budget-error", markup=False)
+            yield Label("Enter starts · Escape cancels", id="start-help")
+
+    def on_mount(self) -> None:
+        self.query_one("#dataset", Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        name = self.query_one("#dataset", Input)
+        budget = self.query_one("#budget", Input)
+        error = self.query_one("#budget-error", Label)
+        for field, what in ((name, "dataset"), (budget, "budget")):
+            result = field.validate(field.value)
+            if not field.value.strip() or (result is not None and not result.is_valid):
+                reasons = result.failure_descriptions if result is not None else []
+                error.update(" ".join(reasons) or f"{what}: required")
+                field.focus()
+                return
+        self.dismiss((name.value.strip(), parse_count(budget.value)))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 @dataclass(frozen=True)
 class HelpRow:
     key: str

@@ -380,6 +380,7 @@ class GenTuiApp(App[int]):
     CSS_PATH = str(TCSS_PATH)
     TITLE = "gen-tui"
     ENABLE_COMMAND_PALETTE = False
+    AUTO_FOCUS = None  # panels take focus themselves; never the hidden filter bar
     NOTIFICATION_TIMEOUT = 6.0
 
     BINDINGS: ClassVar[list[Binding]] = [

@@ -601,8 +601,7 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             await wait_for(pilot, lambda: link.outcome.get("S") is not None, 60)
             assert link.outcome["S"] == "stopped", notes.items
             assert not _alive(first.pid)
-            await pilot.pause(0.3)
-            assert badge(app, "S") == "stopped"
+            await wait_for(pilot, lambda: badge(app, "S") == "stopped", 10)
             tokens, records = recount(out / "S")
             await wait_for(
                 pilot, lambda: (snap(app, "S").tokens, snap(app, "S").samples) == (tokens, records)

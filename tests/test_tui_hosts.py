@@ -17,7 +17,7 @@ from textual.widgets import Input
 
 from gen_tui.app.hosts import host_source
 from gen_tui.app.run_screen import RunsScreen
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen
+from gen_tui.app.screens import ConfirmScreen, ResumeScreen, StartScreen
 from gen_tui.app.tui import GenTuiApp, panel_id
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.runs import RunIdentity, SSHHost
@@ -25,10 +25,10 @@ from gen_tui.backends.sim import LengthProfile
 from gen_tui.widgets.run_table import RunTable
 from tests.helpers import recount
 from tests.sshd import Sshd, sshd
-from tests.test_runs import _append, alive
+from tests.test_runs import _append, alive, standin
 from tests.test_tui import SIZE, Notes, badge, panel, snap, wait_for
 
-__all__ = ["sshd"]  # the fixture, imported for pytest
+__all__ = ["sshd", "standin"]  # fixtures, imported for pytest
 
 
 async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
@@ -80,7 +80,7 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
                 pilot,
                 lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == (tokens, records),
             )
-            assert badge(app, "B2") == "stopped"
+            await wait_for(pilot, lambda: badge(app, "B2") == "stopped", 10)
 
             # r: a new budget; the run starts again over SSH and crosses it live.
             server.configure({"tokens_per_s": 20_000})
@@ -186,3 +186,51 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
         assert seen == sorted(seen), "a total went backwards: something was counted twice"
     app.stop_links()
     app.links[0].done.wait(timeout=30)
+
+
+async def test_start_a_new_dataset_from_the_run_list_with_the_hosts_template(
+    tmp_path: Path, standin: Path
+) -> None:
+    """`l`, `s`: a dataset that never ran starts from the host's command template."""
+    out = tmp_path / "out"
+    out.mkdir()
+    template = [sys.executable, str(standin), "--output-dir", str(out)]
+    app = GenTuiApp(None, hosts=[host_source("local", str(out), command=template)])
+    link = app.links[0]
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: link.state == "connected", 30)
+            await pilot.press("l")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+            await pilot.press("s")
+            modal = await wait_for(
+                pilot, lambda: isinstance(app.screen, StartScreen) and app.screen
+            )
+            assert "template" in str(modal.query_one("#start-how").render())
+            modal.query_one("#dataset", Input).insert_text_at_cursor("B7;rm -rf x")
+            await pilot.press("enter")
+            assert isinstance(app.screen, StartScreen), "a bad dataset name was accepted"
+            assert str(modal.query_one("#budget-error").render())
+            modal.query_one("#dataset", Input).clear()
+            modal.query_one("#dataset", Input).insert_text_at_cursor("B7")
+            modal.query_one("#budget", Input).insert_text_at_cursor("5k")
+            modal.query_one("#budget", Input).focus()
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: len(link.started) == 1, 30)
+            started = link.started[0]
+            assert started.cmdline == (
+                *template, "--datasets", "B7", "--max-tokens-per-dataset", "5000"
+            )  # fmt: skip
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.query(f"#{panel_id('B7')}"), 30)
+            await wait_for(pilot, lambda: snap(app, "B7") and snap(app, "B7").samples > 0, 30)
+            assert snap(app, "B7").max_tokens == 5000 and snap(app, "B7").pid == started.pid
+            panel(app, "B7").focus()
+            await pilot.press("k")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            await wait_for(pilot, lambda: link.outcome.get("B7") == "stopped", 30)
+            assert not alive(started.pid)
+    finally:
+        app.stop_links()
+        link.done.wait(timeout=30)
