@@ -71,6 +71,8 @@ from gen_tui.backends.tokenizer import (
 
 RATE_WINDOW_S = 60.0
 BACKOFF_CAP_S = 30.0
+REFUSAL_STREAK = 20
+"""Requests refused outright (4xx, not 429) in a row, with no success between, that end a run."""
 MAX_OUTAGE_RETRIES = 240
 """Tries to reach an unreachable server before a sample is given up (about 2 h at the cap).
 
@@ -240,6 +242,7 @@ class Engine:
         self._credits = asyncio.Event()
         self._credits.set()
         self._fatal: str | None = None
+        self._refusals = 0
         self._api_key, self._key_hint = resolve_api_key(config)
         self.aborted = False
 
@@ -861,6 +864,18 @@ class Engine:
 
     def _give_up(self, ds: _Dataset, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
         ds.errors += 1
+        refused = not exc.retry and exc.status is not None and 400 <= exc.status < 500
+        self._refusals = self._refusals + 1 if refused else 0
+        if self._refusals >= REFUSAL_STREAK and self._fatal is None:
+            # A wrong --model or sampling option is refused for every prompt alike: stop
+            # instead of writing the whole dataset into errors.jsonl one 400 at a time.
+            self._fatal = (
+                f"the server refused {self._refusals} requests in a row ({exc.reason}); "
+                "check --model, the sampling options and the server URL. The refused samples "
+                "are listed in errors.jsonl and are sent again on the next run"
+            )
+            self._event("error", self._fatal)
+            self.request_stop()
         try:
             with open(ds.errors_path, "ab") as handle:
                 handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
@@ -885,6 +900,7 @@ class Engine:
             )
             return
         assert ds.writer is not None
+        self._refusals = 0
         cost = self._price(gen)
         line = Completion(
             sample_id=prompt.sample_id,

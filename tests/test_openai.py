@@ -184,6 +184,25 @@ async def test_a_refused_key_stops_at_once_naming_the_variable(
     assert "sk-wrong" not in (tmp_path / "out" / "A" / "progress.json").read_text()
 
 
+async def test_a_wrong_model_stops_the_run_instead_of_failing_every_sample(
+    api_key: str,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    sim: Any,
+    tmp_path: Path,
+) -> None:
+    server = await sim(api_key=KEY, model_name="the-real-model", strict_model=True)
+    config = openai_config(
+        tokenizer_dir, prompts_dir(A=300), tmp_path / "out", server.url, concurrency=4
+    )
+    with pytest.raises(EngineError, match=r"refused 20 requests in a row .*check --model"):
+        await run(config)
+    errors = (tmp_path / "out" / "A" / "errors.jsonl").read_text().splitlines()
+    assert 20 <= len(errors) < 40, "the run went on refusing sample after sample"
+    assert server.stats.requests < 40
+    assert not read_records(tmp_path / "out" / "A")
+
+
 async def test_max_cost_stops_dispatching(
     api_key: str,
     tokenizer_dir: Path,
