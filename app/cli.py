@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        from gen_tui.app.tui import main as tui_main
+        from gen_tui.app.launch import main as tui_main
 
         return tui_main(args)
     try:

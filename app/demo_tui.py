@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gen_tui.app.engine_run import Calibration, RunSource
 from gen_tui.app.hosts import HostSource
-from gen_tui.app.tui import Calibration, RunSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig

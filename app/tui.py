@@ -10,23 +10,17 @@ refresh rate does not depend on the request rate. Control goes the other way thr
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
-import math
 import os
-import re
-import shutil
 import signal
-import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,225 +34,36 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, RichLog
 from textual.worker import Worker, WorkerState
 
-from gen_tui.app.headless import format_duration
+from gen_tui.app.board import (
+    Layout,
+    StaleWatch,
+    crossing_text,
+    describe,
+    humanize,
+    panel_id,
+    plan_layout,
+)
+from gen_tui.app.engine_run import BudgetAnnounced, ConfigSource, EngineEvent, Run, RunSource
 from gen_tui.app.hosts import (
     SHUTDOWN_GRACE_S,
     HostLink,
     HostSource,
-    host_source,
-    sources_from_config,
-    ssh_options,
 )
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.run_config import EngineConfig, EngineError
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import HeaderView, RunHeader
 
 if TYPE_CHECKING:  # the engine (aiohttp), asyncssh and psutil load in workers, not at startup
-    from gen_tui.backends.engine import Engine
     from gen_tui.backends.runs import RunIdentity
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 DEFAULT_STALE_AFTER_S = 60.0
-PANEL_WIDTH = 38
-"""Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
-MAX_COLUMNS = 4
-COMPACT_ROWS = 5
-ROOMY_ROWS = 9
-TALL_ROWS = 13
-MIN_LOG_ROWS = 6
 BUDGET_TOAST_S = 6.0
-EXIT_USAGE = 2
-EXIT_ERROR = 1
-
-
-# ---- where a run comes from ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """New budgets a source asks for once it has seen the machine's speed, and why."""
-
-    budgets: dict[str, int]
-    notice: str
-
-
-class RunSource:
-    """Produces the :class:`EngineConfig` of an in-process run.
-
-    `prepare` runs inside the engine worker's own event loop (never the UI's), so it may
-    build tokenizers, write files or start servers; anything it enters on `stack` lives as
-    long as the engine does.
-    """
-
-    label = "in-process run"
-    notice = ""
-
-    def __init__(self, names: Sequence[str], grace_s: float = 30.0) -> None:
-        self.names = tuple(names)
-        self.grace_s = grace_s
-
-    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
-        raise NotImplementedError
-
-    def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:
-        return None
-
-
-class ConfigSource(RunSource):
-    """A run described by a config file (already merged into an EngineConfig)."""
-
-    label = "configured run"
-
-    def __init__(self, config: EngineConfig, path: Path | None = None) -> None:
-        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
-        self.config = config
-        self.path = path
-
-    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
-        return self.config
-
-
-def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int | None]):
-    """The same run narrowed to one dataset with a new (max_tokens, max_samples) budget."""
-    specs = [
-        replace(spec, max_tokens=budget[0], max_samples=budget[1])
-        for spec in config.datasets
-        if spec.name == name
-    ]
-    if not specs:
-        raise EngineError(f"{name} is not in this run's config")
-    return replace(config, datasets=specs)
-
-
-# ---- one in-process engine ----------------------------------------------------------------
-
-
-class Run:
-    """One engine hosted in a worker thread, as the UI sees it.
-
-    Written from the engine thread: `latest` (a plain attribute swap, the snapshot
-    coalescing), `engine` (under `_lock`) and `done`. Everything else belongs to the UI.
-    """
-
-    def __init__(
-        self,
-        number: int,
-        source: RunSource,
-        only: str | None = None,
-        budget: tuple[int | None, int | None] | None = None,
-    ) -> None:
-        self.number = number
-        self.source = source
-        self.only = only
-        self.budget = budget
-        self.names = (only,) if only else source.names
-        self.engine: Engine | None = None
-        self.worker: Worker[RunSnapshot] | None = None
-        self.latest: RunSnapshot | None = None
-        self.done = threading.Event()
-        self.started = time.monotonic()
-        self.stop_at: float | None = None
-        self.escalated = False
-        self.paused = False
-        self.was_paused = False
-        self.outcome: str | None = None
-        self.failure: str | None = None
-        self.grace_s = source.grace_s
-        self._lock = threading.Lock()
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
-
-    @property
-    def active(self) -> bool:
-        return not self.done.is_set()
-
-    @property
-    def stopping(self) -> bool:
-        return self.stop_at is not None and self.active
-
-    def shape(self, config: EngineConfig) -> EngineConfig:
-        if self.only is None:
-            return config
-        assert self.budget is not None
-        return only_dataset(config, self.only, self.budget)
-
-    def store(self, snapshot: RunSnapshot) -> None:
-        """The engine's `on_snapshot` (engine thread): keep only the latest."""
-        self.latest = snapshot
-
-    def attach(self, engine: Engine) -> None:
-        """Engine thread, on the engine's loop: publish the engine, replay queued controls."""
-        with self._lock:
-            self.engine = engine
-            self.grace_s = engine.config.grace_s
-            pending, self._pending = self._pending, []
-        for method, args in pending:
-            getattr(engine, method)(*args)
-
-    def control(self, method: str, *args: Any) -> bool:
-        """UI thread: call an engine control method on the engine's loop.
-
-        Before the engine exists (tokenizer still loading, say) the call is queued and
-        replayed by `attach`. False if the engine has already finished.
-        """
-        with self._lock:
-            engine = self.engine
-            if engine is None:
-                self._pending.append((method, args))
-                return True
-        try:
-            engine.threadsafe(getattr(engine, method), *args)
-        except (EngineError, RuntimeError):  # not running yet / loop already closed
-            return False
-        return True
-
-    def request_stop(self) -> None:
-        if self.stop_at is None:
-            self.stop_at = time.monotonic()
-        self.control("request_stop")
-
-    def abort(self) -> None:
-        if self.stop_at is None:
-            self.stop_at = time.monotonic()
-            self.control("request_stop")
-        self.escalated = True
-        self.control("request_stop")
-
-    def countdown(self, now: float) -> float | None:
-        if self.stop_at is None or not self.active:
-            return None
-        return self.grace_s - (now - self.stop_at)
-
-    def dataset(self, name: str) -> DatasetSnapshot | None:
-        if self.latest is None:
-            return None
-        for snap in self.latest.datasets:
-            if snap.name == name:
-                return snap
-        return None
-
-
-class BudgetAnnounced(Message):
-    """A dataset crossed its budget or finished (engine thread -> UI)."""
-
-    def __init__(self, run: Run, event: BudgetEvent) -> None:
-        super().__init__()
-        self.run = run
-        self.event = event
-
-
-class EngineEvent(Message):
-    """An engine event (level, message), posted from the engine thread."""
-
-    def __init__(self, run: Run, level: str, text: str) -> None:
-        super().__init__()
-        self.run = run
-        self.level = level
-        self.text = text
 
 
 class HostEvent(Message):
@@ -269,106 +74,6 @@ class HostEvent(Message):
         self.link = link
         self.severity = severity
         self.text = text
-
-
-# ---- stale detection ----------------------------------------------------------------------
-
-
-class StaleWatch:
-    """Decides when a dataset is stale, from its snapshots and the UI's wall clock.
-
-    Stale: active but no new record for `after_s` (counted from the later of its last
-    record and the moment it was seen active, so a resumed or unpaused dataset gets the
-    full time), or still writing `after_s` after it crossed its token budget.
-    """
-
-    def __init__(self, after_s: float) -> None:
-        self.after_s = after_s
-        self._active_since: dict[str, float] = {}
-        self._crossed: dict[str, tuple[float, int]] = {}
-
-    def reset(self, name: str) -> None:
-        self._active_since.pop(name, None)
-        self._crossed.pop(name, None)
-
-    def check(self, snap: DatasetSnapshot, now: float) -> str:
-        """The reason `snap` is stale, or "" if it is not."""
-        name = snap.name
-        if snap.state is DatasetState.ACTIVE:
-            since = self._active_since.setdefault(name, now)
-        else:
-            self._active_since.pop(name, None)
-            since = None
-        over = snap.max_tokens is not None and snap.tokens >= snap.max_tokens
-        if not over or snap.state.finished:
-            self._crossed.pop(name, None)
-        else:
-            crossed_at, tokens = self._crossed.setdefault(name, (now, snap.tokens))
-            if snap.tokens > tokens and now - crossed_at > self.after_s:
-                return "still writing past its budget"
-        if since is not None:
-            quiet = now - max(snap.last_record_at or 0.0, since)
-            if quiet > self.after_s:
-                return f"no new record for {format_duration(quiet)}"
-        return ""
-
-
-# ---- helpers ------------------------------------------------------------------------------
-
-_COUNT = re.compile(r"(?<![\w.:/,-])\d{4,}(?![\w.:/,-])")
-
-
-def humanize(text: str) -> str:
-    """Engine messages carry raw counts; show them with thousands separators (not ports)."""
-    return _COUNT.sub(lambda m: f"{int(m.group()):,}", text)
-
-
-def crossing_text(budget: int | None, tokens: int) -> str:
-    """What a budget crossing says, whoever saw it (the engine here, or a host's records)."""
-    of = f"its {format_count(budget)} budget" if budget is not None else "its budget"
-    return f"crossed {of} at {tokens:,} tokens"
-
-
-def describe(names: Sequence[str]) -> str:
-    """Dataset names for a title: a couple by name, more by count."""
-    return ", ".join(names) if len(names) <= 2 else f"{len(names)} datasets"
-
-
-def panel_id(name: str) -> str:
-    return "panel-" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
-
-
-# ---- layout -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the panels sit: columns, panel size, and whether the events log has room."""
-
-    columns: int
-    roomy: bool
-    tall: bool
-    log: bool
-
-    @property
-    def grid_classes(self) -> str:
-        return " ".join([f"-cols-{self.columns}"] + ["-roomy"] * self.roomy + ["-tall"] * self.tall)
-
-    @property
-    def board_classes(self) -> str:
-        return "-with-log" if self.log else ""
-
-
-def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layout:
-    """Two columns at 80 wide, four at 160; panels grow (and a log appears) with height."""
-    width, height = size
-    count = max(1, count)
-    columns = max(1, min(MAX_COLUMNS, width // PANEL_WIDTH, count))
-    rows = math.ceil(count / columns)
-    chrome = 2 + extra_rows  # header and footer
-    roomy = rows * ROOMY_ROWS + chrome + MIN_LOG_ROWS <= height
-    tall = rows * TALL_ROWS + chrome + 2 * MIN_LOG_ROWS <= height
-    return Layout(columns, roomy, tall, roomy)
 
 
 # ---- the app ------------------------------------------------------------------------------
@@ -1332,144 +1037,11 @@ class GenTuiApp(App[int]):
         self.stop_links()
 
 
-# ---- gen-tui (no subcommand) ----------------------------------------------------------------
-
-
-START_HELP = """\
-gen-tui: no run configured here.
-Start one of:
-  gen-tui --demo           the control panel on a built-in simulator (nothing to set up)
-  gen-tui --config FILE    the run a TOML file describes (see README)
-  gen-tui run ...          the headless engine
-A ./gen-tui.toml, or gen-tui.toml in {user_dir}, is picked up automatically."""
-
-
-def find_config(cwd: Path | None = None) -> Path | None:
-    from platformdirs import user_config_dir
-
-    for candidate in (
-        (cwd or Path.cwd()) / "gen-tui.toml",
-        Path(user_config_dir("gen-tui")) / "gen-tui.toml",
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def config_source(path: Path) -> ConfigSource:
-    """The engine config a TOML file describes, merged exactly as `gen-tui run` does."""
-    from gen_tui.app.cli import build_parser, engine_config
-
-    args = build_parser().parse_args(["run", "--config", str(path)])
-    return ConfigSource(engine_config(args), path)
-
-
-def _error(message: str) -> int:
-    print(f"gen-tui: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
-
-
-def main(args: argparse.Namespace) -> int:
-    """`gen-tui [--demo | --config FILE] [--host TARGET --remote-dir DIR]`."""
-    demo = bool(getattr(args, "tui_demo", False))
-    path: Path | None = getattr(args, "tui_config", None)
-    target: str | None = getattr(args, "tui_host", None)
-    remote_dir: str | None = getattr(args, "tui_remote_dir", None)
-    if demo and (path is not None or target is not None):
-        print("gen-tui: error: --demo runs on its own: no --config or --host", file=sys.stderr)
-        return EXIT_USAGE
-    if demo:
-        return run_demo()
-    if (target is None) != (remote_dir is None):
-        print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
-        return EXIT_USAGE
-    options = ssh_options(
-        getattr(args, "tui_ssh_config", None),
-        getattr(args, "tui_known_hosts", None),
-        getattr(args, "tui_identity", None),
-    )
-    grace = float(getattr(args, "tui_grace", 30.0))
-    if target is not None and remote_dir is not None:
-        try:
-            source = host_source(
-                target,
-                remote_dir,
-                pattern=getattr(args, "tui_pattern", None),
-                options=options,
-                grace_s=grace,
-            )
-            if path is None:
-                return _watch_only([source])
-        except (ValueError, re.error) as exc:
-            return _error(str(exc))
-    if path is None:
-        path = find_config()
-        if path is None:
-            from platformdirs import user_config_dir
-
-            print(START_HELP.format(user_dir=user_config_dir("gen-tui")), file=sys.stderr)
-            return EXIT_USAGE
-    from gen_tui.app.cli import UsageError
-    from gen_tui.backends.config import ConfigError, load_config
-    from gen_tui.backends.counts import CountError
-
-    if not path.is_file():
-        return _error(f"config file {path} does not exist")
-    try:
-        source = config_source(path)
-        entries = load_config(path).hosts
-    except (UsageError, ConfigError, CountError, EngineError, ValueError) as exc:
-        return _error(str(exc))
-    config = source.config
-    # The config's own datasets, followed live from their files (whoever writes them).
-    local = host_source(
-        None,
-        str(config.output_dir),
-        datasets=[spec.name for spec in config.datasets],
-        discover=False,
-        grace_s=grace,
-    )
-    extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
-    hosts = [local, *sources_from_config(entries, options, grace), *extra]
-    app = GenTuiApp(source, autostart=False, hosts=hosts)
-    app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
-    return _finish(app, app.run())
-
-
-def _watch_only(hosts: Sequence[HostSource]) -> int:
-    """`gen-tui --host ...`: no run of its own; watch, kill and resume what runs there."""
-    app = GenTuiApp(None, hosts=hosts)
-    return _finish(app, app.run())
-
-
-def run_demo() -> int:
-    from gen_tui.app.demo_tui import DemoSource, stale_source
-
-    with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
-        source = DemoSource(Path(tmp))
-        app = GenTuiApp(source, hosts=[stale_source(source)])
-        app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
-        code = _finish(app, app.run())
-    return code
-
-
-def _finish(app: GenTuiApp, result: int | None) -> int:
-    """Make sure no engine thread or started process outlives the app (their folders go)."""
-    for run in app.runs:
-        if run.active:
-            run.abort()
-    app.stop_links()
-    for run in app.runs:
-        run.done.wait(timeout=run.grace_s + 5)
-    for link in app.links:
-        link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
-    return result if result is not None else (app.return_code or 0)
-
-
 if __name__ == "__main__":  # `python -m gen_tui.app.tui --demo`, same as `gen-tui --demo`
     import os
 
     from gen_tui.app.cli import build_parser
+    from gen_tui.app.launch import main
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -25,9 +25,11 @@ from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from gen_tui.app.board import StaleWatch, humanize, panel_id, plan_layout
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
+from gen_tui.app.launch import main
 from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
-from gen_tui.app.tui import GenTuiApp, StaleWatch, humanize, main, panel_id, plan_layout
+from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
@@ -160,9 +162,10 @@ async def test_kill_confirm_drains_with_a_countdown_then_stopped(
     app_factory: Callable[..., GenTuiApp], tmp_path: Path
 ) -> None:
     notes = Notes()
-    # At most 400 tokens at 400 tok/s per slot: in-flight requests drain within a second.
+    # At most 400 tokens at 100 tok/s per slot: in-flight requests drain within 4 s, long
+    # enough to see the countdown even on a loaded machine.
     app = app_factory(
-        datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=400, max_new_tokens=400
+        datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=100, max_new_tokens=400
     )
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
@@ -458,7 +461,7 @@ def test_main_with_a_bad_config_is_one_line_and_exit_1(
 def test_the_window_does_not_wait_for_heavy_imports() -> None:
     """transformers, the engine's aiohttp and the SSH stack load in workers, not at startup."""
     code = (
-        "import sys; import gen_tui.app.cli, gen_tui.app.tui, gen_tui.app.demo_tui; "
+        "import sys; import gen_tui.app.cli, gen_tui.app.launch, gen_tui.app.demo_tui; "
         "print(sorted(m for m in ('transformers', 'aiohttp', 'asyncssh', 'psutil') "
         "if m in sys.modules))"
     )

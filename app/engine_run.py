@@ -1,0 +1,210 @@
+"""An engine run hosted in the app: where its config comes from, and how the UI sees it.
+
+The engine runs in a worker thread under its own `asyncio.run`. That thread only swaps
+`Run.latest` (the snapshot coalescing) and posts messages; controls go the other way through
+`Engine.threadsafe`, queued until the engine exists.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+from textual.worker import Worker
+
+from gen_tui.backends.run_config import EngineConfig, EngineError
+from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, RunSnapshot
+
+if TYPE_CHECKING:  # aiohttp: loaded in the engine's worker, not at startup
+    from gen_tui.backends.engine import Engine
+
+
+# ---- where a run comes from ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """New budgets a source asks for once it has seen the machine's speed, and why."""
+
+    budgets: dict[str, int]
+    notice: str
+
+
+class RunSource:
+    """Produces the :class:`EngineConfig` of an in-process run.
+
+    `prepare` runs inside the engine worker's own event loop (never the UI's), so it may
+    build tokenizers, write files or start servers; anything it enters on `stack` lives as
+    long as the engine does.
+    """
+
+    label = "in-process run"
+    notice = ""
+
+    def __init__(self, names: Sequence[str], grace_s: float = 30.0) -> None:
+        self.names = tuple(names)
+        self.grace_s = grace_s
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        raise NotImplementedError
+
+    def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:
+        return None
+
+
+class ConfigSource(RunSource):
+    """A run described by a config file (already merged into an EngineConfig)."""
+
+    label = "configured run"
+
+    def __init__(self, config: EngineConfig, path: Path | None = None) -> None:
+        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
+        self.config = config
+        self.path = path
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        return self.config
+
+
+def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int | None]):
+    """The same run narrowed to one dataset with a new (max_tokens, max_samples) budget."""
+    specs = [
+        replace(spec, max_tokens=budget[0], max_samples=budget[1])
+        for spec in config.datasets
+        if spec.name == name
+    ]
+    if not specs:
+        raise EngineError(f"{name} is not in this run's config")
+    return replace(config, datasets=specs)
+
+
+# ---- one in-process engine ----------------------------------------------------------------
+
+
+class Run:
+    """One engine hosted in a worker thread, as the UI sees it.
+
+    Written from the engine thread: `latest` (a plain attribute swap, the snapshot
+    coalescing), `engine` (under `_lock`) and `done`. Everything else belongs to the UI.
+    """
+
+    def __init__(
+        self,
+        number: int,
+        source: RunSource,
+        only: str | None = None,
+        budget: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        self.number = number
+        self.source = source
+        self.only = only
+        self.budget = budget
+        self.names = (only,) if only else source.names
+        self.engine: Engine | None = None
+        self.worker: Worker[RunSnapshot] | None = None
+        self.latest: RunSnapshot | None = None
+        self.done = threading.Event()
+        self.started = time.monotonic()
+        self.stop_at: float | None = None
+        self.escalated = False
+        self.paused = False
+        self.was_paused = False
+        self.outcome: str | None = None
+        self.failure: str | None = None
+        self.grace_s = source.grace_s
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+    @property
+    def active(self) -> bool:
+        return not self.done.is_set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_at is not None and self.active
+
+    def shape(self, config: EngineConfig) -> EngineConfig:
+        if self.only is None:
+            return config
+        assert self.budget is not None
+        return only_dataset(config, self.only, self.budget)
+
+    def store(self, snapshot: RunSnapshot) -> None:
+        """The engine's `on_snapshot` (engine thread): keep only the latest."""
+        self.latest = snapshot
+
+    def attach(self, engine: Engine) -> None:
+        """Engine thread, on the engine's loop: publish the engine, replay queued controls."""
+        with self._lock:
+            self.engine = engine
+            self.grace_s = engine.config.grace_s
+            pending, self._pending = self._pending, []
+        for method, args in pending:
+            getattr(engine, method)(*args)
+
+    def control(self, method: str, *args: Any) -> bool:
+        """UI thread: call an engine control method on the engine's loop.
+
+        Before the engine exists (tokenizer still loading, say) the call is queued and
+        replayed by `attach`. False if the engine has already finished.
+        """
+        with self._lock:
+            engine = self.engine
+            if engine is None:
+                self._pending.append((method, args))
+                return True
+        try:
+            engine.threadsafe(getattr(engine, method), *args)
+        except (EngineError, RuntimeError):  # not running yet / loop already closed
+            return False
+        return True
+
+    def request_stop(self) -> None:
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
+        self.control("request_stop")
+
+    def abort(self) -> None:
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
+            self.control("request_stop")
+        self.escalated = True
+        self.control("request_stop")
+
+    def countdown(self, now: float) -> float | None:
+        if self.stop_at is None or not self.active:
+            return None
+        return self.grace_s - (now - self.stop_at)
+
+    def dataset(self, name: str) -> DatasetSnapshot | None:
+        if self.latest is None:
+            return None
+        for snap in self.latest.datasets:
+            if snap.name == name:
+                return snap
+        return None
+
+
+class BudgetAnnounced(Message):
+    """A dataset crossed its budget or finished (engine thread -> UI)."""
+
+    def __init__(self, run: Run, event: BudgetEvent) -> None:
+        super().__init__()
+        self.run = run
+        self.event = event
+
+
+class EngineEvent(Message):
+    """An engine event (level, message), posted from the engine thread."""
+
+    def __init__(self, run: Run, level: str, text: str) -> None:
+        super().__init__()
+        self.run = run
+        self.level = level
+        self.text = text
