@@ -116,7 +116,19 @@ def _check_table(path: Path, where: str, table: Any, allowed: dict[str, Any]) ->
             raise ConfigError(f"{path}: {where}.{key} must not be true/false")
         if not isinstance(value, kinds):
             raise ConfigError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
+        if _has_nul(value):
+            # TOML allows "\u0000"; no path, URL or command word can hold one, and the OS
+            # would refuse it later with a bare ValueError instead of naming the key.
+            raise ConfigError(f"{path}: {where}.{key} contains a NUL character")
     return table
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
 
 
 def count(path: Path, where: str, value: Any) -> int | None:

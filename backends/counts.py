@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}
+MAX_COUNT = 10**18
+"""No budget is larger. The cap keeps every count a 64-bit integer (progress.json is written by
+orjson) and keeps "1e999999" from costing seconds to expand into a million digits."""
+_SUFFIX_EXPONENT = {"": 0, "k": 3, "m": 6, "g": 9, "b": 9, "t": 12}
 _PATTERN = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGbBtT]?)\s*$")
 
 
@@ -23,13 +26,16 @@ def parse_count(text: str | int, *, what: str = "count") -> int:
 
     Accepts plain integers with optional `_` separators, decimals and exponents, and the
     suffixes k, M, G/B, T (case-insensitive). The result must be a whole number: "2.5k" is
-    2500, "1.0001k" is refused rather than rounded.
+    2500, "1.0001k" is refused rather than rounded. It must be at most 1e18.
     """
+    too_large = CountError(f"{what}: {text!r} is too large (at most 1e18)")
     if isinstance(text, bool):
         raise CountError(f"{what}: expected a number, got {text!r}")
     if isinstance(text, int):
         if text < 0:
             raise CountError(f"{what}: must not be negative, got {text}")
+        if text > MAX_COUNT:
+            raise too_large
         return text
     if not isinstance(text, str):
         raise CountError(f"{what}: expected a number like 10M, 2.5e6 or 500k, got {text!r}")
@@ -38,12 +44,27 @@ def parse_count(text: str | int, *, what: str = "count") -> int:
         raise CountError(f"{what}: {text!r} is not a number (try 10M, 2.5e6, 500k or 10_000_000)")
     mantissa, suffix = match.groups()
     try:
-        value = Decimal(mantissa.replace("_", "")) * _SUFFIX[suffix.lower()]
+        number = Decimal(mantissa.replace("_", ""))
     except InvalidOperation as exc:
         raise CountError(f"{what}: {text!r} is not a number") from exc
-    if value != value.to_integral_value():
-        raise CountError(f"{what}: {text!r} is not a whole number ({value})")
-    return int(value)
+    if not number:
+        return 0
+    if number.adjusted() > 18:
+        raise too_large  # before any arithmetic: the exponent alone may be a million
+    # Exact, on the digits: Decimal arithmetic rounds (to 28 digits) and underflows
+    # ("1e-2000000" to 0), and either would turn a fraction into a whole number.
+    _, figures, exponent = number.as_tuple()
+    digits = "".join(map(str, figures))
+    power = int(exponent) + _SUFFIX_EXPONENT[suffix.lower()]
+    if power < 0:
+        if -power > len(digits) or digits[power:].strip("0"):
+            raise CountError(f"{what}: {text!r} is not a whole number")
+        digits = digits[:power]
+        power = 0
+    value = int(digits) * 10**power
+    if value > MAX_COUNT:
+        raise too_large
+    return value
 
 
 def format_count(value: float) -> str:

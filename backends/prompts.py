@@ -17,7 +17,8 @@ import orjson
 
 from gen_tui.backends.records import SampleId, sample_key
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# \Z, not $: "$" also matches before a final newline, and "B1\n" is no safe name.
+_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _ROLES = {
     "system": "system",
     "human": "user",

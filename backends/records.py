@@ -9,6 +9,7 @@ the engine on resume, by the TUI and by the tests, goes through :func:`scan_reco
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -130,7 +131,7 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
 
     Our writer puts `sample_id` and `completion_tokens` first, so a resume scan need not
     decode thousands of output ids per record. Anything unusual (escapes, other layouts,
-    a line not ending in `}`) returns None and gets a full parse instead.
+    a line not ending in `}`, a key seen twice) returns None and gets a full parse.
     """
     if not line.startswith(_FAST_HEAD) or not line.rstrip().endswith(b"}"):
         return None
@@ -159,6 +160,11 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
     end = line.find(b",", start)
     digits = line[start:end]
     if end < 0 or not digits.isdigit():
+        return None
+    if line.find(b'"sample_id":', end) >= 0 or line.find(b'"completion_tokens":', end) >= 0:
+        # Two records on one line: a write cut short (a full disk) with the next one glued
+        # on. Only a full parse can tell; the head alone would count the cut one instead.
+        # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
         return None
     return key, int(digits)
 
@@ -276,19 +282,32 @@ class RecordWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, line: bytes) -> None:
+        """Append one whole line, or raise OSError after cutting off what part of it got in.
+
+        A full disk can take half a line and refuse the rest; left there, it would glue the
+        next record (written once space returns) onto a torn one in the middle of the file.
+        """
+        start = os.fstat(self._fd).st_size  # one writer (the lock), so this is where it goes
         view = memoryview(line)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
 
     def sync(self) -> None:
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def error_line(sample_id: SampleId, reason: str, attempts: int, status: int | None) -> bytes:
@@ -310,5 +329,10 @@ def error_line(sample_id: SampleId, reason: str, attempts: int, status: int | No
 def write_json_atomic(path: Path, payload: Any) -> None:
     """Replace `path` with `payload` so readers see the old or the new file, never a mix."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk must not also collect half-written temporary files
+        raise

@@ -133,7 +133,14 @@ def record_tokens(line: bytes) -> int | None:
     stripped = line.strip()
     if not stripped:
         return None
-    if stripped[:1] == b"{" and stripped[-1:] == b"}":
+    # The first key must end in `":` too: a write cut short before it, with the next record
+    # glued on (`{"sam{"sample_id":..}`), holds each key once but is no JSON.
+    first_key_end = stripped.find(b'"', 2)
+    if (
+        stripped[:2] == b'{"'
+        and stripped[-1:] == b"}"
+        and stripped[first_key_end + 1 : first_key_end + 2] == b":"
+    ):
         tokens_at = _once(stripped, _KEY)
         id_at = _once(stripped, _SAMPLE_KEY) if tokens_at >= 0 else -1
         if id_at >= 0:

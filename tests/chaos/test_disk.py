@@ -1,0 +1,177 @@
+"""Disk trouble: an output folder on a small tmpfs that fills up, and one that is read-only.
+
+Real file systems, not patched calls: a tmpfs of a few hundred kB is mounted for each test
+(root only; elsewhere the tests skip and say why). A full disk must stop the run with one
+clear line, leave every record written so far intact and no half line behind, and the same
+command must resume once space returns. A read-only folder must be refused with one line
+before anything is sent; one that turns read-only under a running engine (a read-only bind
+mount: the engine's open record file still writes, new files cannot be made) must cost
+progress.json updates only, never a record.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gen_tui.backends.demo import write_prompts
+
+from .checker import FolderState, check_folder
+from .procs import RunProcess, SimProcess, record_lines
+from .test_crash_loop import prompt_ids
+
+
+def _mount(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["mount", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def mounts() -> Iterator[Callable[..., Path]]:
+    """mounts(path, size) -> a fresh tmpfs at path (`size=None`: a bind mount of path onto
+    itself); every mount is undone at the end, the last made first."""
+    made: list[Path] = []
+
+    def mount(path: Path, size: str | None) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        if size is None:
+            result = _mount("--bind", str(path), str(path))
+        else:
+            result = _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount here (needs root): {result.stderr.strip()}")
+        made.append(path)
+        return path
+
+    yield mount
+    for path in reversed(made):
+        subprocess.run(["umount", str(path)], capture_output=True, timeout=30)
+
+
+def run_args(prompts: Path, tokenizer: Path, out: Path, url: str) -> list[str]:
+    return [
+        "--prompts-dir", str(prompts),
+        "--tokenizer", str(tokenizer),
+        "--output-dir", str(out),
+        "--server-url", url,
+        "--plain",
+        "--concurrency", "8",
+        "--max-new-tokens", "512",
+    ]  # fmt: skip
+
+
+def one_error_line(stderr: str, *needles: str) -> None:
+    assert "Traceback" not in stderr, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gen-tui: error: "), stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_when_space_returns(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    mounts: Callable[..., Path],
+    chaos_iterations: int,
+    chaos_report: Any,
+) -> None:
+    disk = mounts(tmp_path / "disk", "96k")
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "A.jsonl", 120 * chaos_iterations + 200)
+    ids = prompt_ids(prompts / "A.jsonl")
+    sim_args = ["--slots", "16", "--tokens-per-s", "2000", "--default-mean", "100"]
+    sim = SimProcess(tmp_path / "sim", sim_args).start()
+    out = disk / "out"
+    args = run_args(prompts, tokenizer_dir, out, sim.url)
+    state = FolderState(out / "A")
+    size_kb = 96
+    fills = 0
+    started = time.monotonic()
+    try:
+        for cycle in range(chaos_iterations):
+            run = RunProcess(tmp_path / "logs", f"full-{cycle}", args)
+            rc = run.wait(timeout=120)
+            assert rc == 1, f"cycle {cycle}: exit {rc}; {run.stdout()[-1500:]}"
+            one_error_line(run.stderr(), "No space left on device", "run the same command again")
+            fills += 1
+            check_folder(state, ids, clean_exit=False, pid=run.pid)
+            assert not state.torn, "a half-written record was left behind"
+            assert not list(state.folder.glob(".*.tmp")), "temporary files left on a full disk"
+            size_kb += 64
+            assert _mount("-o", f"remount,size={size_kb}k", str(disk)).returncode == 0
+        assert _mount("-o", "remount,size=16m", str(disk)).returncode == 0
+        final = RunProcess(tmp_path / "logs", "final", args)
+        rc = final.wait(timeout=180)
+        assert rc == 0, final.stderr()[-2000:]
+        check_folder(state, ids, clean_exit=True, pid=final.pid)
+    finally:
+        sim.stop()
+    assert state.ever == ids
+    records = state.records_now()
+    chaos_report(
+        scenario="disk full",
+        iterations=chaos_iterations,
+        disk_full_stops=fills,
+        records_checked=len(records),
+        lost=len(ids - {record.sample_id for record in records}),
+        duplicated=len(records) - len({record.sample_id for record in records}),
+        elapsed_s=round(time.monotonic() - started, 1),
+    )
+
+
+def test_a_read_only_folder_is_refused_and_a_folder_turning_read_only_loses_nothing(
+    tmp_path: Path, tokenizer_dir: Path, mounts: Callable[..., Path], chaos_report: Any
+) -> None:
+    disk = mounts(tmp_path / "disk", "8m")
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "A.jsonl", 240)
+    ids = prompt_ids(prompts / "A.jsonl")
+    sim = SimProcess(
+        tmp_path / "sim", ["--slots", "8", "--tokens-per-s", "800", "--default-mean", "100"]
+    ).start()
+    out = disk / "out"
+    args = run_args(prompts, tokenizer_dir, out, sim.url)
+    state = FolderState(out / "A")
+    try:
+        # Turns read-only under a running engine: a read-only bind mount over the folder.
+        run = RunProcess(tmp_path / "logs", "turning", args)
+        deadline = time.monotonic() + 90
+        while record_lines(out / "A") < 40:
+            assert run.alive() and time.monotonic() < deadline, run.stdout()[-1500:]
+            time.sleep(0.05)
+        mounts(out, None)
+        assert _mount("-o", "remount,bind,ro", str(out)).returncode == 0
+        rc = run.wait(timeout=120)
+        assert rc == 0, run.stderr()[-2000:]
+        assert "cannot write" in run.stdout() and "Read-only file system" in run.stdout()
+        check_folder(state, ids, clean_exit=False, pid=run.pid)
+        assert state.ever == ids and not state.torn
+
+        # Read-only from the start: refused in one line, nothing touched.
+        before = {path.name: path.read_bytes() for path in (out / "A").iterdir()}
+        again = RunProcess(tmp_path / "logs", "refused", args)
+        assert again.wait(timeout=60) == 1, again.stderr()[-2000:]
+        one_error_line(again.stderr(), "Read-only file system")
+        after = {path.name: path.read_bytes() for path in (out / "A").iterdir()}
+        assert after == before
+        fresh = out / "B"
+        write_prompts(prompts / "B.jsonl", 5)
+        refused = RunProcess(tmp_path / "logs", "fresh", [*args, "--datasets", "B"])
+        assert refused.wait(timeout=60) == 1
+        one_error_line(refused.stderr(), "Read-only file system")
+        assert not os.path.exists(fresh)
+    finally:
+        sim.stop()
+    records = state.records_now()
+    chaos_report(
+        scenario="read-only output folder",
+        iterations=1,
+        records_checked=len(records),
+        lost=len(ids - {record.sample_id for record in records}),
+        duplicated=len(records) - len({record.sample_id for record in records}),
+    )
