@@ -134,6 +134,8 @@ class _Server:
         self.outstanding = 0
         self.down_until = 0.0
         self.last_error = ""
+        self.failures = 0
+        """Connection failures in a row: a server that stays dead is tried less and less."""
 
     @property
     def status(self) -> str:
@@ -582,6 +584,10 @@ class Engine:
 
     # dispatch
 
+    def _any_server_up(self) -> bool:
+        now = time.monotonic()
+        return any(s.down_until <= now for s in self._servers)
+
     def _pick_server(self) -> _Server:
         now = time.monotonic()
         up = [s for s in self._servers if s.down_until <= now]
@@ -726,8 +732,9 @@ class Engine:
                         outages = 0
                     else:
                         outages += 1
+                        server.failures += 1
                         server.last_error = exc.reason
-                        server.down_until = time.monotonic() + self._backoff(outages, None)
+                        server.down_until = time.monotonic() + self._backoff(server.failures, None)
                         if outages in (1, 10) or outages % 100 == 0:
                             self._event("warning", f"{ds.name}: {exc.reason} (retrying)")
                     if (
@@ -739,6 +746,8 @@ class Engine:
                         return
                     if self._stopping:
                         return
+                    if not exc.counts and self._any_server_up():
+                        continue  # this server is away, another is up: go there now
                     await asyncio.sleep(self._backoff(attempts + outages, exc.retry_after))
                     if self._stopping:
                         return
@@ -747,6 +756,7 @@ class Engine:
                     server.outstanding -= 1
                     self._active_rids.pop(rid, None)
                 server.down_until = 0.0
+                server.failures = 0
                 self._grow_limit()
                 if generation.output_ids is None and self._tokenizer is not None:
                     generation = await self._attach_ids(generation)

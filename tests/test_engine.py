@@ -427,3 +427,31 @@ async def test_a_server_that_goes_away_and_comes_back_does_not_end_the_run(
     assert recount(tmp_path / "out" / "A")[1] == 120
     assert completed_before + server.stats.completed >= 120
     assert any("retrying" in message for _, message in events)
+
+
+async def test_a_dead_server_among_live_ones_is_avoided_not_retried_on_every_request(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """A server that resets every connection: requests move to the live one at once, and
+    the dead one is tried less and less (its hold-off grows with its failure streak)."""
+    import asyncio
+
+    attempts = 0
+
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal attempts
+        attempts += 1
+        writer.transport.abort()
+
+    dead = await asyncio.start_server(reset, "127.0.0.1", 0)
+    dead_url = f"http://127.0.0.1:{dead.sockets[0].getsockname()[1]}"
+    server = await sim(tokens_per_s=4000, slots=16)
+    config = make_config(
+        tokenizer_dir, prompts_dir(A=300), tmp_path / "out", [dead_url, server.url], concurrency=8
+    )
+    try:
+        final, _, _ = await run(config)
+    finally:
+        dead.close()
+    assert recount(tmp_path / "out" / "A")[1] == 300 and final.datasets[0].errors == 0
+    assert 0 < attempts < 300 // 5, f"the dead server was tried {attempts} times for 300 samples"
