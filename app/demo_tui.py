@@ -81,7 +81,8 @@ class SimSource(RunSource):
     async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
         from gen_tui.backends.sim import SimServer
 
-        server = await stack.enter_async_context(SimServer(copy.deepcopy(self.sim)))
+        sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
+        server = await stack.enter_async_context(SimServer(sim))
         return replace(self.config, server_urls=[server.url])
 
 
@@ -218,7 +219,7 @@ class SimProcessSource(HostSource):
         self,
         dataset: str,
         output_dir: Path,
-        sim: SimConfig,
+        sim: SimConfig | Callable[[], SimConfig],
         files: Callable[[], tuple[Path, Path]],
         run_args: Sequence[str] = (),
         grace_s: float = 30.0,
@@ -237,7 +238,8 @@ class SimProcessSource(HostSource):
 
         loop = asyncio.get_running_loop()
         prompts_dir, tokenizer = await loop.run_in_executor(None, self.files)
-        server = await stack.enter_async_context(SimServer(copy.deepcopy(self.sim)))
+        sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
+        server = await stack.enter_async_context(SimServer(sim))
         self.output_dir.mkdir(parents=True, exist_ok=True)
         host = LocalHost(self.output_dir)
         argv = [
@@ -253,21 +255,25 @@ class SimProcessSource(HostSource):
 
 def stale_source(main: DemoSource) -> SimProcessSource:
     """The demo's stale run: B9 with no token budget, one slow slot, sharing the tokenizer."""
-    from gen_tui.backends.sim import LengthProfile, SimConfig
 
     def files() -> tuple[Path, Path]:
         folder = main.root / "prompts-stale"
         demo.write_prompts(folder / f"{STALE}.jsonl", STALE_PROMPTS, "messages")
         return folder, main.tokenizer()
 
-    return SimProcessSource(
-        STALE,
-        main.root / "output",
-        SimConfig(
+    def sim() -> SimConfig:  # built in the link's worker: the simulator imports aiohttp
+        from gen_tui.backends.sim import LengthProfile, SimConfig
+
+        return SimConfig(
             slots=1,
             tokens_per_s=STALE_TOKENS_PER_S,
             default_profile=LengthProfile(mean=STALE_MEAN_TOKENS),
-        ),
+        )
+
+    return SimProcessSource(
+        STALE,
+        main.root / "output",
+        sim,
         files,
         ("--concurrency", "1", "--max-new-tokens", "16384"),
         grace_s=10.0,

@@ -461,7 +461,9 @@ def test_main_with_a_bad_config_is_one_line_and_exit_1(
 def test_the_window_does_not_wait_for_heavy_imports() -> None:
     """transformers, the engine's aiohttp and the SSH stack load in workers, not at startup."""
     code = (
-        "import sys; import gen_tui.app.cli, gen_tui.app.launch, gen_tui.app.demo_tui; "
+        "import sys, tempfile, pathlib; import gen_tui.app.cli, gen_tui.app.launch; "
+        "from gen_tui.app.demo_tui import DemoSource, stale_source; "
+        "stale_source(DemoSource(pathlib.Path(tempfile.mkdtemp()))); "
         "print(sorted(m for m in ('transformers', 'aiohttp', 'asyncssh', 'psutil') "
         "if m in sys.modules))"
     )
