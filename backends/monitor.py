@@ -257,12 +257,13 @@ class HostMonitor:
 
     def writer(self, dataset: str) -> Run | None:
         """The live run writing `dataset` here: the lock holder, else the one naming it."""
-        runs = self.runs
+        # Only runs writing here: a B2 in another folder of the same machine is not ours.
+        runs = [run for run in self.runs if run.output_dir == self.output_dir]
         for run in runs:
             if dataset in run.writing:
                 return run
         for run in runs:
-            if dataset in run.datasets and run.output_dir == self.output_dir:
+            if dataset in run.datasets:
                 return run
         totals = self.totals.get(dataset)
         if totals is not None and totals.locked and totals.lock_pid is not None:

@@ -569,8 +569,9 @@ class _HostBase:
             )
             runs.append(run)
             self._runs[(pid, identity.start_ticks)] = run
-            for dataset in names:
-                self._by_dataset[dataset] = run
+            if out_dir == default_out:  # B2 elsewhere on the machine is another dataset
+                for dataset in names:
+                    self._by_dataset[dataset] = run
         return runs
 
     async def list_runs(self, pattern: str | None = None) -> list[Run]:

@@ -105,3 +105,36 @@ async def test_monitor_finds_watches_kills_and_resumes_foreign_runs(
         await asyncio.gather(task, return_exceptions=True)
         for pid in (first.pid,):
             assert not alive(pid)
+
+
+async def test_a_dataset_of_the_same_name_in_another_folder_is_not_ours(
+    standin: Path, tmp_path: Path
+) -> None:
+    """Two B3s on one machine: the one writing elsewhere is neither our writer nor a reason
+    to refuse our resume (local hosts list every matching process of the machine)."""
+    from gen_tui.backends.runs import LocalHost
+
+    ours, elsewhere = tmp_path / "ours", tmp_path / "elsewhere"
+    ours.mkdir()
+    elsewhere.mkdir()
+    host = LocalHost(ours)
+    other = await host.start(standin_argv(standin, str(elsewhere), "B3"), str(tmp_path / "o.log"))
+    mine = await host.start(standin_argv(standin, str(ours), "B3"), str(tmp_path / "m.log"))
+    monitor = HostMonitor(host, survey_s=0.3)
+    task = asyncio.create_task(monitor.run())
+    started = [other, mine]
+    try:
+        await wait_until(lambda: "B3" in monitor.totals, 30, "our B3 counted")
+        writer = monitor.writer("B3")
+        assert writer is not None and writer.identity.same_process(mine)
+        assert (await monitor.kill(mine, grace_s=10)).result is KillResult.STOPPED
+        assert monitor.writer("B3") is None, "the B3 writing elsewhere was taken for ours"
+        resumed = await monitor.resume("B3", 1000)
+        started.append(resumed)
+        assert str(ours) in resumed.cmdline
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for identity in started:
+            if alive(identity.pid):
+                await host.kill(identity, grace_s=5)
