@@ -181,6 +181,7 @@ class GenTuiApp(App[int]):
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
         self._panels_mounted = False
+        self._parts: dict[str, Widget] = {}
         self._leaving = False
         self.events: list[tuple[str, str]] = []
         self._crossed: dict[str, int | None] = {}
@@ -214,6 +215,10 @@ class GenTuiApp(App[int]):
 
     def on_mount(self) -> None:
         self._panels = list(self.query(DatasetPanel))
+        self._parts = {
+            f"#{part}": self.query_one(f"#{part}")
+            for part in ("header", "notice", "board", "panels", "events", "filter")
+        }
         self._panels_mounted = True
         panels = self.panels()
         if panels:
@@ -274,7 +279,13 @@ class GenTuiApp(App[int]):
         return panels
 
     def ui(self, selector: str, expect_type: type[Any] = Widget) -> Any:
-        """A widget of the dashboard, whatever dialog is on top of it."""
+        """A widget of the dashboard, whatever dialog is on top of it.
+
+        The app's own parts are kept from mount on (`_part`): a DOM query walks every node,
+        and the 4 Hz refresh would pay for that many times a second."""
+        part = self._parts.get(selector)
+        if part is not None:
+            return part
         return self.screen_stack[0].query_one(selector, expect_type)
 
     @property
@@ -288,7 +299,7 @@ class GenTuiApp(App[int]):
             bool(self.screen_stack)
             and self._panels_mounted
             and not self._leaving
-            and all(self.screen_stack[0].query(part) for part in ("#header", "#filter"))
+            and all(self._parts[part].is_attached for part in ("#header", "#filter"))
         )
 
     def relayout(self) -> None:
