@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--known-hosts", dest="tui_known_hosts", metavar="FILE", help="trusted host keys file"
     )
     hosts.add_argument("--identity", dest="tui_identity", metavar="FILE", help="like ssh -i")
+    parser.add_argument(
+        "--stale-after",
+        dest="tui_stale_after",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="mark a running dataset stale after this many seconds without a record (default 60)",
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser(
         "run",

@@ -19,7 +19,7 @@ from gen_tui.app.hosts import (
     sources_from_config,
     ssh_options,
 )
-from gen_tui.app.tui import GenTuiApp
+from gen_tui.app.tui import DEFAULT_STALE_AFTER_S, GenTuiApp
 from gen_tui.backends.run_config import EngineError
 
 EXIT_USAGE = 2
@@ -72,8 +72,11 @@ def main(args: argparse.Namespace) -> int:
     if demo and (path is not None or target is not None):
         print("gen-tui: error: --demo runs on its own: no --config or --host", file=sys.stderr)
         return EXIT_USAGE
+    stale = float(getattr(args, "tui_stale_after", DEFAULT_STALE_AFTER_S))
+    if stale <= 0:
+        return _error(f"--stale-after must be more than 0 seconds, got {stale:g}")
     if demo:
-        return run_demo()
+        return run_demo(stale)
     if (target is None) != (remote_dir is None):
         print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
         return EXIT_USAGE
@@ -93,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
                 grace_s=grace,
             )
             if path is None:
-                return _watch_only([source])
+                return _watch_only([source], stale)
         except (ValueError, re.error) as exc:
             return _error(str(exc))
     if path is None:
@@ -125,23 +128,23 @@ def main(args: argparse.Namespace) -> int:
     )
     extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
     hosts = [local, *sources_from_config(entries, options, grace), *extra]
-    app = GenTuiApp(source, autostart=False, hosts=hosts)
+    app = GenTuiApp(source, autostart=False, hosts=hosts, stale_after_s=stale)
     app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
     return _finish(app, app.run())
 
 
-def _watch_only(hosts: Sequence[HostSource]) -> int:
+def _watch_only(hosts: Sequence[HostSource], stale_after_s: float) -> int:
     """`gen-tui --host ...`: no run of its own; watch, kill and resume what runs there."""
-    app = GenTuiApp(None, hosts=hosts)
+    app = GenTuiApp(None, hosts=hosts, stale_after_s=stale_after_s)
     return _finish(app, app.run())
 
 
-def run_demo() -> int:
+def run_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
     with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
         source = DemoSource(Path(tmp))
-        app = GenTuiApp(source, hosts=[stale_source(source)])
+        app = GenTuiApp(source, hosts=[stale_source(source)], stale_after_s=stale_after_s)
         app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
         code = _finish(app, app.run())
     return code

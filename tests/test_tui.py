@@ -458,6 +458,25 @@ def test_main_with_a_bad_config_is_one_line_and_exit_1(
     assert len(err) == 1 and err[0].startswith("gen-tui: error: ")
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--stale-after", "0"], "--stale-after must be more than 0 seconds"),
+        (["--host", "gpu-box"], "--host and --remote-dir go together"),
+        (["--demo", "--host", "x", "--remote-dir", "y"], "--demo runs on its own"),
+    ],
+)
+def test_main_refuses_bad_flags_in_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gen_tui.app.cli import build_parser
+
+    code = main(build_parser().parse_args(argv))
+    assert code in (1, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
 def test_the_window_does_not_wait_for_heavy_imports() -> None:
     """transformers, the engine's aiohttp and the SSH stack load in workers, not at startup."""
     code = (
