@@ -13,7 +13,15 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-NAMES = ["resume_scan", "budget_precision", "client_overhead", "saturation"]
+NAMES = [
+    "resume_scan",
+    "budget_precision",
+    "client_overhead",
+    "saturation",
+    "remote_attach",
+    "tui_cost",
+    "memory",
+]
 
 
 def main() -> int:

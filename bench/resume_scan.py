@@ -12,15 +12,21 @@ from bench.common import CACHE, Table, publish, verdict
 from gen_tui.backends.records import Completion, scan_records
 
 
-def make_file(megabytes: int) -> Path:
-    path = CACHE / f"raw-{megabytes}MB.jsonl"
+def make_file(megabytes: int, seed: int = 0) -> Path:
+    """A cached raw_responses.jsonl of about `megabytes` MB in the engine's own layout.
+
+    B2-like lengths (lognormal, mean about 3,700 tokens), every record with its output ids
+    and text; another `seed` gives another file of the same shape.
+    """
+    path = CACHE / (f"raw-{megabytes}MB.jsonl" if seed == 0 else f"raw-{megabytes}MB-{seed}.jsonl")
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(0)
+    rng = random.Random(seed)
     written = 0
     index = 0
-    with open(path, "wb") as handle:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as handle:
         while written < megabytes * 1_000_000:
             length = min(16384, max(1, int(rng.lognormvariate(7.9, 0.8))))
             ids = [rng.randrange(3, 32000) for _ in range(length)]
@@ -28,6 +34,7 @@ def make_file(megabytes: int) -> Path:
             handle.write(line)
             written += len(line)
             index += 1
+    partial.replace(path)  # an interrupted run leaves no short file under the cached name
     return path
 
 
