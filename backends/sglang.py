@@ -8,6 +8,7 @@ the protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import aclosing
 from typing import Any
@@ -77,6 +78,7 @@ def _generation(payload: Any, started: float, output_ids: list[int] | None = Non
 async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Generation:
     """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids."""
     ids: list[int] = []
+    texts: list[str] = []
     last: dict[str, Any] | None = None
     async with aclosing(sse_events(response.content.iter_any())) as events:
         async for frame in events:
@@ -85,19 +87,25 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                     f"stream error: {error_message(orjson.dumps(frame))}", retry=True
                 )
             new = frame.get("output_ids") or []
+            text = frame.get("text")
             total = (frame.get("meta_info") or {}).get("completion_tokens")
             if isinstance(total, int) and len(new) == total:
                 ids = list(new)
-            else:
+                texts = [text] if isinstance(text, str) else []
+            else:  # --stream-output: each frame holds only the new ids, and the new text
                 ids.extend(new)
+                if isinstance(text, str):
+                    texts.append(text)
             last = frame
-    return _finish_stream(last, ids, started)
+    return _finish_stream(last, ids, "".join(texts) if texts else None, started)
 
 
-def _finish_stream(last: dict[str, Any] | None, ids: list[int], started: float) -> Generation:
+def _finish_stream(
+    last: dict[str, Any] | None, ids: list[int], text: str | None, started: float
+) -> Generation:
     if last is None:
         raise RequestFailed("stream ended before any frame", retry=True)
-    return _generation(last, started, output_ids=ids)
+    return dataclasses.replace(_generation(last, started, output_ids=ids), text=text)
 
 
 async def generate(

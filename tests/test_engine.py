@@ -455,3 +455,23 @@ async def test_a_dead_server_among_live_ones_is_avoided_not_retried_on_every_req
         dead.close()
     assert recount(tmp_path / "out" / "A")[1] == 300 and final.datasets[0].errors == 0
     assert 0 < attempts < 300 // 5, f"the dead server was tried {attempts} times for 300 samples"
+
+
+async def test_stream_output_frames_keep_the_whole_text(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """--stream-output servers send only the new ids and text per frame: the record must
+    hold all of it, exactly as a cumulative stream or a plain response gives it."""
+    prompts = prompts_dir(A=40)
+    texts = {}
+    for name, stream_output in (("cumulative", False), ("incremental", True)):
+        server = await sim(tokens_per_s=20000, slots=16, stream_output=stream_output)
+        config = make_config(
+            tokenizer_dir, prompts, tmp_path / name, [server.url], stream=True, concurrency=8
+        )
+        await run(config)
+        records = read_records(tmp_path / name / "A")
+        assert len(records) == 40
+        texts[name] = {r["sample_id"]: r["text"] for r in records}
+    assert texts["incremental"] == texts["cumulative"]
+    assert all(len(t.split()) > 1 for t in texts["incremental"].values() if t)
