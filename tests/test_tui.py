@@ -33,7 +33,7 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
-from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
+from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for, detail_parts
 from gen_tui.widgets.header import header_parts
 
 from .helpers import recount
@@ -692,7 +692,7 @@ async def test_cost_shows_in_panels_and_header_and_resume_names_the_backend(
         await wait_for(pilot, lambda: snap(app, "C") and (snap(app, "C").cost or 0) > 0, 60)
         s = snap(app, "C")
         assert s.cost is not None and s.projected_cost is not None
-        await wait_for(pilot, lambda: "$" in " ".join(panel(app, "C").query_one("#details").first))
+        await wait_for(pilot, lambda: "$" in " ".join(detail_parts(panel(app, "C").view)[0]))
         header = app.ui("#header").view
         assert header.cost is not None and header.cost > 0
         assert any(part.startswith("$") for part in header_parts(header))
