@@ -343,8 +343,7 @@ class HostMonitor:
             self.poke()
         # Look again before reporting, so that whoever reads the outcome also sees the run
         # list without it (and `r` is not refused because of a run that is gone).
-        with contextlib.suppress(SSHError, RunError, OSError):
-            await self.refresh()
+        await self._look_again()
         return outcome
 
     def datasets_of(self, identity: RunIdentity) -> tuple[str, ...]:
@@ -357,7 +356,7 @@ class HostMonitor:
         """Start `dataset` again with a new budget (the host refuses a second writer)."""
         identity = await self.host.resume(dataset, max_tokens, max_samples=max_samples)
         self._budgets[dataset] = (max_tokens, max_samples)
-        await self.refresh()
+        await self._look_again()
         return identity
 
     async def resume_run(self, run: Run, max_tokens: int | None) -> RunIdentity:
@@ -365,8 +364,16 @@ class HostMonitor:
         identity = await self.host.resume(run, max_tokens)
         for name in run.datasets:
             self._budgets[name] = (max_tokens, self._budgets.get(name, (None, None))[1])
-        await self.refresh()
+        await self._look_again()
         return identity
+
+    async def _look_again(self) -> None:
+        """Survey after a start; a dropped link then must not turn a started run into an
+        error (the loop's next survey, once the link heals, lists it)."""
+        try:
+            await self.refresh()
+        except (SSHError, RunError, OSError):
+            self.poke()
 
     async def close(self) -> None:
         await self._close_watch()

@@ -638,7 +638,13 @@ class _HostBase:
                 )
         if not files:
             return KillOutcome(result, detail)
-        samples = await self._sizes(files)
+        try:
+            samples = await self._sizes(files)
+        except SSHError as exc:
+            # The run is gone (the signal script saw it): say so, not the link's error.
+            return KillOutcome(
+                result, f"{detail}; its record files could not be checked ({describe(exc)})"
+            )
         stable = len(samples) >= 2 and samples[-1] == samples[-2]
         if not stable:
             detail += "; its record files are STILL GROWING: another writer?"
@@ -665,6 +671,25 @@ class _HostBase:
             raise StartError("empty command")
         launched = time.monotonic()
         pid, script = await self._spawn(argv, log_path, cwd)
+        try:
+            return await self._started(argv, pid, script, log_path, launched, settle_s)
+        except SSHError as exc:
+            raise StartError(
+                f"{self.name}: started pid {pid}, but the link was lost before it could be "
+                f"checked ({describe(exc)}); it may be running: list the runs before starting "
+                "again"
+            ) from None
+
+    async def _started(
+        self,
+        argv: list[str],
+        pid: int,
+        script: str,
+        log_path: str,
+        launched: float,
+        settle_s: float,
+    ) -> RunIdentity:
+        """Wait until `pid` runs the command itself and is still alive `settle_s` after it."""
         identity: RunIdentity | None = None
         while True:
             report = await self._ps(self.pattern, None, pids=[pid])
@@ -749,7 +774,13 @@ class _HostBase:
         _check_budget(new_max_tokens, "the token budget")
         _check_budget(max_samples, "the sample budget")
         out_dir = run.output_dir if run is not None else self._abs_output_dir()
-        report = await self._ps(self.pattern, out_dir)
+        try:
+            report = await self._ps(self.pattern, out_dir)
+        except SSHError as exc:
+            raise RunError(
+                f"{', '.join(targets)}: cannot check for a live writer ({describe(exc)}); "
+                "nothing was started"
+            ) from None
         out_dir = str(report.get("output_dir") or out_dir)
         locks = report.get("locks", {}).get(out_dir, {})
         for name in targets:
@@ -1229,7 +1260,13 @@ class SSHHost(_HostBase):
             sig=sig,
             wait_cs=max(0, round(wait_s * 100)),
         )
-        process = await self.connection.open_process(f"sh -c {shlex.quote(script)}")
+        try:
+            process = await self.connection.open_process(f"sh -c {shlex.quote(script)}")
+        except SSHError as exc:  # the script may or may not have reached the host
+            raise RunError(
+                f"{self.name}: link lost while stopping pid {identity.pid} ({describe(exc)}); "
+                "list the runs again before retrying"
+            ) from None
         try:
             process.stdin.write_eof()
             while True:

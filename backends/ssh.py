@@ -13,7 +13,9 @@ Why these choices:
 - asyncssh has no reconnect, so :class:`SSHConnection` watches the connection close and
   reconnects with capped exponential backoff, catching `(OSError, asyncssh.Error)`. Its
   `state` is a short sentence for the UI: "connected", "disconnected: REASON",
-  "reconnecting in 4s". Commands wait for the link to come back for a bounded time.
+  "reconnecting in 4s". Commands wait for the link to come back for a bounded time; one
+  cut off by a drop raises :class:`Disconnected` (asyncssh would hand back its partial
+  output with no exit status, which callers took for a failed command or a result).
 - Nothing here ever sends channel signals: sshd refuses them for root ("session signalling
   requires privilege separation"); processes are stopped with a `kill` command (see runs.py).
 """
@@ -393,14 +395,23 @@ class SSHConnection:
     async def run(
         self, command: str, *, input: str | None = None, timeout: float = 60.0
     ) -> asyncssh.SSHCompletedProcess:
-        """Run one command (never retried: a retry could start something twice)."""
+        """Run one command (never retried: a retry could start something twice).
+
+        A link lost mid-command raises :class:`Disconnected`: asyncssh then returns whatever
+        output arrived with no exit status, which must never pass for a result.
+        """
         conn = await self.ready(timeout)
+        client = self._client
         try:
-            return await within(conn.run(command, input=input, check=False), timeout)
+            result = await within(conn.run(command, input=input, check=False), timeout)
         except TimeoutError:
             raise SSHError(f"{self.target}: command did not finish within {timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:
             raise Disconnected(f"{self.target}: {describe(exc)}") from None
+        if result.exit_status is None:
+            reason = (client.lost_reason if client is not None else None) or "connection lost"
+            raise Disconnected(f"{self.target}: link lost before the command finished ({reason})")
+        return result
 
     async def open_process(
         self, command: str, *, timeout: float = 60.0

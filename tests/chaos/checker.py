@@ -288,3 +288,56 @@ def error_ids(folder: Path) -> set[str]:
         if line.strip():
             found.add(str(json.loads(line)["sample_id"]))
     return found
+
+
+# ---- totals at a byte offset, and who holds a lock (the link chaos scenario) -------------
+
+
+def prefix_counts(data: bytes, where: str) -> dict[int, tuple[int, int, Record | None]]:
+    """For 0 and every line end of `data`: (records, tokens) of the lines before that byte
+    offset, and the record on the next line (None if no complete line follows).
+
+    A watcher reporting totals at an offset must match that entry exactly, or, when it
+    counted a last line that had no newline yet, that entry plus the next record. An offset
+    missing here is no line end: a watcher that reports it counted part of a line.
+    """
+    counts: dict[int, tuple[int, int, Record | None]] = {}
+    records = tokens = offset = 0
+    number = 0
+    while True:
+        end = data.find(b"\n", offset)
+        if end < 0:
+            counts[offset] = (records, tokens, None)
+            return counts
+        number += 1
+        line = data[offset:end]
+        record = parse_record(line, f"{where}:{number}") if line.strip() else None
+        counts[offset] = (records, tokens, record)
+        if record is not None:
+            records += 1
+            tokens += record.tokens
+        offset = end + 1
+
+
+def flock_holders(path: Path) -> set[int]:
+    """Pids holding an `flock` on `path`, read from /proc/locks: nothing is taken, so a writer
+    starting at that moment is never refused because of the check."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return set()
+    holders = set()
+    for row in Path("/proc/locks").read_text().splitlines():
+        parts = row.split()
+        # "3: FLOCK  ADVISORY  WRITE 1234 00:2c:5678 0 EOF"; a blocked waiter has "->" first.
+        if len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(parts[4])
+        except ValueError:
+            continue
+        if key == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino):
+            holders.add(pid)
+    return holders

@@ -162,3 +162,56 @@ def record_lines(folder: Path) -> int:
         return path.read_bytes().count(b"\n")
     except FileNotFoundError:
         return 0
+
+
+def processes_with(*needles: str) -> list[tuple[int, float, list[str]]]:
+    """(pid, start time, command line) of every live process whose raw /proc/PID/cmdline
+    holds any of `needles` (zombies excluded). One cheap pass over /proc: fit for sampling."""
+    import psutil
+
+    wanted = [needle.encode() for needle in needles]
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        if not any(needle in raw for needle in wanted):
+            continue
+        try:
+            process = psutil.Process(int(entry))
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            started = process.create_time()
+        except psutil.Error:
+            continue
+        words = raw.rstrip(b"\0").split(b"\0")
+        found.append((int(entry), started, [w.decode("utf-8", "replace") for w in words]))
+    return found
+
+
+def writers_of(path: Path, pids: Sequence[int]) -> set[int]:
+    """Those of `pids` that hold `path` open for writing (from /proc/PID/fd and fdinfo)."""
+    target = os.path.realpath(path)
+    writers = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") != target:
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as handle:
+                    flags = next(
+                        int(line.split()[1], 8) for line in handle if line.startswith("flags:")
+                    )
+            except (OSError, StopIteration, ValueError):
+                continue
+            if flags & (os.O_WRONLY | os.O_RDWR):
+                writers.add(pid)
+    return writers

@@ -1,0 +1,787 @@
+"""Link chaos: the SSH connection serving gen-tui is killed and frozen while runs are watched,
+killed and resumed.
+
+A real OpenSSH sshd on loopback stands in for the GPU box; two real `gen-tui run` processes
+(datasets LinkA and LinkB, against a real `gen-tui sim`) write there, started over SSH. A
+:class:`HostMonitor` watches them through an :class:`SSHHost` with a short keepalive (1 s,
+2 misses), as the panel does. Each step picks a dataset and does what a person would: `k`
+(`monitor.kill`) if it runs, `r` (`monitor.resume`, or `monitor.resume_run` on the ended
+run) if it does not. At a random moment around that step (up to a second before it starts,
+or up to 2.5 s into it) the sshd process serving our connection (found by our socket's
+port) is killed with SIGKILL, or frozen with SIGSTOP for 0.5 to 5 s and then continued:
+short freezes stall the link without dropping it, long ones trip the keepalive.
+
+What is held, by checks that use no backends code (`checker.py`, `procs.py`, /proc):
+
+- totals: every total the monitor received equals a recount of the record file up to the
+  byte offset it reports (plus, at most, the next line, counted provisionally), totals
+  never go backwards, and after each heal the watch catches up with the file as it was;
+  at the end, with every run stopped, they equal a full recount;
+- kills: an outcome that says stopped, killed or already gone means the process is gone;
+  a kill that raises says so in a clear `RunError`/`SSHError`, and what is then true
+  (still running, or stopped anyway) is checked, and a retry ends it;
+- resumes: each resume starts at most one process; a resume that raises starts nothing or
+  one, and retrying it after the heal is refused while that one runs; never two live
+  `gen-tui run` processes of one dataset, never two processes with its record file open
+  for writing, and the writer is the `run.lock` holder (sampled every 0.1 s from /proc);
+- records: what was once on disk stays, byte for byte; no sample_id twice; every response
+  the server completed is on disk (every stop here is a SIGTERM drain);
+- no remote process outlives its link: no watcher or signal script left at the end.
+
+Reproduce a failure with the seed it prints: `CHAOS_SEED=... pytest tests/chaos -k link`.
+The tests after the scenario pin the defects it found, each with the fault at its exact
+moment (a command, a listing, a kill's file check, a resume's check or start cut off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.monitor import HostMonitor
+from gen_tui.backends.runs import (
+    DatasetTotals,
+    KillOutcome,
+    KillResult,
+    ResumeRefused,
+    Run,
+    RunError,
+    RunIdentity,
+    SSHHost,
+)
+from gen_tui.backends.ssh import Disconnected, SSHConnection, SSHError
+
+from ..sshd import Sshd, python38, sshd
+from .checker import (
+    CheckFailed,
+    FolderState,
+    check_folder,
+    error_ids,
+    flock_holders,
+    prefix_counts,
+    sample_of_rid,
+    split_records,
+)
+from .procs import GEN_TUI, SimProcess, processes_with, writers_of
+from .test_crash_loop import prompt_ids
+
+__all__ = ["sshd"]  # the fixture, imported for pytest
+
+DATASETS = ("LinkA", "LinkB")  # names no other test uses: the monitor sees every run here
+FAULTS_PER_ITERATION = 3
+KEEPALIVE = {"keepalive_interval_s": 1, "keepalive_count_max": 2}
+GRACE_S = 20.0  # the engine drains in well under a second: every stop is a SIGTERM drain
+BUDGET = 10**9  # resumed runs never reach it: they stop only when told to
+ACTION_TIMEOUT_S = 120.0  # a kill or resume that outlasts this hangs: a failure
+HEAL_TIMEOUT_S = 60.0
+SIM_ARGS = ["--slots", "8", "--tokens-per-s", "400", "--default-mean", "50"]
+RAW = "raw_responses.jsonl"
+LOCK = "run.lock"
+
+
+def flag(cmdline: list[str], name: str) -> str | None:
+    for index, word in enumerate(cmdline[:-1]):
+        if word == name:
+            return cmdline[index + 1]
+    return None
+
+
+class Truth(threading.Thread):
+    """What really runs, sampled every 0.1 s from /proc, independently of gen-tui.
+
+    For each dataset: the live `gen-tui run` processes writing it (our output folder, its
+    name after `--datasets`), which of them hold its record file open for writing, and who
+    holds its `run.lock`. Two live runs of one dataset, two writers, or a writer that does
+    not hold the lock, seen twice 50 ms apart, is a violation.
+    """
+
+    def __init__(self, out: Path, datasets: tuple[str, ...]) -> None:
+        super().__init__(daemon=True)
+        self.out = out
+        self.datasets = datasets
+        self.seen: dict[str, dict[tuple[int, float], float]] = {name: {} for name in datasets}
+        self.violations: list[str] = []
+        self.samples = 0
+        self.max_helpers = 0
+        self._halt = threading.Event()
+
+    def scan(self) -> list[tuple[int, float, list[str]]]:
+        """Our processes: those naming our output folder (runs, watchers, listings) and the
+        signal scripts, which name it in hex (the command line they check)."""
+        return processes_with(str(self.out), str(self.out).encode().hex())
+
+    def runs_of(
+        self, name: str, procs: list[tuple[int, float, list[str]]] | None = None
+    ) -> list[tuple[int, float]]:
+        """(pid, start time) of the live gen-tui runs of `name` now."""
+        return [
+            (pid, started)
+            for pid, started, cmdline in (self.scan() if procs is None else procs)
+            if "gen_tui.app.cli" in cmdline[1:3]
+            and "run" in cmdline
+            and flag(cmdline, "--output-dir") == str(self.out)
+            and flag(cmdline, "--datasets") == name
+        ]
+
+    def helpers(self, procs: list[tuple[int, float, list[str]]] | None = None) -> list[int]:
+        """Remote watchers and listings (`python3 - ...`) and signal scripts (`sh -c ...`)."""
+        return [
+            pid
+            for pid, _, cmdline in (self.scan() if procs is None else procs)
+            if cmdline[1:2] == ["-"] or cmdline[:2] == ["sh", "-c"]
+        ]
+
+    def _problems(self, name: str, procs: list[tuple[int, float, list[str]]]) -> list[str]:
+        live = self.runs_of(name, procs)
+        now = time.monotonic()
+        for key in live:
+            self.seen[name].setdefault(key, now)
+        problems = []
+        if len(live) > 1:
+            problems.append(f"{name}: {len(live)} live gen-tui runs {[p for p, _ in live]}")
+        folder = self.out / name
+        writers = writers_of(folder / RAW, [pid for pid, _ in live])
+        if len(writers) > 1:
+            problems.append(f"{name}: {len(writers)} processes write {RAW}: {sorted(writers)}")
+        holders = flock_holders(folder / LOCK)
+        if writers and not writers <= holders:
+            problems.append(f"{name}: writer(s) {sorted(writers)}, {LOCK} held by {holders}")
+        return problems
+
+    def sample(self) -> None:
+        self.samples += 1
+        procs = self.scan()
+        for name in self.datasets:
+            if self._problems(name, procs):
+                time.sleep(0.05)  # a process between its exit and its reaping: look again
+                self.violations.extend(self._problems(name, self.scan()))
+        self.max_helpers = max(self.max_helpers, len(self.helpers(procs)))
+
+    def run(self) -> None:
+        while not self._halt.wait(0.1):
+            try:
+                self.sample()
+            except Exception as exc:  # keep sampling; say what went wrong
+                self.violations.append(f"sampler: {type(exc).__name__}: {exc}")
+
+    def halt(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+    def started_since(self, name: str, since: float) -> list[tuple[int, float]]:
+        return [key for key, first in self.seen[name].items() if first >= since]
+
+
+def alive(key: tuple[int, float]) -> bool:
+    """Whether the process (pid, start time) still exists (a zombie counts as gone)."""
+    pid, started = key
+    try:
+        process = psutil.Process(pid)
+        return (
+            abs(process.create_time() - started) < 0.01 and process.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.NoSuchProcess:
+        return False
+
+
+def serving(server: Sshd, local_port: int) -> list[psutil.Process]:
+    """The sshd session process(es) whose socket is connected to our client port."""
+    found = []
+    for process in server.sessions():
+        try:
+            sockets = process.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        if any(s.raddr and s.raddr.port == local_port for s in sockets):
+            found.append(process)
+    return found
+
+
+class Faults:
+    """SIGKILL or SIGSTOP/SIGCONT the sshd process serving our connection, and count them."""
+
+    def __init__(self, server: Sshd, connection: SSHConnection) -> None:
+        self.server = server
+        self.connection = connection
+        self.frozen: set[int] = set()
+        self.counts: Counter[str] = Counter()
+        self.freeze_s: list[float] = []
+        self.last_end = 0.0  # wall clock of the last fault's end (a kill, or the SIGCONT)
+
+    async def victims(self) -> list[psutil.Process]:
+        deadline = time.monotonic() + HEAL_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(SSHError):
+                conn = await self.connection.ready(HEAL_TIMEOUT_S)
+                sockname = conn.get_extra_info("sockname")
+                if sockname:
+                    found = serving(self.server, int(sockname[1]))
+                    if found:
+                        return found
+            await asyncio.sleep(0.05)
+        raise AssertionError("no sshd session serves our connection")
+
+    async def strike(self, kind: str, freeze_s: float) -> None:
+        victims = await self.victims()
+        if kind == "kill":
+            for process in victims:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.send_signal(signal.SIGKILL)
+        else:
+            for process in victims:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.send_signal(signal.SIGSTOP)
+                    self.frozen.add(process.pid)
+            try:
+                await asyncio.sleep(freeze_s)
+            finally:
+                self.thaw()
+            self.freeze_s.append(freeze_s)
+        self.counts[kind] += 1
+        self.last_end = time.time()
+
+    def thaw(self) -> None:
+        for pid in list(self.frozen):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+            self.frozen.discard(pid)
+
+
+def shape(message: str) -> str:
+    """An error message with its numbers, paths and addresses blurred, to count its kinds."""
+    message = re.sub(r"/\S+", "PATH", message)
+    return re.sub(r"\d+", "N", message)
+
+
+async def within(awaitable: Awaitable[Any], seconds: float, what: str) -> Any:
+    try:
+        return await asyncio.wait_for(awaitable, seconds)
+    except TimeoutError:
+        raise AssertionError(f"{what} did not finish within {seconds:g} s (a hang)") from None
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        await asyncio.sleep(0.1)
+
+
+async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted(
+    sshd: Sshd,
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    chaos_iterations: int,
+    chaos_report: Any,
+) -> None:
+    seed = int(os.environ.get("CHAOS_SEED", random.randrange(2**32)))
+    print(f"link chaos seed: CHAOS_SEED={seed}")
+    rng = random.Random(seed)
+    steps = FAULTS_PER_ITERATION * chaos_iterations
+    prompts = tmp_path / "prompts"
+    for name in DATASETS:
+        write_prompts(prompts / f"{name}.jsonl", 1000 + 600 * chaos_iterations)
+    ids = {name: prompt_ids(prompts / f"{name}.jsonl") for name in DATASETS}
+    out = tmp_path / "out"
+    out.mkdir()
+    sim = SimProcess(tmp_path / "sim", SIM_ARGS).start()
+    host = SSHHost(
+        "gpu-box",
+        sshd.alias,
+        str(out),
+        options=sshd.options(**KEEPALIVE),
+        python=python38() or "python3",
+    )
+    faults = Faults(sshd, host.connection)
+    truth = Truth(out, DATASETS)
+    received: dict[str, list[DatasetTotals]] = {name: [] for name in DATASETS}
+    monitor: HostMonitor
+
+    def on_change() -> None:
+        for name, totals in monitor.totals.items():
+            seen = received.get(name)
+            if seen is not None and (not seen or seen[-1] is not totals):
+                seen.append(totals)
+
+    monitor = HostMonitor(host, DATASETS, on_change=on_change)
+    host_resume = host.resume
+    resumed_by_host: list[RunIdentity] = []
+
+    async def spied_resume(*args: Any, **kwargs: Any) -> RunIdentity:
+        identity = await host_resume(*args, **kwargs)
+        resumed_by_host.append(identity)
+        return identity
+
+    host.resume = spied_resume  # type: ignore[method-assign]
+
+    events: Counter[str] = Counter()
+    messages: Counter[str] = Counter()
+    verified = {name: b"" for name in DATASETS}
+    checked = {name: 0 for name in DATASETS}
+    totals_checked = 0
+    records_checked = 0
+    started = time.monotonic()
+    loop: asyncio.Task[None] | None = None
+
+    def argv(name: str) -> list[str]:
+        return [
+            *GEN_TUI, "run",
+            "--prompts-dir", str(prompts),
+            "--tokenizer", str(tokenizer_dir),
+            "--output-dir", str(out),
+            "--server-url", sim.url,
+            "--plain",
+            "--concurrency", "2",
+            "--max-new-tokens", "256",
+            "--datasets", name,
+            "--max-tokens-per-dataset", str(BUDGET),
+        ]  # fmt: skip
+
+    def verify_totals(label: str) -> None:
+        """Every total received since the last call, against a recount of the file's bytes."""
+        nonlocal totals_checked, records_checked
+        for name in DATASETS:
+            path = out / name / RAW
+            data = path.read_bytes() if path.exists() else b""
+            if not data.startswith(verified[name]):
+                raise CheckFailed(f"{label}: {path}: bytes once on disk changed or vanished")
+            verified[name] = data
+            items = received[name]
+            previous = items[checked[name] - 1] if checked[name] else None
+            counts = prefix_counts(data, str(path))
+            for totals in items[checked[name] :]:
+                if totals.offset not in counts:
+                    raise CheckFailed(f"{label}: {name}: offset {totals.offset} is no line end")
+                records, tokens, following = counts[totals.offset]
+                exact = (totals.samples, totals.tokens) == (records, tokens)
+                provisional = following is not None and (totals.samples, totals.tokens) == (
+                    records + 1,
+                    tokens + following.tokens,
+                )
+                assert exact or provisional, (
+                    f"{label}: {name} total {totals.samples} records/{totals.tokens} tokens at "
+                    f"offset {totals.offset}, but the file holds {records}/{tokens} there "
+                    f"(seed {seed})"
+                )
+                if previous is not None:
+                    backwards = totals.samples < previous.samples or totals.tokens < previous.tokens
+                    assert not backwards, (
+                        f"{label}: {name} total went backwards: {previous.samples}/"
+                        f"{previous.tokens} -> {totals.samples}/{totals.tokens} (seed {seed})"
+                    )
+                previous = totals
+                totals_checked += 1
+            checked[name] = len(items)
+            records_checked += counts[max(counts)][0]
+
+    def monitor_pids(name: str) -> set[int]:
+        return {
+            run.pid
+            for run in monitor.runs
+            if name in run.datasets and run.output_dir == monitor.output_dir
+        }
+
+    async def settle(label: str) -> None:
+        """Wait for the heal: a survey after the last fault, the run list true, totals caught up."""
+        since = max(faults.last_end, time.time() - 0.01)
+        monitor.poke()
+        await wait_until(
+            lambda: monitor.state == "connected" and (monitor.surveyed_at or 0) > since,
+            HEAL_TIMEOUT_S,
+            f"{label}: a survey after the link healed (state: {monitor.state})",
+        )
+
+        def agrees() -> bool:
+            return all(
+                monitor_pids(name) == {pid for pid, _ in truth.runs_of(name)} for name in DATASETS
+            )
+
+        await wait_until(agrees, HEAL_TIMEOUT_S, f"{label}: the run list matches the processes")
+        sizes = {}
+        for name in DATASETS:
+            path = out / name / RAW
+            data = path.read_bytes() if path.exists() else b""
+            sizes[name] = data.rfind(b"\n") + 1
+        await wait_until(
+            lambda: all(
+                name in monitor.totals and monitor.totals[name].offset >= sizes[name]
+                for name in DATASETS
+            ),
+            HEAL_TIMEOUT_S,
+            f"{label}: the watch catches up with the files (watch: {monitor.watch_state})",
+        )
+        verify_totals(label)
+        assert not truth.violations, f"{label} (seed {seed}): {truth.violations[:5]}"
+
+    def live(name: str) -> list[tuple[int, float]]:
+        return truth.runs_of(name)
+
+    async def kill_step(name: str, run: Run, label: str) -> None:
+        key = next(k for k in live(name) if k[0] == run.pid)
+        outcome: KillOutcome | None = None
+        error: Exception | None = None
+        try:
+            outcome = await within(monitor.kill(run.identity, GRACE_S), ACTION_TIMEOUT_S, label)
+        except (SSHError, RunError) as exc:
+            error = exc
+        await faults_done()
+        if outcome is not None:
+            assert outcome.result in (KillResult.STOPPED, KillResult.KILLED), f"{label}: {outcome}"
+            assert not alive(key), f"{label}: says {outcome.result}, yet pid {key[0]} runs"
+            assert outcome.files_stable is not False, f"{label}: false alarm: {outcome.detail}"
+            cut = "; its file check cut off" if "could not be checked" in outcome.detail else ""
+            events[f"kill: {outcome.result}{cut}"] += 1
+            await settle(label)
+            return
+        assert error is not None
+        messages[f"kill: {type(error).__name__}: {shape(str(error))}"] += 1
+        await settle(label)
+        still = alive(key)
+        # What a person does next: look again (done: the run list is true), and press k again.
+        again = await within(monitor.kill(run.identity, GRACE_S), ACTION_TIMEOUT_S, label)
+        assert again.result in (
+            KillResult.STOPPED,
+            KillResult.KILLED,
+            KillResult.ALREADY_GONE,
+        ), f"{label}: retried: {again}"
+        assert not alive(key), f"{label}: retried: says {again.result}, yet pid {key[0]} runs"
+        state = "still running" if still else "stopped anyway"
+        events[f"kill raised; the run was {state}; retried: {again.result}"] += 1
+        await settle(label)
+
+    async def resume_step(name: str, label: str) -> None:
+        before = time.monotonic()
+        done_by_host = len(resumed_by_host)
+        ended = [run for run in monitor.ended if run.datasets == (name,)]
+        how = "resume_run" if ended and rng.random() < 0.5 else "resume"
+        identity: RunIdentity | None = None
+        error: Exception | None = None
+        try:
+            if how == "resume_run":
+                action = monitor.resume_run(ended[0], BUDGET)
+            else:
+                action = monitor.resume(name, BUDGET)
+            identity = await within(action, ACTION_TIMEOUT_S, label)
+        except ResumeRefused as exc:
+            raise AssertionError(f"{label}: refused with no writer running: {exc}") from None
+        except (SSHError, RunError) as exc:
+            error = exc
+        await faults_done()
+        await asyncio.sleep(0.3)  # let the sampler see what started
+        new = truth.started_since(name, before)
+        assert len(new) <= 1, f"{label}: one {how} started {len(new)} runs: {new}"
+        if identity is not None:
+            assert [pid for pid, _ in new] == [identity.pid], f"{label}: {identity.pid} vs {new}"
+            events[f"{how}: started"] += 1
+            await settle(label)
+            return
+        assert error is not None
+        kind = f"{how}: {type(error).__name__}: {shape(str(error))}"
+        messages[kind] += 1
+        host_started = len(resumed_by_host) > done_by_host
+        if new and not host_started:
+            assert re.search(r"may have started|may be running", str(error)), (
+                f"{label}: a run started (pid {new[0][0]}), but the user read: {error}"
+            )
+        await settle(label)
+        # A person presses r again once the link is back: refused while the first one runs.
+        if new and alive(new[0]):
+            with pytest.raises(ResumeRefused):
+                await within(monitor.resume(name, BUDGET), ACTION_TIMEOUT_S, label)
+            outcome = "refused (the first one runs)"
+        else:
+            again = time.monotonic()
+            retried = await within(monitor.resume(name, BUDGET), ACTION_TIMEOUT_S, label)
+            await asyncio.sleep(0.3)
+            assert [pid for pid, _ in truth.started_since(name, again)] == [retried.pid]
+            outcome = "started"
+        if host_started:
+            what = "started, but the survey after it failed"
+        else:
+            what = "started" if new else "nothing started"
+        events[f"{how} raised; {what}; retried: {outcome}"] += 1
+        await settle(label)
+
+    pending: list[asyncio.Task[None]] = []
+
+    async def faults_done() -> None:
+        while pending:
+            await within(pending.pop(), HEAL_TIMEOUT_S, "a fault")
+
+    try:
+        truth.start()
+        await host.connect()
+        for name in DATASETS:
+            await host.start(argv(name), str(tmp_path / "logs" / f"{name}-first.log"))
+        loop = asyncio.create_task(monitor.run())
+        await settle("start")
+        kinds = []
+        for _ in range(chaos_iterations):
+            batch = ["kill", "freeze", rng.choice(["kill", "freeze"])]
+            rng.shuffle(batch)
+            kinds += batch
+        for step, kind in enumerate(kinds[:steps]):
+            name = rng.choice(DATASETS)
+            running = live(name)
+            freeze_s = rng.uniform(0.5, 5.0)
+            delay = rng.uniform(-1.0, 2.5)
+            what = "kill" if running else "resume"
+            label = f"step {step} ({what} {name}, {kind} at {delay:+.2f} s)"
+            if delay < 0:
+                pending.append(asyncio.create_task(faults.strike(kind, freeze_s)))
+                await asyncio.sleep(-delay)
+            else:
+                pending.append(asyncio.create_task(_later(delay, faults.strike(kind, freeze_s))))
+            if running:
+                run = monitor.writer(name)
+                assert run is not None and run.pid == running[0][0], f"{label}: {run}"
+                await kill_step(name, run, label)
+            else:
+                await resume_step(name, label)
+
+        # The end: every run stopped through the monitor, on a quiet link; totals exact.
+        for name in DATASETS:
+            run = monitor.writer(name)
+            if run is not None:
+                outcome = await within(monitor.kill(run.identity, GRACE_S), ACTION_TIMEOUT_S, "end")
+                assert outcome.result is KillResult.STOPPED, outcome
+        await settle("end")
+        for name in DATASETS:
+            path = out / name / RAW
+            records, _ = split_records(path.read_bytes(), str(path))
+            final = monitor.totals[name]
+            assert (final.samples, final.tokens, final.offset) == (
+                len(records),
+                sum(r.tokens for r in records),
+                path.stat().st_size,
+            ), f"{name}: final totals {final} against a full recount (seed {seed})"
+    finally:
+        faults.thaw()
+        for task in pending:
+            task.cancel()
+        if loop is not None:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        await monitor.close()
+        truth.halt()
+        for name in DATASETS:  # a failed run leaves nothing behind: our runs, by pid
+            for pid, _ in truth.runs_of(name):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        stats = sim.stats() if sim.process and sim.process.poll() is None else {}
+        sim.stop()
+
+    # Nothing lost, nothing twice, every completed response on disk, nothing left running.
+    lost = duplicated = 0
+    completed: dict[str, set[str]] = {name: set() for name in DATASETS}
+    for rid in stats.get("completed_rids", []):
+        parsed = sample_of_rid(rid)
+        if parsed is not None and parsed[0] in completed:
+            completed[parsed[0]].add(parsed[1])
+    finals = {}
+    for name in DATASETS:
+        state = FolderState(out / name)
+        report = check_folder(state, ids[name], clean_exit=True)
+        finals[name] = report.records
+        records_checked += report.records
+        missing = completed[name] - state.ever - error_ids(out / name)
+        lost += len(missing)
+        counts = Counter(record.sample_id for record in state.records_now())
+        duplicated += sum(n - 1 for n in counts.values() if n > 1)
+    await wait_until(lambda: not truth.helpers(), 15, "no watcher or script outlives its link")
+    runs_started = sum(len(seen) for seen in truth.seen.values())
+    chaos_report(
+        scenario="link chaos",
+        iterations=chaos_iterations,
+        seed=seed,
+        faults=dict(faults.counts),
+        freeze_s=[round(min(faults.freeze_s or [0]), 1), round(max(faults.freeze_s or [0]), 1)],
+        events=dict(events),
+        errors_seen=dict(messages),
+        reconnects=host.connection.generation - 1,
+        runs_started=runs_started,
+        process_samples=truth.samples,
+        max_remote_helpers=truth.max_helpers,
+        totals_checked=totals_checked,
+        records_final=sum(finals.values()),
+        records_checked=records_checked,
+        lost=lost,
+        duplicated=duplicated,
+        elapsed_s=round(time.monotonic() - started, 1),
+    )
+    assert lost == 0 and duplicated == 0, (lost, duplicated)
+    assert not truth.violations, truth.violations[:5]
+
+
+async def _later(delay: float, action: Awaitable[None]) -> None:
+    await asyncio.sleep(delay)
+    await action
+
+
+# ---- regressions: what the scenario found, each at its exact moment ---------------------
+
+
+@pytest.fixture
+async def link(sshd: Sshd, tmp_path: Path) -> Any:
+    """A host over a fresh connection whose `python3` takes a second to start, so that a
+    listing is still running when the fault lands; and the faults for that connection."""
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {python38() or "python3"} "$@"\n')
+    slow.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    host = SSHHost("gpu-box", sshd.alias, str(out), options=sshd.options(**KEEPALIVE))
+    host.python = str(slow)
+    host.connection.backoff_s = (0.2, 0.5)
+    await host.connect()
+    faults = Faults(sshd, host.connection)
+    yield host, faults
+    faults.thaw()
+    for pid, _, _ in processes_with(str(out)):  # what a test started there, by pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    await host.close()
+
+
+def cut_during(faults: Faults, action: Callable[..., Awaitable[Any]], after_s: float = 0.3) -> Any:
+    """`action`, with our sshd session killed `after_s` into it."""
+
+    async def cut(*args: Any, **kwargs: Any) -> Any:
+        task = asyncio.ensure_future(action(*args, **kwargs))
+        await asyncio.sleep(after_s)
+        await faults.strike("kill", 0)
+        return await task
+
+    return cut
+
+
+STANDIN = """
+import os, signal, sys, time
+folder = os.path.join(sys.argv[sys.argv.index("--output-dir") + 1], "D")
+os.makedirs(folder, exist_ok=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+with open(os.path.join(folder, "raw_responses.jsonl"), "ab", buffering=0) as handle:
+    while True:
+        handle.write(b'{"sample_id": "%d", "completion_tokens": 1}\\n' % time.time_ns())
+        time.sleep(0.05)
+"""
+
+
+def standin_template(tmp_path: Path) -> list[str]:
+    """A user's own `run_inference.py` (no lock), as a host's run template."""
+    script = tmp_path / "scripts" / "run_inference.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(STANDIN)
+    return [sys.executable, str(script), "--output-dir", str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize("kind", ["kill", "freeze"])
+async def test_a_command_cut_off_by_the_link_raises_disconnected(sshd: Sshd, kind: str) -> None:
+    # asyncssh returns a command cut off by a lost link with no exit status and what output
+    # arrived: that passed for a result ("the start command failed", "needs Python 3.8").
+    connection = SSHConnection(sshd.alias, sshd.options(**KEEPALIVE), backoff_s=(0.2, 0.5))
+    await connection.start()
+    faults = Faults(sshd, connection)
+    try:
+        fault = asyncio.ensure_future(_later(0.5, faults.strike(kind, 4.0)))
+        with pytest.raises(Disconnected, match=r"link lost before the command finished \(.+\)"):
+            await connection.run("echo before; sleep 8; echo after", timeout=30)
+        await fault
+        assert (await connection.run("echo again", timeout=30)).stdout == "again\n"
+    finally:
+        faults.thaw()
+        await connection.close()
+
+
+async def test_a_listing_cut_off_by_the_link_says_so_not_python(link: Any) -> None:
+    host, faults = link
+    with pytest.raises(Disconnected, match=r"link lost|closed"):
+        await cut_during(faults, host.list_runs)()  # was: "the host needs Python 3.8"
+
+
+async def test_a_kill_whose_file_check_is_cut_off_still_reports_the_stop(
+    link: Any, tmp_path: Path
+) -> None:
+    host, faults = link
+    identity = await host.start(
+        [*standin_template(tmp_path), "--datasets", "D"], str(tmp_path / "d.log")
+    )
+    raw = tmp_path / "out" / "D" / RAW
+    await wait_until(raw.exists, 30, "the stand-in writes")
+    host._sizes = cut_during(faults, host._sizes)  # the fault lands while sizes are sampled
+    outcome = await host.kill(identity, grace_s=10, files=[str(raw)])
+    # Was: "its record files are STILL GROWING: another writer?" (a cut-off answer read as
+    # sizes), then, once the cut raised, an error although the run had stopped.
+    assert outcome.result is KillResult.STOPPED, outcome
+    assert outcome.files_stable is None and "could not be checked" in outcome.detail, outcome
+    assert identity.pid not in [pid for pid, _, _ in processes_with(str(raw.parent.parent))]
+
+
+async def test_a_kill_into_a_frozen_link_is_a_run_error_and_sent_nothing(
+    link: Any, tmp_path: Path
+) -> None:
+    host, faults = link
+    argv = [*standin_template(tmp_path), "--datasets", "D"]
+    identity = await host.start(argv, str(tmp_path / "d.log"))
+    fault = asyncio.ensure_future(faults.strike("freeze", 4.0))
+    await wait_until(lambda: bool(faults.frozen), 10, "the session frozen")
+    # Was a bare `Disconnected: ... SSH connection closed` (the panel's "error"), which said
+    # nothing about the kill; the channel never opened, so the run must still be there.
+    with pytest.raises(RunError, match=rf"link lost while stopping pid {identity.pid} .*again"):
+        await host.kill(identity, grace_s=10)
+    await fault
+    assert identity.pid in [pid for pid, _, _ in processes_with(str(tmp_path / "out"))]
+    assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
+
+
+@pytest.mark.parametrize("phase", ["check", "start"])
+async def test_a_resume_cut_off_says_whether_it_started(
+    link: Any, tmp_path: Path, phase: str
+) -> None:
+    host, faults = link
+    host.template = standin_template(tmp_path)
+    out = tmp_path / "out"
+
+    def standins() -> list[int]:
+        return [pid for pid, _, cmd in processes_with(str(out)) if "run_inference.py" in cmd[1]]
+
+    if phase == "check":
+        host._ps = cut_during(faults, host._ps)  # the listing that looks for a live writer
+        with pytest.raises(RunError, match=r"cannot check for a live writer .*nothing was started"):
+            await host.resume("D", 1000)
+        await asyncio.sleep(1)
+        assert standins() == []
+        return
+    spawn = host._spawn
+
+    async def spawn_then_cut(*args: Any) -> Any:
+        started = await spawn(*args)
+        host._ps = cut_during(faults, ps)  # the listing that checks what started
+        return started
+
+    ps = host._ps
+    host._spawn = spawn_then_cut
+    with pytest.raises(RunError, match=r"started pid \d+, but the link was lost .* may be running"):
+        await host.resume("D", 1000)
+    host._ps, host._spawn = ps, spawn
+    await wait_until(lambda: len(standins()) == 1, 10, "the one started run")
+    with pytest.raises(ResumeRefused, match="is writing it"):  # pressing r again is refused
+        await host.resume("D", 1000)
+    assert len(standins()) == 1
