@@ -992,12 +992,16 @@ class GenTuiApp(App[int]):
         return rows
 
     def action_help(self) -> None:
-        about = (
-            "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
-            "stale (no new record, or writing past its budget: press k), stopped, aborted, "
-            "failed."
-        )
-        self.push_screen(HelpScreen(self.help_rows(), about))
+        # Built once and kept (installed): composing and styling the table on every `?`
+        # was most of the key's latency.
+        if not self.is_screen_installed("help"):
+            about = (
+                "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
+                "stale (no new record, or writing past its budget: press k), stopped, "
+                "aborted, failed."
+            )
+            self.install_screen(HelpScreen(self.help_rows(), about), name="help")
+        self.push_screen("help")
 
     async def action_quit(self) -> None:
         active = self.active_runs()

@@ -361,6 +361,10 @@ async def test_help_lists_every_binding() -> None:
         assert app.screen is screen
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("question_mark")  # the same screen again, not a new one
+        assert await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
 
 async def test_filter_narrows_the_panels() -> None:
