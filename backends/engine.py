@@ -436,13 +436,18 @@ class Engine:
         would burn server time on answers it cannot keep. Nothing counts that is not on
         disk, and a half-written line has been cut off, so a later run resumes cleanly.
         """
+        self._fail(
+            f"{ds.name}: cannot write {path}: {exc.strerror or exc}; the records already "
+            "written are intact: make room (or make it writable), then run the same command "
+            "again to resume"
+        )
+
+    def _fail(self, reason: str) -> None:
+        """End the run for `reason` (said once, the first one wins): stop dispatching, drain,
+        and raise it as the run's EngineError."""
         if self._fatal is None:
-            self._fatal = (
-                f"{ds.name}: cannot write {path}: {exc.strerror or exc}; the records already "
-                "written are intact: make room (or make it writable), then run the same command "
-                "again to resume"
-            )
-            self._event("error", self._fatal)
+            self._fatal = reason
+            self._event("error", reason)
             self.request_stop()
 
     async def _ticker(self) -> None:
@@ -817,10 +822,8 @@ class Engine:
                 "error", f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
             )
             asyncio.get_running_loop().call_later(probe, self._credits.set)
-        elif exc.kind == RequestFailed.AUTH and self._fatal is None:
-            self._fatal = exc.reason
-            self._event("error", exc.reason)
-            self.request_stop()
+        elif exc.kind == RequestFailed.AUTH:
+            self._fail(exc.reason)
 
     def total_cost(self) -> float:
         return sum(ds.cost for ds in self._datasets)
@@ -876,16 +879,14 @@ class Engine:
         ds.errors += 1
         refused = not exc.retry and exc.status is not None and 400 <= exc.status < 500
         self._refusals = self._refusals + 1 if refused else 0
-        if self._refusals >= REFUSAL_STREAK and self._fatal is None:
+        if self._refusals >= REFUSAL_STREAK:
             # A wrong --model or sampling option is refused for every prompt alike: stop
             # instead of writing the whole dataset into errors.jsonl one 400 at a time.
-            self._fatal = (
+            self._fail(
                 f"the server refused {self._refusals} requests in a row ({exc.reason}); "
                 "check --model, the sampling options and the server URL. The refused samples "
                 "are listed in errors.jsonl and are sent again on the next run"
             )
-            self._event("error", self._fatal)
-            self.request_stop()
         try:
             with open(ds.errors_path, "ab") as handle:
                 handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
