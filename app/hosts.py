@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -104,13 +104,7 @@ class HostLink:
         if self.failure is not None:
             return f"failed: {self.failure}"
         monitor = self.monitor
-        if monitor is None:
-            return "connecting"
-        if monitor.state == "connected" and monitor.watch_state.startswith(
-            ("disconnected", "stale")
-        ):
-            return monitor.watch_state
-        return monitor.state
+        return monitor.status if monitor is not None else "connecting"
 
     def send(self, command: str, arg: Any = None) -> None:
         """Queue "kill" (identity), "resume" ((dataset, tokens, samples)), "resume_run"
@@ -199,28 +193,34 @@ class HostLink:
     async def _resume(
         self, monitor: HostMonitor, dataset: str, tokens: int | None, samples: int | None
     ) -> None:
-        self._mark((dataset,), busy=f"starting again to {format_count(tokens or 0)}", count=None)
-        try:
-            identity = await monitor.resume(dataset, tokens, samples)
-        finally:
-            self._mark((dataset,), busy=None, count=None)
-        self.started = (*self.started, identity)
-        self.outcome = {k: v for k, v in self.outcome.items() if k != dataset}
-        budget = format_count(tokens) if tokens else "no token budget"
-        self._say("information", f"{dataset}: resumed to {budget} as pid {identity.pid}")
+        await self._start(
+            (dataset,), tokens, monitor.resume(dataset, tokens, samples), dataset, "resumed"
+        )
 
     async def _resume_run(self, monitor: HostMonitor, run: Run, tokens: int | None) -> None:
-        names = run.datasets
+        what = ", ".join(run.datasets) or f"run {run.pid}"
+        await self._start(
+            run.datasets, tokens, monitor.resume_run(run, tokens), what, "started again"
+        )
+
+    async def _start(
+        self,
+        names: Sequence[str],
+        tokens: int | None,
+        starting: Awaitable[RunIdentity],
+        what: str,
+        verb: str,
+    ) -> None:
+        """Show `names` as starting while `starting` runs; then record and say the new run."""
         self._mark(names, busy=f"starting again to {format_count(tokens or 0)}", count=None)
         try:
-            identity = await monitor.resume_run(run, tokens)
+            identity = await starting
         finally:
             self._mark(names, busy=None, count=None)
         self.started = (*self.started, identity)
         self.outcome = {k: v for k, v in self.outcome.items() if k not in names}
         budget = format_count(tokens) if tokens else "no token budget"
-        what = ", ".join(names) or f"run {run.pid}"
-        self._say("information", f"{what}: started again to {budget} as pid {identity.pid}")
+        self._say("information", f"{what}: {verb} to {budget} as pid {identity.pid}")
 
     async def _stop_own_runs(self) -> None:
         """Stop what the app started (identity-checked: one that already ended is left)."""

@@ -25,7 +25,7 @@ from typing import Any
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
-from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.runs import (
     SAMPLE_FLAGS,
     TOKEN_FLAGS,
@@ -78,8 +78,6 @@ class RateMeter:
 
 def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
     """(max_tokens, max_samples) a run's command line asks for, when it says."""
-    from gen_tui.backends.counts import CountError, parse_count
-
     found: list[int | None] = []
     for flags in (TOKEN_FLAGS, SAMPLE_FLAGS):
         value = watcher.flag_value(list(argv), *flags)
@@ -250,10 +248,11 @@ class HostMonitor:
     # what the UI asks
 
     @property
-    def connected(self) -> bool:
-        return self.state == "connected" and not self.watch_state.startswith(
-            ("disconnected", "stale")
-        )
+    def status(self) -> str:
+        """The host's state for a person: the survey's, unless the watch stream is down."""
+        if self.state == "connected" and self.watch_state.startswith(("disconnected", "stale")):
+            return self.watch_state
+        return self.state
 
     def writer(self, dataset: str) -> Run | None:
         """The live run writing `dataset` here: the lock holder, else the one naming it."""
@@ -333,12 +332,8 @@ class HostMonitor:
         self, identity: RunIdentity, grace_s: float, on_tick: TickCallback | None = None
     ) -> KillOutcome:
         """Stop a run (identity-checked by the host before each signal), then look again."""
-        run = self.host.known_run(identity)
-        files = run.record_files() if run is not None else []
-        if not files:
-            files = [f"{self.output_dir}/{name}/{RAW_FILE}" for name in self.datasets_of(identity)]
         try:
-            outcome = await self.host.kill(identity, grace_s, on_tick=on_tick, files=files)
+            outcome = await self.host.kill(identity, grace_s, on_tick=on_tick)
         finally:
             self.poke()
         # Look again before reporting, so that whoever reads the outcome also sees the run
