@@ -17,9 +17,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
 
@@ -215,3 +217,25 @@ def writers_of(path: Path, pids: Sequence[int]) -> set[int]:
             if flags & (os.O_WRONLY | os.O_RDWR):
                 writers.add(pid)
     return writers
+
+
+@contextlib.asynccontextmanager
+async def openai_stub(
+    chat: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[str]:
+    """A loopback OpenAI-compatible server answering chat completions with `chat` (and an
+    empty `/v1/models`); yields its URL."""
+
+    async def models(_request: web.Request) -> web.Response:
+        return web.json_response({"data": []})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()

@@ -26,6 +26,7 @@ from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, disco
 from gen_tui.backends.records import RecordFileError, scan_records
 
 from .checker import FolderState, check_folder
+from .procs import openai_stub
 from .test_crash_loop import prompt_ids
 
 # ---- names: "$" matched before a final newline ------------------------------------------
@@ -148,17 +149,8 @@ async def odd_server() -> AsyncIterator[tuple[str, dict[str, int]]]:
         await response.write_eof()
         return response
 
-    async def models(_request: web.Request) -> web.Response:
-        return web.json_response({"data": []})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}", attempts
-    await runner.cleanup()
+    async with openai_stub(chat) as url:
+        yield url, attempts
 
 
 async def test_a_malformed_answer_is_a_retried_attempt_not_a_lost_sample(

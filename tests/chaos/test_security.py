@@ -36,11 +36,12 @@ from hypothesis import strategies as st
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.runs import KillResult, LocalHost, SSHHost, rquote
 
-from ..sshd import Sshd, python38, sshd
+from ..sshd import sshd
+from ..test_runs import host
 from .conftest import Examples
-from .procs import RunProcess, SimProcess, child_env
+from .procs import RunProcess, SimProcess, child_env, openai_stub
 
-__all__ = ["sshd"]  # the fixture, imported for pytest
+__all__ = ["host", "sshd"]  # fixtures, imported for pytest
 
 HOSTILE_WORDS = [
     "$(touch {m}/dollar)",
@@ -100,28 +101,6 @@ def test_rquote_gives_sh_one_literal_word(examples: Examples, path: str) -> None
     words = result.stdout.split(b"\0")[:-1]
     expected = home if path == "~" else home + path[1:] if path.startswith("~/") else path
     assert words == [expected.encode("utf-8", "surrogateescape")]
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def host(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[LocalHost | SSHHost]:
-    out = tmp_path / "out"
-    out.mkdir()
-    if request.param == "local":
-        made: LocalHost | SSHHost = LocalHost(out)
-    else:
-        server: Sshd = request.getfixturevalue("sshd")
-        made = SSHHost(
-            "loopback",
-            server.alias,
-            str(out),
-            options=server.options(),
-            python=python38() or "python3",
-        )
-        await made.connect()
-    yield made
-    await made.close()
 
 
 async def test_hostile_words_and_paths_reach_the_process_verbatim(
@@ -248,17 +227,8 @@ async def echo_server() -> AsyncIterator[str]:
         body = {"error": {"message": f"upstream refused {told}", "code": 500}}
         return web.json_response(body, status=500)
 
-    async def models(_request: web.Request) -> web.Response:
-        return web.json_response({"data": []})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    async with openai_stub(chat) as url:
+        yield url
 
 
 async def test_a_key_echoed_back_by_the_server_is_redacted_everywhere(
