@@ -64,7 +64,7 @@ from gen_tui.backends.run_config import (
 from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.tokenizer import (
     TokenizerError,
-    encode_messages,
+    encode_many,
     encode_text,
     load_tokenizer,
 )
@@ -81,6 +81,7 @@ forever."""
 
 
 Event = Callable[[str, str], None]
+_INT = frozenset({int})
 
 
 def check_generation(generation: Generation) -> Generation:
@@ -97,7 +98,7 @@ def check_generation(generation: Generation) -> Generation:
         problem = f"completion_tokens {tokens!r} is not a count"
     elif ids is not None and (not isinstance(ids, list) or len(ids) != tokens):
         problem = f"output_ids do not hold the {tokens} tokens it reports"
-    elif ids is not None and not all(type(token) is int for token in ids):
+    elif ids is not None and not set(map(type, ids)) <= _INT:
         problem = "output_ids holds something other than integer token ids"
     elif not isinstance(generation.finish_reason, str) or not isinstance(
         generation.prompt_tokens, int
@@ -169,6 +170,8 @@ class _Dataset:
         self.cost = 0.0
         self.priced = False
         self.recent: deque[tuple[float, int]] = deque()
+        self.recent_tokens = 0
+        """The sum of `recent`'s tokens, kept as it changes: snapshots come 4+ times a second."""
         self.started_at = time.time()
         self.first_record_mono: float | None = None
         self.last_record_at: float | None = None
@@ -181,12 +184,18 @@ class _Dataset:
         return self.spec.name
 
     def rates(self, now: float) -> tuple[float, float]:
-        while self.recent and now - self.recent[0][0] > RATE_WINDOW_S:
-            self.recent.popleft()
-        if not self.recent or self.first_record_mono is None:
+        recent = self.recent
+        while recent and now - recent[0][0] > RATE_WINDOW_S:
+            self.recent_tokens -= recent.popleft()[1]
+        if not recent or self.first_record_mono is None:
             return 0.0, 0.0
         span = min(RATE_WINDOW_S, max(now - self.first_record_mono, 1.0))
-        return sum(t for _, t in self.recent) / span, len(self.recent) / span
+        return self.recent_tokens / span, len(recent) / span
+
+    def note(self, now: float, tokens: int) -> None:
+        """Count one record of `tokens` in the rate window."""
+        self.recent.append((now, tokens))
+        self.recent_tokens += tokens
 
 
 class Engine:
@@ -545,20 +554,24 @@ class Engine:
     # tokenization, off the loop
 
     def _batch(self, path: Path, items: Iterator[Prompt | PromptProblem], size: int) -> list[Any]:
+        """The next `size` prompts of `items`, tokenized in one call, and the problems met."""
         out: list[Any] = []
+        prompts: list[Prompt] = []
         for item in items:
             if isinstance(item, PromptProblem):
                 out.append(item)
                 continue
-            if self.config.api == "openai":
-                out.append((item, None))
-                continue
-            try:
-                out.append((item, encode_messages(self._tokenizer, item.messages)))
-            except Exception as exc:  # a template can raise anything on odd input
-                out.append(PromptProblem(path, item.line, f"cannot tokenize: {exc}"))
-            if len(out) >= size:
+            prompts.append(item)
+            if len(prompts) >= size:
                 break
+        if self.config.api == "openai":
+            return out + [(prompt, None) for prompt in prompts]
+        encoded = encode_many(self._tokenizer, [prompt.messages for prompt in prompts])
+        for prompt, ids in zip(prompts, encoded, strict=True):
+            if isinstance(ids, Exception):
+                out.append(PromptProblem(path, prompt.line, f"cannot tokenize: {ids}"))
+            else:
+                out.append((prompt, ids))
         return out
 
     async def _produce(self, ds: _Dataset) -> None:
@@ -941,7 +954,7 @@ class Engine:
         now = time.monotonic()
         if ds.first_record_mono is None:
             ds.first_record_mono = now
-        ds.recent.append((now, gen.completion_tokens))
+        ds.note(now, gen.completion_tokens)
         ds.last_record_at = time.time()
         if not was_reached and ds.budget.reached(ds.tokens, ds.samples):
             self._event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")

@@ -280,6 +280,8 @@ class RecordWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        """Where the next line starts: one writer (the lock), so it is counted, not asked."""
 
     def write(self, line: bytes) -> None:
         """Append one whole line, or raise OSError after cutting off what part of it got in.
@@ -287,7 +289,7 @@ class RecordWriter:
         A full disk can take half a line and refuse the rest; left there, it would glue the
         next record (written once space returns) onto a torn one in the middle of the file.
         """
-        start = os.fstat(self._fd).st_size  # one writer (the lock), so this is where it goes
+        start = self._size
         view = memoryview(line)
         try:
             while view:
@@ -297,6 +299,7 @@ class RecordWriter:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
             raise
+        self._size = start + len(line)
 
     def sync(self) -> None:
         os.fsync(self._fd)

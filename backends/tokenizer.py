@@ -54,6 +54,34 @@ def encode_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     return list(ids)
 
 
+def encode_many(tokenizer: Any, conversations: list[list[dict[str, str]]]) -> list[Any]:
+    """:func:`encode_messages` of each conversation, in one batch call where it can be.
+
+    A batch renders the templates in Python but encodes them in one call to the Rust
+    tokenizer, which releases the GIL: the event loop that waits for the GIL meanwhile gets
+    it, and the batch costs about a third of the CPU per prompt of single calls. Each entry
+    of the result is a list of ids, or the exception its conversation raised: one prompt the
+    template chokes on fails alone, not its whole batch.
+    """
+    if not conversations:
+        return []
+    try:
+        ids = tokenizer.apply_chat_template(
+            conversations, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    except Exception:  # a template can raise anything on odd input: find which one
+        ids = None
+    if ids is not None and len(ids) == len(conversations):
+        return [list(one.tolist() if hasattr(one, "tolist") else one) for one in ids]
+    out: list[Any] = []
+    for messages in conversations:
+        try:
+            out.append(encode_messages(tokenizer, messages))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
 def encode_text(tokenizer: Any, text: str) -> list[int]:
     """Ids of a generated answer as the target model would have produced them."""
     return list(tokenizer.encode(text, add_special_tokens=False))
