@@ -8,12 +8,15 @@ after a deliberate change, and look at them (the failure report shows both) befo
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from gen_tui.app.board import panel_id
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.widgets.dataset_panel import DatasetPanel
 
 pytest.importorskip("pytest_textual_snapshot")
 
@@ -136,3 +139,43 @@ async def test_down_reaches_a_ninth_panel_below_the_fold() -> None:
             await pilot.press("down")
         selected = app.selected()
         assert selected is not None and selected.dataset == "B9_stale"
+
+
+async def test_a_new_count_redraws_only_the_lines_it_changes() -> None:
+    """A panel whose tokens move repaints its token bar, rate and details, not its title.
+
+    Eight panels change four times a second: repainting whole panels is what cost a sixth
+    of a core. The screen must still show the new values.
+    """
+    app = dashboard()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(pilot)
+        panel = app.query_one("#" + panel_id("B3_sharegpt"), DatasetPanel)
+        await pilot.pause()
+        before = panel.lines()
+        repainted: list[Any] = []
+        original = panel.refresh
+
+        def spy(*regions: Any, **kwargs: Any) -> Any:
+            repainted.append(regions)
+            return original(*regions, **kwargs)
+
+        panel.refresh = spy  # type: ignore[method-assign]
+        last = run_snapshot(STEPS - 1)
+        moved = tuple(
+            dataclasses.replace(s, tokens=5_000_000, tok_s=99_000.0)
+            if s.name == "B3_sharegpt"
+            else s
+            for s in last.datasets
+        )
+        app.show_snapshot(dataclasses.replace(last, datasets=moved), now=T0 + STEPS - 1)
+        await pilot.pause()
+        after = panel.lines()
+        changed = {y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new}
+        assert changed and 0 not in changed  # the title and badge did not move
+        assert repainted and all(regions for regions in repainted)  # never the whole panel
+        rows = sorted(region.y for regions in repainted for region in regions)
+        assert set(rows) == changed and all(r.height == 1 for g in repainted for r in g)
+        text = "".join(segment.text for segment in panel.render_line(1))
+        assert "5M / 6M" in text
+        assert "99k tok/s" in "".join(segment.text for segment in panel.render_line(3))
