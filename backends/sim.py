@@ -472,6 +472,8 @@ class _Job:
         self.waiter: asyncio.Future[bool] | None = None
         self.state = "new"
         self.decode_start = 0.0
+        self.free_at: float | None = None
+        """When the model says its slot came free (its last token's time), if it ran out."""
         self.tokens_per_s = 1.0
         self.output_ids: list[int] = []
         self.finish_reason: dict[str, Any] = {}
@@ -555,18 +557,26 @@ class _Slots:
         if job.state == "running":
             self._sim.stats.in_flight -= 1
             job.state = "done"
-            self.wake()
+            now = asyncio.get_running_loop().time()
+            self.wake(now if job.free_at is None else min(now, job.free_at))
         elif job.state == "queued":
             self._leave_queue(job, "done")
 
-    def wake(self) -> None:
+    def wake(self, free_at: float | None = None) -> None:
+        """Admit queued jobs into free slots.
+
+        `free_at` is when the model freed the slot: the next job decodes from then (or from
+        its own arrival, if later), not from whenever this process got round to it. Under
+        load the event loop is late by milliseconds per request; counted as idle slot time,
+        that lag would make the simulated capacity fall short of slots x tokens/s.
+        """
         stats = self._sim.stats
         while self._waiting and stats.in_flight < self._sim.config.slots:
             job = self._waiting.popleft()
             stats.queued -= 1
             job.state = "done"
             if job.waiter is not None and not job.waiter.done():
-                self._admit(job)
+                self._admit(job, free_at)
                 job.waiter.set_result(True)
 
     def _leave_queue(self, job: _Job, state: str) -> None:
@@ -575,7 +585,7 @@ class _Slots:
             self._sim.stats.queued -= 1
             job.state = state
 
-    def _admit(self, job: _Job) -> None:
+    def _admit(self, job: _Job, free_at: float | None = None) -> None:
         config = self._sim.config
         stats = self._sim.stats
         stats.in_flight += 1
@@ -583,7 +593,9 @@ class _Slots:
         job.state = "running"
         job.output_ids, job.finish_reason = _plan(config, job.prompt)
         job.tokens_per_s = config.tokens_per_s
-        job.decode_start = asyncio.get_running_loop().time() + config.prefill_s
+        now = asyncio.get_running_loop().time()
+        start = now if free_at is None else min(now, max(free_at, job.received))
+        job.decode_start = start + config.prefill_s
 
 
 def _json_response(payload: object, status: int = 200) -> web.Response:
@@ -707,8 +719,10 @@ class _Simulator:
             if not await self.slots.acquire(job):
                 return job, 0
             target = len(job.output_ids) // 2 if half else len(job.output_ids)
-            if await job.sleep_until(job.decode_start + target / job.tokens_per_s):
+            deadline = job.decode_start + target / job.tokens_per_s
+            if await job.sleep_until(deadline):
                 return job, max(0, min(target, job.produced(asyncio.get_running_loop().time())))
+            job.free_at = deadline
             return job, target
         except asyncio.CancelledError:
             self._count_disconnect(job)
@@ -766,6 +780,8 @@ class _Simulator:
             if aborted:
                 end = max(sent, job.produced(loop.time()))
             done = aborted or end == total
+            if not aborted:
+                job.free_at = deadline
             if cut is not None and (end >= cut or done):
                 self.slots.release(job)
                 job.settled = True

@@ -7,6 +7,7 @@ import asyncio
 import signal
 import statistics
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -332,6 +333,27 @@ async def test_slots_queue_fifo_and_bound_throughput(http: aiohttp.ClientSession
         latencies = await asyncio.gather(*(one(i) for i in range(8)))
         assert sim.stats.max_in_flight == 8
         assert max(latencies) < 0.45
+
+
+async def test_a_late_event_loop_costs_no_capacity(http: aiohttp.ClientSession) -> None:
+    """A queued request decodes from the moment the model freed its slot, not from whenever
+    the simulator's loop got round to it: capacity stays slots x tokens/s under load."""
+    config = SimConfig(slots=1, tokens_per_s=1000.0)
+    params = {"max_new_tokens": 100, "ignore_eos": True}  # 0.1 s a request
+
+    async def one(i: int) -> float:
+        await generate(http, sim, {"input_ids": [i], "sampling_params": params})
+        return loop.time() - started
+
+    async with SimServer(config) as sim:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # The loop is stuck from 0.05 s to 0.35 s: the first answer's slot frees at 0.1 s in
+        # the model, but the simulator only sees it at 0.35 s.
+        loop.call_later(0.05, time.sleep, 0.3)
+        first, second = await asyncio.gather(one(0), one(1))
+        assert first >= 0.3
+        assert second < 0.42, second  # decoded 0.1-0.2 s; without the fix it ends at 0.45 s
 
 
 async def test_abort_request_returns_partial_output(http: aiohttp.ClientSession) -> None:
