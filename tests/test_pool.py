@@ -23,10 +23,20 @@ RATE = 1500.0
 async def test_back_to_back_datasets_keep_the_server_full(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:
-    profiles = {name: LengthProfile(mean=1000) for name in "ABC"}
-    server = await sim(tokens_per_s=RATE, slots=SLOTS, profiles=profiles)
-    prompts = prompts_dir(A=400, B=400, C=400)
-    budgets = {name: (100_000, None) for name in "ABC"}
+    """Three datasets back to back in one pool finish within 5% of the server's capacity.
+
+    The capacity ideal is the tokens written over slots x tokens/s. What no client can avoid
+    is the last answer running alone, so the answers here are short next to the run (at
+    most 0.1 s of a 6 s run, as an hour-long run's minutes-long answers are). Requests are
+    kept queued beyond the server's 8 slots, as on a real server, so a slot never waits for
+    the client's round trip between one answer and the next. Run one after another, the same
+    datasets leave the pool to empty at the end of each: measurably slower.
+    """
+    slots, rate, budget = 8, 6000.0, 100_000
+    profiles = {name: LengthProfile(mean=150) for name in "ABC"}
+    server = await sim(tokens_per_s=rate, slots=slots, profiles=profiles)
+    prompts = prompts_dir(A=2000, B=2000, C=2000)
+    budgets = {name: (budget, None) for name in "ABC"}
 
     pooled = make_config(
         tokenizer_dir,
@@ -34,16 +44,16 @@ async def test_back_to_back_datasets_keep_the_server_full(
         tmp_path / "pooled",
         [server.url],
         budgets=budgets,
-        concurrency=SLOTS,
+        concurrency=2 * slots,
+        sampling={"max_new_tokens": 600},
     )
     final, _, _ = await run(pooled)
     tokens = sum(recount(tmp_path / "pooled" / name)[0] for name in "ABC")
-    ideal = tokens / (SLOTS * RATE)
-    longest = pooled.max_new_tokens / RATE
-    assert final.active_s <= 1.05 * ideal + longest, (final.active_s, ideal)
+    ideal = tokens / (slots * rate)
+    assert final.active_s <= 1.05 * ideal, (final.active_s, ideal)
     assert all(d.state is DatasetState.DONE for d in final.datasets)
     for name in "ABC":
-        assert 0 <= recount(tmp_path / "pooled" / name)[0] - 100_000 < 0.05 * 100_000
+        assert 0 <= recount(tmp_path / "pooled" / name)[0] - budget < 0.01 * budget
 
     sequential = 0.0
     for spec in pooled.datasets:
