@@ -20,7 +20,13 @@ from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.config import ConfigError, FileConfig, load_config
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.prompts import DatasetNameError, discover_datasets
-from gen_tui.backends.run_config import DEFAULT_CONCURRENCY, DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.run_config import (
+    DEFAULT_CONCURRENCY,
+    DISK_PROBE_S,
+    DatasetSpec,
+    EngineConfig,
+    EngineError,
+)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -188,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     bud.add_argument(
         "--grace", type=float, help="seconds to drain in-flight requests on SIGTERM (default 30)"
     )
+    bud.add_argument(
+        "--disk-probe",
+        type=float,
+        help="while the disk is full, seconds between tries to write the answers held in "
+        "memory (default 5); dispatch waits meanwhile",
+    )
     run.add_argument(
         "--demo",
         action="store_true",
@@ -284,6 +296,9 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     concurrency = pick(args.concurrency, "concurrency", DEFAULT_CONCURRENCY)
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    disk_probe = float(pick(args.disk_probe, "disk_probe", DISK_PROBE_S))
+    if not disk_probe > 0:
+        raise UsageError("--disk-probe must be a positive number of seconds")
     return EngineConfig(
         datasets=datasets,
         server_urls=args.server_url or run.get("server_urls") or [DEFAULT_SERVER],
@@ -296,6 +311,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         max_retries=int(pick(args.max_retries, "max_retries", 6)),
         request_timeout_s=float(pick(args.request_timeout, "request_timeout", 3600.0)),
         grace_s=float(pick(args.grace, "grace", 30.0)),
+        disk_probe_s=disk_probe,
         parallel_datasets=max(1, pick(args.parallel_datasets, "parallel_datasets", 1)),
         max_total_tokens=pick(args.max_total_tokens, "max_total_tokens", None),
         api=api,

@@ -34,6 +34,7 @@ RUN_KEYS = {
     "max_cost": (int, float),
     "stream": bool,
     "grace": (int, float),
+    "disk_probe": (int, float),
     "max_retries": int,
     "request_timeout": (int, float),
 }

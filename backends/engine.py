@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import os
 import random
 import socket
@@ -81,6 +82,10 @@ forever."""
 
 
 Event = Callable[[str, str], None]
+FULL_NOTE_S = 60.0
+"""A disk that fills again within this long of its last "full" notice gets a short one."""
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Write errors that end when someone makes room: the run waits them out."""
 _INT = frozenset({int})
 
 
@@ -127,6 +132,17 @@ async def receive(call: Awaitable[Generation], url: str, secret: str | None = No
             reason = reason.replace(secret, "***")
         raise RequestFailed(reason, retry=True) from None
     return check_generation(generation)
+
+
+def _held_message(held: int) -> str:
+    return f"disk full: {held} answers held, waiting for room"
+
+
+class _NoSpace(Exception):
+    """A record could not be written for lack of space; nothing of it is in the file."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
 
 
 class _Server:
@@ -177,7 +193,10 @@ class _Dataset:
         self.last_record_at: float | None = None
         self.message = ""
         self.unwritten = 0
+        self.held = 0
+        """Complete answers kept in memory while the disk is full, written once it has room."""
         self.progress_failed = False
+        self.errors_failed = False
 
     @property
     def name(self) -> str:
@@ -252,6 +271,12 @@ class Engine:
         self._last_cut = 0.0
         self._credits = asyncio.Event()
         self._credits.set()
+        self._space = asyncio.Event()
+        """Clear while the disk is full: dispatch waits, and the answers in hand retry."""
+        self._space.set()
+        self._full_said_at = -FULL_NOTE_S
+        self._retry_now = asyncio.Event()
+        """Set (then replaced) when one held answer got in, so the others try at once."""
         self._fatal: str | None = None
         self._refusals = 0
         self._api_key, self._key_hint = resolve_api_key(config)
@@ -265,6 +290,8 @@ class Engine:
             self._aborting = True
         self._stopping = True
         self._credits.set()
+        self._space.set()
+        self._retry_now.set()  # answers waiting for room try once more, then give up
         self._wake.set()
 
     def set_paused(self, paused: bool) -> None:
@@ -439,7 +466,8 @@ class Engine:
         return failures
 
     def _disk_failure(self, ds: _Dataset, path: Path, exc: OSError) -> None:
-        """A record or error line could not be written (full disk, read-only, I/O error).
+        """A record or error line could not be written (read-only, I/O error; not a full disk,
+        which `_keep` waits out).
 
         Stop dispatching and drain, and end the run with one clear line: a run that went on
         would burn server time on answers it cannot keep. Nothing counts that is not on
@@ -447,8 +475,7 @@ class Engine:
         """
         self._fail(
             f"{ds.name}: cannot write {path}: {exc.strerror or exc}; the records already "
-            "written are intact: make room (or make it writable), then run the same command "
-            "again to resume"
+            "written are intact: make it writable, then run the same command again to resume"
         )
 
     def _fail(self, reason: str) -> None:
@@ -685,6 +712,7 @@ class Engine:
             if (
                 not self._paused
                 and self._credits.is_set()
+                and self._space.is_set()
                 and len(self._tasks) < int(self._limit)
                 and not self._cost_exhausted()
             ):
@@ -778,10 +806,61 @@ class Engine:
                 self._grow_limit()
                 if generation.output_ids is None and self._tokenizer is not None:
                     generation = await self._attach_ids(generation)
-                self._commit(ds, prompt, generation, server.url)
+                await self._keep(ds, prompt, generation, server.url)
                 return
         finally:
             ds.inflight.remove(entry)
+
+    async def _keep(self, ds: _Dataset, prompt: Prompt, gen: Generation, server: str) -> None:
+        """Commit a complete answer, holding it through a full disk until there is room.
+
+        A full disk is the one write failure that ends by itself, when someone deletes a
+        checkpoint or a log. The answer in hand cost GPU time: it stays in memory, is tried
+        again every `disk_probe_s`, and dispatch waits meanwhile. A stop gives it one last
+        try, then it is counted unwritten (it is generated again on resume).
+        """
+        while True:
+            try:
+                self._commit(ds, prompt, gen, server)
+            except _NoSpace as exc:
+                if self._stopping:
+                    ds.unwritten += 1
+                    return
+                await self._wait_for_space(ds, exc)
+                continue
+            if not self._space.is_set():
+                if any(other.held for other in self._datasets):
+                    self._retry_now.set()  # room for one may be room for all: try them now
+                    self._retry_now = asyncio.Event()
+                else:  # every held answer is in: the disk has room again
+                    self._space.set()
+                    self._event("info", f"{ds.name}: the disk has room again: dispatch resumed")
+            return
+
+    async def _wait_for_space(self, ds: _Dataset, exc: _NoSpace) -> None:
+        if self._space.is_set():
+            self._space.clear()
+            now = time.monotonic()
+            if now - self._full_said_at < FULL_NOTE_S:
+                # A disk at the edge lets a few answers in and fills again: say it shortly.
+                self._event("warning", f"{ds.name}: the disk is full again: dispatch paused")
+            else:
+                self._event(
+                    "error",
+                    f"{ds.name}: {exc}; dispatch paused. Answers already generated are held in "
+                    "memory and written as soon as there is room (tried every "
+                    f"{self.config.disk_probe_s:g} s): make room, or stop the run and resume "
+                    "it later",
+                )
+            self._full_said_at = now
+        ds.held += 1
+        ds.message = _held_message(ds.held)
+        try:
+            await wait_event(self._retry_now, self.config.disk_probe_s)
+        finally:
+            ds.held -= 1
+            if ds.message.startswith("disk full"):
+                ds.message = _held_message(ds.held) if ds.held else ""
 
     async def _send(
         self, server: _Server, ds: _Dataset, prompt: Prompt, input_ids: list[int] | None, rid: str
@@ -904,7 +983,15 @@ class Engine:
             with open(ds.errors_path, "ab") as handle:
                 handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
         except OSError as error:
-            self._disk_failure(ds, ds.errors_path, error)
+            if error.errno not in NO_SPACE:
+                self._disk_failure(ds, ds.errors_path, error)
+            elif not ds.errors_failed:  # the sample is not done either way: sent next run
+                self._event(
+                    "warning",
+                    f"{ds.name}: cannot note failed samples in {ds.errors_path}: "
+                    f"{error.strerror}; they are sent again on the next run all the same",
+                )
+            ds.errors_failed = True
         if ds.errors <= 5 or ds.errors % 100 == 0:
             self._event("warning", f"{ds.name}: sample {prompt.sample_id!r} failed: {exc.reason}")
 
@@ -940,6 +1027,8 @@ class Engine:
         try:
             ds.writer.write(line)
         except OSError as exc:
+            if exc.errno in NO_SPACE:
+                raise _NoSpace(ds.writer.path, exc) from None
             ds.unwritten += 1  # not done: sent again on resume
             self._disk_failure(ds, ds.writer.path, exc)
             return

@@ -18,6 +18,7 @@ DEFAULT_CONCURRENCY = 64
 APIS = ("sglang", "openai")
 DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
 CREDIT_PROBE_S = 300.0
+DISK_PROBE_S = 5.0
 
 
 class EngineError(Exception):
@@ -60,6 +61,8 @@ class EngineConfig:
     price_per_million: tuple[float, float] | None = None
     max_cost: float | None = None
     credit_probe_s: float = CREDIT_PROBE_S
+    disk_probe_s: float = DISK_PROBE_S
+    """Seconds between tries to write the answers held while the disk is full."""
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None

@@ -1,17 +1,19 @@
 """Disk trouble: an output folder on a small tmpfs that fills up, and one that is read-only.
 
 Real file systems, not patched calls: a tmpfs of a few hundred kB is mounted for each test
-(root only; elsewhere the tests skip and say why). A full disk must stop the run with one
-clear line, leave every record written so far intact and no half line behind, and the same
-command must resume once space returns. A read-only folder must be refused with one line
-before anything is sent; one that turns read-only under a running engine (a read-only bind
-mount: the engine's open record file still writes, new files cannot be made) must cost
-progress.json updates only, never a record.
+(root only; elsewhere the tests skip and say why). A full disk must pause the run, hold
+the answers it has, leave every record written so far intact and no half line behind, and
+go on by itself once space returns (or drain on SIGTERM and resume with the same command).
+A read-only folder must be refused with one line before anything is sent; one that turns
+read-only under a running engine (a read-only bind mount: the engine's open record file
+still writes, new files cannot be made) must cost progress.json updates only, never a
+record.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -73,13 +75,28 @@ def one_error_line(stderr: str, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
-def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_when_space_returns(
+def _wait_until(check: Callable[[], bool], run: RunProcess, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert run.alive(), f"the run exited while waiting for {what}: {run.stderr()[-1500:]}"
+        assert time.monotonic() < deadline, f"no {what} in {timeout:g} s: {run.stdout()[-1500:]}"
+        time.sleep(0.05)
+
+
+def test_a_full_disk_pauses_the_run_holds_its_answers_and_it_resumes_when_space_returns(
     tmp_path: Path,
     tokenizer_dir: Path,
     mounts: Callable[..., Path],
     chaos_iterations: int,
     chaos_report: Any,
 ) -> None:
+    """One run fills its disk `chaos_iterations` times and is given room each time.
+
+    While the disk is full: the file ends on a whole line, nothing more is sent, and the
+    answers already generated wait in memory. Once there is room, the run goes on by
+    itself, and at the end every prompt has exactly one record and the server generated no
+    answer twice (none was thrown away for lack of space).
+    """
     disk = mounts(tmp_path / "disk", "96k")
     prompts = tmp_path / "prompts"
     write_prompts(prompts / "A.jsonl", 120 * chaos_iterations + 200)
@@ -87,40 +104,103 @@ def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_when_space_returns(
     sim_args = ["--slots", "16", "--tokens-per-s", "2000", "--default-mean", "100"]
     sim = SimProcess(tmp_path / "sim", sim_args).start()
     out = disk / "out"
-    args = run_args(prompts, tokenizer_dir, out, sim.url)
+    args = [*run_args(prompts, tokenizer_dir, out, sim.url), "--disk-probe", "0.2"]
     state = FolderState(out / "A")
     size_kb = 96
     fills = 0
     started = time.monotonic()
+    run = RunProcess(tmp_path / "logs", "full", args)
+
+    def written() -> bytes:
+        return state.raw.read_bytes() if state.raw.exists() else b""
+
+    def paused() -> bool:
+        """Nothing sent and nothing written for 0.6 s, with the run still going."""
+        before = (sim.stats()["requests"], written())
+        time.sleep(0.6)
+        return (sim.stats()["requests"], written()) == before and bool(before[1])
+
     try:
         for cycle in range(chaos_iterations):
-            run = RunProcess(tmp_path / "logs", f"full-{cycle}", args)
-            rc = run.wait(timeout=120)
-            assert rc == 1, f"cycle {cycle}: exit {rc}; {run.stdout()[-1500:]}"
-            one_error_line(run.stderr(), "No space left on device", "run the same command again")
+            _wait_until(paused, run, f"full disk #{cycle + 1}", 120)
             fills += 1
-            check_folder(state, ids, clean_exit=False, pid=run.pid)
-            assert not state.torn, "a half-written record was left behind"
-            assert not list(state.folder.glob(".*.tmp")), "temporary files left on a full disk"
+            data = state.raw.read_bytes()
+            assert data.endswith(b"\n"), "a half-written record was left behind"
+            assert "dispatch paused" in run.stdout(), run.stdout()[-1500:]
             size_kb += 64
             assert _mount("-o", f"remount,size={size_kb}k", str(disk)).returncode == 0
+            _wait_until(
+                lambda data=data: state.raw.read_bytes() != data,
+                run,
+                f"records after room was made #{cycle + 1}",
+                30,
+            )
+        assert "the disk has room again: dispatch resumed" in run.stdout()
         assert _mount("-o", "remount,size=16m", str(disk)).returncode == 0
-        final = RunProcess(tmp_path / "logs", "final", args)
-        rc = final.wait(timeout=180)
-        assert rc == 0, final.stderr()[-2000:]
-        check_folder(state, ids, clean_exit=True, pid=final.pid)
+        rc = run.wait(timeout=180)
+        assert rc == 0, run.stderr()[-2000:]
+        assert "Traceback" not in run.stderr() + run.stdout()
+        assert "could not be written" not in run.stdout()
+        check_folder(state, ids, clean_exit=True, pid=run.pid)
+        generated = sim.stats()["completed"]
     finally:
+        run.signal(signal.SIGKILL)  # a no-op once it has exited; the mount must come free
+        sim.stop()
+    assert state.ever == ids
+    records = state.records_now()
+    assert generated == len(records) == len(ids), (generated, len(records), len(ids))
+    chaos_report(
+        scenario="disk full",
+        iterations=chaos_iterations,
+        disk_full_pauses=fills,
+        records_checked=len(records),
+        lost=len(ids - {record.sample_id for record in records}),
+        duplicated=len(records) - len({record.sample_id for record in records}),
+        generated_twice=generated - len(records),
+        elapsed_s=round(time.monotonic() - started, 1),
+    )
+
+
+def test_a_run_stopped_on_a_full_disk_drains_and_resumes_later(
+    tmp_path: Path, tokenizer_dir: Path, mounts: Callable[..., Path], chaos_report: Any
+) -> None:
+    """SIGTERM while answers wait for room: exit 0 at once, say how many were not kept, leave
+    whole lines only; the same command resumes when there is room and loses nothing."""
+    disk = mounts(tmp_path / "disk", "96k")
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "A.jsonl", 400)
+    ids = prompt_ids(prompts / "A.jsonl")
+    sim = SimProcess(
+        tmp_path / "sim", ["--slots", "16", "--tokens-per-s", "2000", "--default-mean", "100"]
+    ).start()
+    out = disk / "out"
+    args = run_args(prompts, tokenizer_dir, out, sim.url)
+    state = FolderState(out / "A")
+    run = again = RunProcess(tmp_path / "logs", "stopped", args)
+    try:
+        _wait_until(lambda: "No space left on device" in run.stdout(), run, "a full disk", 120)
+        run.signal(signal.SIGTERM)
+        assert run.wait(timeout=20) == 0, run.stderr()[-2000:]
+        assert "Traceback" not in run.stderr() + run.stdout()
+        assert "could not be written; they are generated again on resume" in run.stdout()
+        check_folder(state, ids, clean_exit=False, pid=run.pid)  # progress.json had no room
+        assert not state.torn, "a half-written record was left behind"
+        assert _mount("-o", "remount,size=16m", str(disk)).returncode == 0
+        again = RunProcess(tmp_path / "logs", "again", args)
+        assert again.wait(timeout=180) == 0, again.stderr()[-2000:]
+        check_folder(state, ids, clean_exit=True, pid=again.pid)
+    finally:
+        for process in (run, again):
+            process.signal(signal.SIGKILL)
         sim.stop()
     assert state.ever == ids
     records = state.records_now()
     chaos_report(
-        scenario="disk full",
-        iterations=chaos_iterations,
-        disk_full_stops=fills,
+        scenario="disk full, stopped while waiting",
+        iterations=1,
         records_checked=len(records),
         lost=len(ids - {record.sample_id for record in records}),
         duplicated=len(records) - len({record.sample_id for record in records}),
-        elapsed_s=round(time.monotonic() - started, 1),
     )
 
 
