@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,58 @@ def run_args(prompts: Path, tokenizer: Path, out: Path, url: str) -> list[str]:
     ]  # fmt: skip
 
 
+@dataclass
+class Setup:
+    """One dataset "A" writing on a fresh tmpfs against its own simulator."""
+
+    disk: Path
+    prompts: Path
+    ids: set[str]
+    sim: SimProcess
+    out: Path
+    args: list[str]
+    state: FolderState
+
+
+def setup(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    mounts: Callable[..., Path],
+    size: str,
+    count: int,
+    slots: int,
+    tokens_per_s: int,
+) -> Setup:
+    disk = mounts(tmp_path / "disk", size)
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "A.jsonl", count)
+    sim_args = ["--slots", str(slots), "--tokens-per-s", str(tokens_per_s)]
+    sim = SimProcess(tmp_path / "sim", [*sim_args, "--default-mean", "100"]).start()
+    out = disk / "out"
+    return Setup(
+        disk,
+        prompts,
+        prompt_ids(prompts / "A.jsonl"),
+        sim,
+        out,
+        run_args(prompts, tokenizer_dir, out, sim.url),
+        FolderState(out / "A"),
+    )
+
+
+def report(chaos_report: Any, scenario: str, ready: Setup, iterations: int, **extra: Any) -> None:
+    """The scenario's row: what the folder holds now against the prompts."""
+    records = ready.state.records_now()
+    chaos_report(
+        scenario=scenario,
+        iterations=iterations,
+        records_checked=len(records),
+        lost=len(ready.ids - {record.sample_id for record in records}),
+        duplicated=len(records) - len({record.sample_id for record in records}),
+        **extra,
+    )
+
+
 def one_error_line(stderr: str, *needles: str) -> None:
     assert "Traceback" not in stderr, stderr[-2000:]
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -97,15 +150,9 @@ def test_a_full_disk_pauses_the_run_holds_its_answers_and_it_resumes_when_space_
     itself, and at the end every prompt has exactly one record and the server generated no
     answer twice (none was thrown away for lack of space).
     """
-    disk = mounts(tmp_path / "disk", "96k")
-    prompts = tmp_path / "prompts"
-    write_prompts(prompts / "A.jsonl", 120 * chaos_iterations + 200)
-    ids = prompt_ids(prompts / "A.jsonl")
-    sim_args = ["--slots", "16", "--tokens-per-s", "2000", "--default-mean", "100"]
-    sim = SimProcess(tmp_path / "sim", sim_args).start()
-    out = disk / "out"
-    args = [*run_args(prompts, tokenizer_dir, out, sim.url), "--disk-probe", "0.2"]
-    state = FolderState(out / "A")
+    ready = setup(tmp_path, tokenizer_dir, mounts, "96k", 120 * chaos_iterations + 200, 16, 2000)
+    disk, ids, sim, state = ready.disk, ready.ids, ready.sim, ready.state
+    args = [*ready.args, "--disk-probe", "0.2"]
     size_kb = 96
     fills = 0
     started = time.monotonic()
@@ -149,13 +196,12 @@ def test_a_full_disk_pauses_the_run_holds_its_answers_and_it_resumes_when_space_
     assert state.ever == ids
     records = state.records_now()
     assert generated == len(records) == len(ids), (generated, len(records), len(ids))
-    chaos_report(
-        scenario="disk full",
-        iterations=chaos_iterations,
+    report(
+        chaos_report,
+        "disk full",
+        ready,
+        chaos_iterations,
         disk_full_pauses=fills,
-        records_checked=len(records),
-        lost=len(ids - {record.sample_id for record in records}),
-        duplicated=len(records) - len({record.sample_id for record in records}),
         generated_twice=generated - len(records),
         elapsed_s=round(time.monotonic() - started, 1),
     )
@@ -166,16 +212,8 @@ def test_a_run_stopped_on_a_full_disk_drains_and_resumes_later(
 ) -> None:
     """SIGTERM while answers wait for room: exit 0 at once, say how many were not kept, leave
     whole lines only; the same command resumes when there is room and loses nothing."""
-    disk = mounts(tmp_path / "disk", "96k")
-    prompts = tmp_path / "prompts"
-    write_prompts(prompts / "A.jsonl", 400)
-    ids = prompt_ids(prompts / "A.jsonl")
-    sim = SimProcess(
-        tmp_path / "sim", ["--slots", "16", "--tokens-per-s", "2000", "--default-mean", "100"]
-    ).start()
-    out = disk / "out"
-    args = run_args(prompts, tokenizer_dir, out, sim.url)
-    state = FolderState(out / "A")
+    ready = setup(tmp_path, tokenizer_dir, mounts, "96k", 400, 16, 2000)
+    disk, ids, sim, args, state = ready.disk, ready.ids, ready.sim, ready.args, ready.state
     run = again = RunProcess(tmp_path / "logs", "stopped", args)
     try:
         _wait_until(lambda: "No space left on device" in run.stdout(), run, "a full disk", 120)
@@ -194,29 +232,21 @@ def test_a_run_stopped_on_a_full_disk_drains_and_resumes_later(
             process.signal(signal.SIGKILL)
         sim.stop()
     assert state.ever == ids
-    records = state.records_now()
-    chaos_report(
-        scenario="disk full, stopped while waiting",
-        iterations=1,
-        records_checked=len(records),
-        lost=len(ids - {record.sample_id for record in records}),
-        duplicated=len(records) - len({record.sample_id for record in records}),
-    )
+    report(chaos_report, "disk full, stopped while waiting", ready, 1)
 
 
 def test_a_read_only_folder_is_refused_and_a_folder_turning_read_only_loses_nothing(
     tmp_path: Path, tokenizer_dir: Path, mounts: Callable[..., Path], chaos_report: Any
 ) -> None:
-    disk = mounts(tmp_path / "disk", "8m")
-    prompts = tmp_path / "prompts"
-    write_prompts(prompts / "A.jsonl", 240)
-    ids = prompt_ids(prompts / "A.jsonl")
-    sim = SimProcess(
-        tmp_path / "sim", ["--slots", "8", "--tokens-per-s", "800", "--default-mean", "100"]
-    ).start()
-    out = disk / "out"
-    args = run_args(prompts, tokenizer_dir, out, sim.url)
-    state = FolderState(out / "A")
+    ready = setup(tmp_path, tokenizer_dir, mounts, "8m", 240, 8, 800)
+    prompts, ids, sim, out, args, state = (
+        ready.prompts,
+        ready.ids,
+        ready.sim,
+        ready.out,
+        ready.args,
+        ready.state,
+    )
     try:
         # Turns read-only under a running engine: a read-only bind mount over the folder.
         run = RunProcess(tmp_path / "logs", "turning", args)
@@ -247,11 +277,4 @@ def test_a_read_only_folder_is_refused_and_a_folder_turning_read_only_loses_noth
         assert not os.path.exists(fresh)
     finally:
         sim.stop()
-    records = state.records_now()
-    chaos_report(
-        scenario="read-only output folder",
-        iterations=1,
-        records_checked=len(records),
-        lost=len(ids - {record.sample_id for record in records}),
-        duplicated=len(records) - len({record.sample_id for record in records}),
-    )
+    report(chaos_report, "read-only output folder", ready, 1)
