@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Label
+from textual.widgets import Label
 
 from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.backends.counts import format_count
+from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class RunsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Label("", id="runs-title", markup=False)
         yield RunTable(id="runs")
-        yield Footer()
+        yield KeyLine()
 
     def on_mount(self) -> None:
         self.refresh_rows()

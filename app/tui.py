@@ -31,7 +31,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, RichLog
+from textual.widgets import Input, Label, RichLog
 from textual.worker import Worker, WorkerState
 
 from gen_tui.app.board import (
@@ -44,6 +44,7 @@ from gen_tui.app.board import (
     plan_layout,
 )
 from gen_tui.app.engine_run import BudgetAnnounced, ConfigSource, EngineEvent, Run, RunSource
+from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import (
     SHUTDOWN_GRACE_S,
     HostLink,
@@ -56,12 +57,14 @@ from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import HeaderView, RunHeader
+from gen_tui.widgets.key_line import KeyLine
 
 if TYPE_CHECKING:  # the engine (aiohttp), asyncssh and psutil load in workers, not at startup
     from gen_tui.backends.runs import RunIdentity
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
+HEAP_TICK_S = 1.0  # how long the loaded modules must hold still before the heap is frozen
 DEFAULT_STALE_AFTER_S = 60.0
 BUDGET_TOAST_S = 6.0
 
@@ -211,7 +214,7 @@ class GenTuiApp(App[int]):
         bar = FilterBar(id="filter")
         bar.display = False
         yield bar
-        yield Footer()
+        yield KeyLine()
 
     def on_mount(self) -> None:
         self._panels = list(self.query(DatasetPanel))
@@ -224,6 +227,7 @@ class GenTuiApp(App[int]):
         if panels:
             panels[0].focus()
         self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
+        self.set_interval(HEAP_TICK_S, HeapSettler().tick, name="heap")
         if self.autostart:
             # After the first frame: the worker's imports (transformers) hold the GIL for
             # a while, and the window should be up before that.

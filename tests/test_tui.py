@@ -8,12 +8,14 @@ Waits poll the app with a deadline; the assertions are about behaviour, never ti
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from textual.widgets import Input
 
 from gen_tui.app.board import StaleWatch, humanize, panel_id, plan_layout
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
+from gen_tui.app.heap import HeapSettler
 from gen_tui.app.launch import main
 from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
@@ -380,6 +383,52 @@ async def test_filter_narrows_the_panels() -> None:
         await pilot.press("slash", "escape")
         await pilot.pause(0.1)
         assert len(app.panels(visible_only=True)) == 3
+
+
+async def test_the_key_line_is_rebuilt_only_when_its_keys_change() -> None:
+    """Help opening and closing and moves between panels keep the same key widgets (each
+    rebuild is garbage that a later full collection pays for in key latency); a focus that
+    changes what the keys do, the filter bar taking letters, still redraws the line."""
+    app = GenTuiApp(None, names=["A", "B"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        first = list(app.query("FooterKey"))
+        assert "kill" in {key.action for key in first}
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape", "right", "left")
+        await pilot.pause(0.1)
+        assert list(app.query("FooterKey")) == first
+        assert all(a is b for a, b in zip(app.query("FooterKey"), first, strict=True))
+        await pilot.press("slash")
+        typing = await wait_for(
+            pilot,
+            lambda: (
+                (keys := {key.action for key in app.query("FooterKey")})
+                != {key.action for key in first}
+                and keys
+            ),
+        )
+        assert "kill" not in typing  # the filter bar takes letters: k types a k
+        await pilot.press("escape", "escape")
+        await wait_for(pilot, lambda: "kill" in {key.action for key in app.query("FooterKey")})
+
+
+def test_the_heap_is_frozen_once_an_import_wave_has_ended() -> None:
+    settler = HeapSettler()
+    try:
+        assert not settler.tick()  # the modules loaded so far, seen for the first time
+        assert settler.tick()  # held still for a tick: frozen
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert not settler.tick()
+        sys.modules["gen_tui_test_wave"] = types.ModuleType("gen_tui_test_wave")
+        assert not settler.tick()  # still importing, as far as it can tell
+        assert settler.tick()
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        sys.modules.pop("gen_tui_test_wave", None)
+        gc.unfreeze()
 
 
 async def test_arrow_keys_move_the_selection() -> None:
