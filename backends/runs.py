@@ -59,14 +59,13 @@ DEFAULT_GRACE_S = 30.0
 KILL_WAIT_S = 10.0
 START_WAIT_S = 10.0
 START_SETTLE_S = 0.5
-LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
+LOG_DIR = watcher.LOG_DIR
 TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
 SAMPLE_FLAGS = ("--max-samples",)
 DATASET_FLAGS = ("--datasets",)
 PATH_FLAGS = ("--prompts-dir", "--output-dir", "--tokenizer", "--config")
-# Images a detached start passes through before the command itself runs.
+# Programs a command line may begin with that exec the command itself in the same pid.
 _TRANSITIONAL = {"setsid", "nohup", "env"}
-_SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 
 TickCallback = Callable[[int], object]
 
@@ -220,6 +219,9 @@ class Host(Protocol):
         log_path: str,
         cwd: str | None = None,
         settle_s: float = START_SETTLE_S,
+        *,
+        output_dir: str | None = None,
+        expect: int | None = None,
     ) -> RunIdentity: ...
 
     async def resume(
@@ -287,14 +289,18 @@ def is_gen_tui(argv: Sequence[str]) -> bool:
     return watcher.is_gen_tui_run(list(argv))
 
 
-def _exec_done(cmdline: Sequence[str], script: str | None) -> bool:
-    """Whether a freshly started pid runs the command yet (not the shell, setsid or nohup)."""
-    if not cmdline:
-        return False
-    exe = posixpath.basename(cmdline[0])
-    if exe in _TRANSITIONAL:
-        return False
-    return not (exe in _SHELLS and "-c" in cmdline[1:3] and (script is None or script in cmdline))
+def _exec_done(cmdline: Sequence[str]) -> bool:
+    """Whether a freshly started pid runs the command yet (not the env, setsid or nohup that
+    the command line begins with: those exec it in the same pid)."""
+    return bool(cmdline) and posixpath.basename(cmdline[0]) not in _TRANSITIONAL
+
+
+def _raced(host: str) -> str:
+    return (
+        f"{host}: another start reached the host after the check for a live writer that this "
+        "one relied on (a late request from a lost link?); nothing was started: list the runs "
+        "before starting again"
+    )
 
 
 def _check_budget(value: int | None, what: str) -> None:
@@ -513,8 +519,18 @@ class _HostBase:
         """Sizes of `paths`, sampled three times half a second apart."""
         raise NotImplementedError
 
-    async def _spawn(self, argv: Sequence[str], log_path: str, cwd: str | None) -> tuple[int, str]:
-        """Start detached; return (pid, the starter script or "")."""
+    async def _spawn(
+        self,
+        argv: Sequence[str],
+        log_path: str,
+        cwd: str | None,
+        output_dir: str,
+        expect: int | None,
+    ) -> int:
+        """Start detached under `output_dir`'s start guard (`watcher.guarded_start`): the pid.
+
+        Raises :class:`ResumeRefused` when a start came after the check `expect` was read in.
+        """
         raise NotImplementedError
 
     async def _log_tail(self, log_path: str) -> str:
@@ -658,21 +674,27 @@ class _HostBase:
         log_path: str,
         cwd: str | None = None,
         settle_s: float = START_SETTLE_S,
+        *,
+        output_dir: str | None = None,
+        expect: int | None = None,
     ) -> RunIdentity:
         """Launch detached (own session, output to `log_path`); return the new identity.
 
-        Waits until the pid runs the command itself (not the shell, setsid or nohup that
-        start it) and is still alive `settle_s` after the launch, so a command that dies at
-        once (a typo, a missing file) is reported with the end of its log instead of being
-        listed as a run.
+        The launch happens under the output folder's start guard: `expect` is the folder's
+        start count as read by the check for a live writer this start relies on, and a start
+        that finds it moved (another start came after that check) is refused. Waits until the
+        pid runs the command itself (not the env, setsid or nohup it begins with) and is still
+        alive `settle_s` after the launch, so a command that dies at once (a typo, a missing
+        file) is reported with the end of its log instead of being listed as a run.
         """
         argv = [str(word) for word in command_argv]
         if not argv:
             raise StartError("empty command")
         launched = time.monotonic()
-        pid, script = await self._spawn(argv, log_path, cwd)
+        folder = output_dir or self._abs_output_dir()
+        pid = await self._spawn(argv, log_path, cwd, folder, expect)
         try:
-            return await self._started(argv, pid, script, log_path, launched, settle_s)
+            return await self._started(argv, pid, log_path, launched, settle_s)
         except SSHError as exc:
             raise StartError(
                 f"{self.name}: started pid {pid}, but the link was lost before it could be "
@@ -684,7 +706,6 @@ class _HostBase:
         self,
         argv: list[str],
         pid: int,
-        script: str,
         log_path: str,
         launched: float,
         settle_s: float,
@@ -700,7 +721,7 @@ class _HostBase:
                 raise StartError(
                     f"{shlex.join(argv)} exited at once; the end of {log_path}:\n{tail}"
                 )
-            if identity is None and _exec_done(proc["cmdline"], script or None):
+            if identity is None and _exec_done(proc["cmdline"]):
                 identity = RunIdentity(
                     host=self.name,
                     pid=pid,
@@ -825,8 +846,14 @@ class _HostBase:
                 max_samples,
             )
         log = log_path or posixpath.join(out_dir, LOG_DIR, f"{targets[0]}-{_stamp()}.log")
-        identity = await self.start(argv, log, cwd=cwd)
-        return identity
+        seq = report.get("start_seq")
+        return await self.start(
+            argv,
+            log,
+            cwd=cwd,
+            output_dir=out_dir,
+            expect=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+        )
 
     # watch
 
@@ -1055,23 +1082,27 @@ class LocalHost(_HostBase):
                 await asyncio.sleep(0.5)
         return samples
 
-    async def _spawn(self, argv: Sequence[str], log_path: str, cwd: str | None) -> tuple[int, str]:
-        log = Path(log_path).expanduser()
+    async def _spawn(
+        self,
+        argv: Sequence[str],
+        log_path: str,
+        cwd: str | None,
+        output_dir: str,
+        expect: int | None,
+    ) -> int:
+        def launch() -> subprocess.Popen[bytes]:
+            return watcher.guarded_start(
+                output_dir, expect, lambda: watcher.launch_detached(list(argv), log_path, cwd)
+            )
+
         try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "ab") as handle:
-                child = subprocess.Popen(
-                    list(argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=handle,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    start_new_session=True,
-                )
-        except OSError as exc:
-            raise StartError(f"cannot start {shlex.join(argv)}: {exc}") from None
+            child = await asyncio.to_thread(launch)
+        except watcher.StaleStart:
+            raise ResumeRefused(_raced(self.name)) from None
+        except watcher.StartFailed as exc:
+            raise StartError(f"{self.name}: {exc}") from None
         self._children[child.pid] = child
-        return child.pid, ""
+        return child.pid
 
     async def _log_tail(self, log_path: str) -> str:
         try:
@@ -1307,36 +1338,36 @@ class SSHHost(_HostBase):
                 current.append(int(line) if line.isdigit() else None)
         return samples
 
-    async def _spawn(self, argv: Sequence[str], log_path: str, cwd: str | None) -> tuple[int, str]:
-        lines = []
-        if cwd:
-            lines.append(f"cd {rquote(cwd)} || exit 97")
-        log_dir = posixpath.dirname(log_path)
-        if log_dir:
-            lines.append(f"mkdir -p {rquote(log_dir)} || exit 98")
-        command = " ".join(shlex.quote(word) for word in argv)
-        # Only the setsid line is backgrounded: a backgrounded `a && b` chain would keep the
-        # channel's stdout open and the call would never return.
-        lines.append(f"setsid nohup {command} > {rquote(log_path)} 2>&1 < /dev/null &")
-        lines.append("echo $!")
-        script = "\n".join(lines)
+    async def _spawn(
+        self,
+        argv: Sequence[str],
+        log_path: str,
+        cwd: str | None,
+        output_dir: str,
+        expect: int | None,
+    ) -> int:
+        spec = {"output_dir": output_dir, "argv": list(argv), "log": log_path, "cwd": cwd}
+        spec["expect"] = expect
         try:
-            result = await self._sh(script, timeout=30)
+            output = await self._python([f"--start={json.dumps(spec)}"], timeout=30)
         except SSHError as exc:
             raise StartError(
-                f"{self.name}: link lost while starting ({exc}); list the runs before starting "
-                "again, it may have started"
+                f"{self.name}: link lost while starting ({describe(exc)}); list the runs "
+                "before starting again, it may have started"
             ) from None
-        out = str(result.stdout or "").strip()
-        if result.exit_status == 97:
-            raise StartError(f"{self.name}: cannot cd into {cwd}")
-        if result.exit_status == 98:
-            raise StartError(f"{self.name}: cannot create the log folder {log_dir}")
-        if result.exit_status != 0 or not out.isdigit():
-            raise StartError(
-                f"{self.name}: the start command failed: {str(result.stderr or '').strip()}"
-            )
-        return int(out), script
+        report: dict[str, Any] = {}
+        for line in output.splitlines():
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(line)
+                if isinstance(parsed, dict) and parsed.get("type") in ("start", "error"):
+                    report = parsed
+        if "refused" in report:
+            raise ResumeRefused(_raced(self.name))
+        pid = report.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            why = report.get("error") or report.get("message") or f"no pid in {output[-300:]!r}"
+            raise StartError(f"{self.name}: {why}")
+        return pid
 
     async def _log_tail(self, log_path: str) -> str:
         result = await self._sh(f"tail -c 2000 {rquote(log_path)} 2>&1")

@@ -20,6 +20,11 @@ Modes (all print JSON lines on stdout):
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
   whose command line matches (or the given pids), the lock files under the output folders
   and the prompt files of each process's `--prompts-dir`. The run list is built from it.
+  It also carries the output folder's start count (`start_seq`), read before the processes.
+- `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
+  session of its own, under the output folder's start lock, and only if the folder's start
+  count is still `expect`: no other start has happened since the check for a live writer
+  that this start relies on. One `start` line: the pid, or `refused` with the count.
 
 Counting: a dataset's totals are always those of a full recount. Complete lines are counted
 once, from a byte offset that only moves past whole lines; a partial last line is never
@@ -39,10 +44,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import time
 
@@ -50,6 +57,9 @@ PROTOCOL = 1
 RAW_FILE = "raw_responses.jsonl"
 PROGRESS_FILE = "progress.json"
 LOCK_FILE = "run.lock"
+LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
+START_SEQ = "start.seq"
+START_LOCK = "start.lock"
 CHUNK = 4 << 20
 POLL_S = 0.5
 HEARTBEAT_S = 2.0
@@ -642,8 +652,120 @@ def _resolve(path: str | None, cwd: str | None) -> str | None:
     return os.path.normpath(path)
 
 
+def start_seq(output_dir: str) -> int:
+    """How many starts the output folder has seen (0 for none; -1 when unreadable)."""
+    path = os.path.join(os.path.expanduser(output_dir), LOG_DIR, START_SEQ)
+    try:
+        with open(path) as handle:
+            return int(handle.read().strip() or "0")
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        return -1
+
+
+class StaleStart(Exception):
+    """Another start came after the check this one relied on: it must not run."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
+
+
+class StartFailed(Exception):
+    """The command could not be launched; the message says why."""
+
+
+def guarded_start(output_dir: str, expect, launch):
+    """`launch()` under the output folder's start lock, if its start count is still `expect`.
+
+    Why: a start request can reach the host late, after its sender gave up on a frozen link
+    and a retry checked for a live writer, found none and started one. Each start bumps the
+    count, so the late one finds it moved and is refused. The count is bumped only once
+    `launch` returns (the process has exec'd, so a check that reads the new count also sees
+    the process), and a check reads the count before it lists the processes. `expect` None
+    starts whatever the count (a start that relies on no check) and still bumps it.
+    """
+    folder = os.path.join(os.path.expanduser(output_dir), LOG_DIR)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        seq = start_seq(output_dir)
+        if expect is not None and seq != expect:
+            raise StaleStart(seq)
+        result = launch()
+        temp = os.path.join(folder, ".%s.%d" % (START_SEQ, os.getpid()))
+        try:
+            with open(temp, "w") as handle:
+                handle.write("%d\n" % (max(seq, 0) + 1))
+            os.replace(temp, os.path.join(folder, START_SEQ))
+        except OSError as exc:
+            raise StartFailed(
+                "started %s, but could not count the start in %s (%s): it is running"
+                % (result, folder, exc.strerror)
+            ) from None
+        return result
+    finally:
+        os.close(fd)
+
+
+def launch_detached(argv: list, log: str, cwd: str | None):
+    """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd."""
+    log = os.path.expanduser(log)
+    if cwd:
+        cwd = os.path.expanduser(cwd)
+        if not os.path.isdir(cwd):
+            raise StartFailed("cannot cd into %s" % cwd)
+    folder = os.path.dirname(log)
+    try:
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        handle = open(log, "ab")  # noqa: SIM115 (closed below, once the child has its copy)
+    except OSError as exc:
+        raise StartFailed("cannot create the log %s: %s" % (log, exc.strerror)) from None
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=cwd or None,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise StartFailed("cannot start %s: %s" % (argv[0] if argv else "", exc.strerror)) from None
+    finally:
+        handle.close()
+
+
+def start(spec: dict) -> dict:
+    """The `--start` mode: the `start` report for one guarded, detached launch."""
+    argv = spec.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("--start needs argv: a list of strings")
+    output_dir, log, cwd, expect = (spec.get(k) for k in ("output_dir", "log", "cwd", "expect"))
+    if not isinstance(output_dir, str) or not isinstance(log, str):
+        raise ValueError("--start needs output_dir and log: strings")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ValueError("--start: cwd must be a string")
+    if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int)):
+        raise ValueError("--start: expect must be an integer")
+    try:
+        child = guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
+    except StaleStart as stale:
+        return {"type": "start", "refused": stale.seq}
+    except StartFailed as exc:
+        return {"type": "start", "error": str(exc)}
+    return {"type": "start", "pid": child.pid}
+
+
 def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
     """The `ps` report: matching (or given) processes, their prompt folders and the locks."""
+    seq = start_seq(output_dir) if output_dir else None  # before the processes: see start
     regex = re.compile(pattern)
     btime, hz = _clock()
     mine = _ancestors()
@@ -681,6 +803,7 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
         "boot_id": boot_id(),
         "time": time.time(),
         "output_dir": os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None,
+        "start_seq": seq,
         "procs": procs,
         "locks": {folder: scan_locks(folder, table) for folder in sorted(dirs)},
     }
@@ -691,12 +814,19 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--ps", metavar="REGEX", help="list runs instead of watching")
     parser.add_argument("--pids", help="with --ps: these pids (comma-separated) only")
     parser.add_argument("--output-dir", help="with --ps: where dataset folders live")
+    parser.add_argument("--start", metavar="JSON", help="start a run (see the module's doc)")
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--interval", type=float, default=POLL_S)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S)
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args(argv)
     try:
+        if args.start is not None:
+            spec = json.loads(args.start)
+            if not isinstance(spec, dict):
+                raise ValueError("--start takes a JSON object")
+            _emit(start(spec))
+            return 0
         if args.ps is not None:
             pids = [int(p) for p in args.pids.split(",") if p] if args.pids else None
             _emit(ps(args.ps, args.output_dir, pids))

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from gen_tui.backends import watcher
 from gen_tui.backends.lock import DatasetLock, is_locked
 from gen_tui.backends.prompts import DatasetNameError
 from gen_tui.backends.records import RAW_FILE, scan_records
@@ -256,6 +257,35 @@ async def _collect(watch: Any, items: list[Any]) -> None:
         items.append(item)
 
 
+async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    """The late start request: gen-tui gave up on a frozen link with a start in its socket,
+    a retry checked for a live writer, found none and started one, then the frozen session
+    woke and ran the first request. It relied on a check older than the retry's start."""
+    out = Path(host.output_dir)
+    host.template = [sys.executable, str(standin), "--output-dir", str(out)]
+    (out / "B7").mkdir()
+    late_check = watcher.start_seq(str(out))  # what the first request's check had read
+    retry = await host.resume("B7", 1000)
+    late = standin_argv(standin, str(out), "B7", "--max-tokens-per-dataset", "1000")
+    try:
+        with pytest.raises(ResumeRefused, match="another start reached the host after the check"):
+            await host.start(
+                late, str(tmp_path / "late.log"), output_dir=str(out), expect=late_check
+            )
+        writers = [run for run in await host.list_runs() if "B7" in run.datasets]
+        assert [run.pid for run in writers] == [retry.pid]
+        assert not (tmp_path / "late.log").exists()
+        # A start that relies on the newest check goes ahead.
+        (out / "B8").mkdir()
+        other = await host.resume("B8", 1000)
+        assert other.pid != retry.pid
+        assert (await host.kill(other, grace_s=10)).result is KillResult.STOPPED
+    finally:
+        assert (await host.kill(retry, grace_s=10)).result is KillResult.STOPPED
+
+
 async def test_resume_refuses_a_live_writer_and_starts_nothing(
     host: AnyHost, standin: Path, tmp_path: Path
 ) -> None:
@@ -279,7 +309,8 @@ async def test_resume_refuses_a_live_writer_and_starts_nothing(
     run = await listed(host, identity)
     with pytest.raises(ResumeRefused, match=f"run {identity.pid} is still running"):
         await host.resume(run, 1000)
-    assert not (out / ".gen-tui-logs").exists(), "a refused resume started something"
+    assert watcher.start_seq(str(out)) == 1, "a refused resume started something"
+    assert not list((out / ".gen-tui-logs").glob("*.log"))
     assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
 
     # Once stopped, the template resumes it (with quoted, appended flags).

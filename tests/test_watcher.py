@@ -10,8 +10,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -90,6 +92,7 @@ def test_source_is_python38_and_stdlib_only() -> None:
     imported = set(re.findall(r"^\s*(?:import|from) (\w+)", source, flags=re.M))
     assert imported <= {"__future__", "argparse", "contextlib", "fcntl", "json", "os", "re"} | {
         "socket",
+        "subprocess",
         "sys",
         "time",
     }
@@ -370,3 +373,55 @@ async def test_local_watch_streams_exact_totals_while_records_arrive(tmp_path: P
     tokens_seen = [t.tokens for t in seen if t.dataset == "A"]
     assert tokens_seen == sorted(tokens_seen), "a total went down: something was counted twice"
     assert 1 < len(tokens_seen) < 400, "changes must be reported, not every poll"
+
+
+def test_two_starts_relying_on_the_same_check_make_one_run(tmp_path: Path) -> None:
+    """The start guard under contention: both read count 0, only the first to lock runs."""
+    barrier = threading.Barrier(2)
+    launched: list[str] = []
+    outcomes: list[str] = []
+
+    def start(name: str) -> None:
+        barrier.wait()
+        try:
+            watcher.guarded_start(str(tmp_path), 0, lambda: launched.append(name))
+            outcomes.append("started")
+        except watcher.StaleStart as stale:
+            outcomes.append(f"refused at {stale.seq}")
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["refused at 1", "started"]
+    assert len(launched) == 1
+    assert watcher.start_seq(str(tmp_path)) == 1
+    watcher.guarded_start(str(tmp_path), None, lambda: None)  # relies on no check: counts
+    assert watcher.start_seq(str(tmp_path)) == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("[]", "--start takes a JSON object"),
+        ('{"output_dir": "x", "log": "y"}', "--start needs argv"),
+        ('{"argv": ["true"], "log": "y"}', "--start needs output_dir and log"),
+        ('{"argv": ["true"], "output_dir": "x", "log": "y", "expect": "3"}', "expect must be"),
+        ("{", "Expecting"),
+    ],
+)
+def test_a_bad_start_request_is_named(spec: str, error: str, capsys: Any) -> None:
+    assert watcher.main([f"--start={spec}"]) == 2
+    line = json.loads(capsys.readouterr().out)
+    assert line["type"] == "error" and error in line["message"]
+
+
+def test_a_start_that_cannot_launch_says_why(tmp_path: Path, capsys: Any) -> None:
+    spec = {"output_dir": str(tmp_path), "argv": [str(tmp_path / "nope")], "log": "l.log"}
+    assert watcher.main(["--start=" + json.dumps({**spec, "cwd": str(tmp_path / "gone")})]) == 0
+    assert json.loads(capsys.readouterr().out)["error"] == f"cannot cd into {tmp_path / 'gone'}"
+    log = str(tmp_path / "logs" / "l.log")
+    assert watcher.main(["--start=" + json.dumps({**spec, "log": log})]) == 0
+    assert json.loads(capsys.readouterr().out)["error"].startswith(f"cannot start {tmp_path}/nope")
+    assert watcher.start_seq(str(tmp_path)) == 0  # nothing ran, nothing counted
