@@ -342,6 +342,7 @@ async def run_engine(config: EngineConfig, plain: bool = False) -> int:
                 loop.remove_signal_handler(sig)
     if not display.live_mode:
         display.write_status(final)
+    display.write_summary(final)
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 
 

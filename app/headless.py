@@ -18,8 +18,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from gen_tui.backends.budget import overshoot
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.snapshot import DatasetSnapshot, RunSnapshot
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
 
@@ -78,6 +79,38 @@ def status_line(snap: DatasetSnapshot) -> str:
     )
 
 
+def pool_line(snap: RunSnapshot) -> str:
+    """The shared slots at a glance: how many are busy now and how full they were so far."""
+    total = f"/{format_count(snap.max_total_tokens)}" if snap.max_total_tokens else ""
+    return (
+        f"pool: {format_count(snap.tokens)}{total} tokens, {format_count(snap.tok_s)} tok/s, "
+        f"{snap.inflight}/{snap.concurrency} slots busy, utilisation "
+        f"{snap.utilisation * 100:.1f}%"
+    )
+
+
+def _over(tokens: int, budget: int | None) -> str:
+    fraction = overshoot(tokens, budget)
+    return "" if fraction is None else f" ({fraction * 100:+.3f}%)"
+
+
+def summary_line(snap: RunSnapshot) -> str:
+    """What the run did, for its last line: per dataset where it ended against its budget,
+    the total against a total budget, and how full the pool kept the server."""
+    parts = []
+    for d in snap.datasets:
+        budget = f"/{d.max_tokens:,}" if d.max_tokens is not None else ""
+        over = _over(d.tokens, d.max_tokens) if d.state is DatasetState.DONE else ""
+        parts.append(f"{d.name} {d.state} {d.tokens:,}{budget}{over}")
+    total = f"{snap.tokens:,}"
+    if snap.max_total_tokens:
+        total += f"/{snap.max_total_tokens:,}{_over(snap.tokens, snap.max_total_tokens)}"
+    return (
+        f"summary: {total} tokens in {format_duration(snap.active_s)}, pool utilisation "
+        f"{snap.utilisation * 100:.1f}%; " + "; ".join(parts)
+    )
+
+
 class HeadlessDisplay:
     """Receives engine snapshots and events and renders them for a terminal or a log."""
 
@@ -126,6 +159,11 @@ class HeadlessDisplay:
         stamp = time.strftime("%H:%M:%S")
         for dataset in snap.datasets:
             print(f"{stamp} status: {status_line(dataset)}", file=self.stream, flush=True)
+        if len(snap.datasets) > 1:
+            print(f"{stamp} status: {pool_line(snap)}", file=self.stream, flush=True)
+
+    def write_summary(self, snap: RunSnapshot) -> None:
+        self.event("info", summary_line(snap))
 
     def _render(self, snap: RunSnapshot) -> Group:
         table = Table(expand=True, show_edge=False, pad_edge=False)

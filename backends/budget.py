@@ -18,6 +18,7 @@ Three modes trade precision against throughput at the end of a dataset:
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -165,6 +166,26 @@ costs throughput on a dataset that has the server to itself.
 """
 
 
+def inflight_outlook(
+    inflight: list[InFlight], model: LengthModel, now: float
+) -> tuple[float, float]:
+    """(mean, variance) of the tokens the requests in flight will still add in all."""
+    mean = variance = 0.0
+    for request in inflight:
+        m, v = model.outlook(now - request.started)
+        mean += min(m, request.max_new_tokens)
+        variance += v
+    return mean, variance
+
+
+def likely_end(tokens: int, inflight: list[InFlight], model: LengthModel, now: float) -> int:
+    """A high estimate (TAPER_Z above the mean) of the final count of a dataset that has
+    sent its last prompt: what the total budget may hand on before its answers are in."""
+    mean, variance = inflight_outlook(inflight, model, now)
+    cap = sum(request.max_new_tokens for request in inflight)
+    return tokens + math.ceil(min(cap, mean + TAPER_Z * variance**0.5))
+
+
 def may_dispatch(
     mode: BudgetMode,
     budget: Budget,
@@ -194,10 +215,9 @@ def may_dispatch(
     # Until a few dozen lengths are in, assume a spread at least as wide as the mean
     # (LLM answer lengths are long-tailed): the first answers back are the short ones.
     spread = variance if model.observed >= 32 else max(variance, mean * mean)
-    for request in inflight:
-        m, v = model.outlook(now - request.started)
-        mean += min(m, request.max_new_tokens)
-        variance += v
+    more, more_variance = inflight_outlook(inflight, model, now)
+    mean += more
+    variance += more_variance
     # The mean itself is uncertain after few observations, and that error is shared by
     # every request in flight, so it adds up linearly rather than as a square root.
     count = len(inflight) + 1
@@ -215,6 +235,13 @@ def eta_seconds(
     if budget.max_samples is not None and samples_s > 0:
         estimates.append(max(0, budget.max_samples - samples) / samples_s)
     return min(estimates) if estimates else None
+
+
+def overshoot(tokens: int, budget: int | None) -> float | None:
+    """How far past `budget` a final count landed, as a fraction of it (negative: short)."""
+    if not budget:
+        return None
+    return (tokens - budget) / budget
 
 
 def share_total(

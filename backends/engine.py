@@ -37,6 +37,7 @@ from gen_tui.backends.budget import (
     InFlight,
     LengthModel,
     eta_seconds,
+    likely_end,
     may_dispatch,
     share_total,
 )
@@ -197,6 +198,13 @@ class _Dataset:
         """Complete answers kept in memory while the disk is full, written once it has room."""
         self.progress_failed = False
         self.errors_failed = False
+        self.outlook_key: tuple[int, int] | None = None
+        """(tokens, in flight) when its likely end was last handed on to the total's shares."""
+
+    @property
+    def all_sent(self) -> bool:
+        """Every prompt has been sent: what is in flight is all it will still add."""
+        return self.producer_done and self.queue is not None and self.queue.empty()
 
     @property
     def name(self) -> str:
@@ -331,19 +339,62 @@ class Engine:
         self._wake.set()
 
     def _rebalance(self) -> None:
-        """Re-split `max_total_tokens` after a dataset ran out of prompts (or at start)."""
+        """Re-split `max_total_tokens` as datasets run out of prompts (and at start).
+
+        A dataset out of prompts settles at its final count. One that has sent its last
+        prompt but still has answers in flight settles, for now, at a high estimate of its
+        end (`likely_end`), when that is below its share: the others get the rest at once
+        and keep the slots full, instead of stopping at their first shares and leaving the
+        pool to empty while its last answers run (for minutes on a real server). The
+        exact count re-splits once it is in.
+        """
         total = self.config.max_total_tokens
         if total is None:
             return
+        now = time.monotonic()
+        settled: dict[str, int] = {}
+        for ds in self._datasets:
+            if ds.state is DatasetState.EXHAUSTED:
+                settled[ds.name] = ds.tokens
+            elif ds.all_sent and ds.inflight and not ds.state.finished:
+                end = likely_end(ds.tokens, ds.inflight, ds.model, now)
+                if ds.budget.max_tokens is not None and end < ds.budget.max_tokens:
+                    settled[ds.name] = end
         shares = share_total(
             total,
             {ds.name: ds.spec.weight for ds in self._datasets},
             {ds.name: ds.spec.max_tokens for ds in self._datasets},
-            {ds.name: ds.tokens for ds in self._datasets if ds.state is DatasetState.EXHAUSTED},
+            settled,
         )
         for ds in self._datasets:
-            if ds.state is not DatasetState.EXHAUSTED and ds.budget.max_tokens != shares[ds.name]:
+            if ds.name not in settled and ds.budget.max_tokens != shares[ds.name]:
                 self._apply_budget(ds, Budget(shares[ds.name], ds.spec.max_samples))
+
+    def _hand_on_early(self, ds: _Dataset) -> None:
+        """Re-split the total whenever a dataset that has sent its last prompt gets an answer."""
+        if self.config.max_total_tokens is None or not ds.all_sent or not ds.inflight:
+            return
+        key = (ds.tokens, len(ds.inflight))
+        if key != ds.outlook_key:
+            ds.outlook_key = key
+            self._rebalance()
+
+    def _hand_on(self, short: _Dataset) -> None:
+        """Give the rest of an exhausted dataset's share to the others, and say so."""
+        share = short.budget.max_tokens
+        self._rebalance()
+        if self.config.max_total_tokens is None or share is None or short.tokens >= share:
+            return
+        takers = [
+            f"{ds.name} {ds.budget.max_tokens:,}"
+            for ds in self._datasets
+            if ds.state is not DatasetState.EXHAUSTED and ds.budget.max_tokens is not None
+        ]
+        self._event(
+            "info",
+            f"{short.name}: {share - short.tokens:,} tokens of its {share:,} share unused; "
+            f"the total's shares are now {', '.join(takers) or 'none left to take it'}",
+        )
 
     def threadsafe(self, method: Callable[..., None], *args: object) -> None:
         """Run a control method on the engine's loop from any thread (the TUI's, say)."""
@@ -428,6 +479,7 @@ class Engine:
             paused=self._paused,
             servers={server.url: server.status for server in self._servers},
             concurrency_limit=int(self._limit),
+            max_total_tokens=self.config.max_total_tokens,
         )
 
     def _write_progress(self, snapshot: RunSnapshot) -> None:
@@ -440,6 +492,7 @@ class Engine:
             if ds.lock.held:
                 payload = snap.to_json()
                 payload["servers"] = snapshot.servers
+                payload["pool"] = snapshot.pool_json()
                 try:
                     write_json_atomic(ds.folder / PROGRESS_FILE, payload)
                 except OSError as exc:
@@ -663,7 +716,7 @@ class Engine:
             ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
             self._event("budget", f"{ds.name}: {ds.message}")
             self._budget_event(ds, "exhausted")
-            self._rebalance()
+            self._hand_on(ds)
             return
         else:
             return
@@ -683,8 +736,11 @@ class Engine:
         return sorted(live[:front], key=lambda ds: len(ds.inflight)) + live[front:]
 
     def _pick(self) -> _Dataset | None:
-        for ds in self._candidates():
-            self._settle(ds)
+        candidates = self._candidates()
+        for ds in candidates:  # all of them, not only those before the pick: a dataset
+            self._settle(ds)  # behind a busy one still finishes (and hands on) on time
+            self._hand_on_early(ds)
+        for ds in candidates:
             if ds.state.finished or ds.queue is None or ds.queue.empty():
                 continue
             if may_dispatch(
@@ -701,6 +757,10 @@ class Engine:
 
     async def _dispatch(self) -> None:
         while True:
+            # Cleared before looking, not before waiting: a wake raised while looking (a
+            # dataset running out of prompts hands its share to ones already done) must
+            # end the wait below, or the run waits forever with nothing in flight.
+            self._wake.clear()
             self._mark_busy()
             if self._stopping:
                 return
@@ -731,7 +791,6 @@ class Engine:
                     continue
                 if all(ds.state.finished for ds in self._datasets):
                     return
-            self._wake.clear()
             await self._wake.wait()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:

@@ -134,6 +134,7 @@ class HostMonitor:
         failures = 0
         try:
             while True:
+                self._wake.clear()  # here, so a poke while surveying cuts the next sleep
                 try:
                     await self._connect()
                     await self.refresh()
@@ -161,8 +162,7 @@ class HostMonitor:
             await connect()
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, or less if poked."""
-        self._wake.clear()
+        """Sleep, or less if poked since the survey began."""
         await wait_event(self._wake, seconds)
 
     def poke(self) -> None:

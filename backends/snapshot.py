@@ -97,6 +97,20 @@ class RunSnapshot:
     paused: bool
     servers: dict[str, str] = field(default_factory=dict)
     concurrency_limit: int | None = None
+    max_total_tokens: int | None = None
+
+    def pool_json(self) -> dict[str, Any]:
+        """The shared pool as each dataset's progress.json carries it: one file tells which
+        of the run's datasets are active, waiting or done, and how full the slots were."""
+        return {
+            "concurrency": self.concurrency,
+            "inflight": self.inflight,
+            "utilisation": self.utilisation,
+            "active_s": self.active_s,
+            "max_total_tokens": self.max_total_tokens,
+            "tokens": self.tokens,
+            "states": {d.name: str(d.state) for d in self.datasets},
+        }
 
     @property
     def cost(self) -> float | None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile
@@ -91,12 +95,17 @@ async def test_parallel_datasets_share_the_slots(
     assert [recount(tmp_path / "out" / name)[1] for name in "ABC"] == [80, 80, 80]
 
 
+@pytest.mark.parametrize("short", ["A", "C"], ids=["short-first", "short-last"])
 async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
-    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path, short: str
 ) -> None:
-    profiles = {name: LengthProfile(mean=300) for name in "ABC"}
+    """Short last, with long answers: the others reach their first shares while its last
+    answers still run. They get the rest of the total as soon as it has sent its last
+    prompt, so the pool stays full instead of emptying while those answers run (and once
+    it has run out, nothing waits forever: the run once did, with nothing in flight)."""
+    profiles = {name: LengthProfile(mean=1500 if name == short else 300) for name in "ABC"}
     server = await sim(tokens_per_s=5000, slots=SLOTS, profiles=profiles)
-    prompts = prompts_dir(A=20, B=900, C=900)
+    prompts = prompts_dir(**{name: 20 if name == short else 900 for name in "ABC"})
     config = make_config(
         tokenizer_dir,
         prompts,
@@ -105,12 +114,17 @@ async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
         concurrency=16,
         max_total_tokens=300_000,
     )
-    final, _, _ = await run(config)
-    short, b, c = final.datasets
-    assert short.state is DatasetState.EXHAUSTED and short.samples == 20
-    share = (300_000 - short.tokens) // 2
-    assert b.max_tokens == c.max_tokens == share
-    for snap in (b, c):
+    final, _, snapshots = await asyncio.wait_for(run(config), 60)
+    full = next(i for i, s in enumerate(snapshots) if s.inflight == config.concurrency)
+    before_the_end = [s for s in snapshots[full:] if s.tokens < 0.95 * 300_000]
+    assert before_the_end
+    assert min(s.inflight for s in before_the_end) >= config.concurrency // 2
+    by_name = {d.name: d for d in final.datasets}
+    few = by_name.pop(short)
+    assert few.state is DatasetState.EXHAUSTED and few.samples == 20
+    share = (300_000 - few.tokens) // 2
+    for snap in by_name.values():
+        assert snap.max_tokens == share
         assert snap.state is DatasetState.DONE
         assert share <= recount(tmp_path / "out" / snap.name)[0] < share * 1.05
     assert sum(d.tokens for d in final.datasets) >= 300_000
@@ -170,3 +184,14 @@ async def test_kill_and_resume_with_a_total_budget(
     totals = [recount(out / name)[0] for name in "AB"]
     for tokens in totals:
         assert 60_000 <= tokens < 60_000 * 1.05, stdout
+    # The log says where the run ended against the total and how full the pool was, and
+    # each dataset's progress.json tells the whole pool's story.
+    summary = [line for line in stdout.splitlines() if " summary: " in line]
+    assert len(summary) == 1, stdout
+    assert f"{sum(totals):,}/120,000 (+" in summary[0] and "pool utilisation" in summary[0]
+    assert "status: pool: " in stdout
+    for name in "AB":
+        pool = json.loads((out / name / "progress.json").read_text())["pool"]
+        assert pool["states"] == {"A": "done", "B": "done"}
+        assert pool["max_total_tokens"] == 120_000 and pool["tokens"] == sum(totals)
+        assert 0 < pool["utilisation"] <= 1
