@@ -44,6 +44,7 @@ from gen_tui.app.board import (
     plan_layout,
 )
 from gen_tui.app.engine_run import BudgetAnnounced, ConfigSource, EngineEvent, Run, RunSource
+from gen_tui.app.headless import summary_line
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import (
     SHUTDOWN_GRACE_S,
@@ -420,6 +421,7 @@ class GenTuiApp(App[int]):
             final = event.worker.result
             if final is not None:
                 run.latest = final
+                self.record_event("info", summary_line(final))
             engine = run.engine
             if run.stop_at is not None:
                 run.outcome = "aborted" if engine is not None and engine.aborted else "stopped"

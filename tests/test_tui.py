@@ -223,6 +223,8 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
         first_tokens, _ = recount(tmp_path / "out" / "A")
         assert first_tokens >= 20_000
         assert f"{first_tokens:,}" in crossing[0][1] or notes.find("A", f"{first_tokens:,}")
+        summary = [text for _, text in app.events if text.startswith("summary: ")]
+        assert len(summary) == 1 and f"A done {first_tokens:,}/20,000 (+" in summary[0]
 
         await pilot.press("r")
         modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
