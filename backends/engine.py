@@ -106,10 +106,12 @@ def check_generation(generation: Generation) -> Generation:
         problem = f"output_ids do not hold the {tokens} tokens it reports"
     elif ids is not None and not set(map(type, ids)) <= _INT:
         problem = "output_ids holds something other than integer token ids"
-    elif not isinstance(generation.finish_reason, str) or not isinstance(
-        generation.prompt_tokens, int
+    elif (
+        not isinstance(generation.finish_reason, str)
+        or not isinstance(generation.prompt_tokens, int)
+        or not (generation.text is None or isinstance(generation.text, str))
     ):
-        problem = "finish_reason or prompt_tokens has the wrong type"
+        problem = "finish_reason, prompt_tokens or text has the wrong type"
     if problem is not None:
         raise RequestFailed(f"malformed response: {problem}", retry=True)
     return generation

@@ -23,6 +23,7 @@ from gen_tui.backends.protocol import (
     sse_events,
     status_failure,
     transport_errors,
+    typed,
 )
 
 PASSED_SAMPLING = (
@@ -65,22 +66,30 @@ class _Redactor:
 
 
 def _usage(usage: Any) -> tuple[int | None, int | None, float | None]:
-    if not isinstance(usage, dict):
+    if usage is None:
         return None, None, None
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    cost = usage.get("cost")
+    if not isinstance(usage, dict):
+        raise RequestFailed(f"the response has usage of type {type(usage).__name__}", retry=True)
+    cost = usage.get("cost")  # a figure for the user, not data: a wrong one is just left out
     return (
-        prompt if isinstance(prompt, int) else None,
-        completion if isinstance(completion, int) else None,
+        typed(usage, "prompt_tokens", int, "the response's usage"),
+        typed(usage, "completion_tokens", int, "the response's usage"),
         float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
     )
 
 
-def _chunk_error(chunk: dict[str, Any]) -> RequestFailed | None:
+def _choices(chunk: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    choices = typed(chunk, "choices", list, where) or []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise RequestFailed(f"{where} has a choice of type {type(choice).__name__}", retry=True)
+    return choices
+
+
+def _chunk_error(chunk: dict[str, Any], where: str) -> RequestFailed | None:
     error = chunk.get("error")
-    choices = chunk.get("choices") or []
-    errored = any(isinstance(c, dict) and c.get("finish_reason") == "error" for c in choices)
+    choices = _choices(chunk, where)
+    errored = any(c.get("finish_reason") == "error" for c in choices)
     if error is None and not errored:
         return None
     detail = error.get("message", error) if isinstance(error, dict) else error
@@ -120,18 +129,17 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
     usage: Any = None
     async with aclosing(sse_events(response.content.iter_any())) as events:
         async for chunk in events:
-            failure = _chunk_error(chunk)
+            failure = _chunk_error(chunk, "a stream chunk")
             if failure is not None:
                 raise failure
-            for choice in chunk.get("choices") or []:
-                if not isinstance(choice, dict):
-                    continue
-                delta = choice.get("delta") or {}
-                content = delta.get("content") if isinstance(delta, dict) else None
-                if isinstance(content, str):
+            for choice in _choices(chunk, "a stream chunk"):
+                delta = typed(choice, "delta", dict, "a stream chunk's choice") or {}
+                content = typed(delta, "content", str, "a stream chunk's delta")
+                if content is not None:
                     parts.append(content)
-                if choice.get("finish_reason"):
-                    finish = str(choice["finish_reason"])
+                reason = typed(choice, "finish_reason", str, "a stream chunk's choice")
+                if reason:
+                    finish = reason
             if chunk.get("usage"):
                 usage = chunk["usage"]
     return _result("".join(parts), finish, usage, started)
@@ -178,14 +186,13 @@ async def chat(
                     raise RequestFailed("response body is not valid JSON", retry=True) from None
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
-                failure = _chunk_error(payload)
+                failure = _chunk_error(payload, "the response")
                 if failure is not None:
                     raise failure
-                choices = payload.get("choices") or [{}]
-                choice = choices[0] if isinstance(choices[0], dict) else {}
-                message = choice.get("message") or {}
-                text = message.get("content") if isinstance(message, dict) else None
-                finish = choice.get("finish_reason")
+                choice = (_choices(payload, "the response") or [{}])[0]
+                message = typed(choice, "message", dict, "the response's choice") or {}
+                text = typed(message, "content", str, "the response's message")
+                finish = typed(choice, "finish_reason", str, "the response's choice")
                 return _result(text or "", finish, payload.get("usage"), started)
     except RequestFailed as exc:
         exc.reason = redact(exc.reason)

@@ -162,6 +162,22 @@ def status_failure(
     return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
 
 
+def typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`obj[key]` when it has the type the protocol gives it (None when absent or null).
+
+    Anything else is a retryable failure naming the field, so a server or proxy that sends
+    `"choices": 5` costs one attempt with a reason, never a stray exception or a record
+    built from the wrong thing.
+    """
+    value = obj.get(key)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise RequestFailed(
+        f"{where} has {key} of type {type(value).__name__}: {orjson.dumps(value)[:60].decode()}",
+        retry=True,
+    )
+
+
 _DATA = b"data:"
 
 

@@ -24,6 +24,7 @@ from gen_tui.backends.protocol import (
     sse_events,
     status_failure,
     transport_errors,
+    typed,
 )
 
 __all__ = ["Aborted", "Generation", "RequestFailed", "abort", "check_health", "generate"]
@@ -55,19 +56,18 @@ def _generation(payload: Any, started: float, output_ids: list[int] | None = Non
         raise Aborted(f"aborted by the server: {detail}")
     if kind is None:
         raise RequestFailed("response ended without a finish_reason", retry=True)
-    ids = payload.get("output_ids") if output_ids is None else output_ids
-    completion = meta.get("completion_tokens")
-    prompt = meta.get("prompt_tokens")
-    if not isinstance(ids, list) or not isinstance(completion, int) or not isinstance(prompt, int):
+    ids = typed(payload, "output_ids", list, "the response") if output_ids is None else output_ids
+    completion = typed(meta, "completion_tokens", int, "the response's meta_info")
+    prompt = typed(meta, "prompt_tokens", int, "the response's meta_info")
+    if ids is None or completion is None or prompt is None:
         raise RequestFailed("response lacks output_ids or token counts", retry=True)
     if len(ids) != completion:
         raise RequestFailed(
             f"response holds {len(ids)} output_ids but reports {completion} tokens", retry=True
         )
-    text = payload.get("text")
     return Generation(
         output_ids=ids,
-        text=text if isinstance(text, str) else None,
+        text=typed(payload, "text", str, "the response"),
         prompt_tokens=prompt,
         completion_tokens=completion,
         finish_reason=kind,
@@ -86,15 +86,16 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                 raise RequestFailed(
                     f"stream error: {error_message(orjson.dumps(frame))}", retry=True
                 )
-            new = frame.get("output_ids") or []
-            text = frame.get("text")
-            total = (frame.get("meta_info") or {}).get("completion_tokens")
-            if isinstance(total, int) and len(new) == total:
+            new = typed(frame, "output_ids", list, "a stream frame") or []
+            text = typed(frame, "text", str, "a stream frame")
+            meta = typed(frame, "meta_info", dict, "a stream frame") or {}
+            total = typed(meta, "completion_tokens", int, "a stream frame's meta_info")
+            if total is not None and len(new) == total:
                 ids = list(new)
-                texts = [text] if isinstance(text, str) else []
+                texts = [text] if text is not None else []
             else:  # --stream-output: each frame holds only the new ids, and the new text
                 ids.extend(new)
-                if isinstance(text, str):
+                if text is not None:
                     texts.append(text)
             last = frame
     return _finish_stream(last, ids, "".join(texts) if texts else None, started)

@@ -6,9 +6,8 @@ reads it piece by piece. Properties:
 
 - split anywhere, a valid stream gives exactly the answer an independent reading of it
   gives (ids, token counts, finish reason, text);
-- damaged (cut, spliced, bytes flipped, fields of the wrong type), it gives, as the engine
-  receives it (`engine.receive`), either a sound answer or `RequestFailed`: never another
-  exception, never a hang.
+- damaged (cut, spliced, bytes flipped, fields of the wrong type), the client itself gives
+  either a sound answer or `RequestFailed`: never another exception, never a hang.
 """
 
 from __future__ import annotations
@@ -20,12 +19,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 from hypothesis import given, note
 from hypothesis import strategies as st
 
 from gen_tui.backends import openai_api, sglang
-from gen_tui.backends.engine import receive
+from gen_tui.backends.engine import check_generation
 from gen_tui.backends.protocol import Generation, RequestFailed
 
 from .conftest import Examples
@@ -256,23 +256,21 @@ OPENAI_FIELDS = [
 
 
 def answer_or_clear_failure(pieces: list[bytes], call: Any) -> None:
-    """What the engine makes of a damaged stream: a sound answer or one failed attempt.
+    """What a client makes of a damaged stream: a sound answer or one failed attempt.
 
-    Through `engine.receive`, the engine's own wrapper around every client call: the
-    clients themselves still let a few wrong-typed fields through as stray exceptions or
-    wrong ids (reported with the chaos suite); the engine turns those into retries.
+    The client alone, not through `engine.receive` (the engine's catch-all around every
+    call, kept as a second line): any exception but `RequestFailed` fails this test. The
+    answer then passes the engine's `check_generation` or is refused as a retry, as it is
+    in a run.
     """
-
-    async def guarded(session: aiohttp.ClientSession, url: str) -> Generation:
-        return await receive(call(session, url), url)
-
     try:
-        generation = asyncio.run(serve_once(pieces, guarded))
+        generation = check_generation(asyncio.run(serve_once(pieces, call)))
     except RequestFailed as exc:
         assert exc.reason
         return
     assert isinstance(generation, Generation)
     assert isinstance(generation.completion_tokens, int) and generation.completion_tokens >= 0
+    assert generation.text is None or isinstance(generation.text, str)
     if generation.output_ids is not None:
         assert len(generation.output_ids) == generation.completion_tokens
         assert all(type(token) is int for token in generation.output_ids)
@@ -304,3 +302,52 @@ def test_damaged_openai_stream_gives_an_answer_or_a_clear_failure(
         body = damage_bytes(body, data.draw)
     note(repr(body))
     answer_or_clear_failure(split(body, cuts), openai_call)
+
+
+@pytest.mark.parametrize(
+    ("call", "frame", "named"),
+    [
+        (
+            sglang_call,
+            {"output_ids": 1, "meta_info": {"completion_tokens": 1}},
+            "output_ids of type int",
+        ),
+        (sglang_call, {"output_ids": [1], "meta_info": []}, "meta_info of type list"),
+        (
+            sglang_call,
+            {"output_ids": "ab", "meta_info": {"completion_tokens": 2}},
+            "output_ids of type str",
+        ),
+        (
+            sglang_call,
+            {"output_ids": [1], "meta_info": {"completion_tokens": 1.0}},
+            "completion_tokens of type float",
+        ),
+        (sglang_call, {"output_ids": [1], "text": 7, "meta_info": {}}, "text of type int"),
+        (openai_call, {"choices": 5}, "choices of type int"),
+        (openai_call, {"choices": ["x"]}, "a choice of type str"),
+        (openai_call, {"choices": [{"delta": []}]}, "delta of type list"),
+        (openai_call, {"choices": [{"delta": {"content": 3}}]}, "content of type int"),
+        (
+            openai_call,
+            {"choices": [{"delta": {}, "finish_reason": 1}]},
+            "finish_reason of type int",
+        ),
+        (openai_call, {"choices": [{"finish_reason": "stop"}], "usage": 5}, "usage of type int"),
+        (
+            openai_call,
+            {"choices": [{"finish_reason": "stop"}], "usage": {"completion_tokens": "9"}},
+            "completion_tokens of type str",
+        ),
+    ],
+)
+def test_a_wrong_typed_field_is_one_failed_attempt_naming_it(
+    call: Any, frame: dict[str, Any], named: str
+) -> None:
+    """The shapes the fuzzer found, from the client alone: each a `RequestFailed` naming the
+    field and its type (the clients once raised `TypeError`/`AttributeError`, or took a
+    string for ids)."""
+    body = f"data: {json.dumps(frame)}\n\ndata: [DONE]\n\n".encode()
+    with pytest.raises(RequestFailed) as failure:
+        asyncio.run(serve_once([body], call))
+    assert named in failure.value.reason and failure.value.retry

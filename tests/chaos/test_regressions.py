@@ -181,7 +181,7 @@ async def test_a_malformed_answer_is_a_retried_attempt_not_a_lost_sample(
     assert all(attempts[f"question {n}"] == 2 for n in range(4))
     errors = [json.loads(line) for line in (state.folder / "errors.jsonl").read_text().splitlines()]
     assert [e["sample_id"] for e in errors] == ["A-bad"]
-    assert "malformed response" in errors[0]["reason"]
+    assert "a stream chunk has choices of type int" in errors[0]["reason"]
 
 
 def test_write_prompts_is_what_prompt_ids_reads(tmp_path: Path) -> None:
