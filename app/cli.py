@@ -26,6 +26,7 @@ from gen_tui.backends.run_config import (
     DatasetSpec,
     EngineConfig,
     EngineError,
+    queued_concurrency,
 )
 
 EXIT_OK = 0
@@ -361,7 +362,8 @@ async def run_demo(args: argparse.Namespace) -> int:
     tokenizer = await loop.run_in_executor(None, demo.build_tokenizer, root / "tokenizer")
     prompts = demo.write_demo_prompts(root / "prompts")
     print(f"demo: datasets in {root / 'prompts'}, output in {output}", flush=True)
-    async with SimServer(demo.demo_sim_config()) as server:
+    sim_config = demo.demo_sim_config()
+    async with SimServer(sim_config) as server:
         config = EngineConfig(
             datasets=[
                 DatasetSpec(name, path, max_tokens=demo.DEMO_BUDGETS[name])
@@ -370,7 +372,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             server_urls=[server.url],
             tokenizer=str(tokenizer),
             output_dir=output,
-            concurrency=args.concurrency or DEFAULT_CONCURRENCY,
+            concurrency=args.concurrency or queued_concurrency(sim_config.slots),
             sampling={"max_new_tokens": 16384, "temperature": 0.7},
             budget_mode=BudgetMode(args.budget_mode or BudgetMode.PREDICTIVE),
             grace_s=args.grace if args.grace is not None else 30.0,

@@ -22,7 +22,7 @@ from gen_tui.app.engine_run import Calibration, RunSource
 from gen_tui.app.hosts import HostSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig, queued_concurrency
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
@@ -150,7 +150,7 @@ class DemoSource(RunSource):
             server_urls=[server.url],
             tokenizer=str(tokenizer),
             output_dir=self.root / "output",
-            concurrency=SIM_SLOTS,
+            concurrency=queued_concurrency(SIM_SLOTS),
             sampling={"max_new_tokens": 16384, "temperature": 0.7},
             parallel_datasets=len(self.datasets),
             grace_s=self.grace_s,

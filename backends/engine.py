@@ -61,6 +61,7 @@ from gen_tui.backends.run_config import (
     DatasetSpec,
     EngineConfig,
     EngineError,
+    queued_concurrency,
     resolve_api_key,
 )
 from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
@@ -569,6 +570,31 @@ class Engine:
                 server.last_error = problem
                 server.down_until = time.monotonic() + 5
                 self._event("warning", f"server {server.url} not answering yet: {problem}")
+        if self.config.api == "sglang":
+            await self._check_queue(session)
+
+    async def _check_queue(self, session: aiohttp.ClientSession) -> None:
+        """Say so when the pool cannot keep a queue at the servers.
+
+        With no more requests than the servers run at once, each of their slots idles for a
+        round trip (answer out, commit, next request in) after every answer: 1 to 3% of the
+        capacity on loopback, more across a network. A few requests queued at the server
+        hide it; the concurrency stays the user's choice.
+        """
+        batches = await asyncio.gather(
+            *(sglang.running_batch(session, server.url) for server in self._servers)
+        )
+        if None in batches:
+            return
+        running = sum(b for b in batches if b is not None)
+        if self.config.concurrency <= running:
+            self._event(
+                "info",
+                f"--concurrency {self.config.concurrency} is not above the servers' running "
+                f"batch (max_running_requests {running}): each slot will idle for a round trip "
+                f"between answers; about {queued_concurrency(running)} keeps a queue at the "
+                "server and the slots full",
+            )
 
     def _open_dataset(self, ds: _Dataset) -> None:
         """Lock, scan and repair one dataset folder (runs in a worker thread)."""

@@ -39,6 +39,11 @@ class DatasetSpec:
             raise EngineError(f"{self.name}: weight must be positive, got {self.weight}")
 
 
+def queued_concurrency(running: int) -> int:
+    """A concurrency that keeps a queue at servers running `running` requests at once."""
+    return running + max(8, running // 4)
+
+
 @dataclass
 class EngineConfig:
     datasets: list[DatasetSpec]

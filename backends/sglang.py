@@ -27,7 +27,15 @@ from gen_tui.backends.protocol import (
     typed,
 )
 
-__all__ = ["Aborted", "Generation", "RequestFailed", "abort", "check_health", "generate"]
+__all__ = [
+    "Aborted",
+    "Generation",
+    "RequestFailed",
+    "abort",
+    "check_health",
+    "generate",
+    "running_batch",
+]
 
 
 def finish_type(value: Any) -> tuple[str | None, str]:
@@ -172,3 +180,19 @@ async def check_health(session: aiohttp.ClientSession, url: str) -> str | None:
         return f"cannot connect to {url}: {exc.os_error}"
     except (aiohttp.ClientError, TimeoutError) as exc:
         return f"{url}/health failed: {exc or type(exc).__name__}"
+
+
+async def running_batch(session: aiohttp.ClientSession, url: str) -> int | None:
+    """The server's `max_running_requests` from /get_server_info, if it says (best effort:
+    SGLang leaves it null when it sizes the batch itself, and a router may not answer)."""
+    try:
+        async with session.get(
+            f"{url}/get_server_info", timeout=aiohttp.ClientTimeout(total=5)
+        ) as response:
+            if response.status != 200:
+                return None
+            info = orjson.loads(await response.read())
+    except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+        return None
+    value = info.get("max_running_requests") if isinstance(info, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -513,3 +513,27 @@ async def test_batched_tokenizing_sends_each_prompts_own_ids_and_isolates_a_bad_
     }
     records = read_records(tmp_path / "out" / "A")
     assert {r["sample_id"]: r["prompt_tokens"] for r in records} == expected
+
+
+async def test_a_pool_no_larger_than_the_servers_batch_is_pointed_out(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """Two servers running 8 each: 16 in flight leaves no queue (said once, with a size that
+    does), 24 keeps one (nothing said)."""
+    servers = [await sim(slots=8), await sim(slots=8)]
+    prompts = prompts_dir(A=20)
+    said = []
+    for concurrency in (16, 24):
+        config = make_config(
+            tokenizer_dir,
+            prompts,
+            tmp_path / f"out-{concurrency}",
+            [s.url for s in servers],
+            concurrency=concurrency,
+        )
+        _, events, _ = await run(config)
+        said.append([text for _, text in events if "running batch" in text])
+    assert len(said[0]) == 1, said
+    assert "--concurrency 16 is not above" in said[0][0]
+    assert "max_running_requests 16" in said[0][0] and "about 24 keeps a queue" in said[0][0]
+    assert said[1] == []
