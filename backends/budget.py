@@ -225,6 +225,30 @@ def may_dispatch(
     return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
 
 
+def room_for_one(
+    mode: BudgetMode,
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    model: LengthModel,
+    max_new_tokens: int,
+) -> bool:
+    """Whether a finished dataset whose budget grew has room for one more answer.
+
+    Predictive and drain send one request whenever none is in flight, so a dataset woken
+    for less than an answer would only overshoot: it needs room for a mean answer (strict:
+    for `max_new_tokens`).
+    """
+    if budget.reached(tokens, samples):
+        return False
+    remaining = budget.remaining_tokens(tokens)
+    if remaining is None:
+        return True
+    if mode is BudgetMode.STRICT:
+        return remaining >= max_new_tokens
+    return remaining >= model.mean
+
+
 def eta_seconds(
     budget: Budget, tokens: int, samples: int, tok_s: float, samples_s: float
 ) -> float | None:

@@ -39,6 +39,7 @@ from gen_tui.backends.budget import (
     eta_seconds,
     likely_end,
     may_dispatch,
+    room_for_one,
     share_total,
 )
 from gen_tui.backends.lock import DatasetLock, LockHeld
@@ -330,9 +331,28 @@ class Engine:
                 return
         raise EngineError(f"unknown dataset {name!r}")
 
-    def _apply_budget(self, ds: _Dataset, budget: Budget) -> None:
+    def _apply_budget(self, ds: _Dataset, budget: Budget, *, share: bool = False) -> None:
+        """Set a budget; a dataset done at its old one starts again if it now has room.
+
+        For a new share of the total (`share`), room means room for one more answer: the
+        shares move by small steps while a dataset's last answers arrive, and one woken
+        for less than an answer would only overshoot. A budget the user sets is followed
+        as given.
+        """
         ds.budget = budget
-        if ds.state is DatasetState.DONE and not budget.reached(ds.tokens, ds.samples):
+        room = (
+            room_for_one(
+                self.config.budget_mode,
+                budget,
+                ds.tokens,
+                ds.samples,
+                ds.model,
+                self.config.max_new_tokens,
+            )
+            if share
+            else not budget.reached(ds.tokens, ds.samples)
+        )
+        if ds.state is DatasetState.DONE and room:
             if ds.queue is None:
                 lookahead = self.config.lookahead or 2 * self.config.concurrency
                 ds.queue = asyncio.Queue(maxsize=lookahead)
@@ -371,7 +391,7 @@ class Engine:
         )
         for ds in self._datasets:
             if ds.name not in settled and ds.budget.max_tokens != shares[ds.name]:
-                self._apply_budget(ds, Budget(shares[ds.name], ds.spec.max_samples))
+                self._apply_budget(ds, Budget(shares[ds.name], ds.spec.max_samples), share=True)
 
     def _hand_on_early(self, ds: _Dataset) -> None:
         """Re-split the total whenever a dataset that has sent its last prompt gets an answer."""
@@ -728,6 +748,13 @@ class Engine:
         if ds.budget.reached(ds.tokens, ds.samples):
             ds.state = DatasetState.DONE
             ds.message = f"budget reached: {ds.tokens} tokens, {ds.samples} samples"
+        elif ds.all_sent:  # before "no room": what it leaves of a share goes to the others
+            ds.state = DatasetState.EXHAUSTED
+            ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
+            self._event("budget", f"{ds.name}: {ds.message}")
+            self._budget_event(ds, "exhausted")
+            self._hand_on(ds)
+            return
         elif not may_dispatch(
             self.config.budget_mode,
             ds.budget,
@@ -739,17 +766,13 @@ class Engine:
         ):
             ds.state = DatasetState.DONE
             ds.message = f"budget reached: {ds.tokens} tokens (strict: no room for one more)"
-        elif ds.producer_done and ds.queue is not None and ds.queue.empty():
-            ds.state = DatasetState.EXHAUSTED
-            ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
-            self._event("budget", f"{ds.name}: {ds.message}")
-            self._budget_event(ds, "exhausted")
-            self._hand_on(ds)
-            return
         else:
             return
         self._event("budget", f"{ds.name}: {ds.message}")
         self._budget_event(ds, "done")
+        if ds.outlook_key is not None:
+            # Its end was handed on as an estimate; done at its share, it keeps all of it.
+            self._rebalance()
 
     def _candidates(self) -> list[_Dataset]:
         """Datasets in the order a free slot is offered to them.

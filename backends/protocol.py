@@ -172,10 +172,8 @@ def typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where
     value = obj.get(key)
     if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
         return value
-    raise RequestFailed(
-        f"{where} has {key} of type {type(value).__name__}: {orjson.dumps(value)[:60].decode()}",
-        retry=True,
-    )
+    shown = orjson.dumps(value)[:60].decode(errors="replace")
+    raise RequestFailed(f"{where} has {key} of type {type(value).__name__}: {shown}", retry=True)
 
 
 _DATA = b"data:"

@@ -297,9 +297,9 @@ def _exec_done(cmdline: Sequence[str]) -> bool:
 
 def _raced(host: str) -> str:
     return (
-        f"{host}: another start reached the host after the check for a live writer that this "
-        "one relied on (a late request from a lost link?); nothing was started: list the runs "
-        "before starting again"
+        f"{host}: another start reached the output folder after the check for a live writer "
+        "that this one relied on (a second start at the same time, or a late request from a "
+        "lost link); nothing was started: list the runs before starting again"
     )
 
 
@@ -928,6 +928,7 @@ class LocalHost(_HostBase):
     ) -> dict[str, Any]:
         self._reap()
         regex = re.compile(pattern)
+        seq = watcher.start_seq(output_dir) if output_dir else None  # before the processes
         procs = []
         if pids is None:
             candidates = psutil.process_iter()
@@ -996,6 +997,7 @@ class LocalHost(_HostBase):
             "boot_id": _boot_id(),
             "time": time.time(),
             "output_dir": self.output_dir,
+            "start_seq": seq,
             "procs": procs,
             "locks": locks,
         }
@@ -1252,6 +1254,11 @@ class SSHHost(_HostBase):
         command = " ".join([shlex.quote(self.python), "-", *(shlex.quote(a) for a in args)])
         result = await self.connection.run(command, input=watcher.source(), timeout=timeout)
         if result.exit_status != 0:
+            for line in str(result.stdout or "").splitlines():  # the watcher's own refusal
+                with contextlib.suppress(ValueError):
+                    report = json.loads(line)
+                    if isinstance(report, dict) and report.get("type") == "error":
+                        raise RunError(f"{self.name}: {report.get('message')}")
             stderr = str(result.stderr or "").strip().splitlines()
             why = stderr[-1] if stderr else f"exit status {result.exit_status}"
             raise RunError(

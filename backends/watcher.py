@@ -695,6 +695,11 @@ def guarded_start(output_dir: str, expect, launch):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         seq = start_seq(output_dir)
+        if seq < 0:  # fail closed: with no count, a late start could not be told apart
+            raise StartFailed(
+                "cannot read the start count %s: remove it (the next start makes it anew)"
+                % os.path.join(folder, START_SEQ)
+            )
         if expect is not None and seq != expect:
             raise StaleStart(seq)
         result = launch()
@@ -705,8 +710,8 @@ def guarded_start(output_dir: str, expect, launch):
             os.replace(temp, os.path.join(folder, START_SEQ))
         except OSError as exc:
             raise StartFailed(
-                "started %s, but could not count the start in %s (%s): it is running"
-                % (result, folder, exc.strerror)
+                "started pid %s, but could not count the start in %s (%s): it is running"
+                % (getattr(result, "pid", result), folder, exc.strerror)
             ) from None
         return result
     finally:
@@ -736,8 +741,9 @@ def launch_detached(argv: list, log: str, cwd: str | None):
             cwd=cwd or None,
             start_new_session=True,
         )
-    except OSError as exc:
-        raise StartFailed("cannot start %s: %s" % (argv[0] if argv else "", exc.strerror)) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in a word
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise StartFailed("cannot start %s: %s" % (argv[0] if argv else "", why)) from None
     finally:
         handle.close()
 

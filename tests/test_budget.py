@@ -7,6 +7,7 @@ from gen_tui.backends.budget import (
     InFlight,
     LengthModel,
     may_dispatch,
+    room_for_one,
     share_total,
 )
 
@@ -110,3 +111,14 @@ def test_a_short_or_capped_dataset_hands_its_share_on() -> None:
     shares = share_total(90, weights, {"b": 5, "c": None}, {"a": 10})
     assert shares == {"a": 10, "b": 5, "c": 75}
     assert sum(share_total(100, weights, {}, {})[k] for k in weights) <= 100
+
+
+def test_a_grown_share_wakes_a_finished_dataset_only_with_room_for_an_answer() -> None:
+    model = LengthModel(prior_mean=500)
+    for mode in (BudgetMode.PREDICTIVE, BudgetMode.DRAIN):
+        assert room_for_one(mode, Budget(10_500), 10_000, 20, model, 4096)
+        assert not room_for_one(mode, Budget(10_499), 10_000, 20, model, 4096)
+    assert not room_for_one(BudgetMode.STRICT, Budget(14_000), 10_000, 20, model, 4096)
+    assert room_for_one(BudgetMode.STRICT, Budget(14_096), 10_000, 20, model, 4096)
+    assert not room_for_one(BudgetMode.PREDICTIVE, Budget(20_000, 20), 10_000, 20, model, 4096)
+    assert room_for_one(BudgetMode.PREDICTIVE, Budget(None, 21), 10_000, 20, model, 4096)

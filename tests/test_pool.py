@@ -114,7 +114,11 @@ async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
         concurrency=16,
         max_total_tokens=300_000,
     )
-    final, _, snapshots = await asyncio.wait_for(run(config), 60)
+    final, events, snapshots = await asyncio.wait_for(run(config), 60)
+    # At most its first share and its last: never woken for less than an answer, to finish
+    # again at once, as the shares move while the short one's last answers arrive.
+    finishes = [text for kind, text in events if kind == "budget-event" and "done at" in text]
+    assert all(sum(t.startswith(f"{n}:") for t in finishes) <= 2 for n in "ABC"), finishes
     full = next(i for i, s in enumerate(snapshots) if s.inflight == config.concurrency)
     before_the_end = [s for s in snapshots[full:] if s.tokens < 0.95 * 300_000]
     assert before_the_end
@@ -127,7 +131,7 @@ async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
         assert snap.max_tokens == share
         assert snap.state is DatasetState.DONE
         assert share <= recount(tmp_path / "out" / snap.name)[0] < share * 1.05
-    assert sum(d.tokens for d in final.datasets) >= 300_000
+    assert 300_000 <= sum(d.tokens for d in final.datasets) < 300_000 * 1.02
 
 
 async def test_weights_and_caps_shape_the_split(

@@ -25,6 +25,7 @@ from gen_tui.backends.lock import DatasetLock, is_locked
 from gen_tui.backends.prompts import DatasetNameError
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.runs import (
+    LOG_DIR,
     DatasetTotals,
     KillResult,
     LocalHost,
@@ -270,7 +271,9 @@ async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
     retry = await host.resume("B7", 1000)
     late = standin_argv(standin, str(out), "B7", "--max-tokens-per-dataset", "1000")
     try:
-        with pytest.raises(ResumeRefused, match="another start reached the host after the check"):
+        with pytest.raises(
+            ResumeRefused, match="another start reached the output folder after the check"
+        ):
             await host.start(
                 late, str(tmp_path / "late.log"), output_dir=str(out), expect=late_check
             )
@@ -284,6 +287,45 @@ async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
         assert (await host.kill(other, grace_s=10)).result is KillResult.STOPPED
     finally:
         assert (await host.kill(retry, grace_s=10)).result is KillResult.STOPPED
+
+
+async def test_two_resumes_at_once_start_one_run(
+    host: AnyHost, standin: Path, tmp_path: Path
+) -> None:
+    """A double `r`: both checks may find no writer; the start count lets one through. The
+    count is what every check reads, here as over sshd, and each start moves it by one."""
+    out = Path(host.output_dir)
+    host.template = [sys.executable, str(standin), "--output-dir", str(out)]
+    (out / "B9").mkdir()
+    before = (await host._ps(host.pattern, str(out)))["start_seq"]
+    assert before == watcher.start_seq(str(out))
+    results = await asyncio.gather(
+        host.resume("B9", 1000), host.resume("B9", 1000), return_exceptions=True
+    )
+    started = [r for r in results if isinstance(r, RunIdentity)]
+    try:
+        assert len(started) == 1, results
+        assert [type(r) for r in results if not isinstance(r, RunIdentity)] == [ResumeRefused]
+        assert (await host._ps(host.pattern, str(out)))["start_seq"] == before + 1
+        writers = [run for run in await host.list_runs() if "B9" in run.datasets]
+        assert [run.pid for run in writers] == [started[0].pid]
+    finally:
+        for identity in started:
+            assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
+
+
+async def test_a_start_the_host_cannot_make_says_why(host: AnyHost, tmp_path: Path) -> None:
+    """A word the OS refuses (a NUL byte), and an unreadable start count: one clear line
+    each, over sshd as here, never "python3 failed" or a bare ValueError."""
+    out = Path(host.output_dir)
+    with pytest.raises(StartError, match=r"cannot start .*(null|NUL)"):
+        await host.start([sys.executable, "-c", "pass\x00"], str(tmp_path / "a.log"))
+    seq = out / LOG_DIR / watcher.START_SEQ
+    seq.parent.mkdir(exist_ok=True)
+    seq.write_text("not a number\n")
+    with pytest.raises(StartError, match="cannot read the start count"):
+        await host.start([sys.executable, "-c", "pass"], str(tmp_path / "b.log"))
+    assert not (tmp_path / "b.log").exists()
 
 
 async def test_resume_refuses_a_live_writer_and_starts_nothing(

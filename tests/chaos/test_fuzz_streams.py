@@ -327,6 +327,7 @@ def test_damaged_openai_stream_gives_an_answer_or_a_clear_failure(
         (openai_call, {"choices": 5}, "choices of type int"),
         (openai_call, {"choices": ["x"]}, "a choice of type str"),
         (openai_call, {"choices": [{"delta": []}]}, "delta of type list"),
+        (openai_call, {"choices": [{"delta": "文字" * 20}]}, "delta of type str"),
         (openai_call, {"choices": [{"delta": {"content": 3}}]}, "content of type int"),
         (
             openai_call,
