@@ -81,7 +81,8 @@ def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int 
     ]
     if not specs:
         raise EngineError(f"{name} is not in this run's config")
-    return replace(config, datasets=specs)
+    # The budget given is the one it runs to, not a share of the run's total.
+    return replace(config, datasets=specs, max_total_tokens=None)
 
 
 # ---- one in-process engine ----------------------------------------------------------------

@@ -202,6 +202,8 @@ class _Dataset:
         """Complete answers kept in memory while the disk is full, written once it has room."""
         self.progress_failed = False
         self.errors_failed = False
+        self.pinned = False
+        """Its budget was set by the user mid-run: a total budget's split leaves it alone."""
         self.outlook_key: tuple[int, int] | None = None
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
 
@@ -323,6 +325,7 @@ class Engine:
                 ds.spec = DatasetSpec(
                     name, ds.spec.prompts, max_tokens, max_samples, ds.spec.weight
                 )
+                ds.pinned = max_tokens is not None
                 self._apply_budget(ds, Budget(max_tokens, max_samples))
                 self._rebalance()
                 self._event(
@@ -369,7 +372,8 @@ class Engine:
         end (`likely_end`), when that is below its share: the others get the rest at once
         and keep the slots full, instead of stopping at their first shares and leaving the
         pool to empty while its last answers run (for minutes on a real server). The
-        exact count re-splits once it is in.
+        exact count re-splits once it is in. A budget the user set mid-run (`set_budget`,
+        the TUI's `r`) stays as set, and the others share what it leaves of the total.
         """
         total = self.config.max_total_tokens
         if total is None:
@@ -379,6 +383,9 @@ class Engine:
         for ds in self._datasets:
             if ds.state is DatasetState.EXHAUSTED:
                 settled[ds.name] = ds.tokens
+            elif ds.pinned and ds.budget.max_tokens is not None:
+                # What the user set holds; the others share the rest of the total.
+                settled[ds.name] = ds.budget.max_tokens
             elif ds.all_sent and ds.inflight and not ds.state.finished:
                 end = likely_end(ds.tokens, ds.inflight, ds.model, now)
                 if ds.budget.max_tokens is not None and end < ds.budget.max_tokens:

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from gen_tui.app.engine_run import only_dataset
+from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 from .helpers import record_lines, recount
 from .test_cli import finish, run_args, spawn, wait_until
@@ -199,3 +201,51 @@ async def test_kill_and_resume_with_a_total_budget(
         assert pool["states"] == {"A": "done", "B": "done"}
         assert pool["max_total_tokens"] == 120_000 and pool["tokens"] == sum(totals)
         assert 0 < pool["utilisation"] <= 1
+
+
+async def test_a_budget_set_mid_run_holds_and_the_others_share_the_rest(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """`r` on a dataset of a run with a total budget: what the user set is its budget (not
+    capped at its share), and the others' shares shrink so that the total still holds."""
+    profiles = {name: LengthProfile(mean=300) for name in "AB"}
+    server = await sim(tokens_per_s=5000, slots=SLOTS, profiles=profiles)
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=900, B=900),
+        tmp_path / "out",
+        [server.url],
+        concurrency=16,
+        parallel_datasets=2,
+        max_total_tokens=200_000,
+    )
+    pinned: list[int] = []
+
+    def on_snapshot(snapshot: RunSnapshot) -> None:  # on the engine's loop, as `r` runs it
+        if not pinned and snapshot.datasets[0].tokens > 5_000:
+            pinned.append(snapshot.datasets[0].tokens)
+            engine.set_budget("A", 150_000, None)
+
+    engine = Engine(config, on_snapshot=on_snapshot)
+    final = await asyncio.wait_for(engine.run(), 60)
+    assert pinned
+    a, b = final.datasets
+    assert (a.max_tokens, b.max_tokens) == (150_000, 50_000)
+    assert 150_000 <= recount(tmp_path / "out" / "A")[0] < 150_000 * 1.05
+    assert 50_000 <= recount(tmp_path / "out" / "B")[0] < 50_000 * 1.05
+
+
+def test_a_dataset_started_again_alone_runs_to_the_budget_given(tmp_path: Path) -> None:
+    """`r` on a finished dataset of a configured run with a total budget starts it alone:
+    to the budget the user typed, not to a share of the old total (10M must not stop at
+    the total's 1.5M)."""
+    config = EngineConfig(
+        datasets=[DatasetSpec(n, tmp_path / f"{n}.jsonl") for n in ("B1", "B2", "B3")],
+        server_urls=["http://127.0.0.1:1"],
+        tokenizer="",
+        output_dir=tmp_path,
+        max_total_tokens=1_500_000,
+    )
+    alone = only_dataset(config, "B2", (10_000_000, None))
+    assert [d.name for d in alone.datasets] == ["B2"]
+    assert alone.datasets[0].max_tokens == 10_000_000 and alone.max_total_tokens is None
