@@ -78,6 +78,24 @@ def _usage(usage: Any) -> tuple[int | None, int | None, float | None]:
     )
 
 
+def _content(container: dict[str, Any], where: str) -> str | None:
+    """`content` as text: a string, or a list of parts whose text parts are joined (some
+    servers send `[{"type": "text", "text": ..}]`). Parts of other types (images, a
+    model's thinking) carry no answer text; anything else is a named failure."""
+    value = container.get("content")
+    if not isinstance(value, list):
+        return typed(container, "content", str, where)
+    texts = []
+    for part in value:
+        if not isinstance(part, dict):
+            raise RequestFailed(
+                f"{where} has a content part of type {type(part).__name__}", retry=True
+            )
+        if part.get("type", "text") == "text":
+            texts.append(typed(part, "text", str, f"{where}'s content part") or "")
+    return "".join(texts)
+
+
 def _choices(chunk: dict[str, Any], where: str) -> list[dict[str, Any]]:
     choices = typed(chunk, "choices", list, where) or []
     for choice in choices:
@@ -134,7 +152,7 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                 raise failure
             for choice in _choices(chunk, "a stream chunk"):
                 delta = typed(choice, "delta", dict, "a stream chunk's choice") or {}
-                content = typed(delta, "content", str, "a stream chunk's delta")
+                content = _content(delta, "a stream chunk's delta")
                 if content is not None:
                     parts.append(content)
                 reason = typed(choice, "finish_reason", str, "a stream chunk's choice")
@@ -191,7 +209,7 @@ async def chat(
                     raise failure
                 choice = (_choices(payload, "the response") or [{}])[0]
                 message = typed(choice, "message", dict, "the response's choice") or {}
-                text = typed(message, "content", str, "the response's message")
+                text = _content(message, "the response's message")
                 finish = typed(choice, "finish_reason", str, "the response's choice")
                 return _result(text or "", finish, payload.get("usage"), started)
     except RequestFailed as exc:

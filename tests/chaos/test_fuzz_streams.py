@@ -329,6 +329,7 @@ def test_damaged_openai_stream_gives_an_answer_or_a_clear_failure(
         (openai_call, {"choices": [{"delta": []}]}, "delta of type list"),
         (openai_call, {"choices": [{"delta": "文字" * 20}]}, "delta of type str"),
         (openai_call, {"choices": [{"delta": {"content": 3}}]}, "content of type int"),
+        (openai_call, {"choices": [{"delta": {"content": [3]}}]}, "content part of type int"),
         (
             openai_call,
             {"choices": [{"delta": {}, "finish_reason": 1}]},
@@ -352,3 +353,20 @@ def test_a_wrong_typed_field_is_one_failed_attempt_naming_it(
     with pytest.raises(RequestFailed) as failure:
         asyncio.run(serve_once([body], call))
     assert named in failure.value.reason and failure.value.retry
+
+
+def test_content_in_parts_is_the_text_of_its_text_parts() -> None:
+    """Some servers send `content` as a list of typed parts: the answer is its text parts,
+    joined; a model's thinking or other parts are not answer text."""
+    parts = [
+        {"type": "text", "text": "he"},
+        {"type": "thinking", "thinking": "hmm"},
+        {"type": "text", "text": "llo"},
+    ]
+    chunk = {
+        "choices": [{"delta": {"content": parts}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+    }
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+    generation = asyncio.run(serve_once([body], openai_call))
+    assert (generation.text, generation.completion_tokens) == ("hello", 2)
