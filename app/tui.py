@@ -526,6 +526,13 @@ class GenTuiApp(App[int]):
             state = link.state
             return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
         self._announce_crossing(link, snap)
+        if (
+            snap.max_tokens is None
+            and snap.state is not DatasetState.ACTIVE
+            and isinstance(self.source, ConfigSource)
+            and self.source.planned.get(name) is not None
+        ):
+            snap = replace(snap, max_tokens=self.source.planned[name])  # what `s` will run to
         countdown = link.countdown.get(name)
         live = snap.state is DatasetState.ACTIVE and countdown is None
         reason = self.stale.check(snap, wall) if live else ""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.app.engine_run import only_dataset
+from gen_tui.app.engine_run import ConfigSource, only_dataset
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile
@@ -249,3 +249,17 @@ def test_a_dataset_started_again_alone_runs_to_the_budget_given(tmp_path: Path) 
     alone = only_dataset(config, "B2", (10_000_000, None))
     assert [d.name for d in alone.datasets] == ["B2"]
     assert alone.datasets[0].max_tokens == 10_000_000 and alone.max_total_tokens is None
+
+
+def test_a_configured_run_plans_each_share_before_it_starts(tmp_path: Path) -> None:
+    """What the panels show before `s`: each dataset's own budget, or its share of the
+    total (by weight, within its own cap)."""
+    specs = [
+        DatasetSpec("B1", tmp_path / "B1.jsonl"),
+        DatasetSpec("B2", tmp_path / "B2.jsonl", weight=2),
+        DatasetSpec("B3", tmp_path / "B3.jsonl", max_tokens=100_000),
+    ]
+    config = EngineConfig(datasets=specs, server_urls=[], tokenizer="", output_dir=tmp_path)
+    assert ConfigSource(config).planned == {"B1": None, "B2": None, "B3": 100_000}
+    config.max_total_tokens = 1_000_000
+    assert ConfigSource(config).planned == {"B1": 300_000, "B2": 600_000, "B3": 100_000}
