@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 from textual.worker import Worker
 
-from gen_tui.backends.budget import share_total
 from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, RunSnapshot
 
@@ -68,18 +67,7 @@ class ConfigSource(RunSource):
         super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
         self.config = config
         self.path = path
-        self.planned: dict[str, int | None] = {s.name: s.max_tokens for s in config.datasets}
-        """Each dataset's token budget when the run starts: its own, or its share of the
-        total, shown on its panel before the run does."""
-        if config.max_total_tokens is not None:
-            self.planned.update(
-                share_total(
-                    config.max_total_tokens,
-                    {s.name: s.weight for s in config.datasets},
-                    {s.name: s.max_tokens for s in config.datasets},
-                    {},
-                )
-            )
+        self.planned = config.planned_budgets()
 
     async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
         return self.config

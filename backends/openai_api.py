@@ -104,9 +104,8 @@ def _choices(chunk: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return choices
 
 
-def _chunk_error(chunk: dict[str, Any], where: str) -> RequestFailed | None:
+def _chunk_error(chunk: dict[str, Any], choices: list[dict[str, Any]]) -> RequestFailed | None:
     error = chunk.get("error")
-    choices = _choices(chunk, where)
     errored = any(c.get("finish_reason") == "error" for c in choices)
     if error is None and not errored:
         return None
@@ -147,10 +146,11 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
     usage: Any = None
     async with aclosing(sse_events(response.content.iter_any())) as events:
         async for chunk in events:
-            failure = _chunk_error(chunk, "a stream chunk")
+            choices = _choices(chunk, "a stream chunk")
+            failure = _chunk_error(chunk, choices)
             if failure is not None:
                 raise failure
-            for choice in _choices(chunk, "a stream chunk"):
+            for choice in choices:
                 delta = typed(choice, "delta", dict, "a stream chunk's choice") or {}
                 content = _content(delta, "a stream chunk's delta")
                 if content is not None:
@@ -204,10 +204,11 @@ async def chat(
                     raise RequestFailed("response body is not valid JSON", retry=True) from None
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
-                failure = _chunk_error(payload, "the response")
+                choices = _choices(payload, "the response")
+                failure = _chunk_error(payload, choices)
                 if failure is not None:
                     raise failure
-                choice = (_choices(payload, "the response") or [{}])[0]
+                choice = (choices or [{}])[0]
                 message = typed(choice, "message", dict, "the response's choice") or {}
                 text = _content(message, "the response's message")
                 finish = typed(choice, "finish_reason", str, "the response's choice")

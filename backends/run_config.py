@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.budget import BudgetMode, share_total
 from gen_tui.backends.prompts import check_dataset_name
 
 DEFAULT_CONCURRENCY = 64
@@ -77,6 +77,21 @@ class EngineConfig:
         self.output_dir = Path(self.output_dir)
         if self.api not in APIS:
             raise EngineError(f"unknown api {self.api!r} (known: {', '.join(APIS)})")
+
+    def planned_budgets(self) -> dict[str, int | None]:
+        """Each dataset's token budget as a run starts: its own, or its share of the total
+        (what a panel shows before the run does)."""
+        planned = {spec.name: spec.max_tokens for spec in self.datasets}
+        if self.max_total_tokens is not None:
+            planned.update(
+                share_total(
+                    self.max_total_tokens,
+                    {spec.name: spec.weight for spec in self.datasets},
+                    planned,
+                    {},
+                )
+            )
+        return planned
 
     @property
     def max_new_tokens(self) -> int:

@@ -303,6 +303,16 @@ def _raced(host: str) -> str:
     )
 
 
+def _report(output: str, kind: str) -> dict[str, Any] | None:
+    """The first JSON line of type `kind` the watcher printed, if any."""
+    for line in output.splitlines():
+        with contextlib.suppress(ValueError):
+            report = json.loads(line)
+            if isinstance(report, dict) and report.get("type") == kind:
+                return report
+    return None
+
+
 def _check_budget(value: int | None, what: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise RunError(f"{what} must be a positive integer, got {value!r}")
@@ -1092,13 +1102,10 @@ class LocalHost(_HostBase):
         output_dir: str,
         expect: int | None,
     ) -> int:
-        def launch() -> subprocess.Popen[bytes]:
-            return watcher.guarded_start(
-                output_dir, expect, lambda: watcher.launch_detached(list(argv), log_path, cwd)
-            )
-
         try:
-            child = await asyncio.to_thread(launch)
+            child = await asyncio.to_thread(
+                watcher.guarded_launch, output_dir, expect, list(argv), log_path, cwd
+            )
         except watcher.StaleStart:
             raise ResumeRefused(_raced(self.name)) from None
         except watcher.StartFailed as exc:
@@ -1254,11 +1261,9 @@ class SSHHost(_HostBase):
         command = " ".join([shlex.quote(self.python), "-", *(shlex.quote(a) for a in args)])
         result = await self.connection.run(command, input=watcher.source(), timeout=timeout)
         if result.exit_status != 0:
-            for line in str(result.stdout or "").splitlines():  # the watcher's own refusal
-                with contextlib.suppress(ValueError):
-                    report = json.loads(line)
-                    if isinstance(report, dict) and report.get("type") == "error":
-                        raise RunError(f"{self.name}: {report.get('message')}")
+            refusal = _report(str(result.stdout or ""), "error")  # the watcher's own
+            if refusal is not None:
+                raise RunError(f"{self.name}: {refusal.get('message')}")
             stderr = str(result.stderr or "").strip().splitlines()
             why = stderr[-1] if stderr else f"exit status {result.exit_status}"
             raise RunError(
@@ -1275,15 +1280,12 @@ class SSHHost(_HostBase):
             args.append(f"--output-dir={output_dir}")
         if pids is not None:
             args.append("--pids=" + ",".join(str(int(p)) for p in pids))
-        output = await self._python(args)
-        for line in output.splitlines():
-            with contextlib.suppress(ValueError):
-                report = json.loads(line)
-                if isinstance(report, dict) and report.get("type") == "ps":
-                    if output_dir == self.output_dir and report.get("output_dir"):
-                        self._expanded_output = str(report["output_dir"])
-                    return report
-        raise RunError(f"{self.name}: the process listing printed nothing usable")
+        report = _report(await self._python(args), "ps")
+        if report is None:
+            raise RunError(f"{self.name}: the process listing printed nothing usable")
+        if output_dir == self.output_dir and report.get("output_dir"):
+            self._expanded_output = str(report["output_dir"])
+        return report
 
     async def _signal_wait(
         self, identity: RunIdentity, sig: str, wait_s: float, on_tick: TickCallback | None
@@ -1353,8 +1355,13 @@ class SSHHost(_HostBase):
         output_dir: str,
         expect: int | None,
     ) -> int:
-        spec = {"output_dir": output_dir, "argv": list(argv), "log": log_path, "cwd": cwd}
-        spec["expect"] = expect
+        spec = {
+            "output_dir": output_dir,
+            "argv": list(argv),
+            "log": log_path,
+            "cwd": cwd,
+            "expect": expect,
+        }
         try:
             output = await self._python([f"--start={json.dumps(spec)}"], timeout=30)
         except SSHError as exc:
@@ -1362,17 +1369,12 @@ class SSHHost(_HostBase):
                 f"{self.name}: link lost while starting ({describe(exc)}); list the runs "
                 "before starting again, it may have started"
             ) from None
-        report: dict[str, Any] = {}
-        for line in output.splitlines():
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(line)
-                if isinstance(parsed, dict) and parsed.get("type") in ("start", "error"):
-                    report = parsed
+        report = _report(output, "start") or {}
         if "refused" in report:
             raise ResumeRefused(_raced(self.name))
         pid = report.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-            why = report.get("error") or report.get("message") or f"no pid in {output[-300:]!r}"
+            why = report.get("error") or f"no pid in {output[-300:]!r}"
             raise StartError(f"{self.name}: {why}")
         return pid
 

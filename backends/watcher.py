@@ -748,6 +748,11 @@ def launch_detached(argv: list, log: str, cwd: str | None):
         handle.close()
 
 
+def guarded_launch(output_dir: str, expect, argv: list, log: str, cwd: str | None):
+    """`launch_detached` under the output folder's start guard: the Popen."""
+    return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
+
+
 def start(spec: dict) -> dict:
     """The `--start` mode: the `start` report for one guarded, detached launch."""
     argv = spec.get("argv")
@@ -761,7 +766,7 @@ def start(spec: dict) -> dict:
     if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int)):
         raise ValueError("--start: expect must be an integer")
     try:
-        child = guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
+        child = guarded_launch(output_dir, expect, argv, log, cwd)
     except StaleStart as stale:
         return {"type": "start", "refused": stale.seq}
     except StartFailed as exc:
