@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -129,15 +129,41 @@ def parse_prompt(raw: bytes, line: int) -> Prompt:
     return Prompt(sample_id=sample_id, messages=messages, line=line)
 
 
-def iter_prompts(path: Path, skip: set[str] | None = None) -> Iterator[Prompt | PromptProblem]:
+MAX_LINE_BYTES = 8 << 20
+"""The longest prompt line read: far beyond any context window a server takes, and small
+enough that one runaway line (a whole file without newlines) costs little memory to skip."""
+
+
+def _lines(handle: BinaryIO, limit: int) -> Iterator[bytes | int]:
+    """Each line of `handle`, or its length in bytes where it is over `limit` (the line is
+    read past in chunks, never held whole)."""
+    while raw := handle.readline(limit + 1):
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        size = len(raw)
+        while (chunk := handle.readline(1 << 20)) and not chunk.endswith(b"\n"):
+            size += len(chunk)
+        yield size + len(chunk)
+
+
+def iter_prompts(
+    path: Path, skip: set[str] | None = None, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[Prompt | PromptProblem]:
     """Yield the prompts of `path` in file order, and a problem for each unusable line.
 
     Samples whose key is in `skip` (already done) are passed over without being parsed
-    further than their id. Blank lines are not data and are passed over silently.
+    further than their id. Blank lines are not data and are passed over silently. A line
+    longer than `max_line_bytes` is a problem, read past without being held in memory.
     """
     seen: dict[str, int] = {}
     with open(path, "rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
+        for line_no, raw in enumerate(_lines(handle, max_line_bytes), start=1):
+            if isinstance(raw, int):
+                yield PromptProblem(
+                    path, line_no, f"line is {raw:,} bytes, over the {max_line_bytes:,} allowed"
+                )
+                continue
             if not raw.strip():
                 continue
             try:

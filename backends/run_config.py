@@ -102,10 +102,18 @@ def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:
     """(key, the variable to name in messages) for an OpenAI-compatible API.
 
     The key only ever comes from the environment; it is never logged or written anywhere.
+    White space around it (a `\r` left by a file saved on Windows, a pasted newline) is
+    dropped; a control character or space inside it is refused, naming the variable, since
+    every request would otherwise fail as a malformed one.
     """
     names = (config.api_key_env,) if config.api_key_env else DEFAULT_KEY_VARIABLES
     for name in names:
-        value = os.environ.get(name)
+        value = os.environ.get(name, "").strip()
         if value:
+            if any(char.isspace() or not char.isprintable() for char in value):
+                raise EngineError(
+                    f"{name} holds a space or a control character inside the key: "
+                    "set it to the key alone"
+                )
             return value, name
     return None, " or ".join(names)

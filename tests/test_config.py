@@ -6,6 +6,7 @@ import pytest
 from gen_tui.app.cli import build_parser, engine_config
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.config import ConfigError, load_config
+from gen_tui.backends.run_config import EngineConfig, EngineError, resolve_api_key
 
 
 def _config(tmp_path: Path, text: str) -> Path:
@@ -134,3 +135,21 @@ output_dir = "out"
 def test_bad_hosts(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(_config(tmp_path, text))
+
+
+def _key_config(env: str | None) -> EngineConfig:
+    return EngineConfig([], ["http://x"], "tok", Path("out"), api="openai", api_key_env=env)
+
+
+@pytest.mark.parametrize("raw", ["sk-abc\r", " sk-abc\n", "\tsk-abc"])
+def test_api_key_loses_surrounding_white_space(monkeypatch, raw: str) -> None:
+    monkeypatch.setenv("MY_KEY", raw)
+    assert resolve_api_key(_key_config("MY_KEY")) == ("sk-abc", "MY_KEY")
+
+
+@pytest.mark.parametrize("raw", ["sk-a\rbc", "sk a", "sk-\x1b[2Jabc"])
+def test_api_key_with_a_control_character_inside_is_refused_by_name(monkeypatch, raw) -> None:
+    monkeypatch.setenv("MY_KEY", raw)
+    with pytest.raises(EngineError, match=r"^MY_KEY holds a space or a control character") as err:
+        resolve_api_key(_key_config("MY_KEY"))
+    assert "sk" not in str(err.value)  # the key itself is never echoed

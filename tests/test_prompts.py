@@ -76,3 +76,29 @@ def test_discover(tmp_path: Path) -> None:
     _write(tmp_path / "B1_glaive.jsonl", '{"prompt": "a"}')
     (tmp_path / "notes.txt").write_text("x")
     assert list(discover_datasets(tmp_path)) == ["B1_glaive", "B2_opencodeinstruct"]
+
+
+def test_an_overlong_line_is_named_and_read_past_in_bounded_memory(tmp_path: Path) -> None:
+    """A runaway line (here 3 MiB against a 1 MiB cap, also the last one without a newline)
+    is one problem with file:line and its size; the lines around it are read as usual."""
+    path = tmp_path / "d.jsonl"
+    huge = b'{"prompt": "' + b"x" * (3 << 20) + b'"}'
+    path.write_bytes(b'{"prompt": "a"}\n' + huge + b'\n{"prompt": "b"}\n' + huge)
+    items = list(iter_prompts(path, max_line_bytes=1 << 20))
+    assert [p.line for p in items if isinstance(p, Prompt)] == [1, 3]
+    problems = [str(p) for p in items if isinstance(p, PromptProblem)]
+    size = f"{len(huge) + 1:,}"
+    assert problems == [
+        f"{path}:2: line is {size} bytes, over the 1,048,576 allowed",
+        f"{path}:4: line is {len(huge):,} bytes, over the 1,048,576 allowed",
+    ]
+
+
+def test_a_line_exactly_at_the_cap_is_read(tmp_path: Path) -> None:
+    line = b'{"prompt": "' + b"y" * 100 + b'"}\n'
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(line + line.replace(b"y", b"z"))
+    items = list(iter_prompts(path, max_line_bytes=len(line) - 1))
+    assert [type(item) for item in items] == [Prompt, Prompt]
+    items = list(iter_prompts(path, max_line_bytes=len(line) - 2))
+    assert [type(item) for item in items] == [PromptProblem, PromptProblem]

@@ -1,0 +1,47 @@
+"""Text that someone else wrote: what it may look like before a terminal or a log shows it.
+
+gen-tui shows command lines of other users' processes, messages from progress.json files,
+sample ids from prompt files and error bodies from servers. Any of them may carry terminal
+escape sequences (an OSC 52 write to the clipboard, a new window title, cursor moves),
+bidirectional overrides that make a command read differently from what runs, or megabytes
+of text. Everything from a file, a process or a server goes through :func:`clean` (or
+:func:`one_line`) before it is shown or logged. Markup is the renderer's business: widgets
+draw such text as plain `Text`, never through Rich markup.
+"""
+
+from __future__ import annotations
+
+import re
+
+SHOWN_CHARS = 2000
+"""The most characters of one untrusted string that are shown or logged whole."""
+
+STORED_CHARS = 4096
+"""The most characters of one server error kept in errors.jsonl (head kept, cut said)."""
+
+# C0 controls but tab and newline, DEL, C1 controls, and the Unicode bidirectional
+# embeddings, overrides and isolates (the "trojan source" characters).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_AND_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, the head kept and the cut said."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def clean(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` without control characters (tab and newline kept), at most about `limit`."""
+    return _CONTROLS.sub("\ufffd", truncate(text, limit))
+
+
+def one_line(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` as one line: every control character and line break shown as a symbol."""
+    return _CONTROLS_AND_BREAKS.sub(_visible, truncate(text, limit))
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    return " " if char in "\t\n\r" else "\ufffd"

@@ -1,0 +1,33 @@
+"""What other people's text looks like once gen-tui has cleaned it for a terminal or a log."""
+
+import pytest
+
+from gen_tui.backends.untrusted import clean, one_line, truncate
+
+ATTACKS = [
+    "\x1b]0;pwned\x07",  # OSC window title
+    "\x1b]52;c;ZWNobyBoaQ==\x07",  # OSC 52 clipboard write
+    "\x1b[2J\x1b[H",  # clear screen, cursor home
+    "\x9b31m",  # C1 CSI
+    "\x1bP+q\x1b\\",  # DCS request
+    "run\u202etxt.exe",  # right-to-left override
+]
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_no_escape_or_bidi_control_survives(attack: str) -> None:
+    for shown in (clean(attack), one_line(attack)):
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in shown), repr(shown)
+        assert "\u202e" not in shown
+        assert "\ufffd" in shown  # the place of the control is still visible
+
+
+def test_clean_keeps_tabs_and_newlines_and_one_line_folds_them() -> None:
+    assert clean("a\tb\nc") == "a\tb\nc"
+    assert one_line("a\tb\r\nc") == "a b  c"
+
+
+def test_size_is_bounded_and_the_cut_said() -> None:
+    assert truncate("x" * 10, 10) == "x" * 10
+    assert truncate("x" * 25, 10) == "x" * 10 + "… (15 more characters)"
+    assert clean("y" * 1_000_000, 100).startswith("y" * 100 + "… (999,900 more")
