@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from gen_tui.app.headless import format_duration
+from gen_tui.backends.untrusted import one_line
 
 COLUMNS = ("host", "pid", "state", "elapsed", "datasets", "command")
 WIDTHS = {"pid": 7, "state": 12, "elapsed": 8}
 """Fixed widths where the text changes ("writing" -> "stopping 12s"); the rest fit content."""
+COMMAND_CHARS = 500
+"""The most of a command line the list shows (the confirmation dialogs show it whole)."""
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,18 @@ class RunRow:
     command: str
 
     def cells(self) -> tuple[str, ...]:
-        return (
-            self.host,
-            str(self.pid),
-            self.state,
-            format_duration(self.elapsed_s),
-            ", ".join(self.datasets) or "-",
-            self.command,
+        """The row's texts; a command line or dataset name is shown as the process has it,
+        but as one line, with control characters made visible."""
+        return tuple(
+            one_line(text, COMMAND_CHARS)
+            for text in (
+                self.host,
+                str(self.pid),
+                self.state,
+                format_duration(self.elapsed_s),
+                ", ".join(self.datasets) or "-",
+                self.command,
+            )
         )
 
 
@@ -68,9 +77,11 @@ class RunTable(DataTable[str]):
         for key, cells in wanted.items():
             old = self._shown.get(key)
             if old is None:
-                self.add_row(*cells, key=key)
+                # Text, not str: a str cell is read as Rich markup, and a command line
+                # holding "[/x]" would end the app.
+                self.add_row(*map(Text, cells), key=key)
             elif old != cells:
                 for column, (was, now) in zip(COLUMNS, zip(old, cells, strict=True), strict=True):
                     if was != now:
-                        self.update_cell(key, column, now)
+                        self.update_cell(key, column, Text(now))
             self._shown[key] = cells
