@@ -5,9 +5,12 @@ Why these choices:
 - Targets are what people type: an `~/.ssh/config` alias or `user@host[:port]`. asyncssh
   reads `~/.ssh/config` (HostName, Port, User, IdentityFile, ProxyJump, UserKnownHostsFile),
   the agent and `~/.ssh/known_hosts` by default, so gen-tui connects wherever `ssh` does.
-- Host keys are always verified. There is no accept-new and never `known_hosts=None`: an
-  unknown or changed key refuses with a message that shows the fingerprint the server
-  presented and the exact command to trust it after checking that fingerprint.
+- Host keys are always verified. There is no accept-new and never `known_hosts=None`, not
+  even where `~/.ssh/config` says `UserKnownHostsFile none` (asyncssh would then verify
+  nothing; gen-tui checks against `~/.ssh/known_hosts`). An unknown or changed key refuses
+  with a message that names the real host and port behind an alias, shows the fingerprint
+  the server presented (and, when changed, the one on file) and the exact command to trust
+  it after checking that fingerprint.
 - Keepalive every 2 s, 3 misses: a dead link (a pulled cable, a frozen box) is noticed within
   about 8 s instead of the TCP timeout's minutes; the panel can say "disconnected" promptly.
 - asyncssh has no reconnect, so :class:`SSHConnection` watches the connection close and
@@ -136,32 +139,41 @@ class _Resolved:
     port: int
     user: str
     known_hosts: tuple[str, ...]
+    unchecked_in_config: bool = False
+    """`~/.ssh/config` says `UserKnownHostsFile none` for this host: asyncssh would then
+    skip verification, so gen-tui checks against `~/.ssh/known_hosts` instead."""
 
 
 def _resolve(target: Target, options: SSHOptions) -> _Resolved:
-    """Host, port, user and known_hosts files after `~/.ssh/config`, for messages."""
-    kwargs: dict[str, object] = {"host": target.host}
+    """Host, port, user and known_hosts files after `~/.ssh/config` (or the given files).
+
+    `config=()` is asyncssh's "the default ~/.ssh/config"; its options class reads no
+    config at all when the argument is left out, which named an alias's host and port wrong.
+    """
+    kwargs: dict[str, object] = {"host": target.host, "config": ()}
     if target.port is not None:
         kwargs["port"] = target.port
     if target.user is not None:
         kwargs["username"] = target.user
     if options.config_files is not None:
         kwargs["config"] = list(options.config_files)
+    unchecked = False
     try:
         resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]
         host, port, user = str(resolved.host), int(resolved.port), str(resolved.username)
         files = resolved.known_hosts
+        unchecked = files is None
     except (OSError, asyncssh.Error, ValueError):
         host, port, user, files = target.host, target.port or 22, target.user or "?", None
     if options.known_hosts is not None:
-        known: tuple[str, ...] = (options.known_hosts,)
-    elif isinstance(files, str):
-        known = (files,)
+        return _Resolved(host, port, user, (options.known_hosts,))
+    if isinstance(files, str):
+        known: tuple[str, ...] = (files,)
     elif isinstance(files, list | tuple) and files:
         known = tuple(str(f) for f in files)
     else:
         known = (DEFAULT_KNOWN_HOSTS,)
-    return _Resolved(host, port, user, known)
+    return _Resolved(host, port, user, known, unchecked)
 
 
 def _host_pattern(host: str, port: int) -> str:
@@ -183,8 +195,8 @@ async def _presented_key(target: Target, resolved: _Resolved, options: SSHOption
     return key.get_fingerprint("sha256") if key is not None else None
 
 
-def _known_keys(resolved: _Resolved) -> list[str]:
-    """Paths among the known_hosts files that already hold some key for this host."""
+def _known_keys(resolved: _Resolved) -> list[tuple[str, list[str]]]:
+    """(path, fingerprints) for each known_hosts file that already holds keys for this host."""
     found = []
     for name in resolved.known_hosts:
         path = Path(name).expanduser()
@@ -195,36 +207,52 @@ def _known_keys(resolved: _Resolved) -> list[str]:
         except (OSError, asyncssh.Error, ValueError):
             continue
         if keys:
-            found.append(str(path))
+            found.append((str(path), [key.get_fingerprint("sha256") for key in keys]))
     return found
 
 
 async def host_key_error(target: Target, options: SSHOptions) -> HostKeyError:
     """Explain an unverifiable host key: unknown or changed, its fingerprint, how to trust it."""
-    resolved = _resolve(target, options)
+    resolved = await asyncio.to_thread(_resolve, target, options)
     fingerprint = await _presented_key(target, resolved, options)
     where = f"{resolved.host}:{resolved.port}"
+    if target.host != resolved.host:
+        where = f"{target.host} ({where})"
     file = resolved.known_hosts[0]
     port_flag = "" if resolved.port == 22 else f"-p {resolved.port} "
     keyscan = f"ssh-keyscan {port_flag}{resolved.host} >> {file}"
     shown = fingerprint or "(the server did not answer a second time)"
-    holders = _known_keys(resolved)
+    note = (
+        " (~/.ssh/config sets UserKnownHostsFile none for it: gen-tui verifies host keys "
+        f"anyway, against {file})"
+        if resolved.unchecked_in_config
+        else ""
+    )
+    holders = await asyncio.to_thread(_known_keys, resolved)
     if holders:
+        holder, known = holders[0]
         pattern = _host_pattern(resolved.host, resolved.port)
         return HostKeyError(
-            f"host key of {where} has CHANGED: the server presents {shown}, but "
-            f"{holders[0]} holds a different key for it. Refused: this can be an attack or a "
-            "reinstalled server. If you know why it changed, check the new fingerprint on the "
-            f"server (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then remove the old "
-            f"key with `ssh-keygen -R '{pattern}' -f {holders[0]}` and trust the new one with "
-            f"`{keyscan}`"
+            f"host key of {where} has CHANGED: possible attack. The server presents {shown}, "
+            f"but {holder} holds {', '.join(known)} for it. Refused: this can be an attack "
+            "or a reinstalled server. If you know why it changed, check the new fingerprint "
+            "on the server (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then remove the "
+            f"old key with `ssh-keygen -R '{pattern}' -f {holder}` and trust the new one with "
+            f"`{keyscan}`{note}"
         )
     return HostKeyError(
         f"host key of {where} is not known (no entry in {', '.join(resolved.known_hosts)}); "
         f"nothing was trusted. The server presents {shown}: check it on the server "
         "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then trust it with "
-        f"`{keyscan}` (or connect once with ssh and answer yes)"
+        f"`{keyscan}` (or connect once with ssh and answer yes){note}"
     )
+
+
+def _checked_known_hosts() -> object:
+    """What to verify against where the config switched verification off: the default
+    known_hosts file if there is one, else no trusted key at all (every key unknown)."""
+    path = Path(DEFAULT_KNOWN_HOSTS).expanduser()
+    return str(path) if path.is_file() else ([], [], [])
 
 
 async def connect(
@@ -237,6 +265,10 @@ async def connect(
         target = Target.parse(target)
     options = options or SSHOptions()
     kwargs = options.connect_kwargs(target)
+    if options.known_hosts is None:
+        resolved = await asyncio.to_thread(_resolve, target, options)
+        if resolved.unchecked_in_config:
+            kwargs["known_hosts"] = _checked_known_hosts()
     if client_factory is not None:
         kwargs["client_factory"] = client_factory
     try:
@@ -244,7 +276,7 @@ async def connect(
     except asyncssh.HostKeyNotVerifiable:
         raise await host_key_error(target, options) from None
     except asyncssh.PermissionDenied as exc:
-        resolved = _resolve(target, options)
+        resolved = await asyncio.to_thread(_resolve, target, options)
         raise AuthError(
             f"{resolved.user}@{resolved.host}:{resolved.port} refused every key offered "
             f"({exc.reason}); check IdentityFile in ~/.ssh/config, `ssh-add -l`, and the "

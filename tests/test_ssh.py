@@ -9,6 +9,7 @@ import re
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,55 @@ def with_kill(pid: int) -> None:
     """End a session process we froze (ours: a child of our own sshd)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+
+
+def _alias_config(sshd: Sshd, folder: Path, known_hosts_line: str) -> Path:
+    """An ~/.ssh/config alias for the test server, in a home folder of its own."""
+    config = folder / ".ssh" / "config"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f"Host boxalias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n"
+        f"  IdentityFile {sshd.client_key}\n  {known_hosts_line}\n"
+    )
+    return config
+
+
+def _fingerprint(public_key: Path) -> str:
+    return os.popen(f"ssh-keygen -lf {public_key}").read().split()[1]
+
+
+async def test_known_hosts_none_in_ssh_config_does_not_switch_verification_off(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: `UserKnownHostsFile none` in ~/.ssh/config made asyncssh accept any key."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _alias_config(sshd, tmp_path, "UserKnownHostsFile none")
+    options = SSHOptions(use_agent=False)  # ~/.ssh/config as found, like a user's
+    with pytest.raises(HostKeyError) as caught:
+        await connect("boxalias", options)
+    message = str(caught.value)
+    assert f"boxalias (127.0.0.1:{sshd.port})" in message and "is not known" in message
+    assert "UserKnownHostsFile none" in message
+    assert f"ssh-keyscan -p {sshd.port} 127.0.0.1 >> ~/.ssh/known_hosts" in message
+    # With the key in ~/.ssh/known_hosts, the same alias connects: verified, not skipped.
+    host_key = (sshd.host_key.parent / (sshd.host_key.name + ".pub")).read_text()
+    (tmp_path / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{sshd.port} {host_key}")
+    conn = await connect("boxalias", options)
+    conn.close()
+
+
+async def test_a_changed_key_behind_an_alias_names_host_port_and_both_fingerprints(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    impostor = keygen(tmp_path / "impostor")
+    stale = tmp_path / "known_hosts.stale"
+    stale.write_text(f"[127.0.0.1]:{sshd.port} {impostor.with_suffix('.pub').read_text()}")
+    _alias_config(sshd, tmp_path, f"UserKnownHostsFile {stale}")
+    with pytest.raises(HostKeyError) as caught:
+        await connect("boxalias", SSHOptions(use_agent=False))
+    message = str(caught.value)
+    assert f"boxalias (127.0.0.1:{sshd.port}) has CHANGED: possible attack" in message
+    presented = _fingerprint(Path(f"{sshd.host_key}.pub"))
+    assert presented in message and _fingerprint(impostor.with_suffix(".pub")) in message
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}' -f {stale}" in message
