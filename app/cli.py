@@ -8,37 +8,43 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gen_tui.backends.budget import BudgetMode
-from gen_tui.backends.config import ConfigError, FileConfig, load_config
+from gen_tui.backends.config import (
+    SAMPLING_FLAGS,
+    ConfigError,
+    FileConfig,
+    load_config,
+    merge_run,
+)
 from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.prompts import DatasetNameError, discover_datasets
 from gen_tui.backends.run_config import (
-    DEFAULT_CONCURRENCY,
-    DISK_PROBE_S,
     DatasetSpec,
     EngineConfig,
     EngineError,
+    price_arg,
     queued_concurrency,
+)
+from gen_tui.backends.settings import (
+    DEFAULT_GRACE_S,
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_STALE_AFTER_S,
+    FieldSetting,
+    SettingError,
+    settings_of,
 )
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_ABORTED = 130
-DEFAULT_SERVER = "http://127.0.0.1:30000"
-DEFAULT_MAX_NEW_TOKENS = 4096
-
-
-class UsageError(Exception):
-    """A problem with what the user typed or configured."""
 
 
 def _count_arg(what: str):
@@ -54,6 +60,41 @@ def _count_arg(what: str):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"gen-tui: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
+    """One `gen-tui run` flag from its setting; None stands for "not given" (the config
+    file's value, then the field's default, apply)."""
+    flag = spelled.setting
+    kwargs: dict[str, Any] = {
+        "dest": spelled.name,
+        "help": spelled.help,
+        "default": None,
+        "metavar": flag.flag.lstrip("-").replace("-", "_").upper(),
+    }
+    if flag.count:
+        kwargs["type"] = _count_arg(flag.flag)
+    if flag.choices is not None:
+        kwargs["choices"] = flag.choices
+    kwargs.update(flag.flag_kwargs)
+    if kwargs.get("action") == "store_true" or flag.choices is not None:
+        del kwargs["metavar"]
+    if kwargs.get("type") is price_arg:
+        kwargs["type"] = _checked(price_arg)
+    group.add_argument(flag.flag, **kwargs)
+
+
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` with its SettingError shown by argparse as a usage error."""
+
+    @functools.wraps(parse)
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return wrapped
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace",
         dest="tui_grace",
         type=float,
-        default=30.0,
+        default=DEFAULT_GRACE_S,
         metavar="S",
-        help="seconds a killed run gets to drain before SIGKILL (default 30)",
+        help=f"seconds a killed run gets to drain before SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
     hosts.add_argument("--ssh-config", dest="tui_ssh_config", metavar="FILE", help="like ssh -F")
     hosts.add_argument(
@@ -106,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--stale-after",
         dest="tui_stale_after",
         type=float,
-        default=60.0,
+        default=DEFAULT_STALE_AFTER_S,
         metavar="S",
-        help="mark a running dataset stale after this many seconds without a record (default 60)",
+        help="mark a running dataset stale after this many seconds without a record "
+        f"(default {DEFAULT_STALE_AFTER_S:g})",
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser(
@@ -116,49 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate data headless (what runs on the GPU box)",
         description="Send each dataset's prompts to the server and stop at its token budget.",
     )
-    src = run.add_argument_group("datasets")
+    groups = {
+        "datasets": run.add_argument_group("datasets"),
+        "server": run.add_argument_group("server"),
+        "sampling": run.add_argument_group("sampling"),
+        "budgets": run.add_argument_group("budgets (numbers accept 10M, 2.5e6, 500k, 10_000_000)"),
+    }
+    src = groups["datasets"]
     src.add_argument("--config", type=Path, help="TOML run config (flags override it)")
     src.add_argument("--prompts-dir", type=Path, help="each NAME.jsonl in DIR is dataset NAME")
     src.add_argument("--datasets", help="comma-separated subset of dataset names, in order")
-    src.add_argument("--output-dir", type=Path, help="dataset folders go here (default ./output)")
-    srv = run.add_argument_group("server")
-    srv.add_argument(
-        "--server-url",
-        action="append",
-        help=f"SGLang server or router URL; repeat to use several (default {DEFAULT_SERVER})",
-    )
-    srv.add_argument(
-        "--api",
-        choices=["sglang", "openai"],
-        help="sglang: native /generate (default); openai: /v1/chat/completions (OpenRouter, "
-        "vLLM, SGLang /v1)",
-    )
-    srv.add_argument("--model", help="model name for --api openai")
-    srv.add_argument(
-        "--api-key-env",
-        help="environment variable holding the API key (default OPENROUTER_API_KEY, then "
-        "OPENAI_API_KEY); keys are never taken on the command line",
-    )
-    srv.add_argument(
-        "--price",
-        help="IN,OUT dollars per million tokens, when the server does not report usage.cost",
-    )
-    srv.add_argument("--tokenizer", help="tokenizer directory of the served model")
-    srv.add_argument(
-        "--concurrency",
-        type=_count_arg("--concurrency"),
-        help=f"requests in flight across all datasets (default {DEFAULT_CONCURRENCY})",
-    )
-    srv.add_argument(
-        "--parallel-datasets",
-        type=_count_arg("--parallel-datasets"),
-        help="datasets sharing the slots at once (default 1: in order, the next one filling "
-        "the slots the previous leaves free)",
-    )
-    srv.add_argument("--stream", action="store_true", default=None, help="use SSE streaming")
-    srv.add_argument("--max-retries", type=int, help="attempts per sample on errors (default 6)")
-    srv.add_argument("--request-timeout", type=float, help="seconds per request (default 3600)")
-    smp = run.add_argument_group("sampling")
+    for spelled in settings_of(EngineConfig):
+        _add_setting(groups[spelled.setting.group], spelled)
+    smp = groups["sampling"]
     smp.add_argument(
         "--max-new-tokens",
         type=_count_arg("--max-new-tokens"),
@@ -166,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     smp.add_argument("--temperature", type=float)
     smp.add_argument("--top-p", type=float)
-    bud = run.add_argument_group("budgets (numbers accept 10M, 2.5e6, 500k, 10_000_000)")
+    bud = groups["budgets"]
     bud.add_argument(
         "--max-tokens-per-dataset",
         "--token-budget",
@@ -176,30 +188,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bud.add_argument(
         "--max-samples", type=_count_arg("--max-samples"), help="stop each dataset at N records"
-    )
-    bud.add_argument(
-        "--max-total-tokens",
-        type=_count_arg("--max-total-tokens"),
-        help="a budget across the selected datasets, shared by weight (equal by default); a "
-        "dataset that runs out of prompts hands its share to the others",
-    )
-    bud.add_argument(
-        "--max-cost", type=float, help="stop dispatching once this many dollars are spent"
-    )
-    bud.add_argument(
-        "--budget-mode",
-        choices=[mode.value for mode in BudgetMode],
-        help="drain: seed behaviour; predictive (default): ends at or just past the budget; "
-        "strict: never past it",
-    )
-    bud.add_argument(
-        "--grace", type=float, help="seconds to drain in-flight requests on SIGTERM (default 30)"
-    )
-    bud.add_argument(
-        "--disk-probe",
-        type=float,
-        help="while the disk is full, seconds between tries to write the answers held in "
-        "memory (default 5); dispatch waits meanwhile",
     )
     run.add_argument(
         "--demo",
@@ -214,113 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _select(available: dict[str, Any], wanted: str | None) -> list[str]:
-    if not wanted:
-        return list(available)
-    names = [name.strip() for name in wanted.split(",") if name.strip()]
-    unknown = [name for name in names if name not in available]
-    if unknown:
-        known = ", ".join(available) or "none"
-        raise UsageError(f"unknown dataset(s) {', '.join(unknown)} (known: {known})")
-    return names
+RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_FLAGS)
+"""The `gen-tui run` values besides the engine settings that the merge takes."""
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """Merge flags over the config file over defaults into an :class:`EngineConfig`."""
     file = load_config(args.config) if args.config else FileConfig(path=Path("."))
-    run = file.run
-
-    def pick(flag: Any, key: str, default: Any) -> Any:
-        if flag is not None:
-            return flag
-        return run.get(key, default)
-
-    entries: dict[str, DatasetSpec] = {}
-    prompts_dir = args.prompts_dir or (Path(run["prompts_dir"]) if "prompts_dir" in run else None)
-    if prompts_dir is not None:
-        if not prompts_dir.is_dir():
-            raise UsageError(f"--prompts-dir {prompts_dir} is not a directory")
-        try:
-            found = discover_datasets(prompts_dir)
-        except DatasetNameError as exc:
-            raise UsageError(f"{prompts_dir}: {exc}") from None
-        if not found and not file.datasets:
-            raise UsageError(f"no *.jsonl prompt files in {prompts_dir}")
-        for name, path in found.items():
-            entries[name] = DatasetSpec(name, path)
-    for entry in file.datasets:
-        entries[entry.name] = DatasetSpec(
-            entry.name, entry.prompts, entry.max_tokens, entry.max_samples, entry.weight
-        )
-    if not entries:
-        raise UsageError("no datasets: give --prompts-dir DIR, or --config FILE with [[datasets]]")
-
-    default_tokens = pick(args.max_tokens, "max_tokens_per_dataset", None)
-    default_samples = pick(args.max_samples, "max_samples", None)
-    datasets = []
-    for name in _select(entries, args.datasets):
-        spec = entries[name]
-        max_tokens = (
-            args.max_tokens
-            if args.max_tokens is not None
-            else (spec.max_tokens if spec.max_tokens is not None else default_tokens)
-        )
-        max_samples = (
-            args.max_samples
-            if args.max_samples is not None
-            else (spec.max_samples if spec.max_samples is not None else default_samples)
-        )
-        datasets.append(DatasetSpec(name, spec.prompts, max_tokens, max_samples, spec.weight))
-
-    api = pick(args.api, "api", "sglang")
-    tokenizer = pick(args.tokenizer, "tokenizer", None)
-    if not tokenizer and api == "sglang":
-        raise UsageError("no tokenizer: give --tokenizer DIR (the served model's tokenizer)")
-    price = pick(args.price, "price_per_million", None)
-    if isinstance(price, str):
-        try:
-            price = tuple(float(part) for part in price.split(","))
-        except ValueError:
-            price = ()
-        if len(price) != 2:
-            raise UsageError(f"--price {args.price!r}: expected IN,OUT dollars per million")
-    sampling = dict(file.sampling)
-    sampling.setdefault("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
-    if args.max_new_tokens is not None:
-        sampling["max_new_tokens"] = args.max_new_tokens
-    if args.temperature is not None:
-        sampling["temperature"] = args.temperature
-    if args.top_p is not None:
-        sampling["top_p"] = args.top_p
-    if sampling["max_new_tokens"] < 1:
-        raise UsageError("--max-new-tokens must be at least 1")
-    concurrency = pick(args.concurrency, "concurrency", DEFAULT_CONCURRENCY)
-    if concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
-    disk_probe = float(pick(args.disk_probe, "disk_probe", DISK_PROBE_S))
-    if not disk_probe > 0:
-        raise UsageError("--disk-probe must be a positive number of seconds")
-    return EngineConfig(
-        datasets=datasets,
-        server_urls=args.server_url or run.get("server_urls") or [DEFAULT_SERVER],
-        tokenizer=str(tokenizer) if tokenizer else "",
-        output_dir=Path(pick(args.output_dir, "output_dir", "output")),
-        concurrency=concurrency,
-        sampling=sampling,
-        budget_mode=BudgetMode(pick(args.budget_mode, "budget_mode", BudgetMode.PREDICTIVE)),
-        stream=bool(pick(args.stream, "stream", False)),
-        max_retries=int(pick(args.max_retries, "max_retries", 6)),
-        request_timeout_s=float(pick(args.request_timeout, "request_timeout", 3600.0)),
-        grace_s=float(pick(args.grace, "grace", 30.0)),
-        disk_probe_s=disk_probe,
-        parallel_datasets=max(1, pick(args.parallel_datasets, "parallel_datasets", 1)),
-        max_total_tokens=pick(args.max_total_tokens, "max_total_tokens", None),
-        api=api,
-        model=pick(args.model, "model", None),
-        api_key_env=pick(args.api_key_env, "api_key_env", None),
-        price_per_million=tuple(price) if price else None,
-        max_cost=pick(args.max_cost, "max_cost", None),
-    )
+    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
+    return merge_run(file, {name: getattr(args, name) for name in names})
 
 
 async def run_engine(config: EngineConfig, plain: bool = False) -> int:
@@ -374,8 +264,11 @@ async def run_demo(args: argparse.Namespace) -> int:
             output_dir=output,
             concurrency=args.concurrency or queued_concurrency(sim_config.slots),
             sampling={"max_new_tokens": 16384, "temperature": 0.7},
-            budget_mode=BudgetMode(args.budget_mode or BudgetMode.PREDICTIVE),
-            grace_s=args.grace if args.grace is not None else 30.0,
+            **{
+                name: value
+                for name in ("budget_mode", "grace_s")
+                if (value := getattr(args, name)) is not None
+            },
         )
         return await run_engine(config, plain=args.plain)
 
@@ -399,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.demo:
             return asyncio.run(run_demo(args))
         return asyncio.run(run_engine(engine_config(args), plain=args.plain))
-    except (UsageError, ConfigError, EngineError, CountError) as exc:
+    except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

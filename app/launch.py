@@ -52,10 +52,9 @@ def find_config(cwd: Path | None = None) -> Path | None:
 
 def config_source(path: Path) -> ConfigSource:
     """The engine config a TOML file describes, merged exactly as `gen-tui run` does."""
-    from gen_tui.app.cli import build_parser, engine_config
+    from gen_tui.backends.config import load_config, merge_run
 
-    args = build_parser().parse_args(["run", "--config", str(path)])
-    return ConfigSource(engine_config(args), path)
+    return ConfigSource(merge_run(load_config(path), {}), path)
 
 
 def _error(message: str) -> int:
@@ -106,7 +105,6 @@ def main(args: argparse.Namespace) -> int:
 
             print(START_HELP.format(user_dir=user_config_dir("gen-tui")), file=sys.stderr)
             return EXIT_USAGE
-    from gen_tui.app.cli import UsageError
     from gen_tui.backends.config import ConfigError, load_config
     from gen_tui.backends.counts import CountError
 
@@ -115,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         source = config_source(path)
         entries = load_config(path).hosts
-    except (UsageError, ConfigError, CountError, EngineError, ValueError) as exc:
+    except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
     config = source.config
     # The config's own datasets, followed live from their files (whoever writes them).

@@ -8,35 +8,22 @@ misspelt budget that is silently ignored is how a dataset runs 2.6x over.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.prompts import DatasetNameError, check_dataset_name
+from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.settings import DEFAULT_MAX_NEW_TOKENS, SettingError, settings_of
 
-RUN_KEYS = {
-    "server_urls": list,
-    "tokenizer": str,
-    "output_dir": str,
+RUN_SETTINGS = {spelled.setting.key: spelled.setting for spelled in settings_of(EngineConfig)}
+"""The `[run]` keys that are engine settings: type, checks and default live with the field."""
+RUN_KEYS: dict[str, Any] = {key: spelled.kinds for key, spelled in RUN_SETTINGS.items()} | {
     "prompts_dir": str,
-    "concurrency": (int, str),
-    "budget_mode": str,
     "max_tokens_per_dataset": (int, str),
     "max_samples": (int, str),
-    "max_total_tokens": (int, str),
-    "parallel_datasets": int,
-    "api": str,
-    "model": str,
-    "api_key_env": str,
-    "price_per_million": list,
-    "max_cost": (int, float),
-    "stream": bool,
-    "grace": (int, float),
-    "disk_probe": (int, float),
-    "max_retries": int,
-    "request_timeout": (int, float),
 }
 SAMPLING_KEYS = {
     "max_new_tokens": (int, str),
@@ -167,28 +154,26 @@ def load_config(path: Path) -> FileConfig:
     config = FileConfig(path=path)
     config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
     config.sampling = dict(_check_table(path, "sampling", data.get("sampling", {}), SAMPLING_KEYS))
-    for key in ("concurrency", "max_tokens_per_dataset", "max_samples", "max_total_tokens"):
+    for key, value in config.run.items():
+        if key in RUN_SETTINGS:
+            try:
+                config.run[key] = RUN_SETTINGS[key].convert(value, f"run.{key}")
+            except SettingError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+    for key in ("max_tokens_per_dataset", "max_samples"):
         if key in config.run:
             config.run[key] = count(path, f"run.{key}", config.run[key])
     if "max_new_tokens" in config.sampling:
         config.sampling["max_new_tokens"] = count(
             path, "sampling.max_new_tokens", config.sampling["max_new_tokens"]
         )
-    if config.run.get("api", "sglang") not in ("sglang", "openai"):
-        raise ConfigError(f"{path}: run.api {config.run['api']!r} is not one of sglang, openai")
     price = config.run.get("price_per_million")
-    if price is not None and (
-        len(price) != 2 or not all(isinstance(p, int | float) and p >= 0 for p in price)
-    ):
-        raise ConfigError(f"{path}: run.price_per_million must be [input, output] dollars")
-    if "budget_mode" in config.run:
-        try:
-            BudgetMode(config.run["budget_mode"])
-        except ValueError:
-            modes = ", ".join(m.value for m in BudgetMode)
-            raise ConfigError(
-                f"{path}: run.budget_mode {config.run['budget_mode']!r} is not one of {modes}"
-            ) from None
+    if price is not None:
+        if len(price) != 2 or not all(
+            isinstance(p, int | float) and not isinstance(p, bool) and p >= 0 for p in price
+        ):
+            raise ConfigError(f"{path}: run.price_per_million must be [input, output] dollars")
+        config.run["price_per_million"] = (float(price[0]), float(price[1]))
     base = path.parent
     for key in ("output_dir", "prompts_dir"):
         if key in config.run:
@@ -259,3 +244,81 @@ def _hosts(path: Path, hosts: Any) -> list[HostEntry]:
     if len({host.name for host in out}) != len(out):
         raise ConfigError(f"{path}: two hosts share a name")
     return out
+
+
+SAMPLING_FLAGS = ("max_new_tokens", "temperature", "top_p")
+"""The sampling parameters `gen-tui run` takes as flags (the rest come from [sampling])."""
+
+
+def _select(available: dict[str, Any], wanted: str | None) -> list[str]:
+    if not wanted:
+        return list(available)
+    names = [name.strip() for name in wanted.split(",") if name.strip()]
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        known = ", ".join(available) or "none"
+        raise EngineError(f"unknown dataset(s) {', '.join(unknown)} (known: {known})")
+    return names
+
+
+def _datasets(file: FileConfig, flags: Mapping[str, Any]) -> list[DatasetSpec]:
+    """The selected datasets, each with its budget: the flag's, else its own, else the
+    file's `[run]` one."""
+    run = file.run
+    entries: dict[str, DatasetSpec] = {}
+    prompts_dir = flags.get("prompts_dir") or (
+        Path(run["prompts_dir"]) if "prompts_dir" in run else None
+    )
+    if prompts_dir is not None:
+        if not prompts_dir.is_dir():
+            raise EngineError(f"--prompts-dir {prompts_dir} is not a directory")
+        try:
+            found = discover_datasets(prompts_dir)
+        except DatasetNameError as exc:
+            raise EngineError(f"{prompts_dir}: {exc}") from None
+        if not found and not file.datasets:
+            raise EngineError(f"no *.jsonl prompt files in {prompts_dir}")
+        for name, path in found.items():
+            entries[name] = DatasetSpec(name, path)
+    for entry in file.datasets:
+        entries[entry.name] = DatasetSpec(
+            entry.name, entry.prompts, entry.max_tokens, entry.max_samples, entry.weight
+        )
+    if not entries:
+        raise EngineError("no datasets: give --prompts-dir DIR, or --config FILE with [[datasets]]")
+
+    def first(*values: int | None) -> int | None:
+        return next((value for value in values if value is not None), None)
+
+    return [
+        DatasetSpec(
+            name,
+            entries[name].prompts,
+            first(
+                flags.get("max_tokens"), entries[name].max_tokens, run.get("max_tokens_per_dataset")
+            ),
+            first(flags.get("max_samples"), entries[name].max_samples, run.get("max_samples")),
+            entries[name].weight,
+        )
+        for name in _select(entries, flags.get("datasets"))
+    ]
+
+
+def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
+    """The run `file` describes with `flags` over it (None: not given); the defaults are
+    :class:`EngineConfig`'s own. Raise :class:`EngineError` with a line for the user."""
+    values: dict[str, Any] = {}
+    for spelled in settings_of(EngineConfig):
+        value = flags.get(spelled.name)
+        if value is None:
+            value = file.run.get(spelled.setting.key)
+        if value is not None:
+            values[spelled.name] = value
+    if not values.get("tokenizer") and values.get("api", "sglang") == "sglang":
+        raise EngineError("no tokenizer: give --tokenizer DIR (the served model's tokenizer)")
+    sampling = dict(file.sampling)
+    sampling.setdefault("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+    sampling.update({name: flags[name] for name in SAMPLING_FLAGS if flags.get(name) is not None})
+    if sampling["max_new_tokens"] < 1:
+        raise EngineError("--max-new-tokens must be at least 1")
+    return EngineConfig(datasets=_datasets(file, flags), sampling=sampling, **values)

@@ -13,8 +13,16 @@ from typing import Any
 
 from gen_tui.backends.budget import BudgetMode, share_total
 from gen_tui.backends.prompts import check_dataset_name
+from gen_tui.backends.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE_S,
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_SERVER,
+    SettingError,
+    setting,
+    settings_of,
+)
 
-DEFAULT_CONCURRENCY = 64
 APIS = ("sglang", "openai")
 DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
 CREDIT_PROBE_S = 300.0
@@ -23,6 +31,17 @@ DISK_PROBE_S = 5.0
 
 class EngineError(Exception):
     """A problem that stops the run before or while it starts; the message is for the user."""
+
+
+def price_arg(text: str) -> tuple[float, float]:
+    """`--price IN,OUT`: dollars per million input and output tokens."""
+    try:
+        price = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        price = ()
+    if len(price) != 2 or min(price) < 0:
+        raise SettingError(f"--price {text!r}: expected IN,OUT dollars per million")
+    return price  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -46,37 +65,179 @@ def queued_concurrency(running: int) -> int:
 
 @dataclass
 class EngineConfig:
+    """What one run is asked to do. The fields made with :func:`setting` are the run's
+    settings: the `[run]` keys of a config file and the flags of `gen-tui run`, with their
+    defaults here and nowhere else."""
+
     datasets: list[DatasetSpec]
-    server_urls: list[str]
-    tokenizer: str
-    output_dir: Path
-    concurrency: int = DEFAULT_CONCURRENCY
-    sampling: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 4096})
-    budget_mode: BudgetMode = BudgetMode.PREDICTIVE
-    stream: bool = False
-    max_retries: int = 6
-    request_timeout_s: float = 3600.0
-    grace_s: float = 30.0
+    server_urls: list[str] = setting(
+        default_factory=lambda: [DEFAULT_SERVER],
+        key="server_urls",
+        flag="--server-url",
+        kinds=(list,),
+        help="SGLang server or router URL; repeat to use several",
+        flag_kwargs={"action": "append", "metavar": "URL"},
+    )
+    tokenizer: str = setting(
+        "",
+        key="tokenizer",
+        flag="--tokenizer",
+        kinds=(str,),
+        help="tokenizer directory of the served model",
+    )
+    output_dir: Path = setting(
+        Path("output"),
+        key="output_dir",
+        group="datasets",
+        flag="--output-dir",
+        kinds=(str,),
+        help="dataset folders go here",
+        flag_kwargs={"type": Path},
+    )
+    concurrency: int = setting(
+        DEFAULT_CONCURRENCY,
+        key="concurrency",
+        flag="--concurrency",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="requests in flight across all datasets",
+    )
+    sampling: dict[str, Any] = field(
+        default_factory=lambda: {"max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+    )
+    budget_mode: BudgetMode = setting(
+        BudgetMode.PREDICTIVE,
+        key="budget_mode",
+        group="budgets",
+        flag="--budget-mode",
+        kinds=(str,),
+        choices=tuple(mode.value for mode in BudgetMode),
+        help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
+        "never past it",
+    )
+    stream: bool = setting(
+        False,
+        key="stream",
+        flag="--stream",
+        kinds=(bool,),
+        help="use SSE streaming",
+        flag_kwargs={"action": "store_true", "default": None},
+    )
+    max_retries: int = setting(
+        6,
+        key="max_retries",
+        flag="--max-retries",
+        kinds=(int,),
+        minimum=0,
+        help="attempts per sample on errors",
+        flag_kwargs={"type": int},
+    )
+    request_timeout_s: float = setting(
+        3600.0,
+        key="request_timeout",
+        flag="--request-timeout",
+        kinds=(int, float),
+        above=0,
+        help="seconds per request",
+        flag_kwargs={"type": float},
+    )
+    grace_s: float = setting(
+        DEFAULT_GRACE_S,
+        key="grace",
+        group="budgets",
+        flag="--grace",
+        kinds=(int, float),
+        minimum=0,
+        help="seconds to drain in-flight requests on SIGTERM",
+        flag_kwargs={"type": float},
+    )
     lookahead: int | None = None
-    parallel_datasets: int = 1
-    max_total_tokens: int | None = None
-    api: str = "sglang"
-    model: str | None = None
-    api_key_env: str | None = None
-    price_per_million: tuple[float, float] | None = None
-    max_cost: float | None = None
+    parallel_datasets: int = setting(
+        1,
+        key="parallel_datasets",
+        flag="--parallel-datasets",
+        kinds=(int,),
+        count=True,
+        minimum=1,
+        help="datasets sharing the slots at once; with 1 they run in order, the next one "
+        "filling the slots the previous leaves free",
+    )
+    max_total_tokens: int | None = setting(
+        None,
+        key="max_total_tokens",
+        group="budgets",
+        flag="--max-total-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="a budget across the selected datasets, shared by weight (equal by default); a "
+        "dataset that runs out of prompts hands its share to the others",
+    )
+    api: str = setting(
+        "sglang",
+        key="api",
+        flag="--api",
+        kinds=(str,),
+        choices=APIS,
+        help="sglang: native /generate; openai: /v1/chat/completions (OpenRouter, vLLM, "
+        "SGLang /v1)",
+    )
+    model: str | None = setting(
+        None, key="model", flag="--model", kinds=(str,), help="model name for --api openai"
+    )
+    api_key_env: str | None = setting(
+        None,
+        key="api_key_env",
+        flag="--api-key-env",
+        kinds=(str,),
+        help="environment variable holding the API key (default OPENROUTER_API_KEY, then "
+        "OPENAI_API_KEY); keys are never taken on the command line",
+    )
+    price_per_million: tuple[float, float] | None = setting(
+        None,
+        key="price_per_million",
+        flag="--price",
+        kinds=(list,),
+        help="IN,OUT dollars per million tokens, when the server does not report usage.cost",
+        flag_kwargs={"type": price_arg, "metavar": "IN,OUT"},
+    )
+    max_cost: float | None = setting(
+        None,
+        key="max_cost",
+        group="budgets",
+        flag="--max-cost",
+        kinds=(int, float),
+        minimum=0,
+        help="stop dispatching once this many dollars are spent",
+        flag_kwargs={"type": float},
+    )
     credit_probe_s: float = CREDIT_PROBE_S
-    disk_probe_s: float = DISK_PROBE_S
-    """Seconds between tries to write the answers held while the disk is full."""
+    disk_probe_s: float = setting(
+        DISK_PROBE_S,
+        key="disk_probe",
+        group="budgets",
+        flag="--disk-probe",
+        kinds=(int, float),
+        above=0,
+        help="while the disk is full, seconds between tries to write the answers held in "
+        "memory; dispatch waits meanwhile",
+        flag_kwargs={"type": float},
+    )
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        for spelled in settings_of(EngineConfig):
+            value = getattr(self, spelled.name)
+            if value is not None and value is not spelled.default:
+                try:
+                    spelled.setting.convert(value)
+                except SettingError as exc:
+                    raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
         self.output_dir = Path(self.output_dir)
-        if self.api not in APIS:
-            raise EngineError(f"unknown api {self.api!r} (known: {', '.join(APIS)})")
 
     def planned_budgets(self) -> dict[str, int | None]:
         """Each dataset's token budget as a run starts: its own, or its share of the total
@@ -95,7 +256,7 @@ class EngineConfig:
 
     @property
     def max_new_tokens(self) -> int:
-        return int(self.sampling.get("max_new_tokens", 128))
+        return int(self.sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
 
 
 def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:

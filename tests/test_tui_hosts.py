@@ -119,7 +119,8 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             await pilot.pause(1.2)
             table = screen.query_one(RunTable)
             rows = {
-                str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)
+                str(table.get_row_at(i)[1]): [str(cell) for cell in table.get_row_at(i)]
+                for i in range(table.row_count)
             }
             assert {str(first.pid), str(second.pid)} <= set(rows)
             assert rows[str(first.pid)][2] == "ended" and rows[str(first.pid)][4] == "B2"
