@@ -21,6 +21,7 @@ from rich.text import Text
 from gen_tui.backends.budget import overshoot
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.untrusted import one_line
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
 
@@ -139,6 +140,10 @@ class HeadlessDisplay:
             self._live = None
 
     def event(self, level: str, message: str) -> None:
+        """One log line. Messages quote servers, files and processes, so they are shown as
+        one line with control characters made visible: no escape reaches the terminal and
+        no newline forges a line of the log."""
+        message = one_line(message)
         stamp = time.strftime("%H:%M:%S")
         if self.live_mode:
             self.console.print(Text(f"{stamp} {message}", style=_LEVEL_STYLE.get(level, "")))

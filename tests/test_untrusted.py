@@ -31,3 +31,19 @@ def test_size_is_bounded_and_the_cut_said() -> None:
     assert truncate("x" * 10, 10) == "x" * 10
     assert truncate("x" * 25, 10) == "x" * 10 + "… (15 more characters)"
     assert clean("y" * 1_000_000, 100).startswith("y" * 100 + "… (999,900 more")
+
+
+def test_the_headless_log_shows_a_hostile_server_message_as_one_plain_line() -> None:
+    import io
+
+    from gen_tui.app.headless import HeadlessDisplay
+
+    stream = io.StringIO()
+    display = HeadlessDisplay(stream)
+    display.event(
+        "warning", "model x not found\x1b]0;owned\x07\n12:00:00 info: all done" + "z" * 5000
+    )
+    (line,) = stream.getvalue().splitlines()
+    assert "\x1b" not in line and "\x07" not in line
+    assert "not found\ufffd]0;owned\ufffd 12:00:00 info: all done" in line
+    assert line.endswith("more characters)") and len(line) < 2200
