@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone: `./dev.sh demo` runs gen-tui on its embedded default,
-# `./dev.sh test` runs the checks. Both create ./.venv on first use.
+# `./dev.sh test` runs the checks. Both create ./.venv on first use, and install into it
+# only when pyproject.toml changed since the last install (an editable install follows the
+# sources by itself), so a second launch starts at once.
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
@@ -11,22 +13,37 @@ venv() {
             echo "dev.sh: gen-tui needs Python 3.11 or newer (set PYTHON=python3.11)" >&2
             exit 1
         }
+        echo "dev.sh: creating .venv (first run only)" >&2
         "$PYTHON" -m venv .venv
     fi
+}
+
+# install EXTRAS: `pip install -e .[EXTRAS]` unless this very pyproject.toml was installed
+# with these extras already (a stamp in .venv records which).
+install() {
+    local want stamp=.venv/.gen-tui-installed
+    want="$1 $(cksum < pyproject.toml)"
+    if [ -f "$stamp" ] && grep -qxF "$want" "$stamp"; then
+        return 0
+    fi
+    echo "dev.sh: installing gen-tui${1:+[$1]} into .venv (once per pyproject.toml change)" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${1:+[$1]}"
+    echo "$want" >> "$stamp"
 }
 
 case "${1:-}" in
     demo)
         venv
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check .
+        install ""
         shift
         exec .venv/bin/gen-tui --demo "$@"
         ;;
     test)
         venv
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+        install test
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
+        .venv/bin/lint-imports
         shift
         exec .venv/bin/python -m pytest "$@"
         ;;
