@@ -28,7 +28,7 @@ from gen_tui.backends.sim.completion import (
     stop_candidates,
 )
 from gen_tui.backends.sim.config import FAULT_KINDS, SimConfig, cost, is_number
-from gen_tui.backends.sim.pipeline import DONE, Simulator, json_response, read_json, sse
+from gen_tui.backends.sim.pipeline import DONE, Frontend, Simulator, json_response, read_json, sse
 from gen_tui.backends.sim.slots import Job
 
 __all__ = ["OPENROUTER_KEEPALIVE", "OpenAIApi", "openai_error", "usage"]
@@ -183,21 +183,15 @@ class _ChatStream:
         return events
 
 
-class OpenAIApi:
+class OpenAIApi(Frontend):
     """`/v1/chat/completions` and `/v1/models`, on the simulator shared with /generate. The
     dataset (length profile) of a chat completion comes from the `X-Sim-Dataset` header."""
 
     fault_kinds = FAULT_KINDS
 
-    def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
-
     def add_routes(self, router: web.UrlDispatcher) -> None:
-        router.add_post("/v1/chat/completions", self.chat_completions)
+        router.add_post("/v1/chat/completions", self.answer)
         router.add_get("/v1/models", self.list_models)
-
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self.sim.serve(request, self)
 
     async def list_models(self, request: web.Request) -> web.Response:
         denied = self.authorize(request)

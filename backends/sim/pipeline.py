@@ -10,6 +10,7 @@ in through `Frontend`, the request it parsed through `Order`, and its stream wor
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -94,26 +95,37 @@ class Order(Protocol):
         ...
 
 
-class Frontend(Protocol):
-    """One API on the simulator: which faults it can see, its refusals and how it parses."""
+class Frontend(abc.ABC):
+    """One API on the simulator: its routes, which faults it can see, its refusals and how it
+    parses and words; `answer` is the handler of its generation endpoint."""
 
     fault_kinds: tuple[str, ...]
 
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    @abc.abstractmethod
+    def add_routes(self, router: web.UrlDispatcher) -> None: ...
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        """Handle a generation request through the shared pipeline."""
+        return await self.sim.serve(request, self)
+
     def authorize(self, request: web.Request) -> web.Response | None:
         """The refusal of a request without valid credentials; None to let it through."""
-        ...
+        return None
 
+    @abc.abstractmethod
     async def parse(self, request: web.Request) -> Order:
         """Read and validate a request; raise BadRequest with what the client should see."""
-        ...
 
+    @abc.abstractmethod
     def error(self, status: int, message: str) -> web.Response:
         """An error answer in this API's body shape."""
-        ...
 
     def limit_headers(self, config: SimConfig) -> dict[str, str]:
         """Rate-limit headers a 429 carries besides Retry-After."""
-        ...
+        return {}
 
 
 async def _write(response: web.StreamResponse, events: Iterable[bytes]) -> None:

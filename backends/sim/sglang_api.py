@@ -35,6 +35,7 @@ from gen_tui.backends.sim.config import (
 from gen_tui.backends.sim.pipeline import (
     DONE,
     MIDWAY_FAILURE,
+    Frontend,
     Simulator,
     json_response,
     read_json,
@@ -131,17 +132,14 @@ class _GenerateStream:
         return [DONE]
 
 
-class SglangApi:
+class SglangApi(Frontend):
     """The native endpoints, on the simulator they share with the OpenAI front-end."""
 
     fault_kinds = _GENERATE_FAULTS
 
-    def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
-
     def add_routes(self, router: web.UrlDispatcher) -> None:
-        router.add_post("/generate", self.generate)
-        router.add_put("/generate", self.generate)
+        router.add_post("/generate", self.answer)
+        router.add_put("/generate", self.answer)
         router.add_post("/abort_request", self.abort_request)
         router.add_get("/health", self.health)
         router.add_get("/health_generate", self.health)
@@ -151,14 +149,8 @@ class SglangApi:
 
     # ---- the pipeline's hooks ------------------------------------------------------------------
 
-    def authorize(self, _request: web.Request) -> web.Response | None:
-        return None  # SGLang's native API takes no credentials
-
     def error(self, status: int, message: str) -> web.Response:
         return error_response(status, message)
-
-    def limit_headers(self, _config: SimConfig) -> dict[str, str]:
-        return {}
 
     async def parse(self, request: web.Request) -> _Generate:
         if request.content_type != "application/json":
@@ -166,9 +158,6 @@ class SglangApi:
         return self._parse(await read_json(request))
 
     # ---- /generate -----------------------------------------------------------------------------
-
-    async def generate(self, request: web.Request) -> web.StreamResponse:
-        return await self.sim.serve(request, self)
 
     def _parse(self, payload: object) -> _Generate:
         """Validate a /generate body the way SGLang does."""
