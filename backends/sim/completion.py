@@ -51,6 +51,9 @@ class BadRequest(Exception):
 
 @dataclass
 class Prompt:
+    """One prompt as either API asked for it: what the deterministic completion depends on
+    (`key`, `dataset`), its caps, its stop candidates and whether it is billed."""
+
     rid: str
     key: bytes
     prompt_tokens: int
@@ -62,6 +65,7 @@ class Prompt:
 
 
 def dataset_of(rid: str) -> str:
+    """The dataset a /generate rid names: its prefix up to the first `/` (none without one)."""
     return rid.split("/", 1)[0] if "/" in rid else ""
 
 
@@ -92,6 +96,7 @@ def count_text_tokens(text: str) -> int:
 
 
 def flag(params: Mapping[str, Any], name: str) -> bool:
+    """A boolean option of a request (false when absent); anything but a bool is a 400."""
     value = params.get(name, False)
     if not isinstance(value, bool):
         raise BadRequest(f"{name} must be true or false, got {value!r}")
@@ -99,6 +104,8 @@ def flag(params: Mapping[str, Any], name: str) -> bool:
 
 
 def detokenize(ids: list[int], leading_space: bool) -> str:
+    """The simulator's text for token ids: one word each; `leading_space` when the text
+    continues earlier frames of a stream."""
     text = " ".join([_WORDS[token % len(_WORDS)] for token in ids])
     return " " + text if leading_space and text else text
 

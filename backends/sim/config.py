@@ -272,6 +272,7 @@ _FAULT_FIELDS = frozenset(item.name for item in fields(Faults))
 
 
 def is_number(value: object) -> TypeGuard[int | float]:
+    """An int or float that is not a bool (JSON true is no number here)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -171,13 +171,13 @@ class _ChatStream:
         return [*events, self._chunk({"content": ""}, "error", error=error)]
 
     def closing(self) -> list[bytes]:
+        """The usage chunk, if asked and not already on the last chunk, then `[DONE]` (unless
+        the stream just ends, as from `transformers serve`)."""
         events = []
-        if self._include_usage and self._ending == "done":
+        if self._include_usage and self._ending in ("done", "usage_no_choices"):
             shown = usage(self._sim.config, self._job, self._produced)
-            events.append(sse({**self._head, "choices": [], "usage": shown}))
-        elif self._include_usage and self._ending == "usage_no_choices":
-            shown = usage(self._sim.config, self._job, self._produced)
-            events.append(sse({**self._head, "usage": shown}))
+            choices: dict[str, Any] = {"choices": []} if self._ending == "done" else {}
+            events.append(sse({**self._head, **choices, "usage": shown}))
         if self._ending != "none":
             events.append(DONE)
         return events

@@ -41,6 +41,7 @@ MIDWAY_FAILURE = "Simulated failure in the middle of generation"
 
 
 def json_response(payload: object, status: int = 200) -> web.Response:
+    """A JSON answer; every endpoint of both APIs answers through it."""
     return web.Response(body=orjson.dumps(payload), status=status, content_type="application/json")
 
 

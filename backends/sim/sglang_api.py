@@ -2,8 +2,8 @@
 `/abort_request`, the health checks and the info endpoints SGLang 0.5.x serves.
 
 It only reads requests and words answers the way SGLang does (validation messages, response
-and stream shapes, FINISH_ABORT, meta_info); queueing, pacing and faults are the shared
-pipeline's (`pipeline.Simulator.serve`).
+and stream shapes, meta_info, the error bodies); queueing, pacing, aborts and faults are the
+shared pipeline's (`pipeline.Simulator.serve`).
 """
 
 from __future__ import annotations
