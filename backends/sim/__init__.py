@@ -1,0 +1,41 @@
+"""A stand-in for an SGLang server: the native `/generate` protocol without a GPU.
+
+The demo, the tests and the benchmarks need a server that answers exactly like SGLang 0.5.x
+(validation, response and stream shapes, aborts, batch slots that queue and pace work) and that
+can be told to misbehave (5xx, 429, hangs, resets, torn bodies) on demand. Completions are
+deterministic per prompt, so a resumed or retried run can be checked against a straight one.
+
+It also speaks OpenAI's `POST /v1/chat/completions` (and `GET /v1/models`) on the same slots,
+completions and faults, with what OpenRouter and `transformers serve` add: bearer-key auth,
+`usage.cost`, 402 for credits, 429 with `X-RateLimit-Reset`, the mid-stream error chunk, and each
+stream ending seen in the wild (`SimConfig.openai_stream_end`).
+"""
+
+from gen_tui.backends.sim.cli import main
+from gen_tui.backends.sim.config import (
+    DEFAULT_MAX_NEW_TOKENS,
+    EOS_TOKEN_ID,
+    FAULT_KINDS,
+    OPENAI_STREAM_ENDS,
+    Faults,
+    LengthProfile,
+    SimConfig,
+    SimStats,
+    apply_config_patch,
+)
+from gen_tui.backends.sim.server import SimServer, create_app
+
+__all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
+    "EOS_TOKEN_ID",
+    "FAULT_KINDS",
+    "OPENAI_STREAM_ENDS",
+    "Faults",
+    "LengthProfile",
+    "SimConfig",
+    "SimServer",
+    "SimStats",
+    "apply_config_patch",
+    "create_app",
+    "main",
+]
