@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gen_tui.app.headless import format_duration
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.widgets.format import format_duration
 
 PANEL_WIDTH = 38
 """Narrowest column a panel gets; 80 columns hold two, 160 hold four."""

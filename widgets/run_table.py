@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from textual.widgets import DataTable
 
-from gen_tui.app.headless import format_duration
+from gen_tui.widgets.format import format_duration
 
 COLUMNS = ("host", "pid", "state", "elapsed", "datasets", "command")
 WIDTHS = {"pid": 7, "state": 12, "elapsed": 8}
