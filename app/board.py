@@ -78,7 +78,7 @@ def crossing_text(budget: int | None, tokens: int) -> str:
     return f"crossed {of} at {tokens:,} tokens"
 
 
-def describe(names: Sequence[str]) -> str:
+def names_title(names: Sequence[str]) -> str:
     """Dataset names for a title: a couple by name, more by count."""
     return ", ".join(names) if len(names) <= 2 else f"{len(names)} datasets"
 

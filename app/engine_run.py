@@ -1,7 +1,7 @@
 """An engine run hosted in the app: where its config comes from, and how the UI sees it.
 
 The engine runs in a worker thread under its own `asyncio.run`. That thread only swaps
-`Run.latest` (the snapshot coalescing) and posts messages; controls go the other way through
+`HostedRun.latest` (the snapshot coalescing) and posts messages; controls go the other way through
 `Engine.threadsafe`, queued until the engine exists.
 """
 
@@ -89,7 +89,7 @@ def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int 
 # ---- one in-process engine ----------------------------------------------------------------
 
 
-class Run:
+class HostedRun:
     """One engine hosted in a worker thread, as the UI sees it.
 
     Written from the engine thread: `latest` (a plain attribute swap, the snapshot
@@ -196,7 +196,7 @@ class Run:
 class BudgetAnnounced(Message):
     """A dataset crossed its budget or finished (engine thread -> UI)."""
 
-    def __init__(self, run: Run, event: BudgetEvent) -> None:
+    def __init__(self, run: HostedRun, event: BudgetEvent) -> None:
         super().__init__()
         self.run = run
         self.event = event
@@ -205,7 +205,7 @@ class BudgetAnnounced(Message):
 class EngineEvent(Message):
     """An engine event (level, message), posted from the engine thread."""
 
-    def __init__(self, run: Run, level: str, text: str) -> None:
+    def __init__(self, run: HostedRun, level: str, text: str) -> None:
         super().__init__()
         self.run = run
         self.level = level

@@ -2,7 +2,7 @@
 
 Threads: the engine (and, for the demo, the simulator) runs in a worker thread under its
 own `asyncio.run`; tokenization and file scans run in the engine's executor. The engine
-thread only stores its latest :class:`RunSnapshot` in an attribute (`Run.latest`) and posts
+thread only stores its latest :class:`RunSnapshot` in an attribute (`HostedRun.latest`) and posts
 events; a 4 Hz timer on the UI applies the latest snapshot inside `batch_update()`, so the
 refresh rate does not depend on the request rate. Control goes the other way through
 `Engine.threadsafe`. `transformers` is never imported on the UI thread.
@@ -38,12 +38,12 @@ from gen_tui.app.board import (
     Layout,
     StaleWatch,
     crossing_text,
-    describe,
     humanize,
+    names_title,
     panel_id,
     plan_layout,
 )
-from gen_tui.app.engine_run import BudgetAnnounced, ConfigSource, EngineEvent, Run, RunSource
+from gen_tui.app.engine_run import BudgetAnnounced, ConfigSource, EngineEvent, HostedRun, RunSource
 from gen_tui.app.headless import summary_line
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import (
@@ -174,8 +174,8 @@ class GenTuiApp(App[int]):
                     self.names.append(name)
         self.refresh_hz = refresh_hz
         self.stale = StaleWatch(stale_after_s)
-        self.runs: list[Run] = []
-        self.owner: dict[str, Run] = {}
+        self.runs: list[HostedRun] = []
+        self.owner: dict[str, HostedRun] = {}
         self.static: dict[str, PanelView] = {}
         self.static_run: RunSnapshot | None = None
         self.notice = source.notice if source else ""
@@ -332,11 +332,11 @@ class GenTuiApp(App[int]):
 
     def start_run(
         self, only: str | None = None, budget: tuple[int | None, int | None] | None = None
-    ) -> Run | None:
+    ) -> HostedRun | None:
         if self.source is None:
             self.notify("Nothing to start: no run is configured.", severity="warning")
             return None
-        run = Run(len(self.runs) + 1, self.source, only, budget)
+        run = HostedRun(len(self.runs) + 1, self.source, only, budget)
         self.runs.append(run)
         for name in run.names:
             self.owner[name] = run
@@ -348,14 +348,14 @@ class GenTuiApp(App[int]):
         return run
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="engine", name="engine")
-    def _host(self, run: Run) -> RunSnapshot:
+    def _host(self, run: HostedRun) -> RunSnapshot:
         """The worker: the engine (and whatever its source starts) under its own asyncio.run."""
         try:
             return asyncio.run(self._engine_main(run))
         finally:
             run.done.set()
 
-    async def _engine_main(self, run: Run) -> RunSnapshot:
+    async def _engine_main(self, run: HostedRun) -> RunSnapshot:
         from gen_tui.backends.engine import Engine  # aiohttp: off the UI's startup path
 
         async with AsyncExitStack() as stack:
@@ -371,7 +371,7 @@ class GenTuiApp(App[int]):
             run.attach(engine)
             return await task
 
-    def _engine_event(self, run: Run, level: str, text: str) -> None:
+    def _engine_event(self, run: HostedRun, level: str, text: str) -> None:
         """The engine's `on_event` (engine thread): hand it to the UI, never block."""
         self.post_message(EngineEvent(run, level, text))
 
@@ -429,7 +429,7 @@ class GenTuiApp(App[int]):
                     "in-flight requests aborted; their samples run again on resume"
                     if run.outcome == "aborted"
                     else "in-flight requests drained; everything completed is on disk",
-                    title=f"{describe(run.names)}: run {run.outcome}",
+                    title=f"{names_title(run.names)}: run {run.outcome}",
                     severity="warning" if run.outcome == "aborted" else "information",
                 )
             else:
@@ -622,7 +622,7 @@ class GenTuiApp(App[int]):
 
         self.push_screen(ResumeScreen(target), decided)
 
-    def active_runs(self) -> list[Run]:
+    def active_runs(self) -> list[HostedRun]:
         return [run for run in self.runs if run.active]
 
     # the periodic refresh
@@ -667,7 +667,7 @@ class GenTuiApp(App[int]):
                 panel.show(view)
             self.ui("#header", RunHeader).view = self.header_view(views, now)
 
-    def _calibrate(self, run: Run, now: float) -> None:
+    def _calibrate(self, run: HostedRun, now: float) -> None:
         if run.only is not None or run.latest is None or run.stop_at is not None:
             return
         if run.was_paused:  # a pause says nothing about the machine's speed
@@ -834,17 +834,17 @@ class GenTuiApp(App[int]):
             lambda ok: self._kill(run) if ok else None,
         )
 
-    def _kill(self, run: Run) -> None:
+    def _kill(self, run: HostedRun) -> None:
         if not run.active:
             return
         run.request_stop()
         self.notify(
             f"draining in-flight requests for up to {run.grace_s:g} s (k again aborts)",
-            title=f"stopping {describe(run.names)}",
+            title=f"stopping {names_title(run.names)}",
         )
         self.refresh_view()
 
-    def _abort(self, run: Run) -> None:
+    def _abort(self, run: HostedRun) -> None:
         if run.active:
             run.abort()
             self.refresh_view()
@@ -880,7 +880,7 @@ class GenTuiApp(App[int]):
         )
         self.push_screen(ResumeScreen(target), lambda budget: self._resume(target, budget))
 
-    def _backend(self, run: Run | None) -> str:
+    def _backend(self, run: HostedRun | None) -> str:
         """Which server the in-process engine sends a dataset to, for the resume modal."""
         engine = run.engine if run is not None else None
         config = engine.config if engine is not None else None
