@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Label
 
+from gen_tui.app.hosts import Kill, Resume, ResumeRun
 from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.backends.counts import format_count
 from gen_tui.widgets.key_line import KeyLine
@@ -139,7 +140,7 @@ class RunsScreen(Screen[None]):
                 f"{link.grace_s:g} s, then SIGKILL. Completed responses are kept.",
                 "Kill",
             ),
-            lambda ok: link.send("kill", identity) if ok else None,
+            lambda ok: link.send(Kill(identity)) if ok else None,
         )
 
     def action_resume(self) -> None:
@@ -167,7 +168,7 @@ class RunsScreen(Screen[None]):
 
         def decided(budget: int | None) -> None:
             if budget is not None:
-                link.send("resume_run", (run, budget))
+                link.send(ResumeRun(run, budget))
                 self.notify(f"starting pid {run.pid}'s command again to {format_count(budget)}")
 
         self.app.push_screen(ResumeScreen(target), decided)
@@ -187,7 +188,7 @@ class RunsScreen(Screen[None]):
         def decided(choice: tuple[str, int] | None) -> None:
             if choice is not None:
                 name, budget = choice
-                link.send("resume", (name, budget, None))
+                link.send(Resume(name, budget, None))
                 self.notify(f"starting {name} on {link.name} to {format_count(budget)}")
 
         self.app.push_screen(StartScreen(link.name, how), decided)

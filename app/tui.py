@@ -50,6 +50,9 @@ from gen_tui.app.hosts import (
     SHUTDOWN_GRACE_S,
     HostLink,
     HostSource,
+    Kill,
+    Resume,
+    Shutdown,
 )
 from gen_tui.app.screens import ConfirmScreen, HelpRow, HelpScreen, ResumeScreen, ResumeTarget
 from gen_tui.backends.counts import format_count
@@ -482,7 +485,7 @@ class GenTuiApp(App[int]):
     def stop_links(self) -> None:
         """Close every host link (runs the app started itself, as in the demo, are stopped)."""
         for link in self.links:
-            link.send("shutdown")
+            link.send(Shutdown())
 
     def link_for(self, name: str) -> HostLink | None:
         return self.remote.get(name)
@@ -586,8 +589,7 @@ class GenTuiApp(App[int]):
         )
 
     def _send_kill(self, link: HostLink, identity: RunIdentity, names: Sequence[str]) -> None:
-        link.busy = {**link.busy, **dict.fromkeys(names, "SIGTERM sent")}
-        link.send("kill", identity)
+        link.send(Kill(identity, tuple(names)))
         self.refresh_view()
 
     def _resume_remote(self, link: HostLink, name: str, view: PanelView) -> None:
@@ -616,8 +618,7 @@ class GenTuiApp(App[int]):
 
         def decided(budget: int | None) -> None:
             if budget is not None:
-                link.busy = {**link.busy, name: f"starting again to {format_count(budget)}"}
-                link.send("resume", (name, budget, target.max_samples))
+                link.send(Resume(name, budget, target.max_samples, mark_busy=True))
                 self.refresh_view()
 
         self.push_screen(ResumeScreen(target), decided)
