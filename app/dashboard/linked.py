@@ -51,6 +51,15 @@ class HostLinks(PanelSource):
         for link in self.links:
             link.send(Shutdown())
 
+    def idle_state(self, runs_here: bool) -> str:
+        """The header's state with nothing running: "watching" hosts, or "idle".
+
+        A config's own datasets are followed through a local link: that alone is not
+        watching, when this process can run them itself (`runs_here`).
+        """
+        watching = not runs_here or any(link.source.remote for link in self.links)
+        return "watching" if self.links and watching else "idle"
+
     def remote_hosts(self) -> tuple[tuple[str, str], ...]:
         """(name, state) of each host reached over SSH, for the header."""
         return tuple((link.name, link.state) for link in self.links if link.source.remote)

@@ -15,24 +15,19 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widget import Widget
-from textual.widgets import Input, Label, RichLog
+from textual.widgets import Input
 
-from gen_tui.app.board import Layout, panel_id, plan_layout
+from gen_tui.app.board import Layout, plan_layout
 from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, help_rows
 from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
 from gen_tui.app.dashboard.summary import header_view
 from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
-from gen_tui.widgets.header import RunHeader
-from gen_tui.widgets.key_line import KeyLine
-
-PARTS = ("header", "notice", "board", "panels", "events", "filter")
 
 
 class DashboardScreen(Screen[None]):
@@ -68,39 +63,18 @@ class DashboardScreen(Screen[None]):
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
-        self._parts: dict[str, Widget] = {}
+        self.parts: Parts | None = None
+        """The widgets, from mount on."""
 
     # layout
 
     def compose(self) -> ComposeResult:
-        # Layout classes are right from the start: every class change later restyles a
-        # whole subtree, which for eight panels costs a visible fraction of a second.
-        layout = self._layout = plan_layout(
-            self.app.size, len(self.names), extra_rows=1 if self.notice else 0
-        )
-        yield RunHeader(id="header")
-        notice = Label(self.notice, id="notice", markup=False)
-        notice.display = bool(self.notice)
-        yield notice
-        board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)
-        with board, Grid(id="panels", classes=layout.grid_classes):
-            for name in self.names:
-                yield DatasetPanel(name, id=panel_id(name))
-        log = RichLog(id="events", markup=False, wrap=False, max_lines=500)
-        log.can_focus = False
-        log.border_title = "events"
-        log.display = layout.log
-        yield log
-        bar = FilterBar(id="filter")
-        bar.display = False
-        yield bar
-        yield KeyLine()
+        self._layout = plan_layout(self.app.size, len(self.names), 1 if self.notice else 0)
+        yield from build(self.names, self.notice, self._layout)
 
     def on_mount(self) -> None:
         self._panels = list(self.query(DatasetPanel))
-        # Kept from mount on: a DOM query walks every node, and the 4 Hz refresh would pay
-        # for that many times a second.
-        self._parts = {part: self.query_one(f"#{part}") for part in PARTS}
+        self.parts = Parts.find(self)
         if self._panels:
             self._panels[0].focus()
         self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
@@ -110,24 +84,18 @@ class DashboardScreen(Screen[None]):
     def on_resize(self) -> None:
         self.relayout()
 
-    @property
-    def dashboard_up(self) -> bool:
-        """False until the dashboard is mounted and once it is going away.
+    def live_parts(self) -> Parts | None:
+        """The widgets; None until the dashboard is mounted and once it is going away.
 
         Timers and messages can still arrive while a test or a quit tears the screen down,
         before `on_unmount`: the header and the filter bar being attached is what counts.
         """
-        return (
-            bool(self._parts)
-            and not self.leaving
-            and all(self._parts[part].is_attached for part in ("header", "filter"))
-        )
+        parts = self.parts
+        return parts if parts is not None and not self.leaving and parts.attached else None
 
     @property
-    def filter_bar(self) -> FilterBar:
-        bar = self._parts["filter"]
-        assert isinstance(bar, FilterBar)
-        return bar
+    def dashboard_up(self) -> bool:
+        return self.live_parts() is not None
 
     def panels(self, visible_only: bool = False) -> list[DatasetPanel]:
         if visible_only:
@@ -136,20 +104,13 @@ class DashboardScreen(Screen[None]):
 
     def relayout(self) -> None:
         """Pick columns and panel size for the terminal (classes only: styles are in tcss)."""
-        if not self.dashboard_up:
+        if (parts := self.live_parts()) is None:
             return
-        extra = (1 if self.notice else 0) + (1 if self.filter_bar.display else 0)
+        extra = (1 if self.notice else 0) + (1 if parts.filter.display else 0)
         layout = plan_layout(self.app.size, len(self.panels(visible_only=True)), extra)
-        if layout == self._layout:
-            return
-        old, self._layout = self._layout, layout
-        if layout.grid_classes != old.grid_classes:
-            grid = self._parts["panels"]
-            grid.remove_class(*old.grid_classes.split())
-            grid.add_class(*layout.grid_classes.split())
-        if layout.board_classes != old.board_classes:
-            self._parts["board"].set_class(layout.log, "-with-log")
-        self._parts["events"].display = layout.log
+        if layout != self._layout:
+            old, self._layout = self._layout, layout
+            parts.relayout(old, layout)
 
     @property
     def columns(self) -> int:
@@ -157,13 +118,10 @@ class DashboardScreen(Screen[None]):
 
     def set_notice(self, text: str) -> None:
         self.notice = text
-        if not self.dashboard_up:
-            return
-        notice = self._parts["notice"]
-        assert isinstance(notice, Label)
-        notice.update(text)
-        notice.display = bool(text)
-        self.relayout()
+        if (parts := self.live_parts()) is not None:
+            parts.notice.update(text)
+            parts.notice.display = bool(text)
+            self.relayout()
 
     def run_started(self) -> None:
         """A run of this process started: the hint on how to start one has done its job."""
@@ -172,10 +130,8 @@ class DashboardScreen(Screen[None]):
 
     def write_event(self, line: str) -> None:
         """A line in the events pane (visible on tall terminals)."""
-        if self.dashboard_up:
-            log = self._parts["events"]
-            assert isinstance(log, RichLog)
-            log.write(line)
+        if (parts := self.live_parts()) is not None:
+            parts.events.write(line)
 
     # the periodic refresh
 
@@ -187,10 +143,10 @@ class DashboardScreen(Screen[None]):
         return PanelView()
 
     def refresh_view(self) -> None:
-        if not self.dashboard_up:
+        if (parts := self.live_parts()) is None:
             return
         if self.linked.links:
-            self._adopt_datasets()
+            self._adopt_datasets(parts)
         now, wall = time.monotonic(), time.time()
         notice = self.hosted.tick(now)
         if notice is not None:
@@ -202,35 +158,22 @@ class DashboardScreen(Screen[None]):
                 views[panel.dataset] = view
                 panel.show(view)
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
-            watching = self.hosted.source is None or any(
-                link.source.remote for link in self.linked.links
-            )
-            header = self._parts["header"]
-            assert isinstance(header, RunHeader)
-            header.view = header_view(
+            parts.header.view = header_view(
                 views,
                 activity,
                 quitting=self.quitting(),
-                idle="watching" if self.linked.links and watching else "idle",
-                filter_text=self.filter_bar.value,
+                idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
+                filter_text=parts.filter.value,
                 hosts=self.linked.remote_hosts(),
             )
 
-    def _adopt_datasets(self) -> None:
+    def _adopt_datasets(self, parts: Parts) -> None:
         """Give each dataset a link has found a panel (first come, first served by name)."""
-        new = []
-        for name in self.linked.adopt():
-            if name not in self.names:
-                self.names.append(name)
-                new.append(name)
+        new = [name for name in dict.fromkeys(self.linked.adopt()) if name not in self.names]
         if not new:
             return
-        panels = [DatasetPanel(name, id=panel_id(name)) for name in new]
-        self._parts["panels"].mount_all(panels)
-        self._panels += panels
-        needle = self.filter_bar.value.strip().lower()
-        for panel in panels:
-            panel.display = needle in panel.dataset.lower()
+        self.names += new
+        self._panels += parts.add_panels(new)
         if not isinstance(self.focused, DatasetPanel) and not isinstance(
             self.app.screen, ModalScreen
         ):
@@ -339,7 +282,7 @@ class DashboardScreen(Screen[None]):
     # filter and help
 
     def action_filter(self) -> None:
-        bar = self.filter_bar
+        bar = self._bar
         bar.display = True
         bar.focus()
         self.relayout()
@@ -351,14 +294,19 @@ class DashboardScreen(Screen[None]):
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         if not event.value:
-            self.filter_bar.display = False
+            self._bar.display = False
         self._focus_visible()
 
     @on(FilterBar.Cleared)
     def _filter_cleared(self) -> None:
-        self.filter_bar.display = False
+        self._bar.display = False
         self.apply_filter("")
         self._focus_visible()
+
+    @property
+    def _bar(self) -> FilterBar:
+        assert self.parts is not None  # filter keys and events come once it is mounted
+        return self.parts.filter
 
     def _focus_visible(self) -> None:
         visible = self.panels(visible_only=True)
