@@ -7,9 +7,11 @@ The engine runs in a worker thread under its own `asyncio.run`. That thread only
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -183,6 +185,34 @@ class HostedRun:
         if self.stop_at is None or not self.active:
             return None
         return self.grace_s - (now - self.stop_at)
+
+    def host(self, post: Callable[[Message], object]) -> RunSnapshot:
+        """The worker thread's body: the engine (and whatever its source starts) under its
+        own asyncio.run; events and budget crossings are posted (`post`) to the UI."""
+        try:
+            return asyncio.run(self._main(post))
+        finally:
+            self.done.set()
+
+    async def _main(self, post: Callable[[Message], object]) -> RunSnapshot:
+        from gen_tui.backends.engine import Engine  # aiohttp: off the UI's startup path
+
+        async with AsyncExitStack() as stack:
+            config = self.shape(await self.source.prepare(stack))
+            engine = Engine(
+                config,
+                on_snapshot=self.store,
+                on_event=functools.partial(self._event, post),
+                on_budget=lambda event: post(BudgetAnnounced(self, event)),
+            )
+            task = asyncio.create_task(engine.run())
+            await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
+            self.attach(engine)
+            return await task
+
+    def _event(self, post: Callable[[Message], object], level: str, text: str) -> None:
+        """The engine's `on_event` (engine thread): hand it to the UI, never block."""
+        post(EngineEvent(self, level, text))
 
     def dataset(self, name: str) -> DatasetSnapshot | None:
         if self.latest is None:

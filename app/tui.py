@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,12 +31,12 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
-from gen_tui.app.board import StaleWatch, humanize, names_title
+from gen_tui.app.board import StaleWatch, humanize
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
-from gen_tui.app.dashboard.sources import PanelSource
+from gen_tui.app.dashboard.sources import Note, PanelSource
 from gen_tui.app.engine_run import (
     BudgetAnnounced,
     ConfigSource,
@@ -47,11 +44,9 @@ from gen_tui.app.engine_run import (
     HostedRun,
     RunSource,
 )
-from gen_tui.app.headless import summary_line
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
 from gen_tui.app.screens import ConfirmScreen
-from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.snapshot import RunSnapshot
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
@@ -186,31 +181,7 @@ class GenTuiApp(App[int]):
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="engine", name="engine")
     def _host(self, run: HostedRun) -> RunSnapshot:
-        """The worker: the engine (and whatever its source starts) under its own asyncio.run."""
-        try:
-            return asyncio.run(self._engine_main(run))
-        finally:
-            run.done.set()
-
-    async def _engine_main(self, run: HostedRun) -> RunSnapshot:
-        from gen_tui.backends.engine import Engine  # aiohttp: off the UI's startup path
-
-        async with AsyncExitStack() as stack:
-            config = run.shape(await run.source.prepare(stack))
-            engine = Engine(
-                config,
-                on_snapshot=run.store,
-                on_event=functools.partial(self._engine_event, run),
-                on_budget=lambda event: self.post_message(BudgetAnnounced(run, event)),
-            )
-            task = asyncio.create_task(engine.run())
-            await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
-            run.attach(engine)
-            return await task
-
-    def _engine_event(self, run: HostedRun, level: str, text: str) -> None:
-        """The engine's `on_event` (engine thread): hand it to the UI, never block."""
-        self.post_message(EngineEvent(run, level, text))
+        return run.host(self.post_message)
 
     def on_engine_event(self, event: EngineEvent) -> None:
         text = humanize(event.text)
@@ -226,47 +197,27 @@ class GenTuiApp(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place where a run ends: success, engine error or a bug."""
-        run = next((r for r in self.runs if r.worker is event.worker), None)
+        worker = event.worker
+        run = next((r for r in self.runs if r.worker is worker), None)
         if run is None:
             if event.state is WorkerState.ERROR:
-                self.notify(f"{event.worker.error}", severity="error")
+                self.notify(f"{worker.error}", severity="error")
             return
-        if event.state is WorkerState.SUCCESS:
-            final = event.worker.result
-            if final is not None:
-                run.latest = final
-                self.record_event("info", summary_line(final))
-            engine = run.engine
-            if run.stop_at is not None:
-                run.outcome = "aborted" if engine is not None and engine.aborted else "stopped"
-                self.notify(
-                    "in-flight requests aborted; their samples run again on resume"
-                    if run.outcome == "aborted"
-                    else "in-flight requests drained; everything completed is on disk",
-                    title=f"{names_title(run.names)}: run {run.outcome}",
-                    severity="warning" if run.outcome == "aborted" else "information",
-                )
-            else:
-                run.outcome = None
-        elif event.state is WorkerState.ERROR:
-            error = event.worker.error
-            if isinstance(error, EngineError):
-                run.failure = str(error)
-            else:
-                run.failure = f"{type(error).__name__}: {error}"
-                self.log.error(
-                    "".join(traceback.format_exception(error)) if error else "worker error"
-                )
-            self.notify(run.failure, title="run failed", severity="error", timeout=15)
-            self.record_event("error", run.failure)
-        elif event.state is WorkerState.CANCELLED:
-            run.failure = run.failure or "cancelled"
-        else:
+        ending = self.hosted.settle(run, event.state, worker.result, worker.error)
+        if ending is None:
             return
-        run.done.set()
+        for level, text in ending.events:
+            self.record_event(level, text)
+        if ending.trace:
+            self.log.error(ending.trace)
+        for note in ending.notes:
+            self.say(note)
         self._refresh()
         if self.quitting and not self.active_runs():
             self.exit(0)
+
+    def say(self, note: Note) -> None:
+        self.notify(note.text, title=note.title, severity=note.severity, timeout=note.timeout)
 
     # host links: runs in other processes, here or over SSH
 

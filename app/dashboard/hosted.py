@@ -7,18 +7,33 @@ that never blocks. Starting a run's thread is the app's job (`launch`).
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from textual.worker import WorkerState
 
 from gen_tui.app.board import StaleWatch, names_title
 from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
+from gen_tui.app.headless import summary_line
 from gen_tui.app.screens import ResumeTarget
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.run_config import DatasetSpec
+from gen_tui.backends.run_config import DatasetSpec, EngineError
+from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.widgets.dataset_panel import PanelView
 
 Budget = tuple[int | None, int | None]
 """(max_tokens, max_samples) a dataset started alone runs to."""
+
+
+@dataclass
+class Ending:
+    """How a run ended, for the app to report: toasts, event lines, a bug's traceback."""
+
+    notes: list[Note] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)
+    trace: str = ""
 
 
 class HostedRuns(PanelSource):
@@ -99,6 +114,51 @@ class HostedRuns(PanelSource):
             snap = run.dataset(name)
             run.control("set_budget", name, tokens, snap.max_samples if snap else None)
         return result.notice
+
+    def settle(
+        self,
+        run: HostedRun,
+        state: WorkerState,
+        result: RunSnapshot | None,
+        error: BaseException | None,
+    ) -> Ending | None:
+        """Record how `run`'s worker ended; None while it has not (it is still running)."""
+        ending = Ending()
+        if state is WorkerState.SUCCESS:
+            if result is not None:
+                run.latest = result
+                ending.events.append(("info", summary_line(result)))
+            engine = run.engine
+            if run.stop_at is not None:
+                run.outcome = "aborted" if engine is not None and engine.aborted else "stopped"
+                aborted = run.outcome == "aborted"
+                ending.notes.append(
+                    Note(
+                        "in-flight requests aborted; their samples run again on resume"
+                        if aborted
+                        else "in-flight requests drained; everything completed is on disk",
+                        title=f"{names_title(run.names)}: run {run.outcome}",
+                        severity="warning" if aborted else "information",
+                    )
+                )
+            else:
+                run.outcome = None
+        elif state is WorkerState.ERROR:
+            if isinstance(error, EngineError):
+                run.failure = str(error)
+            else:
+                run.failure = f"{type(error).__name__}: {error}"
+                ending.trace = (
+                    "".join(traceback.format_exception(error)) if error else "worker error"
+                )
+            ending.notes.append(Note(run.failure, title="run failed", severity="error", timeout=15))
+            ending.events.append(("error", run.failure))
+        elif state is WorkerState.CANCELLED:
+            run.failure = run.failure or "cancelled"
+        else:
+            return None
+        run.done.set()
+        return ending
 
     # PanelSource
 

@@ -247,7 +247,7 @@ class DashboardScreen(Screen[None]):
         self.refresh_view()
 
     def say(self, note: Note) -> None:
-        self.notify(note.text, title=note.title, severity=note.severity)
+        self.notify(note.text, title=note.title, severity=note.severity, timeout=note.timeout)
 
     def start_run(self) -> bool:
         if self.hosted.start() is None:

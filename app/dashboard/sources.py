@@ -29,6 +29,8 @@ class Note:
     text: str
     title: str = ""
     severity: Severity = "information"
+    timeout: float | None = None
+    """Seconds on screen; None: the app's default."""
 
 
 Then = Callable[[], "Note | None"]
