@@ -17,7 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from gen_tui.backends.counts import format_count
 
@@ -79,16 +79,16 @@ class ResumeRun:
 
     run: Run
     tokens: int | None
-    datasets: tuple[str, ...] = ()
-    note: str = ""
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
 class Shutdown:
     """Close the link (stopping the runs it started itself, if its source owns them)."""
 
-    datasets: tuple[str, ...] = ()
-    note: str = ""
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
 
 
 Command = Kill | Resume | ResumeRun | Shutdown

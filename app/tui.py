@@ -102,7 +102,7 @@ class GenTuiApp(App[int]):
         self.linked = HostLinks(hosts, self._link_said, self.stale, self.announcer, planned)
         self.extra = tuple(sources)
         self.names: list[str] = list(names if names is not None else self.hosted.names)
-        for name in self.linked.adopt():
+        for name in self.linked.names:
             if name not in self.names:
                 self.names.append(name)
         self.refresh_hz = refresh_hz

@@ -19,7 +19,7 @@ class StaticSnapshot(PanelSource):
     """The last `RunSnapshot` shown, with stale judged at the wall time it was shown at."""
 
     def __init__(self, names: Sequence[str], stale_after_s: float) -> None:
-        self.names = tuple(names)
+        self._names = tuple(names)
         self.stale = StaleWatch(stale_after_s)
         self.run: RunSnapshot | None = None
         self.views: dict[str, PanelView] = {}
@@ -29,10 +29,14 @@ class StaticSnapshot(PanelSource):
         wall = time.time() if now is None else now
         self.run = snapshot
         for snap in snapshot.datasets:
-            if snap.name not in self.names:
+            if snap.name not in self._names:
                 continue
             reason = self.stale.check(snap, wall)
             self.views[snap.name] = PanelView(snap, stale=bool(reason), stale_reason=reason)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
 
     def view(self, name: str, now: float, wall: float) -> PanelView | None:
         return self.views.get(name)

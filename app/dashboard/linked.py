@@ -37,6 +37,10 @@ class HostLinks(PanelSource):
         self.remote: dict[str, HostLink] = {}
         self.adopt()
 
+    @property
+    def names(self) -> list[str]:
+        return self.adopt()
+
     def adopt(self) -> list[str]:
         """Every dataset the links know, in order; new ones go to the first link with them."""
         names = []

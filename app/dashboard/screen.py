@@ -145,8 +145,7 @@ class DashboardScreen(Screen[None]):
     def refresh_view(self) -> None:
         if (parts := self.live_parts()) is None:
             return
-        if self.linked.links:
-            self._adopt_datasets(parts)
+        self._adopt_datasets(parts)
         now, wall = time.monotonic(), time.time()
         notice = self.hosted.tick(now)
         if notice is not None:
@@ -168,8 +167,9 @@ class DashboardScreen(Screen[None]):
             )
 
     def _adopt_datasets(self, parts: Parts) -> None:
-        """Give each dataset a link has found a panel (first come, first served by name)."""
-        new = [name for name in dict.fromkeys(self.linked.adopt()) if name not in self.names]
+        """Give each dataset a source has found since (a host's, say) a panel of its own."""
+        found = dict.fromkeys(name for source in self.sources for name in source.names)
+        new = [name for name in found if name not in self.names]
         if not new:
             return
         self.names += new

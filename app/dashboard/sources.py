@@ -75,6 +75,11 @@ class Activity:
 class PanelSource(ABC):
     """One place panels read from, and what `k` and `r` do for the datasets it feeds."""
 
+    @property
+    @abstractmethod
+    def names(self) -> Sequence[str]:
+        """The datasets it knows, in order: each gets a panel (they may grow, never shrink)."""
+
     @abstractmethod
     def view(self, name: str, now: float, wall: float) -> PanelView | None:
         """The panel of `name` at monotonic `now` (wall clock `wall`); None: not from here."""
