@@ -37,6 +37,7 @@ from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dashboard.sources import Note, PanelSource
+from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.engine_run import (
     BudgetAnnounced,
     ConfigSource,
@@ -46,7 +47,6 @@ from gen_tui.app.engine_run import (
 )
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
-from gen_tui.app.screens import ConfirmScreen
 from gen_tui.backends.snapshot import RunSnapshot
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
@@ -101,10 +101,10 @@ class GenTuiApp(App[int]):
         planned = source.planned if isinstance(source, ConfigSource) else {}
         self.linked = HostLinks(hosts, self._link_said, self.stale, self.announcer, planned)
         self.extra = tuple(sources)
-        self.names: list[str] = list(names if names is not None else self.hosted.names)
+        self._panel_names: list[str] = list(names if names is not None else self.hosted.names)
         for name in self.linked.names:
-            if name not in self.names:
-                self.names.append(name)
+            if name not in self._panel_names:
+                self._panel_names.append(name)
         self.refresh_hz = refresh_hz
         self.notice = source.notice if source else ""
         self.start_hint = ""
@@ -135,7 +135,7 @@ class GenTuiApp(App[int]):
         self.dashboard = DashboardScreen(
             self.hosted,
             self.linked,
-            names=self.names,
+            names=self._panel_names,
             extra=self.extra,
             notice=self.notice,
             start_hint=self.start_hint,

@@ -29,9 +29,9 @@ from textual.widgets import Input
 
 from gen_tui.app.board import StaleWatch, humanize, panel_id, plan_layout
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
+from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.launch import main
-from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig

@@ -16,9 +16,9 @@ from typing import Any
 from textual.widgets import Input
 
 from gen_tui.app.board import panel_id
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, StartScreen
+from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.hosts import host_source
-from gen_tui.app.run_screen import RunsScreen
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen, StartScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.runs import RunIdentity, SSHHost

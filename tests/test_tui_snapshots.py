@@ -121,7 +121,7 @@ async def test_fixture_marks_the_quiet_dataset_stale() -> None:
     app = dashboard()
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(pilot)
-        views = {name: static_of(app).views[name] for name in app.names}
+        views = {name: static_of(app).views[name] for name in app.dashboard.names}
         assert views["B6_codefeedback"].stale
         assert not views["B2_opencodeinstruct"].stale
 

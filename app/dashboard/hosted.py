@@ -15,9 +15,9 @@ from textual.worker import WorkerState
 
 from gen_tui.app.board import StaleWatch, names_title
 from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.app.headless import summary_line
-from gen_tui.app.screens import ResumeTarget
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import DatasetSpec, EngineError
 from gen_tui.backends.snapshot import RunSnapshot

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from textual.binding import Binding
 
-from gen_tui.app.screens import HelpRow
+from gen_tui.app.dialogs.modals import HelpRow
 
 DASHBOARD_KEYS: list[Binding] = [
     Binding(

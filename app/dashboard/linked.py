@@ -12,8 +12,8 @@ from dataclasses import replace
 from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.hosts import HostLink, HostSource, Kill, Resume, Say, Shutdown
-from gen_tui.app.screens import ResumeTarget
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
 

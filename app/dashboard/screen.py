@@ -25,7 +25,7 @@ from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
 from gen_tui.app.dashboard.summary import header_view
-from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
+from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 
@@ -271,7 +271,7 @@ class DashboardScreen(Screen[None]):
                 severity="warning",
             )
             return
-        from gen_tui.app.run_screen import RunsScreen
+        from gen_tui.app.dialogs.run_list import RunsScreen
 
         self.app.push_screen(RunsScreen(self.linked.links))
 

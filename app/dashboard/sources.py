@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gen_tui.app.screens import ResumeTarget
+from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.widgets.dataset_panel import PanelView
 

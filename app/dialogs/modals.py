@@ -1,4 +1,4 @@
-"""The control panel's modal screens: confirmations (kill, quit), the resume budget, help."""
+"""The control panel's dialogs: confirmations (kill, quit), the resume and start budgets, help."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Label
 
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.hosts import Kill, Resume, ResumeRun
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.backends.counts import format_count
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
