@@ -94,6 +94,17 @@ class Shutdown:
 Command = Kill | Resume | ResumeRun | Shutdown
 
 
+def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
+    """The kill confirmation's text for a process on a host (`none`: when it names none)."""
+    return (
+        f"Stop pid {identity.pid} on {identity.host}?\n"
+        f"Datasets: {', '.join(datasets) or none}\n"
+        f"Command: {identity.command[:200]}\n"
+        f"SIGTERM to its process group: it drains in-flight requests for up to "
+        f"{grace_s:g} s, then SIGKILL. Completed responses are kept."
+    )
+
+
 class HostSource:
     """Where a link's host comes from: `gen-tui --host`, a `[[hosts]]` entry, the demo.
 

@@ -13,7 +13,15 @@ from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.dialogs.modals import ResumeTarget
-from gen_tui.app.hosts import HostLink, HostSource, Kill, Resume, Say, Shutdown
+from gen_tui.app.hosts import (
+    HostLink,
+    HostSource,
+    Kill,
+    Resume,
+    Say,
+    Shutdown,
+    kill_question,
+)
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
 
@@ -120,11 +128,7 @@ class HostLinks(PanelSource):
         identity = writer.identity
         return Confirm(
             "Kill run?",
-            f"Stop pid {identity.pid} on {identity.host}?\n"
-            f"Datasets: {', '.join(writer.datasets) or name}\n"
-            f"Command: {identity.command[:200]}\n"
-            f"SIGTERM to its process group: it drains in-flight requests for up to "
-            f"{link.grace_s:g} s, then SIGKILL. Completed responses are kept.",
+            kill_question(identity, writer.datasets, name, link.grace_s),
             "Kill",
             lambda: link.send(Kill(identity, tuple(writer.datasets))),
         )
