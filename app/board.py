@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gen_tui.app.headless import format_duration
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.widgets.format import format_duration
 
 PANEL_WIDTH = 38
 """Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
@@ -78,7 +78,7 @@ def crossing_text(budget: int | None, tokens: int) -> str:
     return f"crossed {of} at {tokens:,} tokens"
 
 
-def describe(names: Sequence[str]) -> str:
+def names_title(names: Sequence[str]) -> str:
     """Dataset names for a title: a couple by name, more by count."""
     return ", ".join(names) if len(names) <= 2 else f"{len(names)} datasets"
 

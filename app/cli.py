@@ -237,7 +237,7 @@ async def run_engine(config: EngineConfig, plain: bool = False) -> int:
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 
 
-async def run_demo(args: argparse.Namespace) -> int:
+async def run_headless_demo(args: argparse.Namespace) -> int:
     """The embedded default: simulator + generated datasets + a real tokenizer, all offline."""
     from platformdirs import user_cache_dir
 
@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tui_main(args)
     try:
         if args.demo:
-            return asyncio.run(run_demo(args))
+            return asyncio.run(run_headless_demo(args))
         return asyncio.run(run_engine(engine_config(args), plain=args.plain))
     except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)

@@ -1,15 +1,17 @@
 """An engine run hosted in the app: where its config comes from, and how the UI sees it.
 
 The engine runs in a worker thread under its own `asyncio.run`. That thread only swaps
-`Run.latest` (the snapshot coalescing) and posts messages; controls go the other way through
+`HostedRun.latest` (the snapshot coalescing) and posts messages; controls go the other way through
 `Engine.threadsafe`, queued until the engine exists.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,7 +91,7 @@ def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int 
 # ---- one in-process engine ----------------------------------------------------------------
 
 
-class Run:
+class HostedRun:
     """One engine hosted in a worker thread, as the UI sees it.
 
     Written from the engine thread: `latest` (a plain attribute swap, the snapshot
@@ -184,6 +186,34 @@ class Run:
             return None
         return self.grace_s - (now - self.stop_at)
 
+    def host(self, post: Callable[[Message], object]) -> RunSnapshot:
+        """The worker thread's body: the engine (and whatever its source starts) under its
+        own asyncio.run; events and budget crossings are posted (`post`) to the UI."""
+        try:
+            return asyncio.run(self._main(post))
+        finally:
+            self.done.set()
+
+    async def _main(self, post: Callable[[Message], object]) -> RunSnapshot:
+        from gen_tui.backends.engine import Engine  # aiohttp: off the UI's startup path
+
+        async with AsyncExitStack() as stack:
+            config = self.shape(await self.source.prepare(stack))
+            engine = Engine(
+                config,
+                on_snapshot=self.store,
+                on_event=functools.partial(self._event, post),
+                on_budget=lambda event: post(BudgetAnnounced(self, event)),
+            )
+            task = asyncio.create_task(engine.run())
+            await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
+            self.attach(engine)
+            return await task
+
+    def _event(self, post: Callable[[Message], object], level: str, text: str) -> None:
+        """The engine's `on_event` (engine thread): hand it to the UI, never block."""
+        post(EngineEvent(self, level, text))
+
     def dataset(self, name: str) -> DatasetSnapshot | None:
         if self.latest is None:
             return None
@@ -196,7 +226,7 @@ class Run:
 class BudgetAnnounced(Message):
     """A dataset crossed its budget or finished (engine thread -> UI)."""
 
-    def __init__(self, run: Run, event: BudgetEvent) -> None:
+    def __init__(self, run: HostedRun, event: BudgetEvent) -> None:
         super().__init__()
         self.run = run
         self.event = event
@@ -205,7 +235,7 @@ class BudgetAnnounced(Message):
 class EngineEvent(Message):
     """An engine event (level, message), posted from the engine thread."""
 
-    def __init__(self, run: Run, level: str, text: str) -> None:
+    def __init__(self, run: HostedRun, level: str, text: str) -> None:
         super().__init__()
         self.run = run
         self.level = level

@@ -1,9 +1,11 @@
 """Hosts in the app: a :class:`HostMonitor` per host, each in its own worker thread and loop.
 
 The UI thread reads a link's monitor (its attributes are replaced whole, never mutated) and
-its per-dataset `busy`/`countdown`/`outcome` dicts (likewise), and sends commands through
+its per-dataset `busy`/`countdown`/`outcome` dicts (likewise), and sends typed commands
+(:class:`Kill`, :class:`Resume`, :class:`ResumeRun`, :class:`Shutdown`) through
 :meth:`HostLink.send`; a kill or a start never waits on the UI loop, and a slow or dropped
-SSH link never blocks a key.
+SSH link never blocks a key. Only the link writes its state: `send` marks a command's
+datasets busy itself, under the same lock as the link's thread.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import math
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from gen_tui.backends.counts import format_count
 
@@ -30,6 +33,76 @@ SHUTDOWN_GRACE_S = 5.0
 
 Say = Callable[["HostLink", str, str], None]
 """(link, severity, text): something the user should read, called from the link's thread."""
+
+
+# ---- what the UI asks of a link ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Stop the process `identity` (SIGTERM, drain, SIGKILL).
+
+    `datasets` show as busy from the moment the command is sent (the dashboard's panels);
+    empty from the run list, which shows the countdown once the link has it.
+    """
+
+    identity: RunIdentity
+    datasets: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        return "SIGTERM sent"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Start `dataset` again as a new detached process with a new budget."""
+
+    dataset: str
+    tokens: int | None
+    samples: int | None
+    mark_busy: bool = False
+    """Show the dataset as starting from the moment the command is sent (its panel)."""
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return (self.dataset,) if self.mark_busy else ()
+
+    @property
+    def note(self) -> str:
+        return f"starting again to {format_count(self.tokens or 0)}"
+
+
+@dataclass(frozen=True)
+class ResumeRun:
+    """Start an ended run's command again, as launched, with a new token budget."""
+
+    run: Run
+    tokens: int | None
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Close the link (stopping the runs it started itself, if its source owns them)."""
+
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
+
+
+Command = Kill | Resume | ResumeRun | Shutdown
+
+
+def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
+    """The kill confirmation's text for a process on a host (`none`: when it names none)."""
+    return (
+        f"Stop pid {identity.pid} on {identity.host}?\n"
+        f"Datasets: {', '.join(datasets) or none}\n"
+        f"Command: {identity.command[:200]}\n"
+        f"SIGTERM to its process group: it drains in-flight requests for up to "
+        f"{grace_s:g} s, then SIGKILL. Completed responses are kept."
+    )
 
 
 class HostSource:
@@ -84,8 +157,8 @@ class HostLink:
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[tuple[str, Any]] | None = None
-        self._pending: list[tuple[str, Any]] = []
+        self._queue: asyncio.Queue[Command] | None = None
+        self._pending: list[Command] = []
 
     # any thread
 
@@ -106,16 +179,17 @@ class HostLink:
         monitor = self.monitor
         return monitor.status if monitor is not None else "connecting"
 
-    def send(self, command: str, arg: Any = None) -> None:
-        """Queue "kill" (identity), "resume" ((dataset, tokens, samples)), "resume_run"
-        ((run, tokens)) or "shutdown"."""
+    def send(self, command: Command) -> None:
+        """Queue a command for the link's thread; its datasets show its note until then."""
         with self._lock:
+            if command.datasets:
+                self._mark_locked(command.datasets, busy=command.note, count=None, keep=True)
             if self._loop is None or self._queue is None:
-                self._pending.append((command, arg))
+                self._pending.append(command)
                 return
             loop, queue = self._loop, self._queue
         with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
-            loop.call_soon_threadsafe(queue.put_nowait, (command, arg))
+            loop.call_soon_threadsafe(queue.put_nowait, command)
 
     # the worker thread
 
@@ -133,7 +207,7 @@ class HostLink:
         from gen_tui.backends.monitor import HostMonitor
         from gen_tui.backends.runs import RunError
 
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[Command] = asyncio.Queue()
         with self._lock:
             self._loop, self._queue = asyncio.get_running_loop(), queue
             pending, self._pending = self._pending, []
@@ -152,16 +226,17 @@ class HostLink:
             if seeded is not None:
                 self.started = (seeded,)
             while True:
-                command, arg = await queue.get()
+                command = await queue.get()
                 try:
-                    if command == "shutdown":
-                        return
-                    if command == "kill":
-                        await self._kill(monitor, arg)
-                    elif command == "resume":
-                        await self._resume(monitor, *arg)
-                    elif command == "resume_run":
-                        await self._resume_run(monitor, *arg)
+                    match command:
+                        case Shutdown():
+                            return
+                        case Kill(identity=identity):
+                            await self._kill(monitor, identity)
+                        case Resume(dataset=dataset, tokens=tokens, samples=samples):
+                            await self._resume(monitor, dataset, tokens, samples)
+                        case ResumeRun(run=run, tokens=tokens):
+                            await self._resume_run(monitor, run, tokens)
                 except RunError as exc:
                     self._say("warning", str(exc))
                 except Exception as exc:  # never let one command end the link
@@ -178,7 +253,8 @@ class HostLink:
         self._mark(names, busy=f"SIGTERM sent; SIGKILL in {grace:g} s", count=math.ceil(grace))
 
         def tick(left: int) -> None:
-            self.countdown = {**self.countdown, **dict.fromkeys(names, left)}
+            with self._lock:
+                self.countdown = {**self.countdown, **dict.fromkeys(names, left)}
 
         try:
             outcome = await monitor.kill(identity, grace, on_tick=tick)
@@ -233,8 +309,17 @@ class HostLink:
                 await self._kill(monitor, identity, quiet=True)
 
     def _mark(self, names: Sequence[str], *, busy: str | None, count: int | None) -> None:
+        with self._lock:
+            self._mark_locked(names, busy=busy, count=count)
+
+    def _mark_locked(
+        self, names: Sequence[str], *, busy: str | None, count: int | None, keep: bool = False
+    ) -> None:
+        """Replace (never mutate) the busy and countdown maps; `keep`: leave countdowns be."""
         busy_map = {k: v for k, v in self.busy.items() if k not in names}
-        count_map = {k: v for k, v in self.countdown.items() if k not in names}
+        count_map = dict(self.countdown)
+        if not keep:
+            count_map = {k: v for k, v in count_map.items() if k not in names}
         if busy is not None:
             busy_map.update(dict.fromkeys(names, busy))
         if count is not None:

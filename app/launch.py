@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     if stale <= 0:
         return _error(f"--stale-after must be more than 0 seconds, got {stale:g}")
     if demo:
-        return run_demo(stale)
+        return run_dashboard_demo(stale)
     if (target is None) != (remote_dir is None):
         print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
         return EXIT_USAGE
@@ -137,7 +137,7 @@ def _watch_only(hosts: Sequence[HostSource], stale_after_s: float) -> int:
     return _finish(app, app.run())
 
 
-def run_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
+def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
     with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:

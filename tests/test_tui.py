@@ -29,9 +29,9 @@ from textual.widgets import Input
 
 from gen_tui.app.board import StaleWatch, humanize, panel_id, plan_layout
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
+from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.launch import main
-from gen_tui.app.screens import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
@@ -377,14 +377,14 @@ async def test_filter_narrows_the_panels() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("slash", *"code")
         await pilot.pause(0.1)
-        shown = [p.dataset for p in app.panels(visible_only=True)]
+        shown = [p.dataset for p in app.dashboard.panels(visible_only=True)]
         assert shown == ["B2_opencodeinstruct"]
         await pilot.press("enter")
         assert isinstance(app.focused, DatasetPanel)
         assert app.focused.dataset == "B2_opencodeinstruct"
         await pilot.press("slash", "escape")
         await pilot.pause(0.1)
-        assert len(app.panels(visible_only=True)) == 3
+        assert len(app.dashboard.panels(visible_only=True)) == 3
 
 
 async def test_the_key_line_is_rebuilt_only_when_its_keys_change() -> None:
@@ -748,7 +748,7 @@ async def test_cost_shows_in_panels_and_header_and_resume_names_the_backend(
         s = snap(app, "C")
         assert s.cost is not None and s.projected_cost is not None
         await wait_for(pilot, lambda: "$" in " ".join(detail_parts(panel(app, "C").view)[0]))
-        header = app.ui("#header").view
+        header = app.dashboard.query_one("#header").view
         assert header.cost is not None and header.cost > 0
         assert any(part.startswith("$") for part in header_parts(header))
         await pilot.press("r")

@@ -15,10 +15,11 @@ from typing import Any
 
 from textual.widgets import Input
 
+from gen_tui.app.board import panel_id
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, StartScreen
+from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.hosts import host_source
-from gen_tui.app.run_screen import RunsScreen
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen, StartScreen
-from gen_tui.app.tui import GenTuiApp, panel_id
+from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.runs import RunIdentity, SSHHost
 from gen_tui.backends.sim import LengthProfile
@@ -62,7 +63,7 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             await wait_for(pilot, lambda: snap(app, "B2") and snap(app, "B2").samples >= 1, 60)
             assert snap(app, "B2").pid == first.pid and snap(app, "B2").host == sshd.alias
             assert snap(app, "B2").max_tokens is None
-            header = app.ui("#header").view
+            header = app.dashboard.query_one("#header").view
             assert header.state == "watching" and header.hosts == ((sshd.alias, "connected"),)
             await wait_for(pilot, lambda: badge(app, "B2") == "stale · press k", 30)
 
@@ -151,8 +152,11 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
     states: list[str] = []
     seen: list[int] = []
 
+    def header() -> Any:
+        return app.dashboard.query_one("#header").view
+
     def watch() -> bool:
-        view = app.ui("#header").view
+        view = header()
         states.extend(state for _, state in view.hosts if not states or states[-1] != state)
         if app.query(f"#{panel_id('A')}") and (s := snap(app, "A")) is not None:
             seen.append(s.tokens)
@@ -161,7 +165,7 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.query(f"#{panel_id('A')}"), 60)
         await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").samples == 40, 30)
-        assert app.ui("#header").view.hosts == ((sshd.alias, "connected"),)
+        assert header().hosts == ((sshd.alias, "connected"),)
         writer = asyncio.ensure_future(_append(out / "A", 150, "x"))
         await pilot.pause(0.3)
         victims = [p for p in sshd.sessions() if p.pid not in before]
@@ -178,7 +182,7 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
                 watch()
                 or (
                     (snap(app, "A").tokens, snap(app, "A").samples) == expected
-                    and app.ui("#header").view.hosts == ((sshd.alias, "connected"),)
+                    and header().hosts == ((sshd.alias, "connected"),)
                 )
             ),
             60,

@@ -18,6 +18,8 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel
 
+from .static_source import StaticSnapshot
+
 pytest.importorskip("pytest_textual_snapshot")
 
 T0 = 1_700_000_000.0
@@ -73,8 +75,23 @@ def run_snapshot(step: int) -> RunSnapshot:
     )
 
 
+def static_app(names: list[str]) -> GenTuiApp:
+    """The dashboard fed by a `StaticSnapshot` instead of an engine."""
+    return GenTuiApp(None, names=names, stale_after_s=20, sources=[StaticSnapshot(names, 20)])
+
+
+def static_of(app: GenTuiApp) -> StaticSnapshot:
+    return next(s for s in app.extra if isinstance(s, StaticSnapshot))
+
+
+def show(app: GenTuiApp, snapshot: RunSnapshot, now: float) -> None:
+    static_of(app).show(snapshot, now=now)
+    assert app.dashboard is not None
+    app.dashboard.refresh_view()
+
+
 def dashboard() -> GenTuiApp:
-    app = GenTuiApp(None, names=[row[0] for row in ROWS], stale_after_s=20)
+    app = static_app([row[0] for row in ROWS])
     app.notice = "demo: budgets scaled to 60% to fit this machine (B2: 10M → 6M at 116k tok/s)"
     return app
 
@@ -82,11 +99,11 @@ def dashboard() -> GenTuiApp:
 async def feed(pilot: Any) -> None:
     app = pilot.app
     for _ in range(100):  # let the whole dashboard mount before the first snapshot arrives
-        if app.screen_stack and app.screen_stack[0].query("#filter"):
+        if app.dashboard is not None and app.dashboard.dashboard_up:
             break
         await pilot.pause(0.02)
     for step in range(STEPS):
-        app.show_snapshot(run_snapshot(step), now=T0 + step)
+        show(app, run_snapshot(step), now=T0 + step)
     app.record_event("info", "B2_opencodeinstruct: resuming with 1,200 records", "12:00:01")
     app.record_event("budget", "B1_glaive: budget reached: 1,503,211 tokens", "12:01:40")
     await pilot.pause()
@@ -104,7 +121,7 @@ async def test_fixture_marks_the_quiet_dataset_stale() -> None:
     app = dashboard()
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(pilot)
-        views = {name: app.static[name] for name in app.names}
+        views = {name: static_of(app).views[name] for name in app.dashboard.names}
         assert views["B6_codefeedback"].stale
         assert not views["B2_opencodeinstruct"].stale
 
@@ -113,12 +130,12 @@ async def test_arrow_keys_walk_the_grid_at_80x24() -> None:
     app = dashboard()
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(pilot)
-        selected = app.selected()
+        selected = app.dashboard.selected()
         assert selected is not None and selected.dataset == "B1_glaive"
         walked = []
         for key in ("down", "down", "right", "down", "left", "down"):
             await pilot.press(key)
-            selected = app.selected()
+            selected = app.dashboard.selected()
             assert selected is not None
             walked.append(selected.dataset)
         assert walked == [
@@ -132,12 +149,12 @@ async def test_arrow_keys_walk_the_grid_at_80x24() -> None:
 
 
 async def test_down_reaches_a_ninth_panel_below_the_fold() -> None:
-    app = GenTuiApp(None, names=[row[0] for row in ROWS] + ["B9_stale"], stale_after_s=20)
+    app = static_app([row[0] for row in ROWS] + ["B9_stale"])
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(pilot)
         for _ in range(4):
             await pilot.press("down")
-        selected = app.selected()
+        selected = app.dashboard.selected()
         assert selected is not None and selected.dataset == "B9_stale"
 
 
@@ -168,7 +185,7 @@ async def test_a_new_count_redraws_only_the_lines_it_changes() -> None:
             else s
             for s in last.datasets
         )
-        app.show_snapshot(dataclasses.replace(last, datasets=moved), now=T0 + STEPS - 1)
+        show(app, dataclasses.replace(last, datasets=moved), now=T0 + STEPS - 1)
         await pilot.pause()
         after = panel.lines()
         changed = {y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new}

@@ -18,9 +18,9 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gen_tui.app.headless import cost_text, format_duration
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.widgets.format import cost_text, format_duration
 
 HISTORY_POINTS = 60
 """Points of tok/s history kept for the sparkline (one per second of snapshot time)."""

@@ -9,8 +9,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from gen_tui.app.headless import format_dollars
 from gen_tui.backends.counts import format_count
+from gen_tui.widgets.format import format_dollars
 
 STATES = ("idle", "watching", "starting", "running", "paused", "stopping", "aborting", "quitting")
 

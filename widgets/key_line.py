@@ -31,16 +31,22 @@ class KeyLine(Footer):
     """
 
     _drawn: Shown | None = None
+    _pending = False
+    """A rebuild is on its way: it draws the keys as they are by then, so one is enough."""
 
     def compose(self) -> ComposeResult:
+        self._pending = False
         if self._bindings_ready:
             self._drawn = shown_keys(self.screen)
         return super().compose()
 
     def bindings_changed(self, screen: Screen[object]) -> None:
+        if self._pending and screen is self.screen:
+            return
         if self._drawn is not None and screen is self.screen:
             if screen is not self.app.screen:
                 return  # under a dialog: its keys are its own, these stay as they were
             if shown_keys(screen) == self._drawn:
                 return
+        self._pending = self.is_attached and screen is self.screen and screen.app.app_focus
         super().bindings_changed(screen)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import DataTable
 
-from gen_tui.app.headless import format_duration
 from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.format import format_duration
 
 COLUMNS = ("host", "pid", "state", "elapsed", "datasets", "command")
 WIDTHS = {"pid": 7, "state": 12, "elapsed": 8}

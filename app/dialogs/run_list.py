@@ -13,7 +13,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Label
 
-from gen_tui.app.screens import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
+from gen_tui.app.hosts import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.counts import format_count
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
@@ -119,10 +120,15 @@ class RunsScreen(Screen[None]):
         key = self.query_one(RunTable).selected_key
         return self._rows.get(key) if key is not None else None
 
-    def action_kill(self) -> None:
+    def _picked(self) -> tuple[HostLink, Run, bool] | None:
+        """The selected row, or None having said that none is."""
         picked = self._selected()
         if picked is None:
             self.notify("no run selected", severity="warning")
+        return picked
+
+    def action_kill(self) -> None:
+        if (picked := self._picked()) is None:
             return
         link, run, ended = picked
         if ended:
@@ -131,21 +137,13 @@ class RunsScreen(Screen[None]):
         identity = run.identity
         self.app.push_screen(
             ConfirmScreen(
-                "Kill run?",
-                f"Stop pid {identity.pid} on {identity.host}?\n"
-                f"Datasets: {', '.join(run.datasets) or '-'}\n"
-                f"Command: {identity.command[:200]}\n"
-                f"SIGTERM to its process group: it drains in-flight requests for up to "
-                f"{link.grace_s:g} s, then SIGKILL. Completed responses are kept.",
-                "Kill",
+                "Kill run?", kill_question(identity, run.datasets, "-", link.grace_s), "Kill"
             ),
-            lambda ok: link.send("kill", identity) if ok else None,
+            lambda ok: link.send(Kill(identity)) if ok else None,
         )
 
     def action_resume(self) -> None:
-        picked = self._selected()
-        if picked is None:
-            self.notify("no run selected", severity="warning")
+        if (picked := self._picked()) is None:
             return
         link, run, ended = picked
         if not ended:
@@ -167,7 +165,7 @@ class RunsScreen(Screen[None]):
 
         def decided(budget: int | None) -> None:
             if budget is not None:
-                link.send("resume_run", (run, budget))
+                link.send(ResumeRun(run, budget))
                 self.notify(f"starting pid {run.pid}'s command again to {format_count(budget)}")
 
         self.app.push_screen(ResumeScreen(target), decided)
@@ -187,7 +185,7 @@ class RunsScreen(Screen[None]):
         def decided(choice: tuple[str, int] | None) -> None:
             if choice is not None:
                 name, budget = choice
-                link.send("resume", (name, budget, None))
+                link.send(Resume(name, budget, None))
                 self.notify(f"starting {name} on {link.name} to {format_count(budget)}")
 
         self.app.push_screen(StartScreen(link.name, how), decided)

@@ -1,4 +1,4 @@
-"""The control panel's modal screens: confirmations (kill, quit), the resume budget, help."""
+"""The control panel's dialogs: confirmations (kill, quit), the resume and start budgets, help."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
-from gen_tui.app.headless import format_duration
 from gen_tui.backends.counts import CountError, format_count, parse_count
+from gen_tui.widgets.format import format_duration
 
 
 class ConfirmScreen(ModalScreen[bool]):

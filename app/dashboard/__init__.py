@@ -1,0 +1,1 @@
+"""The dashboard screen and the panel sources it reads from (see `sources`)."""

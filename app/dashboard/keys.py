@@ -1,0 +1,75 @@
+"""The dashboard's keys, and the help screen's rows for them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.binding import Binding
+
+from gen_tui.app.dialogs.modals import HelpRow
+
+DASHBOARD_KEYS: list[Binding] = [
+    Binding(
+        "k",
+        "kill",
+        "Kill",
+        tooltip="Stop the selected dataset's run: drain in-flight requests, then abort",
+        id="kill",
+    ),
+    Binding(
+        "r",
+        "resume",
+        "Resume",
+        tooltip="Give the selected dataset a new token budget and run it to that",
+        id="resume",
+    ),
+    Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),
+    Binding(
+        "l",
+        "runs",
+        "Runs",
+        tooltip="Every generation process on the watched hosts; k and r act on them",
+        id="runs",
+    ),
+    Binding(
+        "p",
+        "pause",
+        "Pause",
+        tooltip="Hold or release dispatch; in-flight requests carry on",
+        id="pause",
+    ),
+    Binding(
+        "slash",
+        "filter",
+        "Filter",
+        key_display="/",
+        tooltip="Show only datasets whose name contains some text",
+        id="filter",
+    ),
+    Binding(
+        "question_mark",
+        "help",
+        "Help",
+        key_display="?",
+        tooltip="Every key and what it does",
+        id="help",
+    ),
+    Binding("left", "move(-1, 0)", "Left", show=False, id="move.left"),
+    Binding("right", "move(1, 0)", "Right", show=False, id="move.right"),
+    # Priority: otherwise the scrolling board (9+ panels at 80x24) takes up/down itself.
+    Binding("up", "move(0, -1)", "Up", show=False, id="move.up", priority=True),
+    Binding("down", "move(0, 1)", "Down", show=False, id="move.down", priority=True),
+]
+
+
+def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
+    """One row per shown binding, then the keys that are not bindings of their own."""
+    rows = []
+    for binding in bindings:
+        if not binding.show:
+            continue
+        key = binding.key_display or binding.key
+        rows.append(HelpRow(key, binding.description, binding.tooltip))
+    rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels"))
+    rows.append(HelpRow("ctrl+q", "Quit", "Same as q"))
+    return rows

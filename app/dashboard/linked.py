@@ -1,0 +1,162 @@
+"""Panels fed by host links: runs in other processes, on this machine or over SSH.
+
+Each link runs in its own thread (`gen_tui.app.hosts`); this source only reads what the
+links publish and sends them typed commands, so nothing here waits on a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from gen_tui.app.board import StaleWatch
+from gen_tui.app.dashboard.announce import BudgetAnnouncer
+from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dialogs.modals import ResumeTarget
+from gen_tui.app.hosts import (
+    HostLink,
+    HostSource,
+    Kill,
+    Resume,
+    Say,
+    Shutdown,
+    kill_question,
+)
+from gen_tui.backends.snapshot import DatasetState
+from gen_tui.widgets.dataset_panel import PanelView
+
+
+class HostLinks(PanelSource):
+    """Every watched host; a dataset belongs to the first link that found it."""
+
+    def __init__(
+        self,
+        hosts: Sequence[HostSource],
+        say: Say,
+        stale: StaleWatch,
+        announcer: BudgetAnnouncer,
+        planned: Mapping[str, int | None],
+    ) -> None:
+        self.links = [HostLink(host, say) for host in hosts]
+        self.stale = stale
+        self.announcer = announcer
+        self.planned = planned
+        """Budgets the configured run will give its datasets (shown before it starts)."""
+        self.remote: dict[str, HostLink] = {}
+        self.adopt()
+
+    @property
+    def names(self) -> list[str]:
+        return self.adopt()
+
+    def adopt(self) -> list[str]:
+        """Every dataset the links know, in order; new ones go to the first link with them."""
+        names = []
+        for link in self.links:
+            for name in link.datasets:
+                self.remote.setdefault(name, link)
+                names.append(name)
+        return names
+
+    def stop(self) -> None:
+        """Close every link (runs the app started itself, as in the demo, are stopped)."""
+        for link in self.links:
+            link.send(Shutdown())
+
+    def idle_state(self, runs_here: bool) -> str:
+        """The header's state with nothing running: "watching" hosts, or "idle".
+
+        A config's own datasets are followed through a local link: that alone is not
+        watching, when this process can run them itself (`runs_here`).
+        """
+        watching = not runs_here or any(link.source.remote for link in self.links)
+        return "watching" if self.links and watching else "idle"
+
+    def remote_hosts(self) -> tuple[tuple[str, str], ...]:
+        """(name, state) of each host reached over SSH, for the header."""
+        return tuple((link.name, link.state) for link in self.links if link.source.remote)
+
+    # PanelSource
+
+    def view(self, name: str, now: float, wall: float) -> PanelView | None:
+        link = self.remote.get(name)
+        if link is None:
+            return None
+        monitor = link.monitor
+        snap = monitor.snapshot(name, now) if monitor is not None else None
+        busy = link.busy.get(name)
+        if snap is not None and busy:
+            snap = replace(snap, message=busy)
+        if snap is None:
+            if link.failure is not None:
+                return PanelView(failure=link.failure)
+            state = link.state
+            return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
+        self.announcer.watched(link.name, snap)
+        planned = self.planned.get(name)
+        if (
+            snap.max_tokens is None
+            and snap.state is not DatasetState.ACTIVE
+            and planned is not None
+        ):
+            snap = replace(snap, max_tokens=planned)  # what `s` will run to
+        countdown = link.countdown.get(name)
+        live = snap.state is DatasetState.ACTIVE and countdown is None
+        reason = self.stale.check(snap, wall) if live else ""
+        outcome = link.outcome.get(name) if snap.state is DatasetState.STOPPED else None
+        return PanelView(
+            snap,
+            stale=bool(reason),
+            stale_reason=reason,
+            countdown_s=countdown,
+            outcome=outcome,
+        )
+
+    def claims(self, name: str, action: Action) -> bool:
+        return name in self.remote
+
+    def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
+        link = self.remote[name]
+        monitor = link.monitor
+        writer = monitor.writer(name) if monitor is not None else None
+        busy = link.busy.get(name)
+        if busy:
+            return Note(busy, title=name, severity="warning")
+        if writer is None:
+            state = link.outcome.get(name) or "no live run writes it"
+            return Note(f"nothing to stop: {state}", title=name, severity="warning")
+        identity = writer.identity
+        return Confirm(
+            "Kill run?",
+            kill_question(identity, writer.datasets, name, link.grace_s),
+            "Kill",
+            lambda: link.send(Kill(identity, tuple(writer.datasets))),
+        )
+
+    def resume(self, name: str, view: PanelView) -> Note | AskBudget:
+        link = self.remote[name]
+        snap = view.snapshot
+        monitor = link.monitor
+        busy = link.busy.get(name)
+        if snap is None or monitor is None or busy:
+            return Note(f"{name}: {busy or 'not seen yet'}", severity="warning")
+        writer = monitor.writer(name)
+        if writer is not None:
+            return Note(
+                f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
+                title=name,
+                severity="warning",
+            )
+        target = ResumeTarget(
+            name=name,
+            tokens=snap.tokens,
+            max_tokens=snap.max_tokens,
+            max_samples=snap.max_samples,
+            tok_s=snap.tok_s,
+            running=False,
+            where=f"on {link.name}, as a new detached process",
+        )
+        return AskBudget(
+            target,
+            lambda budget: link.send(Resume(name, budget, target.max_samples, mark_busy=True)),
+        )

@@ -1,0 +1,92 @@
+"""The dashboard's widgets: built once in `compose`, found once at mount, laid out by class.
+
+Kept as typed attributes from mount on: a DOM query walks every node, and the 4 Hz refresh
+would pay for that many times a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from textual.containers import Grid, VerticalScroll
+from textual.dom import DOMNode
+from textual.widget import Widget
+from textual.widgets import Label, RichLog
+
+from gen_tui.app.board import Layout, panel_id
+from gen_tui.widgets.dataset_panel import DatasetPanel
+from gen_tui.widgets.filter_bar import FilterBar
+from gen_tui.widgets.header import RunHeader
+from gen_tui.widgets.key_line import KeyLine
+
+
+def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]:
+    """The widgets of a dashboard with a panel per name (call from `compose`).
+
+    Layout classes are right from the start: every class change later restyles a whole
+    subtree, which for eight panels costs a visible fraction of a second.
+    """
+    yield RunHeader(id="header")
+    label = Label(notice, id="notice", markup=False)
+    label.display = bool(notice)
+    yield label
+    board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)
+    with board, Grid(id="panels", classes=layout.grid_classes):
+        for name in names:
+            yield DatasetPanel(name, id=panel_id(name))
+    log = RichLog(id="events", markup=False, wrap=False, max_lines=500)
+    log.can_focus = False
+    log.border_title = "events"
+    log.display = layout.log
+    yield log
+    bar = FilterBar(id="filter")
+    bar.display = False
+    yield bar
+    yield KeyLine()
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The widgets `build` made, found once the screen is mounted."""
+
+    header: RunHeader
+    notice: Label
+    board: VerticalScroll
+    panels: Grid
+    events: RichLog
+    filter: FilterBar
+
+    @classmethod
+    def find(cls, screen: DOMNode) -> Parts:
+        return cls(
+            screen.query_one("#header", RunHeader),
+            screen.query_one("#notice", Label),
+            screen.query_one("#board", VerticalScroll),
+            screen.query_one("#panels", Grid),
+            screen.query_one("#events", RichLog),
+            screen.query_one("#filter", FilterBar),
+        )
+
+    @property
+    def attached(self) -> bool:
+        """Still on screen: timers and messages can arrive while a quit tears it down."""
+        return self.header.is_attached and self.filter.is_attached
+
+    def add_panels(self, names: Sequence[str]) -> list[DatasetPanel]:
+        """Panels for datasets found after mount, shown if they pass the filter."""
+        panels = [DatasetPanel(name, id=panel_id(name)) for name in names]
+        self.panels.mount_all(panels)
+        needle = self.filter.value.strip().lower()
+        for panel in panels:
+            panel.display = needle in panel.dataset.lower()
+        return panels
+
+    def relayout(self, old: Layout, new: Layout) -> None:
+        """Move from layout `old` to `new` (classes only: styles are in tcss)."""
+        if new.grid_classes != old.grid_classes:
+            self.panels.remove_class(*old.grid_classes.split())
+            self.panels.add_class(*new.grid_classes.split())
+        if new.board_classes != old.board_classes:
+            self.board.set_class(new.log, "-with-log")
+        self.events.display = new.log

@@ -1,0 +1,336 @@
+"""The dashboard: one panel per dataset, a header that sums them up, and the keys on them.
+
+The screen reads its panels from panel sources (`sources.PanelSource`) four times a second
+and asks the selected panel's source what `k` and `r` mean; it never asks which kind of
+source that is. Its keys are its own bindings, so they are inert whenever another screen or
+a dialog is on top.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Input
+
+from gen_tui.app.board import Layout, plan_layout
+from gen_tui.app.dashboard.hosted import HostedRuns
+from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, help_rows
+from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.dashboard.parts import Parts, build
+from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
+from gen_tui.app.dashboard.summary import header_view
+from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
+from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
+from gen_tui.widgets.filter_bar import FilterBar
+
+
+class DashboardScreen(Screen[None]):
+    """One panel per dataset; single keys act on the selected dataset's source."""
+
+    BINDINGS: ClassVar[list[Binding]] = DASHBOARD_KEYS
+
+    def __init__(
+        self,
+        hosted: HostedRuns,
+        linked: HostLinks,
+        *,
+        names: Sequence[str],
+        extra: Sequence[PanelSource] = (),
+        notice: str = "",
+        start_hint: str = "",
+        refresh_hz: float,
+        quitting: Callable[[], bool],
+        app_keys: Sequence[Binding] = (),
+    ) -> None:
+        super().__init__()
+        self.hosted = hosted
+        self.linked = linked
+        self.sources: tuple[PanelSource, ...] = (hosted, linked, *extra)
+        """In order of precedence: the first with a view of a dataset shows it."""
+        self.names = list(names)
+        self.notice = notice
+        self.start_hint = start_hint
+        self.refresh_hz = refresh_hz
+        self.quitting = quitting
+        self.app_keys = tuple(app_keys)
+        self.leaving = False
+        """Set once the app is going away: timers and messages may still arrive."""
+        self._layout = Layout(2, False, False, False)
+        self._panels: list[DatasetPanel] = []
+        self.parts: Parts | None = None
+        """The widgets, from mount on."""
+
+    # layout
+
+    def compose(self) -> ComposeResult:
+        self._layout = plan_layout(self.app.size, len(self.names), 1 if self.notice else 0)
+        yield from build(self.names, self.notice, self._layout)
+
+    def on_mount(self) -> None:
+        self._panels = list(self.query(DatasetPanel))
+        self.parts = Parts.find(self)
+        if self._panels:
+            self._panels[0].focus()
+        self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
+        self.relayout()
+        self.refresh_view()
+
+    def on_resize(self) -> None:
+        self.relayout()
+
+    def live_parts(self) -> Parts | None:
+        """The widgets; None until the dashboard is mounted and once it is going away.
+
+        Timers and messages can still arrive while a test or a quit tears the screen down,
+        before `on_unmount`: the header and the filter bar being attached is what counts.
+        """
+        parts = self.parts
+        return parts if parts is not None and not self.leaving and parts.attached else None
+
+    @property
+    def dashboard_up(self) -> bool:
+        return self.live_parts() is not None
+
+    def panels(self, visible_only: bool = False) -> list[DatasetPanel]:
+        if visible_only:
+            return [p for p in self._panels if p.display]
+        return list(self._panels)
+
+    def relayout(self) -> None:
+        """Pick columns and panel size for the terminal (classes only: styles are in tcss)."""
+        if (parts := self.live_parts()) is None:
+            return
+        extra = (1 if self.notice else 0) + (1 if parts.filter.display else 0)
+        layout = plan_layout(self.app.size, len(self.panels(visible_only=True)), extra)
+        if layout != self._layout:
+            old, self._layout = self._layout, layout
+            parts.relayout(old, layout)
+
+    @property
+    def columns(self) -> int:
+        return self._layout.columns
+
+    def set_notice(self, text: str) -> None:
+        self.notice = text
+        if (parts := self.live_parts()) is not None:
+            parts.notice.update(text)
+            parts.notice.display = bool(text)
+            self.relayout()
+
+    def run_started(self) -> None:
+        """A run of this process started: the hint on how to start one has done its job."""
+        if self.start_hint and self.notice == self.start_hint:
+            self.set_notice("")
+
+    def write_event(self, line: str) -> None:
+        """A line in the events pane (visible on tall terminals)."""
+        if (parts := self.live_parts()) is not None:
+            parts.events.write(line)
+
+    # the periodic refresh
+
+    def view_for(self, name: str, now: float, wall: float) -> PanelView:
+        for source in self.sources:
+            view = source.view(name, now, wall)
+            if view is not None:
+                return view
+        return PanelView()
+
+    def refresh_view(self) -> None:
+        if (parts := self.live_parts()) is None:
+            return
+        self._adopt_datasets(parts)
+        now, wall = time.monotonic(), time.time()
+        notice = self.hosted.tick(now)
+        if notice is not None:
+            self.set_notice(notice)
+        with self.app.batch_update():
+            views = {}
+            for panel in self.panels():
+                view = self.view_for(panel.dataset, now, wall)
+                views[panel.dataset] = view
+                panel.show(view)
+            activity = next((a for s in self.sources if (a := s.activity(now))), None)
+            parts.header.view = header_view(
+                views,
+                activity,
+                quitting=self.quitting(),
+                idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
+                filter_text=parts.filter.value,
+                hosts=self.linked.remote_hosts(),
+            )
+
+    def _adopt_datasets(self, parts: Parts) -> None:
+        """Give each dataset a source has found since (a host's, say) a panel of its own."""
+        found = dict.fromkeys(name for source in self.sources for name in source.names)
+        new = [name for name in found if name not in self.names]
+        if not new:
+            return
+        self.names += new
+        self._panels += parts.add_panels(new)
+        if not isinstance(self.focused, DatasetPanel) and not isinstance(
+            self.app.screen, ModalScreen
+        ):
+            self.call_after_refresh(self._focus_first)
+        self.relayout()
+
+    def _focus_first(self) -> None:
+        visible = self.panels(visible_only=True)
+        if visible and not isinstance(self.focused, DatasetPanel):
+            visible[0].focus()
+
+    # selection
+
+    def selected(self) -> DatasetPanel | None:
+        focused = self.focused
+        if isinstance(focused, DatasetPanel):
+            return focused
+        visible = self.panels(visible_only=True)
+        return visible[0] if visible else None
+
+    def action_move(self, dx: int, dy: int) -> None:
+        visible = self.panels(visible_only=True)
+        if not visible:
+            return
+        current = self.selected()
+        index = visible.index(current) if current in visible else 0
+        if not isinstance(self.focused, DatasetPanel):
+            visible[index].focus()
+            return
+        target = index + dx + dy * self.columns
+        if 0 <= target < len(visible):
+            visible[target].focus()
+
+    # keys on the selected dataset: its source decides what they mean
+
+    def _source(self, name: str, action: Action) -> PanelSource:
+        """The source that carries out `action` on `name`; this process's runs by default
+        (they explain what they cannot do)."""
+        return next((s for s in self.sources if s.claims(name, action)), self.hosted)
+
+    def action_kill(self) -> None:
+        panel = self.selected()
+        if panel is not None:
+            self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
+
+    def action_resume(self) -> None:
+        panel = self.selected()
+        if panel is not None:
+            source = self._source(panel.dataset, "resume")
+            self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
+
+    def carry_out(self, plan: Plan) -> None:
+        """Say a refusal, or ask what the plan needs to know and then act on it."""
+        match plan:
+            case Note():
+                self.say(plan)
+            case Confirm(title=title, body=body, label=label, then=then):
+                self.app.push_screen(
+                    ConfirmScreen(title, body, label),
+                    lambda ok: self._after(then()) if ok else None,
+                )
+            case AskBudget(target=target, then=then):
+                self.app.push_screen(
+                    ResumeScreen(target),
+                    lambda budget: self._after(then(budget)) if budget is not None else None,
+                )
+
+    def _after(self, note: Note | None) -> None:
+        if note is not None:
+            self.say(note)
+        self.refresh_view()
+
+    def say(self, note: Note) -> None:
+        self.notify(note.text, title=note.title, severity=note.severity, timeout=note.timeout)
+
+    def start_run(self) -> bool:
+        if self.hosted.start() is None:
+            self.notify("Nothing to start: no run is configured.", severity="warning")
+            return False
+        return True
+
+    def action_start(self) -> None:
+        if self.hosted.active():
+            self.notify("A run is already active in this process (k stops it).")
+            return
+        if self.start_run():
+            self.notify("starting the configured run")
+            self.refresh_view()
+
+    def action_runs(self) -> None:
+        if not self.linked.links:
+            self.notify(
+                "No host is watched: start gen-tui with --host TARGET --remote-dir DIR, or "
+                "add [[hosts]] to the config.",
+                severity="warning",
+            )
+            return
+        from gen_tui.app.dialogs.run_list import RunsScreen
+
+        self.app.push_screen(RunsScreen(self.linked.links))
+
+    def action_pause(self) -> None:
+        self.say(self.hosted.pause())
+        self.refresh_view()
+
+    # filter and help
+
+    def action_filter(self) -> None:
+        bar = self._bar
+        bar.display = True
+        bar.focus()
+        self.relayout()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if not event.value:
+            self._bar.display = False
+        self._focus_visible()
+
+    @on(FilterBar.Cleared)
+    def _filter_cleared(self) -> None:
+        self._bar.display = False
+        self.apply_filter("")
+        self._focus_visible()
+
+    @property
+    def _bar(self) -> FilterBar:
+        assert self.parts is not None  # filter keys and events come once it is mounted
+        return self.parts.filter
+
+    def _focus_visible(self) -> None:
+        visible = self.panels(visible_only=True)
+        if visible:
+            visible[0].focus()
+        self.relayout()
+
+    def apply_filter(self, text: str) -> None:
+        needle = text.strip().lower()
+        for panel in self.panels():
+            panel.display = needle in panel.dataset.lower()
+        self.relayout()
+        self.refresh_view()
+
+    def action_help(self) -> None:
+        # Built once and kept (installed): composing and styling the table on every `?`
+        # was most of the key's latency.
+        if not self.app.is_screen_installed("help"):
+            about = (
+                "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
+                "stale (no new record, or writing past its budget: press k), stopped, "
+                "aborted, failed."
+            )
+            self.app.install_screen(
+                HelpScreen(help_rows((*self.BINDINGS, *self.app_keys)), about), name="help"
+            )
+        self.app.push_screen("help")

@@ -1,0 +1,101 @@
+"""Where a panel's data comes from: one interface, so the dashboard's keys never ask which.
+
+A dataset's panel is fed by one of: the engine this process hosts (`hosted.HostedRuns`), a
+host link watching its records (`linked.HostLinks`), or anything else that implements
+:class:`PanelSource`. The dashboard asks the source for the panel's view, and for what `k`
+and `r` mean for that dataset: a :class:`Plan` (a refusal to say, a question to confirm, a
+budget to ask for), which the screen carries out. Sources never touch widgets; they answer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from gen_tui.app.dialogs.modals import ResumeTarget
+from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.widgets.dataset_panel import PanelView
+
+Action = Literal["kill", "resume"]
+Severity = Literal["information", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something to tell the user (a toast), and nothing else to do."""
+
+    text: str
+    title: str = ""
+    severity: Severity = "information"
+    timeout: float | None = None
+    """Seconds on screen; None: the app's default."""
+
+
+Then = Callable[[], "Note | None"]
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """Ask before doing `then` (a kill, an abort): the confirmation dialog's wording."""
+
+    title: str
+    body: str
+    label: str
+    then: Then
+
+
+@dataclass(frozen=True)
+class AskBudget:
+    """Ask for a new token budget for `target`, then do `then(budget)`."""
+
+    target: ResumeTarget
+    then: Callable[[int], Note | None]
+
+
+Plan = Note | Confirm | AskBudget
+"""What a key means for one dataset, decided by its source."""
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What the header says a source is doing, when it is doing something.
+
+    `live`: a run of this process, which quitting stops (the header then says "quitting").
+    """
+
+    state: str
+    names: Sequence[str]
+    pools: Sequence[RunSnapshot]
+    countdowns: Sequence[float] = ()
+    live: bool = False
+
+
+class PanelSource(ABC):
+    """One place panels read from, and what `k` and `r` do for the datasets it feeds."""
+
+    @property
+    @abstractmethod
+    def names(self) -> Sequence[str]:
+        """The datasets it knows, in order: each gets a panel (they may grow, never shrink)."""
+
+    @abstractmethod
+    def view(self, name: str, now: float, wall: float) -> PanelView | None:
+        """The panel of `name` at monotonic `now` (wall clock `wall`); None: not from here."""
+
+    def claims(self, name: str, action: Action) -> bool:
+        """Whether `action` on `name` is this source's to carry out (first claim wins)."""
+        return False
+
+    def kill(self, name: str, view: PanelView | None) -> Plan:
+        """What `k` on `name` does."""
+        return Note(f"{name}: cannot be stopped from here", severity="warning")
+
+    def resume(self, name: str, view: PanelView) -> Plan:
+        """What `r` on `name` does."""
+        return Note(f"{name}: cannot be resumed from here", severity="warning")
+
+    def activity(self, now: float) -> Activity | None:
+        """What the header reports for this source, or None when it has nothing running."""
+        return None

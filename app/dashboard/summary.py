@@ -1,0 +1,61 @@
+"""What the header sums up: totals over every panel, and what the active source is doing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gen_tui.app.dashboard.sources import Activity
+from gen_tui.backends.snapshot import DatasetState
+from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.header import HeaderView
+
+
+def header_view(
+    views: Mapping[str, PanelView],
+    activity: Activity | None,
+    *,
+    quitting: bool,
+    idle: str,
+    filter_text: str,
+    hosts: tuple[tuple[str, str], ...],
+) -> HeaderView:
+    """The header for panels showing `views`.
+
+    `activity`: the first source with something running (None: the header says `idle`,
+    "idle" or "watching"); `quitting` overrides a run of this process, which quitting stops.
+    """
+    snaps = [v.snapshot for v in views.values() if v.snapshot is not None]
+    latest = list(activity.pools) if activity is not None else []
+    countdowns = list(activity.countdowns) if activity is not None else []
+    if activity is None:
+        state = idle
+    elif quitting and activity.live:
+        state = "quitting"
+    else:
+        state = activity.state
+    where = ""
+    names = activity.names if activity is not None else ()
+    first = next((s for s in snaps if s.name in names), None)
+    if first is not None:
+        where = f"pid {first.pid} on {first.host}"
+    return HeaderView(
+        state=state,
+        tokens=sum(s.tokens for s in snaps),
+        tok_s=sum(s.tok_s for s in snaps if not s.state.finished),
+        done=sum(1 for s in snaps if s.state in (DatasetState.DONE, DatasetState.EXHAUSTED)),
+        total=len(views),
+        inflight=sum(s.inflight for s in latest),
+        concurrency=sum(s.concurrency for s in latest),
+        utilisation=(sum(s.utilisation for s in latest) / len(latest)) if latest else None,
+        countdown_s=min(countdowns) if countdowns else None,
+        where=where,
+        filter=filter_text,
+        servers=sum(len(s.servers) for s in latest),
+        servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
+        hosts=hosts,
+        cost=sum(costs) if (costs := [s.cost for s in snaps if s.cost is not None]) else None,
+        cost_per_hour=sum(
+            s.cost_per_hour for s in snaps if s.cost_per_hour and not s.state.finished
+        )
+        or None,
+    )
