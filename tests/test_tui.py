@@ -458,6 +458,7 @@ async def test_quit_asks_while_a_run_is_active_and_drains_it(
         assert app.is_running and app.runs[0].active
         await pilot.press("q", "y")
         await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.return_code == 0, "a drained quit is a clean exit"
     assert not app.runs[0].active
     assert app.runs[0].outcome == "stopped"
 
@@ -467,6 +468,7 @@ async def test_quit_without_a_run_exits_at_once() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
         await wait_for(pilot, lambda: app.return_code is not None)
+    assert app.return_code == 0
 
 
 async def test_engine_error_is_a_notification_not_a_traceback(
