@@ -20,8 +20,8 @@ from gen_tui.backends.counts import format_count
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
     from gen_tui.backends.config import HostEntry
+    from gen_tui.backends.hosts import Host, KillOutcome, RunIdentity, RunProcess
     from gen_tui.backends.monitor import HostMonitor
-    from gen_tui.backends.runs import Host, KillOutcome, Run, RunIdentity
     from gen_tui.backends.ssh import SSHOptions
 
 DEFAULT_GRACE_S = 30.0
@@ -130,8 +130,8 @@ class HostLink:
             self.done.set()
 
     async def _main(self) -> None:
+        from gen_tui.backends.hosts import RunError
         from gen_tui.backends.monitor import HostMonitor
-        from gen_tui.backends.runs import RunError
 
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         with self._lock:
@@ -197,7 +197,7 @@ class HostLink:
             (dataset,), tokens, monitor.resume(dataset, tokens, samples), dataset, "resumed"
         )
 
-    async def _resume_run(self, monitor: HostMonitor, run: Run, tokens: int | None) -> None:
+    async def _resume_run(self, monitor: HostMonitor, run: RunProcess, tokens: int | None) -> None:
         what = ", ".join(run.datasets) or f"run {run.pid}"
         await self._start(
             run.datasets, tokens, monitor.resume_run(run, tokens), what, "started again"
@@ -286,7 +286,7 @@ def host_source(
     """A host to watch and control: an SSH target (alias or user@host[:port]) or "local"."""
 
     def make() -> Host:
-        from gen_tui.backends.runs import open_host
+        from gen_tui.backends.hosts import open_host
 
         return open_host(
             target, output_dir, name=name, options=options, pattern=pattern, template=command

@@ -61,7 +61,7 @@ from gen_tui.widgets.header import HeaderView, RunHeader
 from gen_tui.widgets.key_line import KeyLine
 
 if TYPE_CHECKING:  # the engine (aiohttp), asyncssh and psutil load in workers, not at startup
-    from gen_tui.backends.runs import RunIdentity
+    from gen_tui.backends.hosts import RunIdentity
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0

@@ -26,15 +26,15 @@ from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.runs import (
+from gen_tui.backends.hosts import (
     SAMPLE_FLAGS,
     TOKEN_FLAGS,
     DatasetTotals,
     Host,
     KillOutcome,
-    Run,
     RunError,
     RunIdentity,
+    RunProcess,
     Survey,
     TickCallback,
     Watch,
@@ -110,8 +110,8 @@ class HostMonitor:
         self.survey_s = survey_s
         self.on_change = on_change
         self.datasets: tuple[str, ...] = tuple(datasets)
-        self.runs: tuple[Run, ...] = ()
-        self.ended: tuple[Run, ...] = ()
+        self.runs: tuple[RunProcess, ...] = ()
+        self.ended: tuple[RunProcess, ...] = ()
         """Runs seen before and gone since, newest first: what `r` can start again."""
         self.totals: dict[str, DatasetTotals] = {}
         self.state = "connecting"
@@ -254,7 +254,7 @@ class HostMonitor:
             return self.watch_state
         return self.state
 
-    def writer(self, dataset: str) -> Run | None:
+    def writer(self, dataset: str) -> RunProcess | None:
         """The live run writing `dataset` here: the lock holder, else the one naming it."""
         # Only runs writing here: a B2 in another folder of the same machine is not ours.
         runs = [run for run in self.runs if run.output_dir == self.output_dir]
@@ -354,7 +354,7 @@ class HostMonitor:
         await self._look_again()
         return identity
 
-    async def resume_run(self, run: Run, max_tokens: int | None) -> RunIdentity:
+    async def resume_run(self, run: RunProcess, max_tokens: int | None) -> RunIdentity:
         """Start an ended run again, as it was launched, with a new token budget."""
         identity = await self.host.resume(run, max_tokens)
         for name in run.datasets:
@@ -375,7 +375,7 @@ class HostMonitor:
         await self.host.close()
 
 
-def _listed(run: Run, runs: Sequence[Run]) -> bool:
+def _listed(run: RunProcess, runs: Sequence[RunProcess]) -> bool:
     return any(run.identity.same_process(other.identity) for other in runs)
 
 

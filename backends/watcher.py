@@ -595,6 +595,19 @@ def proc_info(pid: int, btime: float, hz: int) -> dict | None:
     }
 
 
+def proc_uid(pid: int):
+    """The real uid that owns a process (None when it is gone): runs of other users are
+    listed, and this lets a client tell them apart."""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            for row in handle:
+                if row.startswith("Uid:"):
+                    return int(row.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _clock() -> tuple:
     btime = 0.0
     try:
@@ -797,6 +810,7 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
             continue
         args = run_args(info["cmdline"])
         info["args"] = args
+        info["uid"] = proc_uid(pid)
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts) if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
