@@ -20,6 +20,7 @@ import asyncssh
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.errors import RunError
+from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
 
@@ -37,7 +38,8 @@ class DatasetTotals:
     lock_pid: int | None
     mtime: float | None
     bad_lines: int
-    progress: dict[str, Any] | None
+    progress: ProgressFile | None
+    """The writer's progress.json, when there is one (fields of a wrong type left out)."""
     progress_fresh: bool
     received_at: float
 
@@ -209,7 +211,7 @@ class Watch:
             lock_pid=message.get("lock_pid"),
             mtime=message.get("mtime"),
             bad_lines=int(message.get("bad_lines", 0)),
-            progress=message.get("progress"),
+            progress=ProgressFile.parse(message.get("progress")),
             progress_fresh=bool(message.get("progress_fresh")),
             received_at=time.time(),
         )
