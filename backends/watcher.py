@@ -6,6 +6,12 @@ channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cr
 network. The same source runs locally (as a subprocess of `sys.executable -`), and the module
 is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
 
+It is also the one home of the portable half of the on-disk contract, which the rest of
+gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
+record-counting rule (:func:`record_counts`), the lock holder and the lock probe
+(:func:`lock_status`, from /proc/locks), and the process listing (:func:`ps`, which the local
+host calls in-process).
+
 Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, no
 `str.removeprefix`, no third-party imports. The tests parse it with `feature_version=(3, 8)`.
 

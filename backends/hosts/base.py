@@ -16,6 +16,7 @@ import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gen_tui.backends import watcher
@@ -27,7 +28,7 @@ from gen_tui.backends.hosts.kill import (
     KillOutcome,
     KillResult,
     TickCallback,
-    read_verdict,
+    signal_and_wait,
 )
 from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey, runs_in
 from gen_tui.backends.hosts.resume import (
@@ -38,7 +39,7 @@ from gen_tui.backends.hosts.resume import (
 from gen_tui.backends.hosts.resume import (
     log_path as default_log_path,
 )
-from gen_tui.backends.hosts.scripts import parse_sizes, rquote, signal_script, sizes_script
+from gen_tui.backends.hosts.scripts import parse_sizes, rquote, sizes_script
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
@@ -46,6 +47,18 @@ from gen_tui.backends.ssh import SSHError, describe
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
 START_SETTLE_S = 0.5
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    """One detached start: the watcher's `--start` request, or its in-process call."""
+
+    argv: list[str]
+    log: str
+    cwd: str | None
+    output_dir: str
+    expect: int | None
+    """The folder's start count the check for a live writer read (None: start regardless)."""
 
 
 class Host(ABC):
@@ -84,18 +97,10 @@ class Host(ABC):
         """Run a POSIX sh script on the host to its end: its stdout."""
 
     @abstractmethod
-    async def _spawn(
-        self,
-        argv: Sequence[str],
-        log_path: str,
-        cwd: str | None,
-        output_dir: str,
-        expect: int | None,
-    ) -> int:
-        """Start detached under `output_dir`'s start guard (`watcher.guarded_start`): the pid.
-
-        Raises :class:`ResumeRefused` when a start came after the check `expect` was read in.
-        """
+    async def _spawn(self, spec: StartSpec) -> int:
+        """Start detached under the output folder's start guard (`watcher.guarded_start`):
+        the pid. Raises :class:`ResumeRefused` when a start came after the check that
+        `spec.expect` was read in."""
 
     @abstractmethod
     async def _open_watcher(self, args: list[str]) -> LineSource:
@@ -120,26 +125,7 @@ class Host(ABC):
     async def _signal_wait(
         self, identity: RunIdentity, sig: str, wait_s: float, on_tick: TickCallback | None
     ) -> tuple[str, str]:
-        """Check identity, signal, wait: ("refused"|"absent"|"gone"|"alive", detail)."""
-        script = signal_script(
-            identity.pid,
-            identity.start_ticks,
-            identity.boot_id,
-            identity.cmdline_hex(),
-            sig,
-            wait_s,
-        )
-        try:
-            source = await self._open_sh(script)
-        except (SSHError, OSError) as exc:  # the script may or may not have reached the host
-            raise RunError(
-                f"{self.name}: link lost while stopping pid {identity.pid} ({describe(exc)}); "
-                "list the runs again before retrying"
-            ) from None
-        try:
-            return await read_verdict(source, self.name, identity.pid, wait_s, on_tick)
-        finally:
-            await source.close()
+        return await signal_and_wait(self._open_sh, self.name, identity, sig, wait_s, on_tick)
 
     async def _sizes(self, paths: Sequence[str]) -> list[dict[str, int | None]]:
         """Sizes of `paths`, sampled three times half a second apart."""
@@ -259,7 +245,7 @@ class Host(ABC):
             raise StartError("empty command")
         launched = time.monotonic()
         folder = output_dir or self._abs_output_dir()
-        pid = await self._spawn(argv, log_path, cwd, folder, expect)
+        pid = await self._spawn(StartSpec(argv, log_path, cwd, folder, expect))
         try:
             return await self._started(argv, pid, log_path, launched, settle_s)
         except SSHError as exc:

@@ -9,7 +9,7 @@ run's record files must have stopped growing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -17,9 +17,10 @@ import asyncssh
 
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.errors import RunError
-from gen_tui.backends.hosts.scripts import VERDICTS
+from gen_tui.backends.hosts.ps import RunIdentity
+from gen_tui.backends.hosts.scripts import VERDICTS, signal_script
 from gen_tui.backends.hosts.watch import LineSource
-from gen_tui.backends.ssh import describe
+from gen_tui.backends.ssh import SSHError, describe
 
 DEFAULT_GRACE_S = 30.0
 KILL_WAIT_S = 10.0
@@ -56,7 +57,30 @@ async def call_tick(callback: TickCallback, value: int) -> None:
         await result
 
 
-async def read_verdict(
+async def signal_and_wait(
+    open_sh: Callable[[str], Awaitable[LineSource]],
+    host: str,
+    identity: RunIdentity,
+    sig: str,
+    wait_s: float,
+    on_tick: TickCallback | None,
+) -> tuple[str, str]:
+    """Check identity, signal, wait, with the signal script started by `open_sh`:
+    ("refused"|"absent"|"gone"|"alive", detail)."""
+    try:
+        source = await open_sh(signal_script(identity, sig, wait_s))
+    except (SSHError, OSError) as exc:  # the script may or may not have reached the host
+        raise RunError(
+            f"{host}: link lost while stopping pid {identity.pid} ({describe(exc)}); "
+            "list the runs again before retrying"
+        ) from None
+    try:
+        return await _read_verdict(source, host, identity.pid, wait_s, on_tick)
+    finally:
+        await source.close()
+
+
+async def _read_verdict(
     source: LineSource, host: str, pid: int, wait_s: float, on_tick: TickCallback | None
 ) -> tuple[str, str]:
     """Follow the signal script's output: ticks to `on_tick`, then (verdict, detail).

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.hosts.base import Host
+from gen_tui.backends.hosts.base import Host, StartSpec
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
 from gen_tui.backends.hosts.watch import LineSource
 
@@ -85,17 +85,10 @@ class LocalHost(Host):
                 await process.wait()
         return stdout.decode("utf-8", "replace")
 
-    async def _spawn(
-        self,
-        argv: Sequence[str],
-        log_path: str,
-        cwd: str | None,
-        output_dir: str,
-        expect: int | None,
-    ) -> int:
+    async def _spawn(self, spec: StartSpec) -> int:
         try:
             child = await asyncio.to_thread(
-                watcher.guarded_launch, output_dir, expect, list(argv), log_path, cwd
+                watcher.guarded_launch, spec.output_dir, spec.expect, spec.argv, spec.log, spec.cwd
             )
         except watcher.StaleStart:
             raise ResumeRefused.raced(self.name) from None

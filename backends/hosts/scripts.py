@@ -11,6 +11,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from gen_tui.backends.hosts.ps import RunIdentity
+
 # Check a process's identity, signal it (its group when it leads one), then wait for it to
 # be gone, printing "tick N" every second.
 _SIGNAL_SCRIPT = r"""
@@ -82,9 +84,7 @@ def sh_command(script: str) -> str:
     return f"sh -c {shlex.quote(script)}"
 
 
-def signal_script(
-    pid: int, start_ticks: int | None, boot_id: str, cmdline_hex: str, sig: str, wait_s: float
-) -> str:
+def signal_script(identity: RunIdentity, sig: str, wait_s: float) -> str:
     """Check the identity, send SIG`sig`, then wait up to `wait_s` for the process to go.
 
     It prints `tick N` each second and ends with one of :data:`VERDICTS` (then a detail).
@@ -92,10 +92,10 @@ def signal_script(
     if sig not in SIGNALS:
         raise ValueError(f"unsupported signal {sig}")
     return _SIGNAL_SCRIPT.format(
-        pid=int(pid),
-        ticks=shlex.quote(str(start_ticks) if start_ticks else "-"),
-        boot=shlex.quote(boot_id),
-        cmd=shlex.quote(cmdline_hex),
+        pid=int(identity.pid),
+        ticks=shlex.quote(str(identity.start_ticks) if identity.start_ticks else "-"),
+        boot=shlex.quote(identity.boot_id),
+        cmd=shlex.quote(identity.cmdline_hex()),
         sig=sig,
         wait_cs=max(0, round(wait_s * 100)),
     )

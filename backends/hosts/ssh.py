@@ -11,12 +11,13 @@ import contextlib
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import asyncssh
 
 from gen_tui.backends import watcher
-from gen_tui.backends.hosts.base import Host
+from gen_tui.backends.hosts.base import Host, StartSpec
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
 from gen_tui.backends.hosts.scripts import sh_command
 from gen_tui.backends.hosts.watch import LineSource
@@ -120,23 +121,9 @@ class SSHHost(Host):
         result = await self.connection.run(sh_command(script), timeout=timeout)
         return str(result.stdout or "")
 
-    async def _spawn(
-        self,
-        argv: Sequence[str],
-        log_path: str,
-        cwd: str | None,
-        output_dir: str,
-        expect: int | None,
-    ) -> int:
-        spec = {
-            "output_dir": output_dir,
-            "argv": list(argv),
-            "log": log_path,
-            "cwd": cwd,
-            "expect": expect,
-        }
+    async def _spawn(self, spec: StartSpec) -> int:
         try:
-            output = await self._python([f"--start={json.dumps(spec)}"], timeout=30)
+            output = await self._python([f"--start={json.dumps(asdict(spec))}"], timeout=30)
         except SSHError as exc:
             raise StartError(
                 f"{self.name}: link lost while starting ({describe(exc)}); list the runs "
