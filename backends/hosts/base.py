@@ -35,9 +35,7 @@ from gen_tui.backends.hosts.resume import (
     check_budget,
     edited_command,
     refuse_live_writers,
-)
-from gen_tui.backends.hosts.resume import (
-    log_path as default_log_path,
+    resume_log_path,
 )
 from gen_tui.backends.hosts.scripts import parse_sizes, rquote, sizes_script
 from gen_tui.backends.hosts.watch import LineSource, Watch
@@ -62,7 +60,13 @@ class StartSpec:
 
 
 class Host(ABC):
-    """A machine whose runs gen-tui lists and controls: `LocalHost` or `SSHHost`."""
+    """A machine whose runs gen-tui lists and controls: `LocalHost` or `SSHHost`.
+
+    A subclass supplies the abstract primitives (the watcher's process listing, a shell
+    script run to its end or read line by line, a guarded detached start, the watcher's
+    stream); everything a person asks of a host is written here once, so the two hosts
+    cannot drift apart.
+    """
 
     def __init__(
         self,
@@ -335,7 +339,7 @@ class Host(ABC):
             argv, cwd = edited_command(run, holder, targets, new_max_tokens, max_samples)
         return await self.start(
             argv,
-            log_path or default_log_path(out_dir, targets[0]),
+            log_path or resume_log_path(out_dir, targets[0]),
             cwd=cwd,
             output_dir=out_dir,
             expect=report.start_seq,

@@ -118,7 +118,8 @@ class LockRecord:
     def parse(cls, raw: Any) -> LockRecord:
         raw = raw if isinstance(raw, Mapping) else {}
         holder = raw.get("holder")
-        return cls(bool(raw.get("locked")), _int(raw.get("pid")), holder or {})
+        holder = holder if isinstance(holder, Mapping) else {}
+        return cls(bool(raw.get("locked")), _int(raw.get("pid")), holder)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def edited_command(
     return resume_argv(argv, datasets, max_tokens, max_samples), cwd
 
 
-def log_path(out_dir: str, dataset: str) -> str:
+def resume_log_path(out_dir: str, dataset: str) -> str:
     """Where a resumed run's output goes: the output folder's log folder, by dataset and time."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return posixpath.join(out_dir, watcher.LOG_DIR, f"{dataset}-{stamp}.log")
