@@ -24,7 +24,8 @@ Modes (all print JSON lines on stdout):
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
-  whose command line matches (or the given pids), the lock files under the output folders
+  whose command line matches (or the given pids) with each one's owner uid (a client can
+  then tell another user's run from its own), the lock files under the output folders
   and the prompt files of each process's `--prompts-dir`. The run list is built from it.
   It also carries the output folder's start count (`start_seq`), read before the processes.
 - `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
