@@ -26,7 +26,7 @@ from gen_tui.backends.run_config import DatasetSpec, EngineConfig, queued_concur
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
-    from gen_tui.backends.runs import LocalHost, RunIdentity
+    from gen_tui.backends.hosts import LocalHost, RunIdentity
     from gen_tui.backends.sim import SimConfig
 
 
@@ -233,7 +233,7 @@ class SimProcessSource(HostSource):
         self.launched: RunIdentity | None = None
 
     async def open(self, stack: AsyncExitStack) -> LocalHost:
-        from gen_tui.backends.runs import LocalHost
+        from gen_tui.backends.hosts import LocalHost
         from gen_tui.backends.sim import SimServer
 
         loop = asyncio.get_running_loop()

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.settings import DEFAULT_GRACE_S
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
     from gen_tui.backends.config import HostEntry
+    from gen_tui.backends.hosts import Host, KillOutcome, RunIdentity, RunProcess
     from gen_tui.backends.monitor import HostMonitor
-    from gen_tui.backends.runs import Host, KillOutcome, Run, RunIdentity
     from gen_tui.backends.ssh import SSHOptions
 
-DEFAULT_GRACE_S = 30.0
 SHUTDOWN_GRACE_S = 5.0
 """How long a process the app itself started gets to drain when the app exits."""
 
@@ -77,7 +77,7 @@ class Resume:
 class ResumeRun:
     """Start an ended run's command again, as launched, with a new token budget."""
 
-    run: Run
+    run: RunProcess
     tokens: int | None
     datasets: ClassVar[tuple[str, ...]] = ()
     note: ClassVar[str] = ""
@@ -204,8 +204,8 @@ class HostLink:
             self.done.set()
 
     async def _main(self) -> None:
+        from gen_tui.backends.hosts import RunError
         from gen_tui.backends.monitor import HostMonitor
-        from gen_tui.backends.runs import RunError
 
         queue: asyncio.Queue[Command] = asyncio.Queue()
         with self._lock:
@@ -273,7 +273,7 @@ class HostLink:
             (dataset,), tokens, monitor.resume(dataset, tokens, samples), dataset, "resumed"
         )
 
-    async def _resume_run(self, monitor: HostMonitor, run: Run, tokens: int | None) -> None:
+    async def _resume_run(self, monitor: HostMonitor, run: RunProcess, tokens: int | None) -> None:
         what = ", ".join(run.datasets) or f"run {run.pid}"
         await self._start(
             run.datasets, tokens, monitor.resume_run(run, tokens), what, "started again"
@@ -371,7 +371,7 @@ def host_source(
     """A host to watch and control: an SSH target (alias or user@host[:port]) or "local"."""
 
     def make() -> Host:
-        from gen_tui.backends.runs import open_host
+        from gen_tui.backends.hosts import open_host
 
         return open_host(
             target, output_dir, name=name, options=options, pattern=pattern, template=command
@@ -387,7 +387,9 @@ def host_source(
 
 
 def sources_from_config(
-    entries: Sequence[HostEntry], options: SSHOptions | None = None, grace_s: float = 30.0
+    entries: Sequence[HostEntry],
+    options: SSHOptions | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
 ) -> list[HostSource]:
     return [
         host_source(

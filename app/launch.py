@@ -19,8 +19,9 @@ from gen_tui.app.hosts import (
     sources_from_config,
     ssh_options,
 )
-from gen_tui.app.tui import DEFAULT_STALE_AFTER_S, GenTuiApp
+from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -84,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         getattr(args, "tui_known_hosts", None),
         getattr(args, "tui_identity", None),
     )
-    grace = float(getattr(args, "tui_grace", 30.0))
+    grace = float(getattr(args, "tui_grace", DEFAULT_GRACE_S))
     if target is not None and remote_dir is not None:
         try:
             source = host_source(

@@ -47,12 +47,12 @@ from gen_tui.app.engine_run import (
 )
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
+from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
 from gen_tui.backends.snapshot import RunSnapshot
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 HEAP_TICK_S = 1.0  # how long the loaded modules must hold still before the heap is frozen
-DEFAULT_STALE_AFTER_S = 60.0
 BUDGET_TOAST_S = 6.0
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import orjson
 
+from gen_tui.backends import watcher
+
 
 class LockHeld(Exception):
     """Another live process writes this dataset."""
@@ -32,26 +34,13 @@ class LockHeld(Exception):
 
 def read_holder(path: Path) -> dict[str, object]:
     """What the current or last holder wrote into the lock file (empty if unreadable)."""
-    try:
-        value = orjson.loads(path.read_bytes() or b"{}")
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return watcher.read_holder(os.fspath(path))
 
 
 def is_locked(path: Path) -> bool:
-    """Whether a live process holds `path` (tested with a non-blocking shared lock)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Whether a live process holds `path`, read from /proc/locks as the watcher reads it
+    (never by taking a lock, which could make a starting writer's `flock` fail)."""
+    return watcher.lock_status(os.fspath(path), watcher.read_lock_table())[0]
 
 
 class DatasetLock:

@@ -20,26 +20,26 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.runs import (
+from gen_tui.backends.hosts import (
     SAMPLE_FLAGS,
     TOKEN_FLAGS,
     DatasetTotals,
     Host,
     KillOutcome,
-    Run,
     RunError,
     RunIdentity,
+    RunProcess,
     Survey,
     TickCallback,
     Watch,
     WatchStatus,
 )
+from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.ssh import HostKeyError, SSHError
 
@@ -110,8 +110,8 @@ class HostMonitor:
         self.survey_s = survey_s
         self.on_change = on_change
         self.datasets: tuple[str, ...] = tuple(datasets)
-        self.runs: tuple[Run, ...] = ()
-        self.ended: tuple[Run, ...] = ()
+        self.runs: tuple[RunProcess, ...] = ()
+        self.ended: tuple[RunProcess, ...] = ()
         """Runs seen before and gone since, newest first: what `r` can start again."""
         self.totals: dict[str, DatasetTotals] = {}
         self.state = "connecting"
@@ -254,7 +254,7 @@ class HostMonitor:
             return self.watch_state
         return self.state
 
-    def writer(self, dataset: str) -> Run | None:
+    def writer(self, dataset: str) -> RunProcess | None:
         """The live run writing `dataset` here: the lock holder, else the one naming it."""
         # Only runs writing here: a B2 in another folder of the same machine is not ours.
         runs = [run for run in self.runs if run.output_dir == self.output_dir]
@@ -276,22 +276,19 @@ class HostMonitor:
             return None
         now = time.monotonic() if now is None else now
         writer = self.writer(dataset)
-        progress = totals.progress if isinstance(totals.progress, dict) else {}
-        by_writer = writer is not None and progress.get("pid") == writer.pid
+        progress = totals.progress or ProgressFile()
+        by_writer = writer is not None and progress.pid == writer.pid
         tok_s, samples_s = self._rates.get(dataset, RateMeter()).rates(now)
         max_tokens, max_samples = self._budgets.get(dataset, (None, None))
         if by_writer or writer is None:
-            max_tokens = _int_or(progress.get("max_tokens"), max_tokens)
-            max_samples = _int_or(progress.get("max_samples"), max_samples)
+            max_tokens = _or(progress.max_tokens, max_tokens)
+            max_samples = _or(progress.max_samples, max_samples)
         if writer is None:
             state = DatasetState.STOPPED
-            if progress.get("state") in (DatasetState.DONE, DatasetState.EXHAUSTED):
-                state = DatasetState(progress["state"])
+            if progress.state in (DatasetState.DONE, DatasetState.EXHAUSTED):
+                state = progress.state
         elif by_writer and totals.progress_fresh:
-            try:
-                state = DatasetState(progress.get("state"))
-            except ValueError:
-                state = DatasetState.ACTIVE
+            state = progress.state or DatasetState.ACTIVE
         else:
             state = DatasetState.ACTIVE
         if writer is not None and writer.state == "paused":
@@ -305,9 +302,9 @@ class HostMonitor:
             samples=samples,
             max_tokens=max_tokens,
             max_samples=max_samples,
-            budget_mode=str(progress.get("budget_mode") or "predictive"),
-            inflight=int(progress.get("inflight") or 0) if live else 0,
-            errors=int(progress.get("errors") or 0) if live else 0,
+            budget_mode=progress.budget_mode or DEFAULT_BUDGET_MODE,
+            inflight=(progress.inflight or 0) if live else 0,
+            errors=(progress.errors or 0) if live else 0,
             malformed=totals.bad_lines,
             mean_tokens=tokens / samples if samples else None,
             tok_s=tok_s,
@@ -320,10 +317,10 @@ class HostMonitor:
             started_at=writer.identity.start_time if writer is not None else 0.0,
             updated_at=totals.received_at,
             last_record_at=totals.mtime,
-            pid=writer.pid if writer is not None else _int_or(progress.get("pid"), 0) or 0,
+            pid=writer.pid if writer is not None else progress.pid or 0,
             host=self.name,
-            message=str(progress.get("message") or "") if live else "",
-            cost=_float_or(progress.get("cost")) if by_writer or writer is None else None,
+            message=(progress.message or "") if live else "",
+            cost=progress.cost if by_writer or writer is None else None,
         )
 
     # what the UI does
@@ -354,7 +351,7 @@ class HostMonitor:
         await self._look_again()
         return identity
 
-    async def resume_run(self, run: Run, max_tokens: int | None) -> RunIdentity:
+    async def resume_run(self, run: RunProcess, max_tokens: int | None) -> RunIdentity:
         """Start an ended run again, as it was launched, with a new token budget."""
         identity = await self.host.resume(run, max_tokens)
         for name in run.datasets:
@@ -375,16 +372,12 @@ class HostMonitor:
         await self.host.close()
 
 
-def _listed(run: Run, runs: Sequence[Run]) -> bool:
+def _listed(run: RunProcess, runs: Sequence[RunProcess]) -> bool:
     return any(run.identity.same_process(other.identity) for other in runs)
 
 
-def _int_or(value: Any, default: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def _float_or(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _or(value: int | None, default: int | None) -> int | None:
+    return value if value is not None else default
 
 
 def _first_line(exc: BaseException) -> str:

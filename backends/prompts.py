@@ -7,7 +7,6 @@ number, so it is stable across runs as long as the file is only appended to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +15,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from gen_tui.backends.records import SampleId, sample_key
+from gen_tui.backends.watcher import DATASET_NAME
 
-# \Z, not $: "$" also matches before a final newline, and "B1\n" is no safe name.
-_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _ROLES = {
     "system": "system",
     "human": "user",
@@ -43,7 +41,7 @@ def check_dataset_name(name: str) -> str:
     Names become folder names locally and remotely and words on remote command lines, so
     only letters, digits, `.`, `_` and `-` are allowed, starting with a letter or digit.
     """
-    if not _NAME.match(name) or name in {".", ".."}:
+    if not DATASET_NAME.match(name) or name in {".", ".."}:
         raise DatasetNameError(
             f"dataset name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
             "(starting with a letter or digit, at most 128 characters)"

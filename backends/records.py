@@ -19,10 +19,35 @@ from typing import Any
 
 import orjson
 
-RAW_FILE = "raw_responses.jsonl"
-ERRORS_FILE = "errors.jsonl"
-PROGRESS_FILE = "progress.json"
-LOCK_FILE = "run.lock"
+# The folder's file names and the record-counting rule are the watcher's: it ships alone to
+# the GPU box, so it owns the portable half of the on-disk contract and this module uses it.
+from gen_tui.backends.watcher import (
+    ERRORS_FILE,
+    LOCK_FILE,
+    PROGRESS_FILE,
+    RAW_FILE,
+    record_counts,
+)
+
+__all__ = [
+    "ERRORS_FILE",
+    "LOCK_FILE",
+    "PROGRESS_FILE",
+    "RAW_FILE",
+    "TORN_SUFFIX",
+    "Completion",
+    "RecordFileError",
+    "RecordWriter",
+    "SampleId",
+    "ScanResult",
+    "error_line",
+    "quarantine_torn_tail",
+    "record_counts",
+    "sample_key",
+    "scan_records",
+    "write_json_atomic",
+]
+
 TORN_SUFFIX = ".torn"
 
 SampleId = str | int
@@ -71,36 +96,6 @@ class Completion:
             record["cost"] = self.cost
         record["created"] = round(time.time(), 3)
         return orjson.dumps(record) + b"\n"
-
-
-def record_counts(record: Any) -> tuple[SampleId, int]:
-    """Return (sample_id, completion_tokens) of a parsed record in either layout.
-
-    Raises ValueError naming the missing or wrong field.
-    """
-    if not isinstance(record, dict):
-        raise ValueError("record is not a JSON object")
-    sample_id = record.get("sample_id", record.get("id"))
-    if sample_id is None:
-        raise ValueError("field 'sample_id' is missing")
-    if isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
-        raise ValueError(f"field 'sample_id' must be a string or integer, got {sample_id!r}")
-    tokens = record.get("completion_tokens")
-    if tokens is None:
-        usage = record.get("usage")
-        if isinstance(usage, dict):
-            tokens = usage.get("completion_tokens")
-        if tokens is None:
-            meta = record.get("meta_info")
-            if isinstance(meta, dict):
-                tokens = meta.get("completion_tokens")
-    if tokens is None:
-        raise ValueError("field 'completion_tokens' (or 'usage.completion_tokens') is missing")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(
-            f"field 'completion_tokens' must be a non-negative integer, got {tokens!r}"
-        )
-    return sample_id, tokens
 
 
 @dataclass

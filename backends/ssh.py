@@ -20,7 +20,8 @@ Why these choices:
   cut off by a drop raises :class:`Disconnected` (asyncssh would hand back its partial
   output with no exit status, which callers took for a failed command or a result).
 - Nothing here ever sends channel signals: sshd refuses them for root ("session signalling
-  requires privilege separation"); processes are stopped with a `kill` command (see runs.py).
+  requires privilege separation"); processes are stopped with a `kill` command (see
+  hosts/scripts.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cr
 network. The same source runs locally (as a subprocess of `sys.executable -`), and the module
 is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
 
+It is also the one home of the portable half of the on-disk contract, which the rest of
+gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
+record-counting rule (:func:`record_counts`), the lock holder and the lock probe
+(:func:`lock_status`, from /proc/locks), and the process listing (:func:`ps`, which the local
+host calls in-process).
+
 Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, no
 `str.removeprefix`, no third-party imports. The tests parse it with `feature_version=(3, 8)`.
 
@@ -18,7 +24,8 @@ Modes (all print JSON lines on stdout):
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
-  whose command line matches (or the given pids), the lock files under the output folders
+  whose command line matches (or the given pids) with each one's owner uid (a client can
+  then tell another user's run from its own), the lock files under the output folders
   and the prompt files of each process's `--prompts-dir`. The run list is built from it.
   It also carries the output folder's start count (`start_seq`), read before the processes.
 - `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
@@ -54,7 +61,9 @@ import sys
 import time
 
 PROTOCOL = 1
+# A dataset folder's files: gen-tui's and every client's one definition of them.
 RAW_FILE = "raw_responses.jsonl"
+ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
 LOCK_FILE = "run.lock"
 LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
@@ -71,7 +80,7 @@ _SAMPLE_KEY = b'"sample_id":'
 _DIGITS = b"0123456789"
 _ENDS = (b",", b"}", b" ", b"\t", b"\r", b"\n")
 # \Z, not $: "$" also matches before a final newline, and "B1\n" is no safe name.
-_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+DATASET_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 
 # The default process pattern: the seed script and gen-tui's engine, however launched
 # (`python run_inference.py`, `python -m run_inference`, `gen-tui run`, `python -m
@@ -133,11 +142,9 @@ def _once(data: bytes, key: bytes) -> int:
 def record_tokens(line: bytes) -> int | None:
     """Completion tokens of one record line in either layout, or None if it is not a record.
 
-    Mirrors `records.record_counts`: top-level `completion_tokens`, else
-    `usage.completion_tokens`, else `meta_info.completion_tokens`, a non-negative integer,
-    and a `sample_id` (or `id`) that is a string or an integer. The fast path applies only
-    when each key occurs exactly once in an object line: then that occurrence is the one
-    `record_counts` reads (a key inside a JSON string always has its quotes escaped, so the
+    The rule is that of :func:`record_counts`. The fast path applies only when each key
+    occurs exactly once in an object line: then that occurrence is the one `record_counts`
+    reads (a key inside a JSON string always has its quotes escaped, so the
     byte pattern cannot match there). Anything else goes through `json`.
     """
     stripped = line.strip()
@@ -165,16 +172,20 @@ def record_tokens(line: bytes) -> int | None:
     return _json_tokens(stripped)
 
 
-def _json_tokens(line: bytes) -> int | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
+def record_counts(record) -> tuple:
+    """(sample_id, completion_tokens) of a parsed record in either layout: the counting rule.
+
+    A record is a JSON object with a `sample_id` (or `id`) that is a string or an integer,
+    and a non-negative integer `completion_tokens` at the top level, else in `usage`, else
+    in `meta_info`. Raises ValueError naming the missing or wrong field.
+    """
     if not isinstance(record, dict):
-        return None
+        raise ValueError("record is not a JSON object")
     sample_id = record.get("sample_id", record.get("id"))
-    if sample_id is None or isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
-        return None
+    if sample_id is None:
+        raise ValueError("field 'sample_id' is missing")
+    if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
+        raise ValueError("field 'sample_id' must be a string or integer, got %r" % (sample_id,))
     tokens = record.get("completion_tokens")
     if tokens is None:
         usage = record.get("usage")
@@ -184,9 +195,20 @@ def _json_tokens(line: bytes) -> int | None:
             meta = record.get("meta_info")
             if isinstance(meta, dict):
                 tokens = meta.get("completion_tokens")
+    if tokens is None:
+        raise ValueError("field 'completion_tokens' (or 'usage.completion_tokens') is missing")
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(
+            "field 'completion_tokens' must be a non-negative integer, got %r" % (tokens,)
+        )
+    return sample_id, tokens
+
+
+def _json_tokens(line: bytes) -> int | None:
+    try:
+        return record_counts(json.loads(line))[1]
+    except ValueError:  # not JSON (JSONDecodeError is one), or not a record
         return None
-    return tokens
 
 
 def read_lock_table() -> dict | None:
@@ -430,7 +452,7 @@ def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
     """`NAME` or `NAME:OFFSET:INO:TOKENS:SAMPLES` (the `resume` of an earlier report)."""
     parts = arg.split(":")
     name = parts[0]
-    if not _NAME.match(name):
+    if not DATASET_NAME.match(name):
         raise ValueError("dataset name %r is not allowed" % name)
     if len(parts) == 1:
         return DatasetTail(output_dir, name)
@@ -514,7 +536,7 @@ def run_args(argv: list) -> dict:
     datasets = flag_value(argv, "--datasets", "--dataset")
     names = None
     if datasets is not None:
-        names = [name.strip() for name in datasets.split(",") if _NAME.match(name.strip())]
+        names = [name.strip() for name in datasets.split(",") if DATASET_NAME.match(name.strip())]
     return {
         "datasets": names,
         "prompts_dir": flag_value(argv, "--prompts-dir"),
@@ -595,6 +617,19 @@ def proc_info(pid: int, btime: float, hz: int) -> dict | None:
     }
 
 
+def proc_uid(pid: int):
+    """The real uid that owns a process (None when it is gone): runs of other users are
+    listed, and this lets a client tell them apart."""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            for row in handle:
+                if row.startswith("Uid:"):
+                    return int(row.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _clock() -> tuple:
     btime = 0.0
     try:
@@ -620,7 +655,7 @@ def scan_locks(output_dir: str, table: dict | None) -> dict:
     except OSError:
         return out
     for name in names:
-        if not _NAME.match(name):
+        if not DATASET_NAME.match(name):
             continue
         path = os.path.join(output_dir, name, LOCK_FILE)
         if os.path.exists(path):
@@ -639,7 +674,7 @@ def prompt_names(folder: str) -> list:
     except OSError:
         return []
     return sorted(
-        n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and _NAME.match(n[:-6])
+        n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and DATASET_NAME.match(n[:-6])
     )
 
 
@@ -797,6 +832,7 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
             continue
         args = run_args(info["cmdline"])
         info["args"] = args
+        info["uid"] = proc_uid(pid)
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts) if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from gen_tui.backends.hosts import KillResult
 from gen_tui.backends.monitor import HostMonitor, RateMeter, budget_from_argv
-from gen_tui.backends.runs import KillResult
 from gen_tui.backends.snapshot import DatasetState
 from tests.helpers import recount
 from tests.sshd import sshd
@@ -112,7 +112,7 @@ async def test_a_dataset_of_the_same_name_in_another_folder_is_not_ours(
 ) -> None:
     """Two B3s on one machine: the one writing elsewhere is neither our writer nor a reason
     to refuse our resume (local hosts list every matching process of the machine)."""
-    from gen_tui.backends.runs import LocalHost
+    from gen_tui.backends.hosts import LocalHost
 
     ours, elsewhere = tmp_path / "ours", tmp_path / "elsewhere"
     ours.mkdir()

@@ -21,22 +21,22 @@ import psutil
 import pytest
 
 from gen_tui.backends import watcher
-from gen_tui.backends.lock import DatasetLock, is_locked
-from gen_tui.backends.prompts import DatasetNameError
-from gen_tui.backends.records import RAW_FILE, scan_records
-from gen_tui.backends.runs import (
+from gen_tui.backends.hosts import (
     LOG_DIR,
     DatasetTotals,
     KillResult,
     LocalHost,
     ResumeRefused,
-    Run,
     RunIdentity,
+    RunProcess,
     SSHHost,
     StartError,
     WatchStatus,
     resume_argv,
 )
+from gen_tui.backends.lock import DatasetLock, is_locked
+from gen_tui.backends.prompts import DatasetNameError
+from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.ssh import SSHConnection
 
@@ -132,7 +132,7 @@ def standin_argv(script: Path, out: str, dataset: str, *extra: str) -> list[str]
     return [sys.executable, str(script), "--datasets", dataset, "--output-dir", out, *extra]
 
 
-async def listed(host: AnyHost, identity: RunIdentity) -> Run:
+async def listed(host: AnyHost, identity: RunIdentity) -> RunProcess:
     runs = await host.list_runs()
     found = [run for run in runs if run.identity.same_process(identity)]
     assert found, f"pid {identity.pid} not in {[r.pid for r in runs]}"
@@ -297,7 +297,7 @@ async def test_two_resumes_at_once_start_one_run(
     out = Path(host.output_dir)
     host.template = [sys.executable, str(standin), "--output-dir", str(out)]
     (out / "B9").mkdir()
-    before = (await host._ps(host.pattern, str(out)))["start_seq"]
+    before = (await host._ps(host.pattern, str(out))).start_seq
     assert before == watcher.start_seq(str(out))
     results = await asyncio.gather(
         host.resume("B9", 1000), host.resume("B9", 1000), return_exceptions=True
@@ -306,7 +306,7 @@ async def test_two_resumes_at_once_start_one_run(
     try:
         assert len(started) == 1, results
         assert [type(r) for r in results if not isinstance(r, RunIdentity)] == [ResumeRefused]
-        assert (await host._ps(host.pattern, str(out)))["start_seq"] == before + 1
+        assert (await host._ps(host.pattern, str(out))).start_seq == before + 1
         writers = [run for run in await host.list_runs() if "B9" in run.datasets]
         assert [run.pid for run in writers] == [started[0].pid]
     finally:
@@ -394,7 +394,7 @@ async def test_injection_is_refused_and_every_value_is_quoted(
             await host.resume(bad, 10)
         with pytest.raises(DatasetNameError):
             host.watch(host.output_dir, ["B1", bad])
-    fake = Run(
+    fake = RunProcess(
         RunIdentity("x", 1, 0.0, "", ("python", "run_inference.py")),
         ("B1",),
         "running",

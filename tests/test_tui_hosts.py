@@ -20,8 +20,8 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.hosts import host_source
 from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.hosts import RunIdentity, SSHHost
 from gen_tui.backends.records import RAW_FILE, scan_records
-from gen_tui.backends.runs import RunIdentity, SSHHost
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.widgets.run_table import RunTable
 from tests.helpers import recount

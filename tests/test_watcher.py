@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from gen_tui.backends import watcher
+from gen_tui.backends.hosts import DatasetTotals, LocalHost, WatchStatus
 from gen_tui.backends.lock import DatasetLock
 from gen_tui.backends.records import (
     RAW_FILE,
@@ -28,7 +29,6 @@ from gen_tui.backends.records import (
     scan_records,
     write_json_atomic,
 )
-from gen_tui.backends.runs import DatasetTotals, LocalHost, WatchStatus
 
 from .sshd import python38
 

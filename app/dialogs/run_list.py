@@ -21,12 +21,12 @@ from gen_tui.widgets.run_table import RunRow, RunTable
 
 if TYPE_CHECKING:
     from gen_tui.app.hosts import HostLink
-    from gen_tui.backends.runs import Run
+    from gen_tui.backends.hosts import RunProcess
 
 REFRESH_S = 1.0
 
 
-def run_key(run: Run) -> str:
+def run_key(run: RunProcess) -> str:
     identity = run.identity
     return f"{identity.host}:{identity.pid}:{identity.start_time:.2f}"
 
@@ -64,7 +64,7 @@ class RunsScreen(Screen[None]):
     def __init__(self, links: list[HostLink]) -> None:
         super().__init__()
         self.links = links
-        self._rows: dict[str, tuple[HostLink, Run, bool]] = {}
+        self._rows: dict[str, tuple[HostLink, RunProcess, bool]] = {}
 
     def compose(self) -> ComposeResult:
         yield Label("", id="runs-title", markup=False)
@@ -78,7 +78,7 @@ class RunsScreen(Screen[None]):
 
     def rows(self) -> list[RunRow]:
         rows: list[RunRow] = []
-        found: dict[str, tuple[HostLink, Run, bool]] = {}
+        found: dict[str, tuple[HostLink, RunProcess, bool]] = {}
         for link in self.links:
             monitor = link.monitor
             if monitor is None:
@@ -116,11 +116,11 @@ class RunsScreen(Screen[None]):
         )
         self.query_one(RunTable).show(rows)
 
-    def _selected(self) -> tuple[HostLink, Run, bool] | None:
+    def _selected(self) -> tuple[HostLink, RunProcess, bool] | None:
         key = self.query_one(RunTable).selected_key
         return self._rows.get(key) if key is not None else None
 
-    def _picked(self) -> tuple[HostLink, Run, bool] | None:
+    def _picked(self) -> tuple[HostLink, RunProcess, bool] | None:
         """The selected row, or None having said that none is."""
         picked = self._selected()
         if picked is None:

@@ -53,17 +53,17 @@ import psutil
 import pytest
 
 from gen_tui.backends.demo import write_prompts
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.runs import (
+from gen_tui.backends.hosts import (
     DatasetTotals,
     KillOutcome,
     KillResult,
     ResumeRefused,
-    Run,
     RunError,
     RunIdentity,
+    RunProcess,
     SSHHost,
 )
+from gen_tui.backends.monitor import HostMonitor
 from gen_tui.backends.ssh import Disconnected, SSHConnection, SSHError
 
 from ..sshd import Sshd, python38, sshd
@@ -432,7 +432,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
     def live(name: str) -> list[tuple[int, float]]:
         return truth.runs_of(name)
 
-    async def kill_step(name: str, run: Run, label: str) -> None:
+    async def kill_step(name: str, run: RunProcess, label: str) -> None:
         key = next(k for k in live(name) if k[0] == run.pid)
         outcome: KillOutcome | None = None
         error: Exception | None = None

@@ -34,7 +34,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gen_tui.backends.demo import write_prompts
-from gen_tui.backends.runs import KillResult, LocalHost, SSHHost, rquote
+from gen_tui.backends.hosts import KillResult, LocalHost, SSHHost, rquote
 
 from ..sshd import sshd
 from ..test_runs import host

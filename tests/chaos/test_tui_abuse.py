@@ -34,7 +34,7 @@ from gen_tui.app.board import panel_id
 from gen_tui.app.hosts import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.demo import write_prompts
-from gen_tui.backends.runs import SSHHost
+from gen_tui.backends.hosts import SSHHost
 from gen_tui.widgets.dataset_panel import DatasetPanel
 
 from ..sshd import Sshd, sshd

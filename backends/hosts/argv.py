@@ -1,0 +1,97 @@
+"""Command lines of runs: which flags carry budgets, datasets and paths, and how a stopped
+run's command line is edited to resume it.
+
+Resume is "start again with a new budget": without a configured template the stopped run's
+own command line is reused with its budget flags replaced, so a user's script resumes the
+way they launched it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+
+from gen_tui.backends import watcher
+
+TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
+SAMPLE_FLAGS = ("--max-samples",)
+DATASET_FLAGS = ("--datasets",)
+PATH_FLAGS = ("--prompts-dir", "--output-dir", "--tokenizer", "--config")
+# Programs a command line may begin with that exec the command itself in the same pid.
+_TRANSITIONAL = {"setsid", "nohup", "env"}
+
+
+def set_flag(argv: Sequence[str], names: Sequence[str], value: str) -> list[str]:
+    """Replace the value of every `--flag V` / `--flag=V` among `names`, or append the first."""
+    out = list(argv)
+    found = False
+    index = 0
+    while index < len(out):
+        word = out[index]
+        for name in names:
+            if word == name and index + 1 < len(out):
+                out[index + 1] = value
+                found = True
+                index += 1
+                break
+            if word.startswith(name + "="):
+                out[index] = f"{name}={value}"
+                found = True
+                break
+        index += 1
+    if not found:
+        out += [names[0], value]
+    return out
+
+
+def resume_argv(
+    argv: Sequence[str],
+    datasets: Sequence[str] | None,
+    max_tokens: int | None,
+    max_samples: int | None,
+) -> list[str]:
+    """A stopped run's command line with its dataset and budget flags set for the resume."""
+    out = list(argv)
+    if datasets is not None:
+        out = set_flag(out, DATASET_FLAGS, ",".join(datasets))
+    if max_tokens is not None:
+        out = set_flag(out, TOKEN_FLAGS, str(max_tokens))
+    if max_samples is not None:
+        out = set_flag(out, SAMPLE_FLAGS, str(max_samples))
+    return out
+
+
+def template_argv(
+    template: Sequence[str],
+    datasets: Sequence[str],
+    max_tokens: int | None,
+    max_samples: int | None,
+) -> list[str]:
+    """A host's configured run command for `datasets` with the given budgets."""
+    return [
+        *template,
+        DATASET_FLAGS[0],
+        ",".join(datasets),
+        *([TOKEN_FLAGS[0], str(max_tokens)] if max_tokens else []),
+        *([SAMPLE_FLAGS[0], str(max_samples)] if max_samples else []),
+    ]
+
+
+def is_gen_tui(argv: Sequence[str]) -> bool:
+    """Whether a command line is gen-tui's own engine (else a foreign script)."""
+    return watcher.is_gen_tui_run(list(argv))
+
+
+def exec_done(cmdline: Sequence[str]) -> bool:
+    """Whether a freshly started pid runs the command yet (not the env, setsid or nohup that
+    the command line begins with: those exec it in the same pid)."""
+    return bool(cmdline) and posixpath.basename(cmdline[0]) not in _TRANSITIONAL
+
+
+def relative_paths(argv: Sequence[str]) -> list[str]:
+    """The path flags' values that are relative: such a command needs its working directory."""
+    return [
+        word
+        for flag in PATH_FLAGS
+        if (word := watcher.flag_value(list(argv), flag)) and not posixpath.isabs(word)
+    ]

@@ -1,0 +1,360 @@
+"""A host: list, stop, start, resume and watch runs, written once over a few primitives.
+
+A run is a process whose command line matches the host's pattern: gen-tui's own engine or a
+user's `python run_inference.py ...`. Both are listed and controlled alike, as long as they
+write the record layout of `records.py`. :class:`Host` holds every algorithm; the local and
+the SSH host (`local.py`, `ssh.py`) only say how to run the watcher, a shell script and a
+detached start on their machine. Every value that reaches a shell is `shlex.quote`d, and
+dataset names pass :func:`check_dataset_name` before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gen_tui.backends import watcher
+from gen_tui.backends.hosts.argv import exec_done, template_argv
+from gen_tui.backends.hosts.errors import RunError, StartError
+from gen_tui.backends.hosts.kill import (
+    DEFAULT_GRACE_S,
+    KILL_WAIT_S,
+    KillOutcome,
+    KillResult,
+    TickCallback,
+    signal_and_wait,
+)
+from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey, runs_in
+from gen_tui.backends.hosts.resume import (
+    check_budget,
+    edited_command,
+    refuse_live_writers,
+    resume_log_path,
+)
+from gen_tui.backends.hosts.scripts import parse_sizes, rquote, sizes_script
+from gen_tui.backends.hosts.watch import LineSource, Watch
+from gen_tui.backends.prompts import check_dataset_name
+from gen_tui.backends.ssh import SSHError, describe
+
+DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
+START_WAIT_S = 10.0
+START_SETTLE_S = 0.5
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    """One detached start: the watcher's `--start` request, or its in-process call."""
+
+    argv: list[str]
+    log: str
+    cwd: str | None
+    output_dir: str
+    expect: int | None
+    """The folder's start count the check for a live writer read (None: start regardless)."""
+
+
+class Host(ABC):
+    """A machine whose runs gen-tui lists and controls: `LocalHost` or `SSHHost`.
+
+    A subclass supplies the abstract primitives (the watcher's process listing, a shell
+    script run to its end or read line by line, a guarded detached start, the watcher's
+    stream); everything a person asks of a host is written here once, so the two hosts
+    cannot drift apart.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        output_dir: str,
+        pattern: str | None = None,
+        template: Sequence[str] | str | None = None,
+    ) -> None:
+        self.name = name
+        self.output_dir = output_dir
+        self.pattern = pattern or DEFAULT_PATTERN
+        re.compile(self.pattern)
+        self.template = shlex.split(template) if isinstance(template, str) else template
+        self._runs: dict[tuple[int, int | None], RunProcess] = {}
+        self._by_dataset: dict[str, RunProcess] = {}
+        self._expanded_output: str | None = None
+
+    # primitives (per host)
+
+    @abstractmethod
+    async def _ps_raw(
+        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None
+    ) -> Mapping[str, Any]:
+        """The watcher's `ps` report (`watcher.ps`) as run on the host."""
+
+    @abstractmethod
+    async def _open_sh(self, script: str) -> LineSource:
+        """Start a POSIX sh script on the host; its output line by line."""
+
+    @abstractmethod
+    async def _sh(self, script: str, timeout: float = 60.0) -> str:
+        """Run a POSIX sh script on the host to its end: its stdout."""
+
+    @abstractmethod
+    async def _spawn(self, spec: StartSpec) -> int:
+        """Start detached under the output folder's start guard (`watcher.guarded_start`):
+        the pid. Raises :class:`ResumeRefused` when a start came after the check that
+        `spec.expect` was read in."""
+
+    @abstractmethod
+    async def _open_watcher(self, args: list[str]) -> LineSource:
+        """Start the watcher on the host with `args`; its JSON lines."""
+
+    async def close(self) -> None:
+        return None
+
+    # what the primitives give, read once
+
+    def _abs_output_dir(self) -> str:
+        return self._expanded_output or self.output_dir
+
+    async def _ps(
+        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None = None
+    ) -> PsReport:
+        report = PsReport.parse(await self._ps_raw(pattern, output_dir, pids), self.name)
+        if output_dir == self.output_dir and report.output_dir:
+            self._expanded_output = report.output_dir
+        return report
+
+    async def _signal_wait(
+        self, identity: RunIdentity, sig: str, wait_s: float, on_tick: TickCallback | None
+    ) -> tuple[str, str]:
+        return await signal_and_wait(self._open_sh, self.name, identity, sig, wait_s, on_tick)
+
+    async def _sizes(self, paths: Sequence[str]) -> list[dict[str, int | None]]:
+        """Sizes of `paths`, sampled three times half a second apart."""
+        return parse_sizes(await self._sh(sizes_script(paths)), paths)
+
+    async def _log_tail(self, log_path: str) -> str:
+        return await self._sh(f"tail -c 2000 {rquote(log_path)} 2>&1")
+
+    # list
+
+    def _runs_from_report(self, report: PsReport) -> list[RunProcess]:
+        default_out = report.output_dir or self._abs_output_dir()
+        runs = runs_in(report, self.name, default_out, report.time or time.time())
+        for run in runs:
+            self._runs[(run.pid, run.identity.start_ticks)] = run
+            if run.output_dir == default_out:  # B2 elsewhere on the machine is another dataset
+                for dataset in run.datasets:
+                    self._by_dataset[dataset] = run
+        return runs
+
+    async def list_runs(self, pattern: str | None = None) -> list[RunProcess]:
+        """Every process matching `pattern` (default: `run_inference` and `gen-tui run`)."""
+        return list((await self.survey(pattern)).runs)
+
+    async def survey(self, pattern: str | None = None) -> Survey:
+        """The runs, and the dataset folders of the host's output directory, in one look."""
+        report = await self._ps(pattern or self.pattern, self.output_dir)
+        runs = sorted(self._runs_from_report(report), key=lambda run: run.identity.start_time)
+        out_dir = report.output_dir or self._abs_output_dir()
+        return Survey(tuple(runs), out_dir, tuple(report.folder(out_dir)))
+
+    def known_run(self, identity: RunIdentity) -> RunProcess | None:
+        run = self._runs.get((identity.pid, identity.start_ticks))
+        return run if run is not None and run.identity.same_process(identity) else None
+
+    # kill
+
+    async def kill(
+        self,
+        identity: RunIdentity,
+        grace_s: float = DEFAULT_GRACE_S,
+        on_tick: TickCallback | None = None,
+        files: Sequence[str] | None = None,
+    ) -> KillOutcome:
+        """SIGTERM the run's group, wait up to `grace_s` (ticking), then SIGKILL; verify.
+
+        The identity is checked right before each signal. `files` are the record files to
+        watch stop growing (default: those of the datasets the run list gave it).
+        """
+        if identity.host != self.name:
+            raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
+        if files is None:
+            run = self.known_run(identity)
+            files = run.record_files() if run is not None else []
+        verdict, detail = await self._signal_wait(identity, "TERM", grace_s, on_tick)
+        if verdict == "refused":
+            return KillOutcome(KillResult.REFUSED, detail)
+        if verdict == "absent":
+            return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
+        if verdict == "gone":
+            result = KillResult.STOPPED
+            detail = f"pid {identity.pid} exited after SIGTERM"
+        else:
+            verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
+            if verdict in ("absent", "refused"):
+                # It went away by itself between the grace period's end and the check.
+                result = KillResult.STOPPED
+                detail = f"pid {identity.pid} exited after SIGTERM, at the end of the grace"
+            elif verdict == "gone":
+                result = KillResult.KILLED
+                detail = (
+                    f"pid {identity.pid} ignored SIGTERM for {grace_s:g} s and was killed (SIGKILL)"
+                )
+            else:
+                return KillOutcome(
+                    KillResult.STUCK,
+                    f"pid {identity.pid} is still there {KILL_WAIT_S:g} s after SIGKILL "
+                    "(uninterruptible I/O?)",
+                )
+        if not files:
+            return KillOutcome(result, detail)
+        try:
+            samples = await self._sizes(files)
+        except SSHError as exc:
+            # The run is gone (the signal script saw it): say so, not the link's error.
+            return KillOutcome(
+                result, f"{detail}; its record files could not be checked ({describe(exc)})"
+            )
+        stable = len(samples) >= 2 and samples[-1] == samples[-2]
+        if not stable:
+            detail += "; its record files are STILL GROWING: another writer?"
+        return KillOutcome(result, detail, stable, samples[-1] if samples else {})
+
+    # start
+
+    async def start(
+        self,
+        command_argv: Sequence[str],
+        log_path: str,
+        cwd: str | None = None,
+        settle_s: float = START_SETTLE_S,
+        *,
+        output_dir: str | None = None,
+        expect: int | None = None,
+    ) -> RunIdentity:
+        """Launch detached (own session, output to `log_path`); return the new identity.
+
+        The launch happens under the output folder's start guard: `expect` is the folder's
+        start count as read by the check for a live writer this start relies on, and a start
+        that finds it moved (another start came after that check) is refused. Waits until the
+        pid runs the command itself (not the env, setsid or nohup it begins with) and is still
+        alive `settle_s` after the launch, so a command that dies at once (a typo, a missing
+        file) is reported with the end of its log instead of being listed as a run.
+        """
+        argv = [str(word) for word in command_argv]
+        if not argv:
+            raise StartError("empty command")
+        launched = time.monotonic()
+        folder = output_dir or self._abs_output_dir()
+        pid = await self._spawn(StartSpec(argv, log_path, cwd, folder, expect))
+        try:
+            return await self._started(argv, pid, log_path, launched, settle_s)
+        except SSHError as exc:
+            raise StartError(
+                f"{self.name}: started pid {pid}, but the link was lost before it could be "
+                f"checked ({describe(exc)}); it may be running: list the runs before starting "
+                "again"
+            ) from None
+
+    async def _started(
+        self,
+        argv: list[str],
+        pid: int,
+        log_path: str,
+        launched: float,
+        settle_s: float,
+    ) -> RunIdentity:
+        """Wait until `pid` runs the command itself and is still alive `settle_s` after it."""
+        identity: RunIdentity | None = None
+        while True:
+            report = await self._ps(self.pattern, None, pids=[pid])
+            proc = report.procs[0] if report.procs else None
+            if proc is None or proc.gone:
+                tail = await self._log_tail(log_path)
+                raise StartError(
+                    f"{shlex.join(argv)} exited at once; the end of {log_path}:\n{tail}"
+                )
+            if identity is None and exec_done(proc.cmdline):
+                identity = proc.identity(self.name, report.boot_id)
+            elapsed = time.monotonic() - launched
+            if identity is not None:
+                if elapsed >= settle_s:
+                    return identity
+                await asyncio.sleep(settle_s - elapsed)
+                continue
+            if elapsed > START_WAIT_S:
+                raise StartError(f"pid {pid} did not exec {argv[0]} within {START_WAIT_S:g} s")
+            await asyncio.sleep(0.05)
+
+    # resume
+
+    async def resume(
+        self,
+        run_or_dataset: RunProcess | str,
+        new_max_tokens: int | None,
+        *,
+        max_samples: int | None = None,
+        datasets: Sequence[str] | None = None,
+        log_path: str | None = None,
+    ) -> RunIdentity:
+        """Start a stopped run's datasets again with a new budget; refuse a second writer.
+
+        `run_or_dataset` is a :class:`RunProcess` from the list (its datasets, or `datasets`
+        of them) or a dataset name (then the last run seen writing it, or the host's
+        template).
+        """
+        if isinstance(run_or_dataset, RunProcess):
+            run: RunProcess | None = run_or_dataset
+            targets = tuple(datasets if datasets is not None else run_or_dataset.datasets)
+        else:
+            targets = (run_or_dataset,) if datasets is None else tuple(datasets)
+            run = self._by_dataset.get(check_dataset_name(run_or_dataset))
+        for name in targets:
+            check_dataset_name(name)
+        if not targets:
+            raise RunError("nothing to resume: the run writes no known dataset")
+        check_budget(new_max_tokens, "the token budget")
+        check_budget(max_samples, "the sample budget")
+        out_dir = run.output_dir if run is not None else self._abs_output_dir()
+        try:
+            report = await self._ps(self.pattern, out_dir)
+        except SSHError as exc:
+            raise RunError(
+                f"{', '.join(targets)}: cannot check for a live writer ({describe(exc)}); "
+                "nothing was started"
+            ) from None
+        out_dir = report.output_dir or out_dir
+        locks = report.folder(out_dir)
+        live = self._runs_from_report(report)
+        refuse_live_writers(self.name, targets, locks, live, run, out_dir)
+        if self.template is not None:
+            argv = template_argv(self.template, targets, new_max_tokens, max_samples)
+            cwd = None
+        else:
+            lock = locks.get(targets[0])
+            holder = lock.holder if lock is not None else {}
+            argv, cwd = edited_command(run, holder, targets, new_max_tokens, max_samples)
+        return await self.start(
+            argv,
+            log_path or resume_log_path(out_dir, targets[0]),
+            cwd=cwd,
+            output_dir=out_dir,
+            expect=report.start_seq,
+        )
+
+    # watch
+
+    def watch(
+        self,
+        output_dir: str,
+        datasets: Sequence[str],
+        resume: Mapping[str, str] | None = None,
+    ) -> Watch:
+        """Live per-dataset totals of `datasets` under `output_dir` (names checked first).
+
+        `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
+        """
+        return Watch(self._open_watcher, output_dir, datasets, resume=resume)

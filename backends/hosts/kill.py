@@ -1,0 +1,106 @@
+"""Stopping a run: what `kill` reports, and reading the signal script's answer.
+
+Stopping is the engine's own protocol: SIGTERM to the process group (the engine stops
+dispatching and drains in-flight requests, so no completed response is lost), a grace
+period counted down for the panel, then SIGKILL. "Gone" means absent or a zombie, and the
+run's record files must have stopped growing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import asyncssh
+
+from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.errors import RunError
+from gen_tui.backends.hosts.ps import RunIdentity
+from gen_tui.backends.hosts.scripts import VERDICTS, signal_script
+from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.ssh import SSHError, describe
+
+KILL_WAIT_S = 10.0
+
+TickCallback = Callable[[int], object]
+"""Called with the seconds of grace left, once a second, while a run is given time to stop."""
+
+
+class KillResult(StrEnum):
+    STOPPED = "stopped"
+    KILLED = "killed"
+    ALREADY_GONE = "already gone"
+    REFUSED = "identity changed: refused"
+    STUCK = "still running after SIGKILL"
+
+
+@dataclass(frozen=True)
+class KillOutcome:
+    """What `kill` did. `files_stable` is None when no record file of the run is known."""
+
+    result: KillResult
+    detail: str
+    files_stable: bool | None = None
+    sizes: dict[str, int | None] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.result}: {self.detail}"
+
+
+async def call_tick(callback: TickCallback, value: int) -> None:
+    """Call an on-tick callback, awaiting it when it is a coroutine function."""
+    result = callback(value)
+    if asyncio.iscoroutine(result):
+        await result
+
+
+async def signal_and_wait(
+    open_sh: Callable[[str], Awaitable[LineSource]],
+    host: str,
+    identity: RunIdentity,
+    sig: str,
+    wait_s: float,
+    on_tick: TickCallback | None,
+) -> tuple[str, str]:
+    """Check identity, signal, wait, with the signal script started by `open_sh`:
+    ("refused"|"absent"|"gone"|"alive", detail)."""
+    try:
+        source = await open_sh(signal_script(identity, sig, wait_s))
+    except (SSHError, OSError) as exc:  # the script may or may not have reached the host
+        raise RunError(
+            f"{host}: link lost while stopping pid {identity.pid} ({describe(exc)}); "
+            "list the runs again before retrying"
+        ) from None
+    try:
+        return await _read_verdict(source, host, identity.pid, wait_s, on_tick)
+    finally:
+        await source.close()
+
+
+async def _read_verdict(
+    source: LineSource, host: str, pid: int, wait_s: float, on_tick: TickCallback | None
+) -> tuple[str, str]:
+    """Follow the signal script's output: ticks to `on_tick`, then (verdict, detail).
+
+    A link that drops or goes quiet raises :class:`RunError`: the signal may or may not have
+    been sent, so the person must look at the run list again.
+    """
+    lost = f"{host}: link lost while stopping pid {pid}"
+    while True:
+        try:
+            line = await within(source.readline(), wait_s + 30)
+        except TimeoutError:
+            raise RunError(f"{host}: no answer while stopping pid {pid}") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise RunError(
+                f"{lost} ({describe(exc)}); list the runs again before retrying"
+            ) from None
+        if not line:
+            raise RunError(f"{lost}; list the runs again before retrying")
+        word, _, rest = line.strip().partition(" ")
+        if word == "tick" and on_tick is not None:
+            await call_tick(on_tick, max(0, round(wait_s - int(rest))))
+        elif word in VERDICTS:
+            return word, rest

@@ -1,0 +1,116 @@
+"""This machine as a host: the watcher's code called in-process, scripts run with `sh -c`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gen_tui.backends import watcher
+from gen_tui.backends.hosts.base import Host, StartSpec
+from gen_tui.backends.hosts.errors import ResumeRefused, StartError
+from gen_tui.backends.hosts.watch import LineSource
+
+
+class ProcessLines:
+    """A local subprocess's stdout as a line source; closing it ends the process."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def readline(self) -> str:
+        assert self.process.stdout is not None
+        return (await self.process.stdout.readline()).decode("utf-8", "replace")
+
+    async def close(self) -> None:
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+        await self.process.wait()
+
+
+async def _start_sh(script: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        script,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+class LocalHost(Host):
+    """This machine: the same interface as `SSHHost`, the same watcher and scripts."""
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        name: str = "local",
+        pattern: str | None = None,
+        template: Sequence[str] | str | None = None,
+    ) -> None:
+        super().__init__(name, str(Path(output_dir).expanduser().resolve()), pattern, template)
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def _reap(self) -> None:
+        """Collect the exit status of runs this host started and that have ended since."""
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[pid]
+
+    async def _ps_raw(
+        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None
+    ) -> Mapping[str, Any]:
+        self._reap()
+        return await asyncio.to_thread(
+            watcher.ps, pattern, output_dir, list(pids) if pids is not None else None
+        )
+
+    async def _open_sh(self, script: str) -> LineSource:
+        return ProcessLines(await _start_sh(script))
+
+    async def _sh(self, script: str, timeout: float = 60.0) -> str:
+        process = await _start_sh(script)
+        try:
+            stdout, _ = await asyncio.wait_for(process.communicate(), timeout)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        return stdout.decode("utf-8", "replace")
+
+    async def _spawn(self, spec: StartSpec) -> int:
+        try:
+            child = await asyncio.to_thread(
+                watcher.guarded_launch, spec.output_dir, spec.expect, spec.argv, spec.log, spec.cwd
+            )
+        except watcher.StaleStart:
+            raise ResumeRefused.raced(self.name) from None
+        except watcher.StartFailed as exc:
+            raise StartError(f"{self.name}: {exc}") from None
+        self._children[child.pid] = child
+        return child.pid
+
+    async def _open_watcher(self, args: list[str]) -> LineSource:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-",
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        assert process.stdin is not None
+        process.stdin.write(watcher.source().encode())
+        await process.stdin.drain()
+        process.stdin.close()
+        return ProcessLines(process)
+
+    async def close(self) -> None:
+        self._reap()

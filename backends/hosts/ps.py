@@ -1,0 +1,235 @@
+"""The watcher's `ps` report, parsed once into typed records, and the runs read off it.
+
+Both hosts list processes with the same code (`watcher.ps`, run in-process here or over
+SSH there); this module turns its JSON into :class:`PsReport` so nothing downstream passes a
+`dict[str, Any]` around.
+
+Identity, not pid: a run is remembered as host, pid, start time (`/proc/PID/stat` field 22),
+boot id and command line, and all of them are checked right before every signal, so a
+reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gen_tui.backends.hosts.argv import is_gen_tui
+from gen_tui.backends.hosts.errors import RunError
+from gen_tui.backends.watcher import RAW_FILE
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who a run is, beyond its pid: pids are reused, start time + boot + command line are not."""
+
+    host: str
+    pid: int
+    start_time: float
+    boot_id: str
+    cmdline: tuple[str, ...]
+    start_ticks: int | None = None
+
+    def same_process(self, other: RunIdentity) -> bool:
+        if self.pid != other.pid or self.cmdline != other.cmdline:
+            return False
+        if self.boot_id and other.boot_id and self.boot_id != other.boot_id:
+            return False
+        if self.start_ticks is not None and other.start_ticks is not None:
+            return self.start_ticks == other.start_ticks
+        return abs(self.start_time - other.start_time) < 0.05
+
+    def cmdline_hex(self) -> str:
+        """`/proc/PID/cmdline` as the signal script compares it (hex, no trailing NUL)."""
+        raw = b"\0".join(arg.encode("utf-8", "surrogateescape") for arg in self.cmdline)
+        return raw.hex()
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.cmdline)
+
+
+@dataclass(frozen=True)
+class ProcRecord:
+    """One process as the watcher saw it in /proc."""
+
+    pid: int
+    ppid: int | None
+    pgid: int | None
+    state: str
+    """The /proc state letter: "R", "S", "T" (stopped), "Z" (zombie)..."""
+    start_ticks: int | None
+    start_time: float
+    cmdline: tuple[str, ...]
+    cwd: str | None
+    uid: int | None
+    """The owner's real uid: a run of another user is not ours to stop or resume."""
+    datasets: tuple[str, ...] | None
+    """The command line's `--datasets`, when it has one."""
+    prompt_names: tuple[str, ...]
+    output_dir_abs: str | None
+
+    @property
+    def gone(self) -> bool:
+        return self.state in ("Z", "X")
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> ProcRecord:
+        args = raw.get("args") or {}
+        datasets = args.get("datasets")
+        return cls(
+            pid=int(raw["pid"]),
+            ppid=_int(raw.get("ppid")),
+            pgid=_int(raw.get("pgid")),
+            state=str(raw.get("state", "")),
+            start_ticks=_int(raw.get("start_ticks")),
+            start_time=float(raw["start_time"]),
+            cmdline=tuple(str(word) for word in raw["cmdline"]),
+            cwd=raw.get("cwd") if isinstance(raw.get("cwd"), str) else None,
+            uid=_int(raw.get("uid")),
+            datasets=tuple(datasets) if isinstance(datasets, list) else None,
+            prompt_names=tuple(raw.get("prompt_names") or ()),
+            output_dir_abs=raw.get("output_dir_abs") or None,
+        )
+
+    def identity(self, host: str, boot_id: str) -> RunIdentity:
+        return RunIdentity(
+            host=host,
+            pid=self.pid,
+            start_time=self.start_time,
+            boot_id=boot_id,
+            cmdline=self.cmdline,
+            start_ticks=self.start_ticks,
+        )
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """A dataset folder's `run.lock`: held by a live writer or not, and what it last said."""
+
+    locked: bool
+    pid: int | None
+    holder: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, raw: Any) -> LockRecord:
+        raw = raw if isinstance(raw, Mapping) else {}
+        holder = raw.get("holder")
+        holder = holder if isinstance(holder, Mapping) else {}
+        return cls(bool(raw.get("locked")), _int(raw.get("pid")), holder)
+
+
+@dataclass(frozen=True)
+class PsReport:
+    """One `watcher --ps`: the matching processes and the dataset folders' locks."""
+
+    boot_id: str
+    time: float | None
+    output_dir: str | None
+    """The output directory asked about, as the host resolved it (absolute, `~` expanded)."""
+    start_seq: int | None
+    """The folder's start count, read before the processes (see `watcher.guarded_start`)."""
+    procs: tuple[ProcRecord, ...]
+    locks: Mapping[str, Mapping[str, LockRecord]]
+    """{output folder: {dataset: lock}} for the asked folder and each run's."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], host: str) -> PsReport:
+        try:
+            seq = raw.get("start_seq")
+            return cls(
+                boot_id=str(raw.get("boot_id") or ""),
+                time=float(raw["time"]) if raw.get("time") else None,
+                output_dir=str(raw["output_dir"]) if raw.get("output_dir") else None,
+                start_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+                procs=tuple(ProcRecord.parse(proc) for proc in raw.get("procs", [])),
+                locks={
+                    str(folder): {
+                        str(name): LockRecord.parse(info) for name, info in entries.items()
+                    }
+                    for folder, entries in (raw.get("locks") or {}).items()
+                },
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RunError(f"{host}: the process listing is malformed ({exc!r})") from None
+
+    def folder(self, output_dir: str) -> Mapping[str, LockRecord]:
+        """The dataset folders of `output_dir` and their locks."""
+        return self.locks.get(output_dir, {})
+
+
+@dataclass(frozen=True)
+class RunProcess:
+    """One generation process on a host, as the run list shows it."""
+
+    identity: RunIdentity
+    datasets: tuple[str, ...]
+    state: str  # "writing" (holds a dataset lock), "running", "paused" (SIGSTOP)
+    elapsed_s: float
+    output_dir: str
+    cwd: str | None
+    writing: tuple[str, ...] = ()
+    gen_tui: bool = False
+    uid: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.identity.pid
+
+    def record_files(self) -> list[str]:
+        return [posixpath.join(self.output_dir, name, RAW_FILE) for name in self.datasets]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """One look at a host: its runs, and the dataset folders under its output directory."""
+
+    runs: tuple[RunProcess, ...]
+    output_dir: str
+    """The output directory as the host resolved it (absolute, `~` expanded)."""
+    folders: tuple[str, ...]
+
+
+def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[RunProcess]:
+    """The runs of a report: each process with its datasets, folder and the locks it holds.
+
+    A run writes where its `--output-dir` says; one that says nothing but holds a lock
+    elsewhere writes there.
+    """
+    runs = []
+    for proc in report.procs:
+        identity = proc.identity(host, report.boot_id)
+        names = list(proc.datasets or proc.prompt_names)
+        out_dir = proc.output_dir_abs or default_out
+        writing = []
+        for folder, entries in report.locks.items():
+            for dataset, lock in entries.items():
+                if lock.locked and lock.pid == proc.pid:
+                    writing.append(dataset)
+                    if folder != out_dir and not names:
+                        out_dir = folder
+        for dataset in writing:
+            if dataset not in names:
+                names.append(dataset)
+        state = "paused" if proc.state in ("T", "t") else ("writing" if writing else "running")
+        runs.append(
+            RunProcess(
+                identity=identity,
+                datasets=tuple(names),
+                state=state,
+                elapsed_s=max(0.0, now - identity.start_time),
+                output_dir=out_dir,
+                cwd=proc.cwd,
+                writing=tuple(writing),
+                gen_tui=is_gen_tui(identity.cmdline),
+                uid=proc.uid,
+            )
+        )
+    return runs
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

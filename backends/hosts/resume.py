@@ -1,0 +1,104 @@
+"""Resuming a dataset: refusing a second writer, and the command line to start again with.
+
+Resume is "start again with a new budget": the engine continues from the records on disk. A
+dataset whose lock a live writer holds, or that a live run writes, is refused and nothing
+starts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gen_tui.backends import watcher
+from gen_tui.backends.hosts.argv import DATASET_FLAGS, relative_paths, resume_argv
+from gen_tui.backends.hosts.errors import ResumeRefused, RunError
+from gen_tui.backends.hosts.ps import LockRecord, RunProcess
+
+
+def check_budget(value: int | None, what: str) -> None:
+    """Refuse a budget that is not a positive integer (None means "unchanged")."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RunError(f"{what} must be a positive integer, got {value!r}")
+
+
+def refuse_live_writers(
+    host: str,
+    targets: Sequence[str],
+    locks: Mapping[str, LockRecord],
+    live: Sequence[RunProcess],
+    run: RunProcess | None,
+    out_dir: str,
+) -> None:
+    """Raise :class:`ResumeRefused` when a target's lock is held, `run` still runs, or a
+    live run in `out_dir` writes a target."""
+    for name in targets:
+        lock = locks.get(name)
+        if lock is not None and lock.locked:
+            raise ResumeRefused(
+                f"{name}: a live writer holds its lock (pid {lock.pid or '?'} on "
+                f"{lock.holder.get('host', host)}); stop that run first. Nothing was started"
+            )
+    for other in live:
+        if run is not None and other.identity.same_process(run.identity):
+            raise ResumeRefused(
+                f"run {run.pid} is still running; stop it first. Nothing was started"
+            )
+        busy = sorted(set(targets) & set(other.datasets))
+        if busy and other.output_dir == out_dir:
+            command = shlex.join(other.identity.cmdline)[:80]
+            raise ResumeRefused(
+                f"{', '.join(busy)}: run {other.pid} ({command}) is writing it; stop that "
+                "run first. Nothing was started"
+            )
+
+
+def command_for(
+    run: RunProcess | None, holder: Mapping[str, Any], dataset: str
+) -> tuple[list[str], str | None]:
+    """The command line to resume with, and its working directory: the run's own, else the
+    one its lock file names (when it can be run from there)."""
+    if run is not None:
+        return list(run.identity.cmdline), run.cwd
+    argv = holder.get("argv")
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        cwd = holder.get("cwd") if isinstance(holder.get("cwd"), str) else None
+        executable = holder.get("executable")
+        if argv[0].endswith(".py"):
+            # `python -m gen_tui.app.cli` records the module's path as argv[0].
+            argv = [executable, *argv] if isinstance(executable, str) else []
+        if argv and posixpath.isabs(argv[0]) and (cwd or not relative_paths(argv)):
+            return argv, cwd
+    raise RunError(
+        f"{dataset}: no command line to resume it with (no run seen writing it, and its "
+        f"lock file names no usable one); resume it from the run list, or configure a "
+        "run command template for this host"
+    )
+
+
+def edited_command(
+    run: RunProcess | None,
+    holder: Mapping[str, Any],
+    targets: Sequence[str],
+    max_tokens: int | None,
+    max_samples: int | None,
+) -> tuple[list[str], str | None]:
+    """:func:`command_for` with its dataset and budget flags set for the resume.
+
+    The dataset flag is set only when the command has one or resumes part of the run: a
+    script that takes no `--datasets` resumes all its datasets as launched.
+    """
+    argv, cwd = command_for(run, holder, targets[0])
+    all_of_run = run is not None and tuple(targets) == tuple(run.datasets)
+    has_flag = watcher.flag_value(argv, *DATASET_FLAGS) is not None
+    datasets = targets if (has_flag or not all_of_run) else None
+    return resume_argv(argv, datasets, max_tokens, max_samples), cwd
+
+
+def resume_log_path(out_dir: str, dataset: str) -> str:
+    """Where a resumed run's output goes: the output folder's log folder, by dataset and time."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return posixpath.join(out_dir, watcher.LOG_DIR, f"{dataset}-{stamp}.log")

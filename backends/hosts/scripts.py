@@ -1,0 +1,119 @@
+"""The POSIX sh scripts a host runs to signal a run and to sample file sizes.
+
+They are the one implementation of "is this still the process we listed?" and of "have its
+files stopped growing?": the SSH host runs them on the remote box (where sshd refuses
+channel signals for root, so the signal is sent by `kill`), the local host runs them with
+`sh -c`. Every value is substituted already quoted.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from gen_tui.backends.hosts.ps import RunIdentity
+
+# Check a process's identity, signal it (its group when it leads one), then wait for it to
+# be gone, printing "tick N" every second.
+_SIGNAL_SCRIPT = r"""
+p={pid}; want={ticks}; boot={boot}; cmd={cmd}; sig={sig}; wait_cs={wait_cs}
+probe() {{
+  s=$(cat /proc/$p/stat 2>/dev/null) || {{ echo gone; return; }}
+  r=${{s##*') '}}
+  set -f; set -- $r; set +f
+  case $1 in Z|X|x) echo gone; return;; esac
+  if [ "$want" != "-" ] && [ "${{20}}" != "$want" ]; then echo changed; return; fi
+  echo "alive $3"
+}}
+cs() {{ read u rest < /proc/uptime; echo "${{u%.*}}${{u#*.}}"; }}
+if [ -n "$boot" ] && [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" != "$boot" ]; then
+  echo "refused the machine rebooted since the run was listed"; exit 0
+fi
+st=$(probe)
+case $st in
+  gone) echo absent; exit 0;;
+  changed) echo "refused pid $p now belongs to another process (other start time)"; exit 0;;
+esac
+c=$(od -An -v -tx1 /proc/$p/cmdline | tr -d ' \n')
+c=${{c%00}}
+if [ "$c" != "$cmd" ]; then echo "refused pid $p now runs another command line"; exit 0; fi
+pg=${{st#alive }}
+if [ "$pg" = "$p" ]; then kill -s $sig -- -$p 2>/dev/null; else kill -s $sig $p 2>/dev/null; fi ||
+  {{ echo absent; exit 0; }}
+echo sent
+t0=$(cs); last=0
+while :; do
+  case $(probe) in alive*) ;; *) echo gone; exit 0;; esac
+  now=$(cs)
+  [ $((now - t0)) -ge $wait_cs ] && break
+  el=$(( (now - t0) / 100 ))
+  if [ $el -gt $last ]; then last=$el; echo "tick $el"; fi
+  sleep 0.1
+done
+echo alive
+"""
+
+_SIZES_SCRIPT = r"""
+k=0
+while [ $k -lt 3 ]; do
+  for f in {files}; do stat -c %s "$f" 2>/dev/null || echo -; done
+  echo --
+  k=$((k + 1))
+  [ $k -lt 3 ] && sleep 0.5
+done
+exit 0
+"""
+
+SIGNALS = ("TERM", "KILL")
+VERDICTS = ("refused", "absent", "gone", "alive")
+"""The signal script's last word: identity changed, gone before the signal, gone after it,
+still there once the wait was over."""
+
+
+def rquote(path: str) -> str:
+    """Quote a remote path for sh, keeping a leading `~/` meaning the remote home."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def sh_command(script: str) -> str:
+    """Run a POSIX sh script whatever the login shell is (the script is quoted as one word)."""
+    return f"sh -c {shlex.quote(script)}"
+
+
+def signal_script(identity: RunIdentity, sig: str, wait_s: float) -> str:
+    """Check the identity, send SIG`sig`, then wait up to `wait_s` for the process to go.
+
+    It prints `tick N` each second and ends with one of :data:`VERDICTS` (then a detail).
+    """
+    if sig not in SIGNALS:
+        raise ValueError(f"unsupported signal {sig}")
+    return _SIGNAL_SCRIPT.format(
+        pid=int(identity.pid),
+        ticks=shlex.quote(str(identity.start_ticks) if identity.start_ticks else "-"),
+        boot=shlex.quote(identity.boot_id),
+        cmd=shlex.quote(identity.cmdline_hex()),
+        sig=sig,
+        wait_cs=max(0, round(wait_s * 100)),
+    )
+
+
+def sizes_script(paths: Sequence[str]) -> str:
+    """Print the sizes of `paths` (`-` for a missing one) three times, half a second apart."""
+    return _SIZES_SCRIPT.format(files=" ".join(rquote(p) for p in paths))
+
+
+def parse_sizes(output: str, paths: Sequence[str]) -> list[dict[str, int | None]]:
+    """The samples :func:`sizes_script` printed, each a size (None: missing) per path."""
+    samples: list[dict[str, int | None]] = []
+    current: list[int | None] = []
+    for line in output.splitlines():
+        if line == "--":
+            samples.append(dict(zip(paths, current, strict=False)))
+            current = []
+        else:
+            current.append(int(line) if line.isdigit() else None)
+    return samples

@@ -1,0 +1,148 @@
+"""A host reached over SSH: the watcher's source sent to `python3 -`, scripts to `sh -c`.
+
+It needs only `sh`, coreutils, `kill` and `python3` (3.8+) on the remote box. Over SSH the
+signal is sent by a `kill` command, because sshd refuses channel signals for root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import asyncssh
+
+from gen_tui.backends import watcher
+from gen_tui.backends.hosts.base import Host, StartSpec
+from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
+from gen_tui.backends.hosts.scripts import sh_command
+from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.ssh import SSHConnection, SSHError, SSHOptions, describe
+
+
+class SSHLines:
+    """A remote process's channel as a line source; closing it ends the remote process.
+
+    `linger_s` is how long closing waits for the channel to close.
+    """
+
+    def __init__(self, process: asyncssh.SSHClientProcess[str], linger_s: float = 5.0) -> None:
+        self.process = process
+        self.linger_s = linger_s
+
+    async def readline(self) -> str:
+        return await self.process.stdout.readline()
+
+    async def close(self) -> None:
+        self.process.close()
+        if self.linger_s > 0:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.process.wait_closed(), self.linger_s)
+
+
+def _report(output: str, kind: str) -> dict[str, Any] | None:
+    """The first JSON line of type `kind` the watcher printed, if any."""
+    for line in output.splitlines():
+        with contextlib.suppress(ValueError):
+            report = json.loads(line)
+            if isinstance(report, dict) and report.get("type") == kind:
+                return report
+    return None
+
+
+class SSHHost(Host):
+    """A host reached over SSH; needs only `sh`, coreutils, `kill` and `python3` (3.8+)."""
+
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        output_dir: str,
+        *,
+        options: SSHOptions | None = None,
+        pattern: str | None = None,
+        template: Sequence[str] | str | None = None,
+        python: str = "python3",
+        connection: SSHConnection | None = None,
+        on_state: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(name, output_dir.rstrip("/") or "/", pattern, template)
+        self.python = python
+        self.connection = connection or SSHConnection(target, options, on_state=on_state)
+
+    async def connect(self) -> None:
+        """Connect now (raises :class:`SSHError` with a clear message); later drops heal."""
+        await self.connection.start()
+
+    def _python_command(self, args: Sequence[str]) -> str:
+        """`python3 - ARGS`, quoted: the watcher's source goes to its stdin."""
+        return " ".join([shlex.quote(self.python), "-", *(shlex.quote(a) for a in args)])
+
+    async def _python(self, args: Sequence[str], timeout: float = 60.0) -> str:
+        """Run the watcher source with `python3 - ARGS` and return its stdout."""
+        result = await self.connection.run(
+            self._python_command(args), input=watcher.source(), timeout=timeout
+        )
+        if result.exit_status != 0:
+            refusal = _report(str(result.stdout or ""), "error")  # the watcher's own
+            if refusal is not None:
+                raise RunError(f"{self.name}: {refusal.get('message')}")
+            stderr = str(result.stderr or "").strip().splitlines()
+            why = stderr[-1] if stderr else f"exit status {result.exit_status}"
+            raise RunError(
+                f"{self.name}: {self.python} failed ({why}); the host needs Python 3.8 or newer "
+                "as python3"
+            )
+        return str(result.stdout or "")
+
+    async def _ps_raw(
+        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None
+    ) -> Mapping[str, Any]:
+        args = [f"--ps={pattern}"]
+        if output_dir:
+            args.append(f"--output-dir={output_dir}")
+        if pids is not None:
+            args.append("--pids=" + ",".join(str(int(p)) for p in pids))
+        report = _report(await self._python(args), "ps")
+        if report is None:
+            raise RunError(f"{self.name}: the process listing printed nothing usable")
+        return report
+
+    async def _open_sh(self, script: str) -> LineSource:
+        process = await self.connection.open_process(sh_command(script))
+        process.stdin.write_eof()
+        return SSHLines(process, linger_s=0)
+
+    async def _sh(self, script: str, timeout: float = 60.0) -> str:
+        result = await self.connection.run(sh_command(script), timeout=timeout)
+        return str(result.stdout or "")
+
+    async def _spawn(self, spec: StartSpec) -> int:
+        try:
+            output = await self._python([f"--start={json.dumps(asdict(spec))}"], timeout=30)
+        except SSHError as exc:
+            raise StartError(
+                f"{self.name}: link lost while starting ({describe(exc)}); list the runs "
+                "before starting again, it may have started"
+            ) from None
+        report = _report(output, "start") or {}
+        if "refused" in report:
+            raise ResumeRefused.raced(self.name)
+        pid = report.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            why = report.get("error") or f"no pid in {output[-300:]!r}"
+            raise StartError(f"{self.name}: {why}")
+        return pid
+
+    async def _open_watcher(self, args: list[str]) -> LineSource:
+        process = await self.connection.open_process(self._python_command(args), timeout=30)
+        process.stdin.write(watcher.source())
+        process.stdin.write_eof()
+        return SSHLines(process)
+
+    async def close(self) -> None:
+        await self.connection.close()

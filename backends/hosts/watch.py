@@ -1,0 +1,219 @@
+"""The watch stream: live per-dataset totals from the watcher, surviving reconnects.
+
+Live totals come from the stdlib watcher (`watcher.py`), run over one SSH channel (or as a
+local subprocess): only counts cross the network, and after a reconnect it resumes from its
+byte offsets, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import asyncssh
+
+from gen_tui.backends import watcher
+from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.errors import RunError
+from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.prompts import check_dataset_name
+from gen_tui.backends.ssh import SSHError, describe
+
+
+@dataclass(frozen=True)
+class DatasetTotals:
+    """One dataset's totals as the watcher last reported them (always a full recount's)."""
+
+    dataset: str
+    tokens: int
+    samples: int
+    exists: bool
+    offset: int
+    locked: bool
+    lock_pid: int | None
+    mtime: float | None
+    bad_lines: int
+    progress: ProgressFile | None
+    """The writer's progress.json, when there is one (fields of a wrong type left out)."""
+    progress_fresh: bool
+    received_at: float
+
+
+@dataclass(frozen=True)
+class WatchStatus:
+    """The stream's own state: "watching", "stale: ...", "disconnected: ...", "closed"."""
+
+    state: str
+
+
+WatchItem = DatasetTotals | WatchStatus
+
+
+class LineSource(Protocol):
+    """Lines of a process's output (the watcher's, a script's); "" once it has ended."""
+
+    async def readline(self) -> str: ...
+
+    async def close(self) -> None: ...
+
+
+Opener = Callable[[list[str]], Awaitable[LineSource]]
+
+
+class Watch:
+    """Async iterator of :class:`DatasetTotals` (and :class:`WatchStatus` changes).
+
+    It runs the watcher, restarts it from the last reported offsets whenever the stream ends
+    or goes quiet for longer than `stale_after_s` (three missed heartbeats), and so survives
+    reconnects without recounting or double counting. `totals` holds the latest per dataset.
+    """
+
+    def __init__(
+        self,
+        opener: Opener,
+        output_dir: str,
+        datasets: Sequence[str],
+        heartbeat_s: float = watcher.HEARTBEAT_S,
+        interval_s: float = watcher.POLL_S,
+        stale_after_s: float | None = None,
+        resume: Mapping[str, str] | None = None,
+    ) -> None:
+        self._opener = opener
+        self.output_dir = output_dir
+        self.datasets = tuple(check_dataset_name(name) for name in datasets)
+        self.heartbeat_s = heartbeat_s
+        self.interval_s = interval_s
+        self.stale_after_s = stale_after_s or 3 * heartbeat_s + 1
+        self.totals: dict[str, DatasetTotals] = {}
+        self.status = "starting"
+        self.restarts = 0
+        self.last_seen: float | None = None
+        resume = resume or {}
+        self._resume = {name: resume.get(name, name) for name in self.datasets}
+        self._queue: asyncio.Queue[WatchItem | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def offsets(self) -> dict[str, str]:
+        """Each dataset's resume argument: a new Watch seeded with it counts nothing twice."""
+        return dict(self._resume)
+
+    def args(self) -> list[str]:
+        """The watcher's arguments now: each dataset from its last committed offset."""
+        return [
+            f"--interval={self.interval_s:g}",
+            f"--heartbeat={self.heartbeat_s:g}",
+            "--",
+            self.output_dir,
+            *(self._resume[name] for name in self.datasets),
+        ]
+
+    def __aiter__(self) -> AsyncIterator[WatchItem]:
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._pump())
+        return self
+
+    async def __anext__(self) -> WatchItem:
+        if self._task is None and not self._closed:
+            self.__aiter__()
+        item = await self._queue.get()
+        if item is None:
+            self._queue.put_nowait(None)
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._set_status("closed")
+        self._queue.put_nowait(None)
+
+    async def __aenter__(self) -> Watch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _set_status(self, state: str) -> None:
+        if state != self.status:
+            self.status = state
+            self._queue.put_nowait(WatchStatus(state))
+
+    async def _pump(self) -> None:
+        failures = 0
+        while not self._closed:
+            try:
+                source = await self._opener(self.args())
+            except (RunError, SSHError, OSError, asyncssh.Error) as exc:
+                failures += 1
+                self._set_status(f"disconnected: {describe(exc)}")
+                await asyncio.sleep(min(30.0, 0.5 * 2**failures))
+                continue
+            try:
+                reason = await self._read(source)
+            finally:
+                with contextlib.suppress(Exception):
+                    await source.close()
+            if reason is None:
+                return
+            self.restarts += 1
+            self._set_status(reason)
+            failures = 0 if self.last_seen else failures + 1
+            await asyncio.sleep(min(5.0, 0.25 * 2**failures))
+
+    async def _read(self, source: LineSource) -> str | None:
+        while True:
+            try:
+                line = await within(source.readline(), self.stale_after_s)
+            except TimeoutError:
+                return f"stale: no word from the watcher for {self.stale_after_s:g} s"
+            except (OSError, asyncssh.Error) as exc:
+                return f"disconnected: {describe(exc)}"
+            if not line:
+                return "disconnected: the watcher stream ended"
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # a remote login banner or the like: not ours
+            if not isinstance(message, dict):
+                continue
+            self.last_seen = time.monotonic()
+            kind = message.get("type")
+            if kind == "hello":
+                self._set_status("watching")
+            elif kind == "dataset":
+                self._dataset(message)
+            elif kind == "error":
+                self._set_status(f"failed: {message.get('message')}")
+                self._queue.put_nowait(None)
+                return None
+
+    def _dataset(self, message: dict[str, Any]) -> None:
+        name = message.get("dataset")
+        if name not in self._resume:
+            return
+        self._resume[name] = str(message["resume"])
+        totals = DatasetTotals(
+            dataset=name,
+            tokens=int(message["tokens"]),
+            samples=int(message["samples"]),
+            exists=bool(message["exists"]),
+            offset=int(message["offset"]),
+            locked=bool(message["locked"]),
+            lock_pid=message.get("lock_pid"),
+            mtime=message.get("mtime"),
+            bad_lines=int(message.get("bad_lines", 0)),
+            progress=ProgressFile.parse(message.get("progress")),
+            progress_fresh=bool(message.get("progress_fresh")),
+            received_at=time.time(),
+        )
+        self.totals[name] = totals
+        self._queue.put_nowait(totals)

@@ -1,0 +1,110 @@
+"""progress.json: one writer, and one reader that never raises.
+
+Each dataset folder of a live gen-tui run holds a `progress.json`, replaced atomically a
+few times a second: what only the writer knows (its state, budget, in-flight requests,
+errors, cost), with the shared pool of the run. It is a view, not data: the token and
+sample counts a client shows come from the record file. The file crosses hosts (the
+watcher carries it as parsed JSON) and may come from another version of gen-tui, so the
+reader takes whatever is there and ignores, field by field, what has the wrong type: one
+odd field costs that field alone, never the dataset or the panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.records import write_json_atomic
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.watcher import PROGRESS_FILE
+
+# A file that names no budget mode comes from a writer that had only this one.
+DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
+
+__all__ = ["DEFAULT_BUDGET_MODE", "PROGRESS_FILE", "ProgressFile"]
+
+
+@dataclass(frozen=True)
+class ProgressFile:
+    """The fields of a progress.json that clients read (None: absent or of a wrong type)."""
+
+    pid: int | None = None
+    state: DatasetState | None = None
+    """None also for a state this version does not know."""
+    max_tokens: int | None = None
+    max_samples: int | None = None
+    budget_mode: str | None = None
+    inflight: int | None = None
+    errors: int | None = None
+    message: str | None = None
+    cost: float | None = None
+    ignored: tuple[str, ...] = ()
+    """The fields that were present but of the wrong type (for a note, never an error)."""
+
+    # the writer
+
+    @staticmethod
+    def payload(run: RunSnapshot, dataset: DatasetSnapshot) -> dict[str, Any]:
+        """What a dataset's progress.json holds: its snapshot, the servers and the pool."""
+        payload = dataset.to_json()
+        payload["servers"] = run.servers
+        payload["pool"] = run.pool_json()
+        return payload
+
+    @staticmethod
+    def write(path: Path, run: RunSnapshot, dataset: DatasetSnapshot) -> None:
+        """Replace `path` atomically (readers see the old or the new file, never a mix).
+
+        Raises OSError: the caller decides how loud a failed view is.
+        """
+        write_json_atomic(path, ProgressFile.payload(run, dataset))
+
+    # the reader
+
+    @classmethod
+    def parse(cls, value: Any) -> ProgressFile | None:
+        """The fields of parsed progress.json content; None when it is no JSON object."""
+        if not isinstance(value, Mapping):
+            return None
+        ignored: list[str] = []
+
+        def pick(name: str, *types: type) -> Any:
+            field = value.get(name)
+            if field is None:
+                return None
+            if isinstance(field, bool) or not isinstance(field, types):
+                ignored.append(name)
+                return None
+            return field
+
+        state = pick("state", str)
+        try:
+            known = DatasetState(state) if state is not None else None
+        except ValueError:
+            known = None
+        cost = pick("cost", int, float)
+        return cls(
+            pid=pick("pid", int),
+            state=known,
+            max_tokens=pick("max_tokens", int),
+            max_samples=pick("max_samples", int),
+            budget_mode=pick("budget_mode", str),
+            inflight=pick("inflight", int),
+            errors=pick("errors", int),
+            message=pick("message", str),
+            cost=float(cost) if cost is not None else None,
+            ignored=tuple(ignored),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> ProgressFile | None:
+        """The progress.json at `path`; None when it is absent, unreadable or not an object."""
+        try:
+            return cls.parse(orjson.loads(path.read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            return None
