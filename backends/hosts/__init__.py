@@ -27,7 +27,6 @@ from gen_tui.backends.hosts.argv import (
 from gen_tui.backends.hosts.base import DEFAULT_PATTERN, START_SETTLE_S, Host
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
 from gen_tui.backends.hosts.kill import (
-    DEFAULT_GRACE_S,
     KILL_WAIT_S,
     KillOutcome,
     KillResult,
@@ -38,6 +37,7 @@ from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey
 from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh import SSHHost
 from gen_tui.backends.hosts.watch import DatasetTotals, Watch, WatchItem, WatchStatus
+from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHOptions
 from gen_tui.backends.watcher import LOG_DIR
 

@@ -23,7 +23,6 @@ from gen_tui.backends import watcher
 from gen_tui.backends.hosts.argv import exec_done, template_argv
 from gen_tui.backends.hosts.errors import RunError, StartError
 from gen_tui.backends.hosts.kill import (
-    DEFAULT_GRACE_S,
     KILL_WAIT_S,
     KillOutcome,
     KillResult,
@@ -40,6 +39,7 @@ from gen_tui.backends.hosts.resume import (
 from gen_tui.backends.hosts.scripts import parse_sizes, rquote, sizes_script
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
+from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
