@@ -32,17 +32,16 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncssh
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.host_keys import checked_known_hosts, host_key_message, resolve
 
 DEFAULT_KEEPALIVE_S = 2.0
 DEFAULT_KEEPALIVE_COUNT = 3
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
 StateCallback = Callable[[str], None]
 
@@ -134,128 +133,6 @@ class SSHOptions:
         return kwargs
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    host: str
-    port: int
-    user: str
-    known_hosts: tuple[str, ...]
-    unchecked_in_config: bool = False
-    """`~/.ssh/config` says `UserKnownHostsFile none` for this host: asyncssh would then
-    skip verification, so gen-tui checks against `~/.ssh/known_hosts` instead."""
-
-
-def _resolve(target: Target, options: SSHOptions) -> _Resolved:
-    """Host, port, user and known_hosts files after `~/.ssh/config` (or the given files).
-
-    `config=()` is asyncssh's "the default ~/.ssh/config"; its options class reads no
-    config at all when the argument is left out, which named an alias's host and port wrong.
-    """
-    kwargs: dict[str, object] = {"host": target.host, "config": ()}
-    if target.port is not None:
-        kwargs["port"] = target.port
-    if target.user is not None:
-        kwargs["username"] = target.user
-    if options.config_files is not None:
-        kwargs["config"] = list(options.config_files)
-    unchecked = False
-    try:
-        resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]
-        host, port, user = str(resolved.host), int(resolved.port), str(resolved.username)
-        files = resolved.known_hosts
-        unchecked = files is None
-    except (OSError, asyncssh.Error, ValueError):
-        host, port, user, files = target.host, target.port or 22, target.user or "?", None
-    if options.known_hosts is not None:
-        return _Resolved(host, port, user, (options.known_hosts,))
-    if isinstance(files, str):
-        known: tuple[str, ...] = (files,)
-    elif isinstance(files, list | tuple) and files:
-        known = tuple(str(f) for f in files)
-    else:
-        known = (DEFAULT_KNOWN_HOSTS,)
-    return _Resolved(host, port, user, known, unchecked)
-
-
-def _host_pattern(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
-async def _presented_key(target: Target, resolved: _Resolved, options: SSHOptions) -> str | None:
-    """The fingerprint of the key the server presents (read without trusting it)."""
-    kwargs: dict[str, object] = {}
-    if options.config_files is not None:
-        kwargs["config"] = list(options.config_files)
-    try:
-        key = await asyncio.wait_for(
-            asyncssh.get_server_host_key(resolved.host, resolved.port, **kwargs),  # type: ignore[arg-type]
-            options.connect_timeout_s,
-        )
-    except (OSError, asyncssh.Error, TimeoutError):
-        return None
-    return key.get_fingerprint("sha256") if key is not None else None
-
-
-def _known_keys(resolved: _Resolved) -> list[tuple[str, list[str]]]:
-    """(path, fingerprints) for each known_hosts file that already holds keys for this host."""
-    found = []
-    for name in resolved.known_hosts:
-        path = Path(name).expanduser()
-        if not path.is_file():
-            continue
-        try:
-            keys = asyncssh.read_known_hosts(str(path)).match(resolved.host, "", resolved.port)[0]
-        except (OSError, asyncssh.Error, ValueError):
-            continue
-        if keys:
-            found.append((str(path), [key.get_fingerprint("sha256") for key in keys]))
-    return found
-
-
-async def host_key_error(target: Target, options: SSHOptions) -> HostKeyError:
-    """Explain an unverifiable host key: unknown or changed, its fingerprint, how to trust it."""
-    resolved = await asyncio.to_thread(_resolve, target, options)
-    fingerprint = await _presented_key(target, resolved, options)
-    where = f"{resolved.host}:{resolved.port}"
-    if target.host != resolved.host:
-        where = f"{target.host} ({where})"
-    file = resolved.known_hosts[0]
-    port_flag = "" if resolved.port == 22 else f"-p {resolved.port} "
-    keyscan = f"ssh-keyscan {port_flag}{resolved.host} >> {file}"
-    shown = fingerprint or "(the server did not answer a second time)"
-    note = (
-        " (~/.ssh/config sets UserKnownHostsFile none for it: gen-tui verifies host keys "
-        f"anyway, against {file})"
-        if resolved.unchecked_in_config
-        else ""
-    )
-    holders = await asyncio.to_thread(_known_keys, resolved)
-    if holders:
-        holder, known = holders[0]
-        pattern = _host_pattern(resolved.host, resolved.port)
-        return HostKeyError(
-            f"host key of {where} has CHANGED: possible attack. The server presents {shown}, "
-            f"but {holder} holds {', '.join(known)} for it. Refused: this can be an attack "
-            "or a reinstalled server. If you know why it changed, check the new fingerprint "
-            "on the server (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then remove the "
-            f"old key with `ssh-keygen -R '{pattern}' -f {holder}` and trust the new one with "
-            f"`{keyscan}`{note}"
-        )
-    return HostKeyError(
-        f"host key of {where} is not known (no entry in {', '.join(resolved.known_hosts)}); "
-        f"nothing was trusted. The server presents {shown}: check it on the server "
-        "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then trust it with "
-        f"`{keyscan}` (or connect once with ssh and answer yes){note}"
-    )
-
-
-def _checked_known_hosts() -> object:
-    """What to verify against where the config switched verification off: the default
-    known_hosts file if there is one, else no trusted key at all (every key unknown)."""
-    path = Path(DEFAULT_KNOWN_HOSTS).expanduser()
-    return str(path) if path.is_file() else ([], [], [])
-
-
 async def connect(
     target: str | Target,
     options: SSHOptions | None = None,
@@ -267,17 +144,17 @@ async def connect(
     options = options or SSHOptions()
     kwargs = options.connect_kwargs(target)
     if options.known_hosts is None:
-        resolved = await asyncio.to_thread(_resolve, target, options)
+        resolved = await asyncio.to_thread(resolve, target, options)
         if resolved.unchecked_in_config:
-            kwargs["known_hosts"] = _checked_known_hosts()
+            kwargs["known_hosts"] = checked_known_hosts()
     if client_factory is not None:
         kwargs["client_factory"] = client_factory
     try:
         return await asyncssh.connect(**kwargs)  # type: ignore[arg-type]
     except asyncssh.HostKeyNotVerifiable:
-        raise await host_key_error(target, options) from None
+        raise HostKeyError(await host_key_message(target, options)) from None
     except asyncssh.PermissionDenied as exc:
-        resolved = await asyncio.to_thread(_resolve, target, options)
+        resolved = await asyncio.to_thread(resolve, target, options)
         raise AuthError(
             f"{resolved.user}@{resolved.host}:{resolved.port} refused every key offered "
             f"({exc.reason}); check IdentityFile in ~/.ssh/config, `ssh-add -l`, and the "
