@@ -29,7 +29,13 @@ def test_wheel_holds_packages_styles_and_entry_point(tmp_path: Path) -> None:
     )
     (wheel,) = tmp_path.glob("gen_tui-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("app/cli.py", "backends/engine.py", "backends/sim.py", "widgets/__init__.py"):
+    for module in (
+        "app/cli.py",
+        "backends/engine/core.py",
+        "backends/clients/sglang.py",
+        "backends/sim.py",
+        "widgets/__init__.py",
+    ):
         assert f"gen_tui/{module}" in names
     assert "gen_tui/tui.tcss" in names
     assert not any(name.startswith(("app/", "backends/", "widgets/", "tests/")) for name in names)
