@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gen_tui.backends.budget import Budget
 from gen_tui.backends.engine.allocator import Allocator, settled_tokens
+from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.signals import RunSignals
@@ -33,7 +34,8 @@ def allocator(
     events: list[str] = []
     reopened: list[str] = []
     reporter = Reporter(lambda _level, text: events.append(text), None, lambda: None)
-    alloc = Allocator(config, runs, RunSignals(), reporter, lambda ds: reopened.append(ds.name))
+    run = RunContext(config, runs, RunSignals(), reporter)
+    alloc = Allocator(run, lambda ds: reopened.append(ds.name))
     return alloc, {ds.name: ds for ds in runs}, events, reopened
 
 

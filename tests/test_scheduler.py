@@ -19,6 +19,7 @@ from gen_tui.backends.clients.scripted import ScriptedClient, answer
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.scheduler import Scheduler
@@ -73,9 +74,8 @@ def scheduler(
     for ds in runs:
         ds.state = DatasetState.WAITING
         ds.queue = asyncio.Queue()
-    reporter = Reporter(None, None, lambda: None)
-    alloc = Allocator(config, runs, RunSignals(), reporter, lambda ds: None)
-    return Scheduler(config, runs, alloc, reporter), runs
+    run = RunContext(config, runs, RunSignals(), Reporter(None, None, lambda: None))
+    return Scheduler(run, Allocator(run, lambda ds: None)), runs
 
 
 def queue_one(ds: DatasetRun) -> None:

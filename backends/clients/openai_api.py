@@ -22,6 +22,7 @@ from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
+    json_body,
     sse_events,
     status_failure,
     transport_errors,
@@ -199,11 +200,7 @@ async def chat(
                     raise status_failure(response.status, raw, response.headers, key_hint)
                 if stream:
                     return await _read_stream(response, started)
-                raw = await response.read()
-                try:
-                    payload = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    raise RequestFailed("response body is not valid JSON", retry=True) from None
+                payload = await json_body(response)
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
                 choices = _choices(payload, "the response")

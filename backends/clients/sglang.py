@@ -23,6 +23,7 @@ from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
     error_message,
+    json_body,
     sse_events,
     status_failure,
     transport_errors,
@@ -150,12 +151,7 @@ async def generate(
                 raise status_failure(response.status, await response.read(), response.headers)
             if stream:
                 return await _read_stream(response, started)
-            raw = await response.read()
-            try:
-                payload = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise RequestFailed("response body is not valid JSON", retry=True) from None
-            return _generation(payload, started)
+            return _generation(await json_body(response), started)
 
 
 async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:

@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable
 
 from gen_tui.backends.budget import Budget, likely_end, room_for_one, share_total
+from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.signals import RunSignals
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.run_config import DatasetSpec, EngineError
 from gen_tui.backends.snapshot import DatasetState
 
 
@@ -43,22 +42,12 @@ def settled_tokens(datasets: list[DatasetRun], now: float) -> dict[str, int]:
     return settled
 
 
-class Allocator:
+class Allocator(RunPart):
     """Owns every change to a dataset's budget; `reopen` restarts a dataset done at its old
     budget (its prompt feed), which is the feeder's business, not the allocator's."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        datasets: list[DatasetRun],
-        signals: RunSignals,
-        reporter: Reporter,
-        reopen: Callable[[DatasetRun], None],
-    ) -> None:
-        self.config = config
-        self.datasets = datasets
-        self.signals = signals
-        self.reporter = reporter
+    def __init__(self, run: RunContext, reopen: Callable[[DatasetRun], None]) -> None:
+        super().__init__(run)
         self.reopen = reopen
 
     def set_budget(self, name: str, max_tokens: int | None, max_samples: int | None) -> None:

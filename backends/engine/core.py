@@ -13,16 +13,16 @@ cancellation can only interrupt a request before its response is complete.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.aio import wait_event
-from gen_tui.backends.budget import InFlight, eta_seconds
+from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
 from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
@@ -32,8 +32,9 @@ from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
+from gen_tui.backends.engine.snapshots import dataset_snapshot
 from gen_tui.backends.run_config import EngineConfig, EngineError
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
 
 
 class Engine:
@@ -70,24 +71,15 @@ class Engine:
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop)
+        run = RunContext(config, self._datasets, self._signals, self._report)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._pool = SlotPool(config.concurrency)
         self._cost = CostMeter(config, self._datasets)
-        self._feeder = Feeder(
-            config,
-            self._signals,
-            self._report,
-            self._executor,
-            tokenize=self.client.needs_input_ids,
-        )
-        self._allocator = Allocator(
-            config, self._datasets, self._signals, self._report, self._feeder.reopen
-        )
-        self._scheduler = Scheduler(config, self._datasets, self._allocator, self._report)
-        self._sink = DatasetSink(config, self._datasets, self._signals, self._report, self._cost)
-        self._runner = RequestRunner(
-            config, self.client, self._signals, self._report, self._pool, self._feeder, self._sink
-        )
+        self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
+        self._allocator = Allocator(run, self._feeder.reopen)
+        self._scheduler = Scheduler(run, self._allocator)
+        self._sink = DatasetSink(run, self._cost)
+        self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
         self._started = time.monotonic()
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -138,38 +130,9 @@ class Engine:
         now = time.time()
         self._pool.mark_busy()
         elapsed = max(now_mono - self._started, 1e-9)
-        datasets = []
-        for ds in self._datasets:
-            tok_s, samples_s = ds.rates(now_mono)
-            datasets.append(
-                DatasetSnapshot(
-                    name=ds.name,
-                    state=ds.state,
-                    tokens=ds.tokens,
-                    samples=ds.samples,
-                    max_tokens=ds.budget.max_tokens,
-                    max_samples=ds.budget.max_samples,
-                    budget_mode=str(self.config.budget_mode),
-                    inflight=len(ds.inflight),
-                    errors=ds.errors,
-                    malformed=ds.malformed,
-                    mean_tokens=ds.model.mean if ds.model.observed else None,
-                    tok_s=tok_s,
-                    samples_s=samples_s,
-                    eta_s=None
-                    if ds.state.finished
-                    else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s),
-                    resumed_tokens=ds.resumed_tokens,
-                    resumed_samples=ds.resumed_samples,
-                    started_at=ds.started_at,
-                    updated_at=now,
-                    last_record_at=ds.last_record_at,
-                    pid=os.getpid(),
-                    host=self._host,
-                    message=ds.message,
-                    **self._cost.fields(ds, now_mono),
-                )
-            )
+        datasets = [
+            dataset_snapshot(ds, self.config, self._host, now_mono, now) for ds in self._datasets
+        ]
         return RunSnapshot(
             datasets=tuple(datasets),
             concurrency=self.config.concurrency,

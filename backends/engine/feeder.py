@@ -14,33 +14,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.prompts import Prompt, PromptProblem, iter_prompts
 from gen_tui.backends.protocol import Generation
-from gen_tui.backends.run_config import EngineConfig, EngineError
+from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_text, load_tokenizer
 
 BATCH = 32
 """Prompts tokenized per call into the tokenizer."""
 
 
-class Feeder:
+class Feeder(RunPart):
     """Fills each dataset's queue; `tokenize` is False for a client that takes messages."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        signals: RunSignals,
-        reporter: Reporter,
-        executor: ThreadPoolExecutor,
-        *,
-        tokenize: bool,
-    ) -> None:
-        self.config = config
-        self.signals = signals
-        self.reporter = reporter
+    def __init__(self, run: RunContext, executor: ThreadPoolExecutor, *, tokenize: bool) -> None:
+        super().__init__(run)
         self.executor = executor
         self.tokenize = tokenize
         self.tokenizer: Any = None

@@ -15,15 +15,14 @@ import uuid
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.engine.checks import receive
+from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.protocol import RequestFailed
-from gen_tui.backends.run_config import EngineConfig, EngineError, queued_concurrency
+from gen_tui.backends.run_config import EngineError, queued_concurrency
 
 BACKOFF_CAP_S = 30.0
 MAX_OUTAGE_RETRIES = 240
@@ -51,30 +50,26 @@ class Server:
         return "ok"
 
 
-class RequestRunner:
+class RequestRunner(RunPart):
     """Sends requests through `client` to the least loaded server that is up."""
 
     def __init__(
         self,
-        config: EngineConfig,
+        run: RunContext,
         client: InferenceClient,
-        signals: RunSignals,
-        reporter: Reporter,
         pool: SlotPool,
         feeder: Feeder,
         sink: DatasetSink,
     ) -> None:
-        self.config = config
+        super().__init__(run)
         self.client = client
-        self.signals = signals
-        self.reporter = reporter
         self.pool = pool
         self.feeder = feeder
         self.sink = sink
-        self.servers = [Server(url) for url in config.server_urls]
+        self.servers = [Server(url) for url in run.config.server_urls]
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
-        self._rng = random.Random(config.seed)
+        self._rng = random.Random(run.config.seed)
 
     # servers
 

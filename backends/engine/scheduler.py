@@ -10,26 +10,17 @@ from __future__ import annotations
 
 from gen_tui.backends.budget import InFlight, may_dispatch
 from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.run_config import EngineConfig
 from gen_tui.backends.snapshot import DatasetState
 
 
-class Scheduler:
+class Scheduler(RunPart):
     """Picks the dataset for the next request and settles those that can do no more."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        datasets: list[DatasetRun],
-        allocator: Allocator,
-        reporter: Reporter,
-    ) -> None:
-        self.config = config
-        self.datasets = datasets
+    def __init__(self, run: RunContext, allocator: Allocator) -> None:
+        super().__init__(run)
         self.allocator = allocator
-        self.reporter = reporter
 
     def may_send(self, ds: DatasetRun, inflight: list[InFlight]) -> bool:
         """Whether `ds`'s budget allows one more request beside `inflight`."""

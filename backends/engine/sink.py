@@ -18,10 +18,9 @@ from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import BudgetMode, LengthModel
+from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.lock import LockHeld
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.protocol import Generation, RequestFailed
@@ -36,7 +35,7 @@ from gen_tui.backends.records import (
     scan_records,
     write_json_atomic,
 )
-from gen_tui.backends.run_config import EngineConfig, EngineError
+from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.snapshot import RunSnapshot
 
 FULL_NOTE_S = 60.0
@@ -56,21 +55,11 @@ class NoSpace(Exception):
         super().__init__(f"cannot write {path}: {error.strerror or error}")
 
 
-class DatasetSink:
+class DatasetSink(RunPart):
     """Opens, writes and closes every dataset folder of a run."""
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        datasets: list[DatasetRun],
-        signals: RunSignals,
-        reporter: Reporter,
-        cost: CostMeter,
-    ) -> None:
-        self.config = config
-        self.datasets = datasets
-        self.signals = signals
-        self.reporter = reporter
+    def __init__(self, run: RunContext, cost: CostMeter) -> None:
+        super().__init__(run)
         self.cost = cost
         self._full_said_at = -FULL_NOTE_S
 
