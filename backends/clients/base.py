@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import Self
 
 from gen_tui.backends.protocol import Generation
 
@@ -31,9 +31,9 @@ class InferenceClient(ABC):
     pool there. `secret` is what must never appear in a reason the engine writes down.
     """
 
-    can_abort: ClassVar[bool] = False
+    can_abort: bool = False
     """Whether `abort` stops a request at the server (else the engine never calls it)."""
-    needs_input_ids: ClassVar[bool] = False
+    needs_input_ids: bool = False
     """Whether requests need token ids (the run then needs a tokenizer) or take messages."""
     secret: str | None = None
 

@@ -44,8 +44,8 @@ class ScriptedClient(InferenceClient):
         capacity: int | None = None,
     ) -> None:
         self.script = script
-        self.can_abort = can_abort  # type: ignore[misc]: per instance, on purpose
-        self.needs_input_ids = needs_input_ids  # type: ignore[misc]
+        self.can_abort = can_abort
+        self.needs_input_ids = needs_input_ids
         self.down = dict(down or {})
         self.running = capacity
         self.sent: list[tuple[str, Request]] = []

@@ -126,6 +126,7 @@ class Engine:
         return self._cost.total()
 
     def snapshot(self) -> RunSnapshot:
+        """The whole run now: every dataset, the pool, the servers (`run` returns the last)."""
         now_mono = time.monotonic()
         now = time.time()
         self._pool.mark_busy()
