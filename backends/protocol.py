@@ -162,6 +162,15 @@ def status_failure(
     return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
 
 
+async def json_body(response: aiohttp.ClientResponse) -> Any:
+    """The parsed body of a whole (not streamed) answer; a body that is not JSON is a retry."""
+    raw = await response.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise RequestFailed("response body is not valid JSON", retry=True) from None
+
+
 def typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     """`obj[key]` when it has the type the protocol gives it (None when absent or null).
 

@@ -31,7 +31,11 @@ def test_wheel_holds_packages_styles_and_entry_point(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in (
         "app/cli.py",
-        "backends/engine.py",
+        "app/dashboard/screen.py",
+        "app/dialogs/modals.py",
+        "backends/clients/sglang.py",
+        "backends/engine/core.py",
+        "backends/hosts/base.py",
         "backends/sim/__init__.py",
         "widgets/__init__.py",
     ):

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gen_tui.backends import openai_api, sglang
+from gen_tui.backends.clients import openai_api, sglang
 from gen_tui.backends.protocol import RequestFailed, sse_events
 
 # What real servers send around their events: OpenRouter's keep-alive comment, an `event:`

@@ -24,7 +24,7 @@ from aiohttp import web
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from gen_tui.backends import openai_api, sglang
+from gen_tui.backends.clients import openai_api, sglang
 from gen_tui.backends.engine import check_generation
 from gen_tui.backends.protocol import Generation, RequestFailed
 

@@ -16,11 +16,14 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.protocol import (
     Aborted,
     Generation,
     RequestFailed,
     error_message,
+    json_body,
     sse_events,
     status_failure,
     transport_errors,
@@ -31,6 +34,7 @@ __all__ = [
     "Aborted",
     "Generation",
     "RequestFailed",
+    "SGLangClient",
     "abort",
     "check_health",
     "generate",
@@ -147,12 +151,7 @@ async def generate(
                 raise status_failure(response.status, await response.read(), response.headers)
             if stream:
                 return await _read_stream(response, started)
-            raw = await response.read()
-            try:
-                payload = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise RequestFailed("response body is not valid JSON", retry=True) from None
-            return _generation(payload, started)
+            return _generation(await json_body(response), started)
 
 
 async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
@@ -196,3 +195,44 @@ async def running_batch(session: aiohttp.ClientSession, url: str) -> int | None:
         return None
     value = info.get("max_running_requests") if isinstance(info, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+class SGLangClient(HttpClient):
+    """SGLang's native API: token ids in, ids out; a request can be aborted by its rid."""
+
+    can_abort = True
+    needs_input_ids = True
+
+    def __init__(
+        self,
+        sampling: dict[str, Any],
+        *,
+        stream: bool = False,
+        timeout_s: float = 3600.0,
+        secret: str | None = None,
+    ) -> None:
+        super().__init__(secret)
+        self.sampling = sampling
+        self.stream = stream
+        self.timeout_s = timeout_s
+
+    async def generate(self, url: str, request: Request) -> Generation:
+        assert request.input_ids is not None
+        return await generate(
+            self.session,
+            url,
+            request.input_ids,
+            self.sampling,
+            request.rid,
+            stream=self.stream,
+            timeout_s=self.timeout_s,
+        )
+
+    async def probe(self, url: str) -> str | None:
+        return await check_health(self.session, url)
+
+    async def capacity(self, url: str) -> int | None:
+        return await running_batch(self.session, url)
+
+    async def abort(self, url: str, rid: str) -> None:
+        await abort(self.session, url, rid)

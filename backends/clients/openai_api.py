@@ -17,9 +17,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
+    json_body,
     sse_events,
     status_failure,
     transport_errors,
@@ -197,11 +200,7 @@ async def chat(
                     raise status_failure(response.status, raw, response.headers, key_hint)
                 if stream:
                     return await _read_stream(response, started)
-                raw = await response.read()
-                try:
-                    payload = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    raise RequestFailed("response body is not valid JSON", retry=True) from None
+                payload = await json_body(response)
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
                 choices = _choices(payload, "the response")
@@ -230,3 +229,42 @@ async def check_reachable(session: aiohttp.ClientSession, url: str) -> str | Non
         return f"cannot connect to {url}: {exc.os_error}"
     except (aiohttp.ClientError, TimeoutError) as exc:
         return f"{url}/v1/models failed: {exc or type(exc).__name__}"
+
+
+class OpenAIClient(HttpClient):
+    """An OpenAI-compatible API: messages in, text out. It has no way to stop a request
+    (closing the connection is all there is), so `can_abort` stays False."""
+
+    def __init__(
+        self,
+        sampling: Mapping[str, Any],
+        *,
+        model: str | None,
+        api_key: str | None,
+        key_hint: str,
+        stream: bool = False,
+        timeout_s: float = 3600.0,
+    ) -> None:
+        super().__init__(api_key)
+        self.sampling = sampling
+        self.model = model
+        self.key_hint = key_hint
+        self.stream = stream
+        self.timeout_s = timeout_s
+
+    async def generate(self, url: str, request: Request) -> Generation:
+        return await chat(
+            self.session,
+            url,
+            messages=request.messages,
+            sampling=self.sampling,
+            model=self.model,
+            api_key=self.secret,
+            key_hint=self.key_hint,
+            dataset=request.dataset,
+            stream=self.stream,
+            timeout_s=self.timeout_s,
+        )
+
+    async def probe(self, url: str) -> str | None:
+        return await check_reachable(self.session, url)

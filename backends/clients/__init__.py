@@ -1,0 +1,32 @@
+"""Inference clients: how the engine talks to a server, one class per API.
+
+`base.InferenceClient` is the interface; `sglang.SGLangClient` and
+`openai_api.OpenAIClient` speak HTTP; `scripted.ScriptedClient` answers tests in memory.
+"""
+
+from __future__ import annotations
+
+from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.clients.openai_api import OpenAIClient
+from gen_tui.backends.clients.sglang import SGLangClient
+from gen_tui.backends.run_config import EngineConfig, resolve_api_key
+
+__all__ = ["InferenceClient", "OpenAIClient", "Request", "SGLangClient", "client_for"]
+
+
+def client_for(config: EngineConfig) -> InferenceClient:
+    """The client for `config.api`: the one place the engine's API setting is read."""
+    api_key, key_hint = resolve_api_key(config)
+    if config.api == "openai":
+        return OpenAIClient(
+            config.sampling,
+            model=config.model,
+            api_key=api_key,
+            key_hint=key_hint,
+            stream=config.stream,
+            timeout_s=config.request_timeout_s,
+        )
+    # The key is not sent to SGLang; it is still kept out of every reason written down.
+    return SGLangClient(
+        config.sampling, stream=config.stream, timeout_s=config.request_timeout_s, secret=api_key
+    )

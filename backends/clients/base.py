@@ -1,0 +1,59 @@
+"""The one interface the engine has to an inference server: `InferenceClient`.
+
+The engine asks a client what it can do (`can_abort`, `needs_input_ids`), never which
+server it is: a new API is a new client, not a new branch in the scheduler. And a test can
+hand the engine a scripted client, so scheduling is tested without sockets or a tokenizer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Self
+
+from gen_tui.backends.protocol import Generation
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One attempt at one sample: `input_ids` is None for a client that takes messages."""
+
+    rid: str
+    dataset: str
+    messages: list[dict[str, str]]
+    input_ids: list[int] | None = None
+
+
+class InferenceClient(ABC):
+    """Sends requests to servers by URL; one instance serves a whole run.
+
+    Enter it (`async with client:`) around the run: an HTTP client opens its connection
+    pool there. `secret` is what must never appear in a reason the engine writes down.
+    """
+
+    can_abort: bool = False
+    """Whether `abort` stops a request at the server (else the engine never calls it)."""
+    needs_input_ids: bool = False
+    """Whether requests need token ids (the run then needs a tokenizer) or take messages."""
+    secret: str | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    @abstractmethod
+    async def generate(self, url: str, request: Request) -> Generation:
+        """The complete answer to `request` from `url`, or RequestFailed."""
+
+    @abstractmethod
+    async def probe(self, url: str) -> str | None:
+        """None if `url` answers, else why not (for the user)."""
+
+    async def capacity(self, url: str) -> int | None:
+        """How many requests `url` runs at once, when it says (None: unknown)."""
+        return None
+
+    async def abort(self, url: str, rid: str) -> None:  # noqa: B027 (optional: a no-op)
+        """Ask `url` to stop request `rid`; best effort. Only called when `can_abort`."""

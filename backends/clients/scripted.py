@@ -1,0 +1,68 @@
+"""A client that answers from a script: the engine's scheduling, tested without sockets.
+
+In the spirit of httpx's MockTransport: `script(url, request)` returns a Generation (or an
+awaitable of one), or raises RequestFailed, and the client keeps what it was asked, so a
+test can say what the engine sent, where, and what it aborted.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+
+from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.protocol import Generation
+
+Script = Callable[[str, Request], Generation | Awaitable[Generation]]
+
+
+def answer(tokens: int, *, prompt_tokens: int = 1, latency_s: float = 0.0) -> Generation:
+    """A complete answer of `tokens` tokens (ids 0..tokens-1), as a server would send it."""
+    return Generation(
+        output_ids=list(range(tokens)),
+        text=None,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=tokens,
+        finish_reason="length",
+        latency_s=latency_s,
+    )
+
+
+class ScriptedClient(InferenceClient):
+    """Answers every request from `script`; `down` maps a URL to its probe failure.
+
+    The abilities are per instance, so one test can play either kind of server.
+    """
+
+    def __init__(
+        self,
+        script: Script,
+        *,
+        can_abort: bool = False,
+        needs_input_ids: bool = False,
+        down: dict[str, str] | None = None,
+        capacity: int | None = None,
+    ) -> None:
+        self.script = script
+        self.can_abort = can_abort
+        self.needs_input_ids = needs_input_ids
+        self.down = dict(down or {})
+        self.running = capacity
+        self.sent: list[tuple[str, Request]] = []
+        self.aborted: list[tuple[str, str]] = []
+
+    async def generate(self, url: str, request: Request) -> Generation:
+        self.sent.append((url, request))
+        result = self.script(url, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def probe(self, url: str) -> str | None:
+        return self.down.get(url)
+
+    async def capacity(self, url: str) -> int | None:
+        return self.running
+
+    async def abort(self, url: str, rid: str) -> None:
+        self.aborted.append((url, rid))

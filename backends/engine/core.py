@@ -1,0 +1,319 @@
+"""The Engine façade: prompts in, one record per completed response out.
+
+It wires the parts together and runs the dispatch loop; each part is its own module:
+`scheduler` (which dataset a free slot goes to), `slots` (the pool and its AIMD limit),
+`allocator` (the total budget's split), `runner` (servers, retries), `sink` (records on
+disk), `feeder` (prompts, tokenized), `cost`, and the `clients` package (the servers' APIs).
+
+Guarantees: a response is written (one `write()` of a whole line) before it counts; a
+sample is sent at most once at a time and written at most once; failures never count;
+cancellation can only interrupt a request before its response is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from gen_tui.backends.aio import wait_event
+from gen_tui.backends.budget import InFlight
+from gen_tui.backends.clients import InferenceClient, client_for
+from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.context import RunContext
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.engine.feeder import Feeder
+from gen_tui.backends.engine.report import Event, Reporter
+from gen_tui.backends.engine.runner import RequestRunner
+from gen_tui.backends.engine.scheduler import Scheduler
+from gen_tui.backends.engine.signals import RunSignals
+from gen_tui.backends.engine.sink import DatasetSink
+from gen_tui.backends.engine.slots import SlotPool
+from gen_tui.backends.engine.snapshots import dataset_snapshot
+from gen_tui.backends.run_config import EngineConfig, EngineError
+from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
+
+
+class Engine:
+    """Run the datasets of one :class:`EngineConfig` to their budgets.
+
+    `on_snapshot` receives a :class:`RunSnapshot` every `snapshot_interval_s`; `on_event`
+    receives (level, message) for things a person should read: resume summaries, skipped
+    prompt lines, servers going away, budget crossings. `on_budget` receives the crossings
+    and finishes again as :class:`BudgetEvent` data, for a UI to announce without parsing.
+    `client` replaces the client `config.api` names (a test's scripted one, say).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        on_snapshot: Callable[[RunSnapshot], None] | None = None,
+        on_event: Event | None = None,
+        on_budget: Callable[[BudgetEvent], None] | None = None,
+        *,
+        client: InferenceClient | None = None,
+    ) -> None:
+        if config.concurrency < 1:
+            raise EngineError("concurrency must be at least 1")
+        if not config.datasets:
+            raise EngineError("no datasets selected")
+        if not config.server_urls:
+            raise EngineError("no server URL given")
+        self.config = config
+        self.client = client if client is not None else client_for(config)
+        self._on_snapshot = on_snapshot
+        prior = float(config.max_new_tokens)
+        self._datasets = [
+            DatasetRun(spec, config.output_dir / spec.name, prior) for spec in config.datasets
+        ]
+        self._signals = RunSignals()
+        self._report = Reporter(on_event, on_budget, self._signals.request_stop)
+        run = RunContext(config, self._datasets, self._signals, self._report)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
+        self._pool = SlotPool(config.concurrency)
+        self._cost = CostMeter(config, self._datasets)
+        self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
+        self._allocator = Allocator(run, self._feeder.reopen)
+        self._scheduler = Scheduler(run, self._allocator)
+        self._sink = DatasetSink(run, self._cost)
+        self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self._started = time.monotonic()
+        self._host = socket.gethostname()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opened = False
+        self.aborted = False
+
+    # control: call on the engine's loop, or from another thread through `threadsafe`
+
+    def request_stop(self) -> None:
+        """First call: stop dispatching and drain. Second call: abort in-flight requests."""
+        self._signals.request_stop()
+
+    def set_paused(self, paused: bool) -> None:
+        """Hold or release dispatch; in-flight requests carry on either way."""
+        self._signals.paused = paused
+        for ds in self._datasets:
+            if ds.state is DatasetState.ACTIVE and paused:
+                ds.state = DatasetState.PAUSED
+            elif ds.state is DatasetState.PAUSED and not paused:
+                ds.state = DatasetState.ACTIVE
+        self._signals.wake.set()
+
+    def set_budget(self, name: str, max_tokens: int | None, max_samples: int | None) -> None:
+        """Change a dataset's budget mid-run; a dataset done at its old budget starts again."""
+        self._allocator.set_budget(name, max_tokens, max_samples)
+
+    def threadsafe(self, method: Callable[..., None], *args: object) -> None:
+        """Run a control method on the engine's loop from any thread (the TUI's, say)."""
+        if self._loop is None:
+            raise EngineError("the engine is not running")
+        self._loop.call_soon_threadsafe(method, *args)
+
+    # reporting
+
+    def active_seconds(self) -> float:
+        """Wall time from the first dispatch to the last completion (or now)."""
+        return self._pool.active_seconds()
+
+    def utilisation(self) -> float:
+        """Busy slot-seconds over available slot-seconds, first dispatch to last completion."""
+        return self._pool.utilisation()
+
+    def total_cost(self) -> float:
+        return self._cost.total()
+
+    def snapshot(self) -> RunSnapshot:
+        """The whole run now: every dataset, the pool, the servers (`run` returns the last)."""
+        now_mono = time.monotonic()
+        now = time.time()
+        self._pool.mark_busy()
+        elapsed = max(now_mono - self._started, 1e-9)
+        datasets = [
+            dataset_snapshot(ds, self.config, self._host, now_mono, now) for ds in self._datasets
+        ]
+        return RunSnapshot(
+            datasets=tuple(datasets),
+            concurrency=self.config.concurrency,
+            inflight=len(self._pool),
+            utilisation=self.utilisation(),
+            active_s=self.active_seconds(),
+            elapsed_s=elapsed,
+            stopping=self._signals.stopping,
+            paused=self._signals.paused,
+            servers=self._runner.statuses(),
+            concurrency_limit=int(self._pool.limit),
+            max_total_tokens=self.config.max_total_tokens,
+        )
+
+    async def _ticker(self) -> None:
+        every = max(1, round(self.config.progress_interval_s / self.config.snapshot_interval_s))
+        tick = 0
+        while True:
+            await asyncio.sleep(self.config.snapshot_interval_s)
+            tick += 1
+            snapshot = self.snapshot()
+            if self._on_snapshot is not None:
+                self._on_snapshot(snapshot)
+            if tick % every == 0:
+                self._sink.write_progress(snapshot)
+                await self._sink.sync()
+
+    # setup
+
+    async def _open_all(self) -> None:
+        await self._sink.open_all(self._executor)
+        self._allocator.rebalance()
+        for ds in self._datasets:
+            if ds.samples:
+                self._report.event(
+                    "info",
+                    f"{ds.name}: resuming with {ds.samples} records, {ds.tokens} tokens on disk",
+                )
+            if ds.reached:
+                ds.state = DatasetState.DONE
+                ds.message = "already at its budget: nothing to do"
+                self._report.event(
+                    "info",
+                    f"{ds.name}: already at its budget ({ds.tokens} tokens, {ds.samples} samples); "
+                    "nothing to do",
+                )
+            else:
+                ds.state = DatasetState.WAITING
+                self._feeder.open_queue(ds)
+
+    # dispatch
+
+    async def _dispatch(self) -> None:
+        signals = self._signals
+        while True:
+            # Cleared before looking, not before waiting: a wake raised while looking (a
+            # dataset running out of prompts hands its share to ones already done) must
+            # end the wait below, or the run waits forever with nothing in flight.
+            signals.wake.clear()
+            self._pool.mark_busy()
+            if signals.stopping:
+                return
+            if all(ds.state.finished for ds in self._datasets):
+                return
+            if not self._pool.tasks and self._cost.exhausted(0):
+                self._cost.finish(self._report)
+                return
+            if (
+                not signals.paused
+                and signals.credits.is_set()
+                and signals.space.is_set()
+                and self._pool.free
+                and not self._cost.exhausted(len(self._pool))
+            ):
+                ds = self._scheduler.pick()
+                if ds is not None:
+                    self._launch(ds)
+                    continue
+                if all(ds.state.finished for ds in self._datasets):
+                    return
+            await signals.wake.wait()
+
+    def _launch(self, ds: DatasetRun) -> None:
+        """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
+        assert ds.queue is not None
+        prompt, ids = ds.queue.get_nowait()
+        ds.state = DatasetState.ACTIVE
+        entry = InFlight(time.monotonic(), self.config.max_new_tokens)
+        ds.inflight.append(entry)
+        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids))
+        self._pool.add(task, ds.name)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._pool.remove(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._report.event("error", f"internal error in a request: {task.exception()!r}")
+        self._signals.wake.set()
+
+    # shutdown
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.config.grace_s
+        for ds in self._datasets:
+            if not ds.state.finished and ds.inflight:
+                ds.state = DatasetState.DRAINING
+        tasks = self._pool.tasks
+        if tasks:
+            self._report.event(
+                "info",
+                f"stopping: draining {len(tasks)} in-flight requests "
+                f"(up to {self.config.grace_s:g} s; signal again to abort them)",
+            )
+        while tasks and not self._signals.aborting:
+            self._signals.wake.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._report.event(
+                    "warning", "drain grace period over: aborting in-flight requests"
+                )
+                break
+            await wait_event(self._signals.wake, min(remaining, 0.5))
+        if tasks:
+            await self._abort_inflight()
+
+    async def _abort_inflight(self) -> None:
+        """Cancel every request task; a client that can also stops them at the server."""
+        self.aborted = True
+        tasks = self._pool.tasks
+        count = len(tasks)
+        rids = list(self._runner.active.items())
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._runner.abort(rids)
+        self._report.event(
+            "warning", f"aborted {count} in-flight requests (their samples stay undone)"
+        )
+
+    async def run(self) -> RunSnapshot:
+        """Run to completion (or until stopped); returns the final snapshot."""
+        self._loop = asyncio.get_running_loop()
+        ticker: asyncio.Task[None] | None = None
+        try:
+            async with self.client:
+                await self._runner.check_servers()
+                await self._feeder.load_tokenizer()
+                await self._open_all()
+                self._opened = True
+                ticker = asyncio.create_task(self._ticker())
+                for ds in self._datasets:
+                    if not ds.state.finished:
+                        self._feeder.start(ds)
+                await self._dispatch()
+                if self._signals.stopping:
+                    await self._drain()
+                else:
+                    while self._pool.tasks:
+                        await asyncio.gather(*self._pool.tasks, return_exceptions=True)
+                for ds in self._datasets:
+                    if not ds.state.finished:
+                        if self._signals.stopping:
+                            ds.state = DatasetState.STOPPED
+                            ds.message = f"stopped at {ds.tokens} tokens, {ds.samples} samples"
+                        else:
+                            self._scheduler.settle(ds)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            await self._feeder.stop()
+            final = self.snapshot()
+            self._close(final)
+        if self._report.fatal is not None:
+            raise EngineError(self._report.fatal)
+        return final
+
+    def _close(self, final: RunSnapshot) -> None:
+        if self._opened:
+            self._sink.write_progress(final)
+            if self._on_snapshot is not None:
+                self._on_snapshot(final)
+        self._sink.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

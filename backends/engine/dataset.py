@@ -1,0 +1,104 @@
+"""One dataset in a run: its budget, its tally, its queue of tokenized prompts, its state.
+
+Plain data with a little arithmetic: the scheduler, the allocator and the sink all read
+and move the same tally, so it lives in one object none of them owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from pathlib import Path
+
+from gen_tui.backends.budget import Budget, InFlight, LengthModel
+from gen_tui.backends.lock import DatasetLock
+from gen_tui.backends.prompts import Prompt
+from gen_tui.backends.records import ERRORS_FILE, LOCK_FILE, RecordWriter
+from gen_tui.backends.run_config import DatasetSpec
+from gen_tui.backends.snapshot import DatasetState
+
+RATE_WINDOW_S = 60.0
+"""The window a dataset's tokens/s and samples/s are measured over."""
+
+Queued = tuple[Prompt, list[int] | None]
+"""A prompt ready to send, with its token ids (None for a client that takes messages)."""
+
+
+class DatasetRun:
+    """Runtime state of one dataset in a run."""
+
+    def __init__(self, spec: DatasetSpec, folder: Path, prior_mean: float) -> None:
+        self.spec = spec
+        self.folder = folder
+        self.budget = Budget(spec.max_tokens, spec.max_samples)
+        self.state = DatasetState.LOADING
+        self.lock = DatasetLock(folder / LOCK_FILE)
+        self.writer: RecordWriter | None = None
+        self.errors_path = folder / ERRORS_FILE
+        self.done: set[str] = set()
+        self.tokens = 0
+        self.samples = 0
+        self.resumed_tokens = 0
+        self.resumed_samples = 0
+        self.model = LengthModel(prior_mean)
+        self.inflight: list[InFlight] = []
+        self.queue: asyncio.Queue[Queued] | None = None
+        self.producer_done = False
+        self.errors = 0
+        self.malformed = 0
+        self.cost = 0.0
+        self.priced = False
+        self.recent: deque[tuple[float, int]] = deque()
+        self.recent_tokens = 0
+        """The sum of `recent`'s tokens, kept as it changes: snapshots come 4+ times a second."""
+        self.started_at = time.time()
+        self.first_record_mono: float | None = None
+        self.last_record_at: float | None = None
+        self.message = ""
+        self.unwritten = 0
+        self.held = 0
+        """Complete answers kept in memory while the disk is full, written once it has room."""
+        self.progress_failed = False
+        self.errors_failed = False
+        self.pinned = False
+        """Its budget was set by the user mid-run: a total budget's split leaves it alone."""
+        self.outlook_key: tuple[int, int] | None = None
+        """(tokens, in flight) when its likely end was last handed on to the total's shares."""
+
+    @property
+    def all_sent(self) -> bool:
+        """Every prompt has been sent: what is in flight is all it will still add."""
+        return self.producer_done and self.queue is not None and self.queue.empty()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def reached(self) -> bool:
+        """Whether its committed tally is at its budget."""
+        return self.budget.reached(self.tokens, self.samples)
+
+    def rates(self, now: float) -> tuple[float, float]:
+        """(tokens/s, samples/s) over the last RATE_WINDOW_S (or since the first record)."""
+        recent = self.recent
+        while recent and now - recent[0][0] > RATE_WINDOW_S:
+            self.recent_tokens -= recent.popleft()[1]
+        if not recent or self.first_record_mono is None:
+            return 0.0, 0.0
+        span = min(RATE_WINDOW_S, max(now - self.first_record_mono, 1.0))
+        return self.recent_tokens / span, len(recent) / span
+
+    def record(self, key: str, tokens: int, latency_s: float | None) -> None:
+        """Count one written record of `tokens` in the tally, the length model and the rates."""
+        self.done.add(key)
+        self.tokens += tokens
+        self.samples += 1
+        self.model.observe(tokens, latency_s)
+        now = time.monotonic()
+        if self.first_record_mono is None:
+            self.first_record_mono = now
+        self.recent.append((now, tokens))
+        self.recent_tokens += tokens
+        self.last_record_at = time.time()

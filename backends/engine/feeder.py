@@ -1,0 +1,123 @@
+"""The prompt feed: each dataset's prompts read, tokenized off the loop, and queued.
+
+One worker thread does the reading and tokenizing (and the folder scans, see `sink`), so
+the loop never blocks on the tokenizer. Each dataset's queue holds `lookahead` prompts:
+enough that a free slot never waits for a tokenizer, few enough that a stop is quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.engine.dataset import DatasetRun, Queued
+from gen_tui.backends.prompts import Prompt, PromptProblem, iter_prompts
+from gen_tui.backends.protocol import Generation
+from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_text, load_tokenizer
+
+BATCH = 32
+"""Prompts tokenized per call into the tokenizer."""
+
+
+class Feeder(RunPart):
+    """Fills each dataset's queue; `tokenize` is False for a client that takes messages."""
+
+    def __init__(self, run: RunContext, executor: ThreadPoolExecutor, *, tokenize: bool) -> None:
+        super().__init__(run)
+        self.executor = executor
+        self.tokenize = tokenize
+        self.tokenizer: Any = None
+        self.producers: list[asyncio.Task[None]] = []
+
+    async def load_tokenizer(self) -> None:
+        """Load `config.tokenizer`, if given; a client that needs ids cannot run without."""
+        if self.config.tokenizer:
+            loop = asyncio.get_running_loop()
+            try:
+                self.tokenizer = await loop.run_in_executor(
+                    self.executor, load_tokenizer, self.config.tokenizer
+                )
+            except TokenizerError as exc:
+                raise EngineError(str(exc)) from None
+        elif self.tokenize:
+            raise EngineError("SGLang's /generate needs input ids: give --tokenizer DIR")
+
+    def open_queue(self, ds: DatasetRun) -> None:
+        ds.queue = asyncio.Queue(maxsize=self.config.lookahead or 2 * self.config.concurrency)
+
+    def start(self, ds: DatasetRun) -> None:
+        """Start feeding `ds` (its queue exists)."""
+        self.producers.append(asyncio.create_task(self._produce(ds)))
+
+    def reopen(self, ds: DatasetRun) -> None:
+        """Feed a dataset that was done before its feed began (it may have more to do now)."""
+        if ds.queue is None:
+            self.open_queue(ds)
+            self.start(ds)
+
+    async def stop(self) -> None:
+        for producer in self.producers:
+            producer.cancel()
+        await asyncio.gather(*self.producers, return_exceptions=True)
+
+    def _batch(self, path: Path, items: Iterator[Prompt | PromptProblem], size: int) -> list[Any]:
+        """The next `size` prompts of `items`, tokenized in one call, and the problems met."""
+        out: list[Any] = []
+        prompts: list[Prompt] = []
+        for item in items:
+            if isinstance(item, PromptProblem):
+                out.append(item)
+                continue
+            prompts.append(item)
+            if len(prompts) >= size:
+                break
+        if not self.tokenize:
+            return out + [(prompt, None) for prompt in prompts]
+        encoded = encode_many(self.tokenizer, [prompt.messages for prompt in prompts])
+        for prompt, ids in zip(prompts, encoded, strict=True):
+            if isinstance(ids, Exception):
+                out.append(PromptProblem(path, prompt.line, f"cannot tokenize: {ids}"))
+            else:
+                out.append((prompt, ids))
+        return out
+
+    async def _produce(self, ds: DatasetRun) -> None:
+        assert ds.queue is not None
+        loop = asyncio.get_running_loop()
+        items = iter_prompts(ds.spec.prompts, skip=ds.done)
+        try:
+            while not self.signals.stopping:
+                batch: list[PromptProblem | Queued] = await loop.run_in_executor(
+                    self.executor, self._batch, ds.spec.prompts, items, BATCH
+                )
+                if not batch:
+                    break
+                for item in batch:
+                    if isinstance(item, PromptProblem):
+                        ds.malformed += 1
+                        self.reporter.event("warning", f"{ds.name}: skipped {item}")
+                        continue
+                    await ds.queue.put(item)
+                    self.signals.wake.set()
+        except OSError as exc:
+            ds.message = f"cannot read prompts: {exc}"
+            self.reporter.event("error", f"{ds.name}: {ds.message}")
+        finally:
+            ds.producer_done = True
+            self.signals.wake.set()
+
+    async def attach_ids(self, generation: Generation) -> Generation:
+        """Training needs the target model's ids; an API gives text, so tokenize it here."""
+        if generation.output_ids is not None or self.tokenizer is None:
+            return generation
+        loop = asyncio.get_running_loop()
+        ids = await loop.run_in_executor(
+            self.executor, encode_text, self.tokenizer, generation.text or ""
+        )
+        return dataclasses.replace(generation, output_ids=ids)

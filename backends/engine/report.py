@@ -1,0 +1,61 @@
+"""What a run tells people, and what ends it: events, budget events, the fatal reason.
+
+The refusal streak lives here too: it is counted by the request runner and reset by the
+sink, and when it is long enough it ends the run like any other fatal reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.snapshot import BudgetEvent
+
+Event = Callable[[str, str], None]
+
+REFUSAL_STREAK = 20
+"""Requests refused outright (4xx, not 429) in a row, with no success between, that end a run."""
+
+
+class Reporter:
+    """Sends (level, message) events and BudgetEvents to the engine's callbacks."""
+
+    def __init__(
+        self,
+        on_event: Event | None,
+        on_budget: Callable[[BudgetEvent], None] | None,
+        stop: Callable[[], None],
+    ) -> None:
+        self._on_event = on_event
+        self._on_budget = on_budget
+        self._stop = stop
+        self.fatal: str | None = None
+        self.refusals = 0
+
+    def event(self, level: str, message: str) -> None:
+        if self._on_event is not None:
+            self._on_event(level, message)
+
+    def budget(self, ds: DatasetRun, kind: str) -> None:
+        if self._on_budget is not None:
+            self._on_budget(BudgetEvent(ds.name, kind, ds.tokens, ds.samples, ds.budget.max_tokens))
+
+    def fail(self, reason: str) -> None:
+        """End the run for `reason` (said once, the first one wins): stop dispatching, drain,
+        and raise it as the run's EngineError."""
+        if self.fatal is None:
+            self.fatal = reason
+            self.event("error", reason)
+            self._stop()
+
+    def refused(self, refused: bool, reason: str) -> None:
+        """Count a sample given up on; a long streak of outright refusals ends the run."""
+        self.refusals = self.refusals + 1 if refused else 0
+        if self.refusals >= REFUSAL_STREAK:
+            # A wrong --model or sampling option is refused for every prompt alike: stop
+            # instead of writing the whole dataset into errors.jsonl one 400 at a time.
+            self.fail(
+                f"the server refused {self.refusals} requests in a row ({reason}); "
+                "check --model, the sampling options and the server URL. The refused samples "
+                "are listed in errors.jsonl and are sent again on the next run"
+            )

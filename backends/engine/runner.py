@@ -1,0 +1,230 @@
+"""The request runner: one sample sent until it is answered, given up on, or the run stops.
+
+It owns the server set (which is up, which is least loaded), the retry policy (attempts
+that count against a sample, outages that do not, jittered exponential backoff) and the
+run-wide reactions to what servers say: slow down on 429, pause on 402, stop on a bad key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+
+from gen_tui.backends.budget import InFlight
+from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.engine.checks import receive
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.engine.feeder import Feeder
+from gen_tui.backends.engine.sink import DatasetSink
+from gen_tui.backends.engine.slots import SlotPool
+from gen_tui.backends.prompts import Prompt
+from gen_tui.backends.protocol import RequestFailed
+from gen_tui.backends.run_config import EngineError, queued_concurrency
+
+BACKOFF_CAP_S = 30.0
+MAX_OUTAGE_RETRIES = 240
+"""Tries to reach an unreachable server before a sample is given up (about 2 h at the cap).
+
+A server restart is waited out; a sample that always breaks the connection is not retried
+forever."""
+
+
+class Server:
+    """One server URL and what the runner knows of its health and load."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.outstanding = 0
+        self.down_until = 0.0
+        self.last_error = ""
+        self.failures = 0
+        """Connection failures in a row: a server that stays dead is tried less and less."""
+
+    @property
+    def status(self) -> str:
+        if self.down_until > time.monotonic():
+            return f"unreachable: {self.last_error}"
+        return "ok"
+
+
+class RequestRunner(RunPart):
+    """Sends requests through `client` to the least loaded server that is up."""
+
+    def __init__(
+        self,
+        run: RunContext,
+        client: InferenceClient,
+        pool: SlotPool,
+        feeder: Feeder,
+        sink: DatasetSink,
+    ) -> None:
+        super().__init__(run)
+        self.client = client
+        self.pool = pool
+        self.feeder = feeder
+        self.sink = sink
+        self.servers = [Server(url) for url in run.config.server_urls]
+        self.active: dict[str, Server] = {}
+        """The rid of every request on the wire, and where it went (to abort it)."""
+        self._rng = random.Random(run.config.seed)
+
+    # servers
+
+    async def check_servers(self) -> None:
+        """Probe every server; none reachable ends the run before it starts."""
+        problems = await asyncio.gather(*(self.client.probe(s.url) for s in self.servers))
+        if all(problem is not None for problem in problems):
+            raise EngineError("no inference server reachable: " + "; ".join(filter(None, problems)))
+        for server, problem in zip(self.servers, problems, strict=True):
+            if problem is not None:
+                server.last_error = problem
+                server.down_until = time.monotonic() + 5
+                self.reporter.event("warning", f"server {server.url} not answering yet: {problem}")
+        await self._check_queue()
+
+    async def _check_queue(self) -> None:
+        """Say so when the pool cannot keep a queue at the servers.
+
+        With no more requests than the servers run at once, each of their slots idles for a
+        round trip (answer out, commit, next request in) after every answer: 1 to 3% of the
+        capacity on loopback, more across a network. A few requests queued at the server
+        hide it; the concurrency stays the user's choice. Said only when every server
+        tells its capacity.
+        """
+        batches = await asyncio.gather(*(self.client.capacity(s.url) for s in self.servers))
+        if None in batches:
+            return
+        running = sum(b for b in batches if b is not None)
+        if self.config.concurrency <= running:
+            self.reporter.event(
+                "info",
+                f"--concurrency {self.config.concurrency} is not above the servers' running "
+                f"batch (max_running_requests {running}): each slot will idle for a round trip "
+                f"between answers; about {queued_concurrency(running)} keeps a queue at the "
+                "server and the slots full",
+            )
+
+    def statuses(self) -> dict[str, str]:
+        return {server.url: server.status for server in self.servers}
+
+    def _any_server_up(self) -> bool:
+        now = time.monotonic()
+        return any(s.down_until <= now for s in self.servers)
+
+    def _pick_server(self) -> Server:
+        now = time.monotonic()
+        up = [s for s in self.servers if s.down_until <= now]
+        if up:
+            return min(up, key=lambda s: s.outstanding)
+        return min(self.servers, key=lambda s: s.down_until)
+
+    # one sample
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, 300.0) + self._rng.uniform(0, 0.1)
+        return min(BACKOFF_CAP_S, 0.25 * 2**attempt) * self._rng.uniform(0.5, 1.5)
+
+    async def run(
+        self, ds: DatasetRun, entry: InFlight, prompt: Prompt, input_ids: list[int] | None
+    ) -> None:
+        """Send one sample until it completes, fails for good, or the run stops.
+
+        `entry` was registered by the dispatcher before this task first ran, so the budget
+        sees it at once; it is removed here whatever happens.
+        """
+        attempts = 0
+        outages = 0
+        signals = self.signals
+        try:
+            while True:
+                server = self._pick_server()
+                entry.started = time.monotonic()
+                rid = f"{ds.name}/{prompt.sample_id}/{uuid.uuid4().hex[:12]}"
+                server.outstanding += 1
+                self.active[rid] = server
+                try:
+                    request = Request(rid, ds.name, prompt.messages, input_ids)
+                    call = self.client.generate(server.url, request)
+                    generation = await receive(call, server.url, self.client.secret)
+                except RequestFailed as exc:
+                    self._react(exc)
+                    if exc.kind == RequestFailed.PAYMENT:
+                        await signals.credits.wait()
+                        if signals.stopping:
+                            return
+                        continue
+                    if exc.counts:
+                        attempts += 1
+                        outages = 0
+                    else:
+                        outages += 1
+                        server.failures += 1
+                        server.last_error = exc.reason
+                        server.down_until = time.monotonic() + self._backoff(server.failures, None)
+                        if outages in (1, 10) or outages % 100 == 0:
+                            self.reporter.event("warning", f"{ds.name}: {exc.reason} (retrying)")
+                    if (
+                        not exc.retry
+                        or attempts > self.config.max_retries
+                        or outages > MAX_OUTAGE_RETRIES
+                    ):
+                        self._give_up(ds, prompt, exc, attempts)
+                        return
+                    if signals.stopping:
+                        return
+                    if not exc.counts and self._any_server_up():
+                        continue  # this server is away, another is up: go there now
+                    await asyncio.sleep(self._backoff(attempts + outages, exc.retry_after))
+                    if signals.stopping:
+                        return
+                    continue
+                finally:
+                    server.outstanding -= 1
+                    self.active.pop(rid, None)
+                server.down_until = 0.0
+                server.failures = 0
+                self.pool.grow()
+                generation = await self.feeder.attach_ids(generation)
+                await self.sink.keep(ds, prompt, generation, server.url)
+                return
+        finally:
+            ds.inflight.remove(entry)
+
+    def _react(self, exc: RequestFailed) -> None:
+        """Run-wide reactions: slow down on 429s, pause on 402, stop on a refused key."""
+        if exc.kind == RequestFailed.RATE and self.pool.cut():
+            self.reporter.event(
+                "warning", f"rate limited: concurrency cut to {int(self.pool.limit)}"
+            )
+        elif exc.kind == RequestFailed.PAYMENT and self.signals.credits.is_set():
+            self.signals.credits.clear()
+            probe = self.config.credit_probe_s
+            self.reporter.event(
+                "error", f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
+            )
+            asyncio.get_running_loop().call_later(probe, self.signals.credits.set)
+        elif exc.kind == RequestFailed.AUTH:
+            self.reporter.fail(exc.reason)
+
+    def _give_up(self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
+        ds.errors += 1
+        refused = not exc.retry and exc.status is not None and 400 <= exc.status < 500
+        self.reporter.refused(refused, exc.reason)
+        self.sink.note_failure(ds, prompt, exc, attempts)
+        if ds.errors <= 5 or ds.errors % 100 == 0:
+            self.reporter.event(
+                "warning", f"{ds.name}: sample {prompt.sample_id!r} failed: {exc.reason}"
+            )
+
+    async def abort(self, rids: list[tuple[str, Server]]) -> None:
+        """Ask the servers to stop `rids`, when the client can (best effort)."""
+        if not self.client.can_abort:
+            return
+        await asyncio.gather(
+            *(self.client.abort(server.url, rid) for rid, server in rids),
+            return_exceptions=True,
+        )

@@ -1,0 +1,85 @@
+"""The scheduler: which dataset a free slot goes to, and when a dataset is finished.
+
+All selected datasets share one pool of slots. A free slot goes to the first dataset, in
+priority (config) order, that has a prompt ready and whose budget allows one more request,
+so the next dataset fills the slots the previous one leaves free as it tapers toward its
+budget, and the server never idles between datasets.
+"""
+
+from __future__ import annotations
+
+from gen_tui.backends.budget import InFlight, may_dispatch
+from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.snapshot import DatasetState
+
+
+class Scheduler(RunPart):
+    """Picks the dataset for the next request and settles those that can do no more."""
+
+    def __init__(self, run: RunContext, allocator: Allocator) -> None:
+        super().__init__(run)
+        self.allocator = allocator
+
+    def may_send(self, ds: DatasetRun, inflight: list[InFlight]) -> bool:
+        """Whether `ds`'s budget allows one more request beside `inflight`."""
+        return may_dispatch(
+            self.config.budget_mode,
+            ds.budget,
+            ds.tokens,
+            ds.samples,
+            inflight,
+            ds.model,
+            self.config.max_new_tokens,
+        )
+
+    def candidates(self) -> list[DatasetRun]:
+        """Datasets in the order a free slot is offered to them.
+
+        The first `parallel_datasets` unfinished ones share the pool, the least served
+        first; every later one only gets slots those cannot use, in priority order.
+        """
+        live = [ds for ds in self.datasets if not ds.state.finished]
+        front = self.config.parallel_datasets
+        if front <= 1:
+            return live
+        return sorted(live[:front], key=lambda ds: len(ds.inflight)) + live[front:]
+
+    def pick(self) -> DatasetRun | None:
+        """The dataset the next free slot goes to, or None if none can use it now."""
+        candidates = self.candidates()
+        for ds in candidates:  # all of them, not only those before the pick: a dataset
+            self.settle(ds)  # behind a busy one still finishes (and hands on) on time
+            self.allocator.hand_on_early(ds)
+        for ds in candidates:
+            if ds.state.finished or ds.queue is None or ds.queue.empty():
+                continue
+            if self.may_send(ds, ds.inflight):
+                return ds
+        return None
+
+    def settle(self, ds: DatasetRun) -> None:
+        """Move a dataset that can make no more progress to its final state."""
+        if ds.state.finished or ds.inflight:
+            return
+        if ds.reached:
+            ds.state = DatasetState.DONE
+            ds.message = f"budget reached: {ds.tokens} tokens, {ds.samples} samples"
+        elif ds.all_sent:  # before "no room": what it leaves of a share goes to the others
+            ds.state = DatasetState.EXHAUSTED
+            ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
+            self.reporter.event("budget", f"{ds.name}: {ds.message}")
+            self.reporter.budget(ds, "exhausted")
+            self.allocator.hand_on(ds)
+            return
+        elif not self.may_send(ds, []):
+            ds.state = DatasetState.DONE
+            ds.message = f"budget reached: {ds.tokens} tokens (strict: no room for one more)"
+        else:
+            return
+        self.reporter.event("budget", f"{ds.name}: {ds.message}")
+        self.reporter.budget(ds, "done")
+        if ds.outlook_key is not None:
+            # Its end was handed on as an estimate; done at its share, it keeps all of it.
+            self.allocator.rebalance()

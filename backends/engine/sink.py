@@ -1,0 +1,297 @@
+"""The dataset sink: each dataset's folder, where answers become records.
+
+A response counts only once it is written (one `write()` of a whole line); a sample is
+written at most once. A full disk is the one write failure that ends by itself, so it is
+waited out (the disk gate) with the answers in hand kept in memory; any other write
+failure ends the run, because a run that went on would burn server time on answers it
+cannot keep. The folder's lock, resume scan, errors file and progress.json live here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from gen_tui.backends.aio import wait_event
+from gen_tui.backends.budget import BudgetMode, LengthModel
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.lock import LockHeld
+from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.prompts import Prompt
+from gen_tui.backends.protocol import Generation, RequestFailed
+from gen_tui.backends.records import (
+    PROGRESS_FILE,
+    RAW_FILE,
+    Completion,
+    RecordFileError,
+    RecordWriter,
+    error_line,
+    quarantine_torn_tail,
+    scan_records,
+)
+from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.snapshot import RunSnapshot
+
+FULL_NOTE_S = 60.0
+"""A disk that fills again within this long of its last "full" notice gets a short one."""
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Write errors that end when someone makes room: the run waits them out."""
+
+
+def _held_message(held: int) -> str:
+    return f"disk full: {held} answers held, waiting for room"
+
+
+class NoSpace(Exception):
+    """A record could not be written for lack of space; nothing of it is in the file."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+
+
+class DatasetSink(RunPart):
+    """Opens, writes and closes every dataset folder of a run."""
+
+    def __init__(self, run: RunContext, cost: CostMeter) -> None:
+        super().__init__(run)
+        self.cost = cost
+        self._full_said_at = -FULL_NOTE_S
+
+    # opening: lock, scan, repair
+
+    def _open_dataset(self, ds: DatasetRun) -> None:
+        """Lock, scan and repair one dataset folder (runs in a worker thread)."""
+        if not ds.spec.prompts.is_file():
+            raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} does not exist")
+        ds.folder.mkdir(parents=True, exist_ok=True)
+        ds.lock.acquire()
+        raw = ds.folder / RAW_FILE
+        try:
+            scan = scan_records(raw)
+        except RecordFileError as exc:
+            raise EngineError(
+                f"{exc}; move the damaged line out of the file (or fix it) and start again"
+            ) from None
+        side = quarantine_torn_tail(raw, scan)
+        if side is not None:
+            self.reporter.event(
+                "warning",
+                f"{ds.name}: moved a torn last line ({side.stat().st_size} bytes, left by a crash) "
+                f"from {raw} to {side}",
+            )
+        if scan.duplicates:
+            self.reporter.event(
+                "warning", f"{ds.name}: {raw} already holds {scan.duplicates} duplicate sample_ids"
+            )
+        ds.done = scan.done
+        ds.tokens = ds.resumed_tokens = scan.tokens
+        ds.samples = ds.resumed_samples = scan.records
+        ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
+        ds.writer = RecordWriter(raw)
+
+    async def open_all(self, executor: ThreadPoolExecutor) -> None:
+        """Open every folder in turn, off the loop; a folder that cannot be used ends the run."""
+        loop = asyncio.get_running_loop()
+        for ds in self.datasets:
+            try:
+                await loop.run_in_executor(executor, self._open_dataset, ds)
+            except LockHeld as exc:
+                raise EngineError(str(exc)) from None
+            except OSError as exc:  # a read-only or full output folder, say
+                where = exc.filename or ds.folder
+                raise EngineError(
+                    f"{ds.name}: cannot write in {where}: {exc.strerror or exc}"
+                ) from None
+
+    # writing
+
+    async def keep(self, ds: DatasetRun, prompt: Prompt, gen: Generation, server: str) -> None:
+        """Commit a complete answer, holding it through a full disk until there is room.
+
+        A full disk is the one write failure that ends by itself, when someone deletes a
+        checkpoint or a log. The answer in hand cost GPU time: it stays in memory, is tried
+        again every `disk_probe_s`, and dispatch waits meanwhile. A stop gives it one last
+        try, then it is counted unwritten (it is generated again on resume).
+        """
+        while True:
+            try:
+                self._commit(ds, prompt, gen, server)
+            except NoSpace as exc:
+                if self.signals.stopping:
+                    ds.unwritten += 1
+                    return
+                await self._wait_for_space(ds, exc)
+                continue
+            if not self.signals.space.is_set():
+                if any(other.held for other in self.datasets):
+                    self.signals.retry_held()  # room for one may be room for all
+                else:  # every held answer is in: the disk has room again
+                    self.signals.space.set()
+                    self.reporter.event(
+                        "info", f"{ds.name}: the disk has room again: dispatch resumed"
+                    )
+            return
+
+    async def _wait_for_space(self, ds: DatasetRun, exc: NoSpace) -> None:
+        if self.signals.space.is_set():
+            self.signals.space.clear()
+            now = time.monotonic()
+            if now - self._full_said_at < FULL_NOTE_S:
+                # A disk at the edge lets a few answers in and fills again: say it shortly.
+                self.reporter.event(
+                    "warning", f"{ds.name}: the disk is full again: dispatch paused"
+                )
+            else:
+                self.reporter.event(
+                    "error",
+                    f"{ds.name}: {exc}; dispatch paused. Answers already generated are held in "
+                    "memory and written as soon as there is room (tried every "
+                    f"{self.config.disk_probe_s:g} s): make room, or stop the run and resume "
+                    "it later",
+                )
+            self._full_said_at = now
+        ds.held += 1
+        ds.message = _held_message(ds.held)
+        try:
+            await wait_event(self.signals.retry_now, self.config.disk_probe_s)
+        finally:
+            ds.held -= 1
+            if ds.message.startswith("disk full"):
+                ds.message = _held_message(ds.held) if ds.held else ""
+
+    def _commit(self, ds: DatasetRun, prompt: Prompt, gen: Generation, server: str) -> None:
+        key = prompt.key
+        if key in ds.done:
+            return
+        if (
+            self.config.budget_mode is BudgetMode.STRICT
+            and ds.budget.max_tokens is not None
+            and ds.tokens + gen.completion_tokens > ds.budget.max_tokens
+        ):
+            self.reporter.event(
+                "warning",
+                f"{ds.name}: dropped a {gen.completion_tokens}-token response that would pass "
+                "the strict budget (the server exceeded max_new_tokens)",
+            )
+            return
+        assert ds.writer is not None
+        self.reporter.refusals = 0
+        cost = self.cost.price(gen)
+        line = Completion(
+            sample_id=prompt.sample_id,
+            completion_tokens=gen.completion_tokens,
+            prompt_tokens=gen.prompt_tokens,
+            finish_reason=gen.finish_reason,
+            output_ids=gen.output_ids,
+            text=gen.text,
+            latency_s=gen.latency_s,
+            server=server,
+            cost=cost,
+        ).to_line()
+        try:
+            ds.writer.write(line)
+        except OSError as exc:
+            if exc.errno in NO_SPACE:
+                raise NoSpace(ds.writer.path, exc) from None
+            ds.unwritten += 1  # not done: sent again on resume
+            self.disk_failure(ds, ds.writer.path, exc)
+            return
+        if cost is not None:
+            ds.cost += cost
+            ds.priced = True
+        was_reached = ds.reached
+        ds.record(key, gen.completion_tokens, gen.latency_s)
+        if not was_reached and ds.reached:
+            self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
+            self.reporter.budget(ds, "crossed")
+
+    def note_failure(
+        self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int
+    ) -> None:
+        """Add a given-up sample to errors.jsonl; it is sent again on the next run."""
+        try:
+            with open(ds.errors_path, "ab") as handle:
+                handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
+        except OSError as error:
+            if error.errno not in NO_SPACE:
+                self.disk_failure(ds, ds.errors_path, error)
+            elif not ds.errors_failed:  # the sample is not done either way: sent next run
+                self.reporter.event(
+                    "warning",
+                    f"{ds.name}: cannot note failed samples in {ds.errors_path}: "
+                    f"{error.strerror}; they are sent again on the next run all the same",
+                )
+            ds.errors_failed = True
+
+    def disk_failure(self, ds: DatasetRun, path: Path, exc: OSError) -> None:
+        """A record or error line could not be written (read-only, I/O error; not a full disk,
+        which `keep` waits out).
+
+        Stop dispatching and drain, and end the run with one clear line. Nothing counts that
+        is not on disk, and a half-written line has been cut off, so a later run resumes.
+        """
+        self.reporter.fail(
+            f"{ds.name}: cannot write {path}: {exc.strerror or exc}; the records already "
+            "written are intact: make it writable, then run the same command again to resume"
+        )
+
+    # progress and durability
+
+    def write_progress(self, snapshot: RunSnapshot) -> None:
+        """Replace each progress.json; a failure is said once and never stops the run.
+
+        progress.json is a view, not data: the records are what must not be lost, and a
+        failed record write stops the run by itself (`disk_failure`).
+        """
+        for ds, snap in zip(self.datasets, snapshot.datasets, strict=True):
+            if ds.lock.held:
+                try:
+                    ProgressFile.write(ds.folder / PROGRESS_FILE, snapshot, snap)
+                except OSError as exc:
+                    if not ds.progress_failed:
+                        self.reporter.event(
+                            "warning",
+                            f"{ds.name}: cannot write {ds.folder / PROGRESS_FILE}: "
+                            f"{exc.strerror or exc}",
+                        )
+                    ds.progress_failed = True
+                else:
+                    ds.progress_failed = False
+
+    async def sync(self) -> None:
+        """fsync every record file in a worker thread; a failure ends the run."""
+        loop = asyncio.get_running_loop()
+        for ds, exc in await loop.run_in_executor(None, self._sync_writers):
+            self.disk_failure(ds, ds.folder / RAW_FILE, exc)
+
+    def _sync_writers(self) -> list[tuple[DatasetRun, OSError]]:
+        failures = []
+        for ds in self.datasets:
+            writer = ds.writer
+            if writer is not None:
+                try:
+                    writer.sync()
+                except OSError as exc:
+                    failures.append((ds, exc))
+        return failures
+
+    def close(self) -> None:
+        """Close the record files and release the locks, saying what could not be written."""
+        for ds in self.datasets:
+            if ds.unwritten:
+                self.reporter.event(
+                    "warning",
+                    f"{ds.name}: {ds.unwritten} completed responses could not be written; "
+                    "they are generated again on resume",
+                )
+            if ds.writer is not None:
+                with contextlib.suppress(OSError):  # fsync on a failing disk: said already
+                    ds.writer.close()
+                ds.writer = None
+            ds.lock.release()
