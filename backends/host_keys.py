@@ -34,18 +34,8 @@ class _Resolved:
 
 
 def resolve(target: Target, options: SSHOptions) -> _Resolved:
-    """Host, port, user and known_hosts files after `~/.ssh/config` (or the given files).
-
-    `config=()` is asyncssh's "the default ~/.ssh/config"; its options class reads no
-    config at all when the argument is left out, which named an alias's host and port wrong.
-    """
-    kwargs: dict[str, object] = {"host": target.host, "config": ()}
-    if target.port is not None:
-        kwargs["port"] = target.port
-    if target.user is not None:
-        kwargs["username"] = target.user
-    if options.config_files is not None:
-        kwargs["config"] = list(options.config_files)
+    """Host, port, user and known_hosts files after `~/.ssh/config` (or the given files)."""
+    kwargs = options.where_kwargs(target)
     unchecked = False
     try:
         resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]

@@ -111,19 +111,26 @@ class SSHOptions:
     keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 
-    def connect_kwargs(self, target: Target) -> dict[str, object]:
+    def where_kwargs(self, target: Target) -> dict[str, object]:
+        """Where `target` is, as asyncssh reads it: host, port, user and the config files
+        (`()` is asyncssh's "the default ~/.ssh/config"; its options class alone would read
+        no config at all)."""
         kwargs: dict[str, object] = {
             "host": target.host,
-            "keepalive_interval": self.keepalive_interval_s,
-            "keepalive_count_max": self.keepalive_count_max,
-            "connect_timeout": self.connect_timeout_s,
+            "config": () if self.config_files is None else list(self.config_files),
         }
         if target.port is not None:
             kwargs["port"] = target.port
         if target.user is not None:
             kwargs["username"] = target.user
-        if self.config_files is not None:
-            kwargs["config"] = list(self.config_files)
+        return kwargs
+
+    def connect_kwargs(self, target: Target) -> dict[str, object]:
+        kwargs = self.where_kwargs(target) | {
+            "keepalive_interval": self.keepalive_interval_s,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout_s,
+        }
         if self.known_hosts is not None:
             kwargs["known_hosts"] = self.known_hosts
         if self.client_keys is not None:
