@@ -24,8 +24,9 @@ Modes (all print JSON lines on stdout):
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
-  whose command line matches (or the given pids) with each one's owner uid (a client can
-  then tell another user's run from its own), the lock files under the output folders
+  whose command line matches (or the given pids) with each one's owner uid and name, and
+  the watcher's own uid (the login user's: a client then tells another user's run from
+  its own), the lock files under the output folders with who owns and may write them,
   and the prompt files of each process's `--prompts-dir`. The run list is built from it.
   It also carries the output folder's start count (`start_seq`), read before the processes.
 - `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
@@ -630,6 +631,42 @@ def proc_uid(pid: int):
     return None
 
 
+_NAMES = {}
+
+
+def user_name(uid):
+    """The login name of `uid` (None when the box has none): shown beside another user's run."""
+    if uid is None:
+        return None
+    if uid not in _NAMES:
+        try:
+            import pwd
+
+            _NAMES[uid] = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            _NAMES[uid] = None
+    return _NAMES[uid]
+
+
+def file_owner(path: str) -> dict:
+    """Who owns `path` and its folder, and who may write them: a command line taken from a
+    lock file is run only when its owner, and no one else, can have written it.
+
+    The file is looked at without following a link (a link is never trusted), the folder
+    through one (its target is what holds the file).
+    """
+    out = {}
+    try:
+        st = os.lstat(path)
+        out.update(uid=st.st_uid, user=user_name(st.st_uid), mode=st.st_mode)
+        folder = os.stat(os.path.dirname(path))
+        out.update(dir_uid=folder.st_uid, dir_user=user_name(folder.st_uid))
+        out.update(dir_mode=folder.st_mode)
+    except OSError:
+        pass
+    return out
+
+
 def _clock() -> tuple:
     btime = 0.0
     try:
@@ -833,6 +870,7 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
         args = run_args(info["cmdline"])
         info["args"] = args
         info["uid"] = proc_uid(pid)
+        info["user"] = user_name(info["uid"])
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts) if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
@@ -844,15 +882,22 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
     for info in procs:
         if info["output_dir_abs"]:
             dirs.add(info["output_dir_abs"])
+    locks = {folder: scan_locks(folder, table) for folder in sorted(dirs)}
+    for folder, entries in locks.items():
+        for name, entry in entries.items():
+            entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
+    uid = os.getuid()
     return {
         "type": "ps",
         "host": socket.gethostname(),
+        "uid": uid,
+        "user": user_name(uid),
         "boot_id": boot_id(),
         "time": time.time(),
         "output_dir": os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None,
         "start_seq": seq,
         "procs": procs,
-        "locks": {folder: scan_locks(folder, table) for folder in sorted(dirs)},
+        "locks": locks,
     }
 
 

@@ -9,7 +9,9 @@ on the command line are quoted for every shell; a value with a newline is refuse
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.hosts import KillResult, RunError, SSHHost, StartError
+from gen_tui.backends.hosts import KillResult, RunError, RunIdentity, SSHHost, StartError
 
 from .sshd import Sshd
 from .test_runs import STANDIN
@@ -63,7 +65,23 @@ async def test_kill_sizes_and_start_scripts_work_under_a_csh_login_shell(
     # `!` and quotes in a word: csh expands history inside single quotes.
     argv = [PYTHON, str(script), "--datasets", "B1", "--output-dir", str(out), "--note", "hi! it's"]
     identity = await csh_host.start(argv, str(out.parent / "logs" / "B1.log"))
-    assert identity.cmdline == tuple(argv)
+    try:
+        assert identity.cmdline == tuple(argv)
+        await _stop_under_csh(csh_host, identity, out)
+    finally:  # a failed test leaves nothing running
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(identity.pid, signal.SIGKILL)
+    # A start that dies at once is reported with the end of its log (the `tail` script).
+    with pytest.raises(StartError, match="boom!"):
+        await csh_host.start(
+            [PYTHON, "-c", "import sys; print('boom!', flush=True); sys.exit(3)"],
+            str(out.parent / "logs" / "boom.log"),
+        )
+
+
+async def _stop_under_csh(csh_host: SSHHost, identity: RunIdentity, out: Path) -> None:
+    """Wait for the run's records, find it listed, then stop it: the signal script and the
+    file-size sampler, both multi-line sh scripts."""
     records = out / "B1" / "raw_responses.jsonl"
     deadline = time.monotonic() + 20
     while not (records.exists() and records.stat().st_size > 0):
@@ -71,17 +89,10 @@ async def test_kill_sizes_and_start_scripts_work_under_a_csh_login_shell(
         await asyncio.sleep(0.05)
     runs = [run for run in await csh_host.list_runs() if run.pid == identity.pid]
     assert [run.datasets for run in runs] == [("B1",)]
-    # The signal script and the file-size sampler, both multi-line sh scripts.
     outcome = await csh_host.kill(identity, grace_s=5, files=[str(records)])
     assert outcome.result is KillResult.STOPPED, outcome
     assert outcome.files_stable is True, outcome
     assert outcome.sizes == {str(records): records.stat().st_size}
-    # A start that dies at once is reported with the end of its log (the `tail` script).
-    with pytest.raises(StartError, match="boom!"):
-        await csh_host.start(
-            [PYTHON, "-c", "import sys; print('boom!', flush=True); sys.exit(3)"],
-            str(out.parent / "logs" / "boom.log"),
-        )
 
 
 async def test_a_value_with_a_newline_is_refused_by_name_and_nothing_runs(

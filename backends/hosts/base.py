@@ -29,7 +29,14 @@ from gen_tui.backends.hosts.kill import (
     TickCallback,
     signal_and_wait,
 )
-from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey, runs_in
+from gen_tui.backends.hosts.ps import (
+    PsReport,
+    RunIdentity,
+    RunProcess,
+    Survey,
+    owner_text,
+    runs_in,
+)
 from gen_tui.backends.hosts.resume import (
     check_budget,
     edited_command,
@@ -181,12 +188,17 @@ class Host(ABC):
         """
         if identity.host != self.name:
             raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
+        run = self.known_run(identity)
+        if run is not None and not run.mine:
+            return _not_yours(identity.pid, run.uid, run.user)
         if files is None:
-            run = self.known_run(identity)
             files = run.record_files() if run is not None else []
         verdict, detail = await self._signal_wait(identity, "TERM", grace_s, on_tick)
         if verdict == "refused":
             return KillOutcome(KillResult.REFUSED, detail)
+        if verdict == "denied":
+            uid = int(detail) if detail.isdigit() else None
+            return _not_yours(identity.pid, uid, run.user if run and run.uid == uid else None)
         if verdict == "absent":
             return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
         if verdict == "gone":
@@ -194,6 +206,8 @@ class Host(ABC):
             detail = f"pid {identity.pid} exited after SIGTERM"
         else:
             verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
+            if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile
+                return _not_yours(identity.pid, int(detail) if detail.isdigit() else None, None)
             if verdict in ("absent", "refused"):
                 # It went away by itself between the grace period's end and the check.
                 result = KillResult.STOPPED
@@ -334,9 +348,9 @@ class Host(ABC):
             argv = template_argv(self.template, targets, new_max_tokens, max_samples)
             cwd = None
         else:
-            lock = locks.get(targets[0])
-            holder = lock.holder if lock is not None else {}
-            argv, cwd = edited_command(run, holder, targets, new_max_tokens, max_samples)
+            argv, cwd = edited_command(
+                run, locks.get(targets[0]), targets, new_max_tokens, max_samples, report.uid
+            )
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),
@@ -358,3 +372,11 @@ class Host(ABC):
         `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
         """
         return Watch(self._open_watcher, output_dir, datasets, resume=resume)
+
+
+def _not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
+    """A kill refused because the run is another user's (said before any signal)."""
+    return KillOutcome(
+        KillResult.NOT_YOURS,
+        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
+    )

@@ -20,8 +20,10 @@ from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.untrusted import one_line
 
-# Check a process's identity, signal it (its group when it leads one), then wait for it to
-# be gone, printing "tick N" every second.
+# Check a process's identity and that it is the login user's own (never another user's,
+# even as root), signal it (its group when it leads one), then wait for it to be gone,
+# printing "tick N" every second. A signal the kernel refuses (EPERM) is "denied", not
+# "absent": the run is still there.
 _SIGNAL_SCRIPT = r"""
 p={pid}; want={ticks}; boot={boot}; cmd={cmd}; sig={sig}; wait_cs={wait_cs}
 probe() {{
@@ -44,9 +46,12 @@ esac
 c=$(od -An -v -tx1 /proc/$p/cmdline | tr -d ' \n')
 c=${{c%00}}
 if [ "$c" != "$cmd" ]; then echo "refused pid $p now runs another command line"; exit 0; fi
+o=$(sed -n 's/^Uid:[[:space:]]*\([0-9]*\).*/\1/p' /proc/$p/status 2>/dev/null)
+[ -n "$o" ] || {{ echo absent; exit 0; }}
+[ "$o" = "$(id -u)" ] || {{ echo "denied $o"; exit 0; }}
 pg=${{st#alive }}
 if [ "$pg" = "$p" ]; then kill -s $sig -- -$p 2>/dev/null; else kill -s $sig $p 2>/dev/null; fi ||
-  {{ echo absent; exit 0; }}
+  {{ case $(probe) in alive*) echo "denied $o";; *) echo absent;; esac; exit 0; }}
 echo sent
 t0=$(cs); last=0
 while :; do
@@ -72,9 +77,9 @@ exit 0
 """
 
 SIGNALS = ("TERM", "KILL")
-VERDICTS = ("refused", "absent", "gone", "alive")
-"""The signal script's last word: identity changed, gone before the signal, gone after it,
-still there once the wait was over."""
+VERDICTS = ("refused", "denied", "absent", "gone", "alive")
+"""The signal script's last word: identity changed, another user's (then its uid), gone
+before the signal, gone after it, still there once the wait was over."""
 
 
 def rquote(path: str) -> str:
