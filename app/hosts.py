@@ -263,7 +263,10 @@ class HostLink:
             self._mark(names, busy=None, count=None)
         self.outcome = {**self.outcome, **dict.fromkeys(names, str(outcome.result))}
         if not quiet:
-            severity = "information" if outcome.files_stable is not False else "warning"
+            from gen_tui.backends.hosts import KillResult
+
+            refused = outcome.result in (KillResult.NOT_YOURS, KillResult.REFUSED)
+            severity = "warning" if refused or outcome.files_stable is False else "information"
             self._say(severity, f"{', '.join(names) or 'run'}: {outcome.detail}")
         return outcome
 

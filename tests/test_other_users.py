@@ -146,3 +146,26 @@ async def test_our_own_run_lock_command_line_still_resumes(host: AnyHost, tmp_pa
             await asyncio.sleep(0.05)
     finally:
         assert (await host.kill(identity, grace_s=2)).result is KillResult.STOPPED
+
+
+async def test_the_resume_preview_is_the_command_that_runs_and_never_another_users(
+    host: AnyHost, others_run: tuple[subprocess.Popen[bytes], Path], tmp_path: Path
+) -> None:
+    """The panel's resume dialog shows what `resume` would run: our run's command with the
+    budget set, in its folder; for a dataset another user was seen writing, no command of
+    theirs (only the words for a lock file's, which the host checks at the resume)."""
+    process, _ = others_run
+    await listed_run(host, process.pid)
+    command, cwd = host.resume_preview("B1")
+    assert (command, cwd) == (None, None)
+    argv = [PYTHON, "-c", "import time; time.sleep(60)", "run_inference.py"]
+    argv += ["--datasets", "B2", "--output-dir", host.output_dir]
+    ours = subprocess.Popen(argv, cwd=tmp_path)
+    try:
+        await listed_run(host, ours.pid)
+        command, cwd = host.resume_preview("B2", max_samples=7)
+        assert command is not None and cwd == str(tmp_path)
+        assert command(5000) == [*argv, "--max-tokens-per-dataset", "5000", "--max-samples", "7"]
+    finally:
+        ours.kill()
+        ours.wait()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -85,6 +87,24 @@ class ResumeTarget:
     whole before Enter, so nobody starts a command line they have not read."""
     cwd: str = ""
     """The folder it will run in."""
+
+
+def resume_shown(
+    preview: tuple[Callable[[int | None], list[str]] | None, str | None], dataset: str
+) -> dict[str, Any]:
+    """A host's `resume_preview` as the ResumeTarget fields that show it (`command`, `cwd`)."""
+    argv_for, cwd = preview
+    if argv_for is None:
+        lock_words = (
+            f"the command line {dataset}'s run.lock names (run only if you alone can write "
+            "that file)"
+        )
+        return {"command": lambda budget: lock_words, "cwd": ""}
+    found = argv_for
+    return {
+        "command": lambda budget: shlex.join(found(budget)),
+        "cwd": cwd or "the login directory",
+    }
 
 
 def resume_preview(target: ResumeTarget, budget: int) -> str:

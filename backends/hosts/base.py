@@ -15,7 +15,7 @@ import re
 import shlex
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,9 @@ from gen_tui.backends.ssh import SSHError, describe
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
 START_SETTLE_S = 0.5
+
+
+ResumePreview = tuple[Callable[[int | None], list[str]] | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -358,6 +361,27 @@ class Host(ABC):
             output_dir=out_dir,
             expect=report.start_seq,
         )
+
+    def resume_preview(self, dataset: str, max_samples: int | None = None) -> ResumePreview:
+        """What :meth:`resume` of `dataset` would run, as far as this host knows without
+        asking it: shown whole before Enter, so nobody starts a command they have not read.
+
+        (command for a token budget, or None when it is the one the dataset's run.lock names,
+        read and checked at the resume; the folder it runs in, None for the login folder.)
+        """
+        if self.template is not None:
+            template = self.template
+            return (lambda budget: template_argv(template, (dataset,), budget, max_samples)), None
+        run = self._by_dataset.get(dataset)
+        if run is None or not run.mine:
+            return None, None
+        found = run
+
+        def command(budget: int | None) -> list[str]:
+            argv, _ = edited_command(found, None, (dataset,), budget, max_samples, found.uid)
+            return argv
+
+        return command, run.cwd
 
     # watch
 
