@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.settings import DEFAULT_GRACE_S
+from gen_tui.backends.untrusted import one_line
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
     from gen_tui.backends.config import HostEntry
@@ -97,9 +98,9 @@ Command = Kill | Resume | ResumeRun | Shutdown
 def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
     """The kill confirmation's text for a process on a host (`none`: when it names none)."""
     return (
-        f"Stop pid {identity.pid} on {identity.host}?\n"
-        f"Datasets: {', '.join(datasets) or none}\n"
-        f"Command: {identity.command[:200]}\n"
+        f"Stop pid {identity.pid} on {one_line(identity.host, 200)}?\n"
+        f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"
+        f"Command: {one_line(identity.command, 500)}\n"
         f"SIGTERM to its process group: it drains in-flight requests for up to "
         f"{grace_s:g} s, then SIGKILL. Completed responses are kept."
     )
@@ -262,7 +263,10 @@ class HostLink:
             self._mark(names, busy=None, count=None)
         self.outcome = {**self.outcome, **dict.fromkeys(names, str(outcome.result))}
         if not quiet:
-            severity = "information" if outcome.files_stable is not False else "warning"
+            from gen_tui.backends.hosts import KillResult
+
+            refused = outcome.result in (KillResult.NOT_YOURS, KillResult.REFUSED)
+            severity = "warning" if refused or outcome.files_stable is False else "information"
             self._say(severity, f"{', '.join(names) or 'run'}: {outcome.detail}")
         return outcome
 

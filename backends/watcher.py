@@ -24,8 +24,9 @@ Modes (all print JSON lines on stdout):
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
-  whose command line matches (or the given pids) with each one's owner uid (a client can
-  then tell another user's run from its own), the lock files under the output folders
+  whose command line matches (or the given pids) with each one's owner uid and name, and
+  the watcher's own uid (the login user's: a client then tells another user's run from
+  its own), the lock files under the output folders with who owns and may write them,
   and the prompt files of each process's `--prompts-dir`. The run list is built from it.
   It also carries the output folder's start count (`start_seq`), read before the processes.
 - `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
@@ -86,34 +87,60 @@ DATASET_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 # (`python run_inference.py`, `python -m run_inference`, `gen-tui run`, `python -m
 # gen_tui.app.cli run`), but not `tail -f run_inference.log`.
 DEFAULT_PATTERN = r"(^|[\s/])run_inference(\.py)?(\s|$)|gen[-_]tui(\.app\.cli)?\s+run(\s|$)"
-# Processes that mention a run on their command line without being one.
-_NOT_RUNS = {
-    "grep",
-    "egrep",
-    "fgrep",
-    "pgrep",
-    "pkill",
-    "tail",
-    "head",
-    "less",
-    "more",
-    "cat",
-    "vi",
-    "vim",
-    "nvim",
-    "nano",
-    "emacs",
-    "ps",
-    "watch",
-    "tmux",
-    "screen",
-    "ssh",
+# Processes that mention a run on their command line without being one: pagers, editors,
+# tools, and wrappers that start the run as a child (compared in lower case: GNU screen's
+# daemon calls itself SCREEN). Terminal multiplexers are never runs: stopping one ends
+# every window it holds.
+_MULTIPLEXERS = {"screen", "tmux", "byobu", "dtach", "abduco", "zellij", "tmate"}
+_WRAPPERS = {
+    "runuser",
     "sudo",
     "su",
-    "timeout",
-    "strace",
-    "gdb",
+    "doas",
+    "setsid",
+    "nohup",
+    "env",
+    "nice",
+    "ionice",
+    "taskset",
+    "numactl",
+    "chrt",
+    "stdbuf",
+    "time",
+    "xargs",
+    "flock",
 }
+_NOT_RUNS = (
+    _MULTIPLEXERS
+    | _WRAPPERS
+    | {
+        "grep",
+        "egrep",
+        "fgrep",
+        "pgrep",
+        "pkill",
+        "tail",
+        "head",
+        "less",
+        "more",
+        "cat",
+        "vi",
+        "vim",
+        "nvim",
+        "nano",
+        "emacs",
+        "ps",
+        "watch",
+        "tmux",
+        "screen",
+        "ssh",
+        "sudo",
+        "su",
+        "timeout",
+        "strace",
+        "gdb",
+    }
+)
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
 
 
@@ -562,15 +589,95 @@ def output_dir_of(argv: list, cwd: str | None) -> str | None:
 
 
 def is_candidate(argv: list, pattern) -> bool:
-    """Whether a command line is a run: it matches, and it is not a shell, pager or editor."""
+    """Whether a command line is a run: it matches, and it is not a multiplexer, wrapper,
+    pager or editor, nor a shell given the command as a string (`-c`, `-lc`, `-ec`...)."""
     if not argv:
         return False
-    exe = os.path.basename(argv[0])
-    if exe in _NOT_RUNS:
+    exe = os.path.basename(argv[0]).lstrip("-").lower()  # "-bash": a login shell
+    if exe in _NOT_RUNS or exe.split(":")[0] in _MULTIPLEXERS:  # "tmux: server"
         return False
-    if exe in _SHELLS and "-c" in argv[1:3]:
+    if exe in _SHELLS and _shell_command_string(argv[1:]):
         return False
     return pattern.search(" ".join(argv)) is not None
+
+
+def _shell_command_string(args: list) -> bool:
+    """Whether a shell's options (before its first operand) include `c`: `-c`, `-lc`, `-ec`."""
+    for word in args:
+        if word == "--" or not word.startswith("-") or word.startswith("--"):
+            return False
+        if "c" in word[1:]:
+            return True
+    return False
+
+
+def record_writes(pid: int):
+    """The record files (`raw_responses.jsonl`) `pid` holds open for writing, from
+    /proc/PID/fd; None where that cannot be read (another user's process, unless root).
+
+    This is what tells the writer from the wrappers around it (a `bash -lc`, a screen
+    window) whose command lines name the same run.
+    """
+    folder = "/proc/%d/fd" % pid
+    try:
+        fds = os.listdir(folder)
+    except OSError:
+        return None
+    found = []
+    for fd in fds:
+        try:
+            target = os.readlink(os.path.join(folder, fd))
+        except OSError:
+            continue
+        if os.path.basename(target) != RAW_FILE:
+            continue
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as handle:
+                flags = next((r.split()[1] for r in handle if r.startswith("flags:")), "0")
+        except (OSError, IndexError):
+            continue
+        if int(flags, 8) & 3 and target not in found:  # O_WRONLY or O_RDWR
+            found.append(target)
+    return found
+
+
+def _parents(pid: int, ppid, limit: int = 64) -> list:
+    """The ancestors of a process, nearest first (`ppid` given, the rest read from /proc)."""
+    out = []
+    while ppid and ppid > 1 and len(out) < limit:
+        out.append(ppid)
+        try:
+            with open("/proc/%d/stat" % ppid, "rb") as handle:
+                ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def writers_only(procs: list) -> list:
+    """The runs among matching processes: a wrapper around a run is not one.
+
+    A process that holds a record file open for writing is a run. One that does not is
+    left out when a matching process below it in the process tree is listed (it only
+    wraps that one: `bash -lc "python run_inference.py"`, `sudo -u`, a screen window) or
+    when one above it writes (it is that writer's helper). So `k` stops the process that
+    writes, never a shell or a multiplexer around it.
+    """
+    by_pid = {info["pid"]: info for info in procs}
+    above = {info["pid"]: [p for p in _parents(info["pid"], info["ppid"]) if p in by_pid]
+             for info in procs}  # fmt: skip
+    wraps = {parent for parents in above.values() for parent in parents}
+    kept = []
+    for info in procs:
+        if info.get("writes"):
+            kept.append(info)
+            continue
+        if info["pid"] in wraps:
+            continue
+        if any(by_pid[parent].get("writes") for parent in above[info["pid"]]):
+            continue
+        kept.append(info)
+    return kept
 
 
 def _ancestors() -> set:
@@ -628,6 +735,42 @@ def proc_uid(pid: int):
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+_NAMES = {}
+
+
+def user_name(uid):
+    """The login name of `uid` (None when the box has none): shown beside another user's run."""
+    if uid is None:
+        return None
+    if uid not in _NAMES:
+        try:
+            import pwd
+
+            _NAMES[uid] = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            _NAMES[uid] = None
+    return _NAMES[uid]
+
+
+def file_owner(path: str) -> dict:
+    """Who owns `path` and its folder, and who may write them: a command line taken from a
+    lock file is run only when its owner, and no one else, can have written it.
+
+    The file is looked at without following a link (a link is never trusted), the folder
+    through one (its target is what holds the file).
+    """
+    out = {}
+    try:
+        st = os.lstat(path)
+        out.update(uid=st.st_uid, user=user_name(st.st_uid), mode=st.st_mode)
+        folder = os.stat(os.path.dirname(path))
+        out.update(dir_uid=folder.st_uid, dir_user=user_name(folder.st_uid))
+        out.update(dir_mode=folder.st_mode)
+    except OSError:
+        pass
+    return out
 
 
 def _clock() -> tuple:
@@ -832,11 +975,15 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
             continue
         args = run_args(info["cmdline"])
         info["args"] = args
+        info["writes"] = record_writes(pid)
         info["uid"] = proc_uid(pid)
+        info["user"] = user_name(info["uid"])
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts) if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
         procs.append(info)
+    if pids is None:
+        procs = writers_only(procs)
     table = read_lock_table()
     dirs = set()
     if output_dir:
@@ -844,15 +991,22 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
     for info in procs:
         if info["output_dir_abs"]:
             dirs.add(info["output_dir_abs"])
+    locks = {folder: scan_locks(folder, table) for folder in sorted(dirs)}
+    for folder, entries in locks.items():
+        for name, entry in entries.items():
+            entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
+    uid = os.getuid()
     return {
         "type": "ps",
         "host": socket.gethostname(),
+        "uid": uid,
+        "user": user_name(uid),
         "boot_id": boot_id(),
         "time": time.time(),
         "output_dir": os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None,
         "start_seq": seq,
         "procs": procs,
-        "locks": {folder: scan_locks(folder, table) for folder in sorted(dirs)},
+        "locks": locks,
     }
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
-from gen_tui.app.dialogs.modals import ResumeTarget
+from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.hosts import (
     HostLink,
     HostSource,
@@ -155,6 +155,7 @@ class HostLinks(PanelSource):
             tok_s=snap.tok_s,
             running=False,
             where=f"on {link.name}, as a new detached process",
+            **resume_shown(monitor.host.resume_preview(name, snap.max_samples), name),
         )
         return AskBudget(
             target,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +18,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
 from gen_tui.backends.counts import CountError, format_count, parse_count
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_duration
 
 
@@ -79,6 +82,29 @@ class ResumeTarget:
     running: bool
     where: str = ""
     """Who will run it: "in this process, sglang at http://...", "on gpu-box, as a new process"."""
+    command: Callable[[int | None], str] | None = None
+    """The command line that will run, for a budget (None: the budget as launched); shown
+    whole before Enter, so nobody starts a command line they have not read."""
+    cwd: str = ""
+    """The folder it will run in."""
+
+
+def resume_shown(
+    preview: tuple[Callable[[int | None], list[str]] | None, str | None], dataset: str
+) -> dict[str, Any]:
+    """A host's `resume_preview` as the ResumeTarget fields that show it (`command`, `cwd`)."""
+    argv_for, cwd = preview
+    if argv_for is None:
+        lock_words = (
+            f"the command line {dataset}'s run.lock names (run only if you alone can write "
+            "that file)"
+        )
+        return {"command": lambda budget: lock_words, "cwd": ""}
+    found = argv_for
+    return {
+        "command": lambda budget: shlex.join(found(budget)),
+        "cwd": cwd or "the login directory",
+    }
 
 
 def resume_preview(target: ResumeTarget, budget: int) -> str:
@@ -123,6 +149,12 @@ class ResumeScreen(ModalScreen[int | None]):
             where = Label(f"Runs {t.where}", id="resume-where", markup=False)
             where.display = bool(t.where)
             yield where
+            command = Static(self._command(None), id="resume-command", markup=False)
+            command.display = t.command is not None
+            yield command
+            cwd = Label(f"In: {one_line(t.cwd)}", id="resume-cwd", markup=False)
+            cwd.display = t.command is not None and bool(t.cwd)
+            yield cwd
             yield Label("New token budget (10M, 2.5e6, 500k):", id="resume-prompt")
             yield Input(
                 placeholder="e.g. 12M",
@@ -136,6 +168,12 @@ class ResumeScreen(ModalScreen[int | None]):
 
     def on_mount(self) -> None:
         self.query_one("#budget", Input).focus()
+
+    def _command(self, budget: int | None) -> str:
+        """ "Command: ...", the whole command line for `budget`, as one clean line."""
+        if self.target.command is None:
+            return ""
+        return f"Command: {one_line(self.target.command(budget))}"
 
     @on(Input.Changed, "#budget")
     def _changed(self, event: Input.Changed) -> None:
@@ -153,7 +191,10 @@ class ResumeScreen(ModalScreen[int | None]):
             preview.update("")
             return False
         error.update("")
-        preview.update(resume_preview(self.target, parse_count(value)))
+        budget = parse_count(value)
+        preview.update(resume_preview(self.target, budget))
+        if self.target.command is not None:
+            self.query_one("#resume-command", Static).update(self._command(budget))
         return True
 
     @on(Input.Submitted, "#budget")

@@ -2,10 +2,16 @@
 
 Runs that ended while gen-tui watched stay listed as "ended", so `r` can start one again
 exactly as it was launched, with a new token budget.
+
+A shared GPU box lists every user's runs: another user's is marked in the host column
+("gpu-box · user alice"), and `k` and `r` on it are refused at once, naming the owner
+(the host refuses them too). `r` shows the whole command and its folder before Enter.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
@@ -16,6 +22,7 @@ from textual.widgets import Label
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.hosts import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
 
@@ -24,6 +31,31 @@ if TYPE_CHECKING:
     from gen_tui.backends.hosts import RunProcess
 
 REFRESH_S = 1.0
+
+
+def host_cell(run: RunProcess) -> str:
+    """The host column: the host, and the owner when the run is another user's."""
+    if run.mine:
+        return run.identity.host
+    return f"{run.identity.host} · user {one_line(run.user or f'uid {run.uid}', 32)}"
+
+
+def refusal(run: RunProcess, what: str) -> str | None:
+    """The line refusing `k`/`r` on another user's run (None: the run is ours)."""
+    if run.mine:
+        return None
+    return f"pid {run.pid} belongs to {run.owner}: gen-tui never {what}"
+
+
+def resume_command(run: RunProcess) -> Callable[[int | None], str]:
+    """The command line `r` will run for a token budget: the run's own, budget flag set."""
+    from gen_tui.backends.hosts.resume import edited_command
+
+    def command(budget: int | None) -> str:
+        argv, _ = edited_command(run, None, run.datasets, budget, None, run.uid)
+        return shlex.join(argv)
+
+    return command
 
 
 def run_key(run: RunProcess) -> str:
@@ -96,7 +128,7 @@ class RunsScreen(Screen[None]):
                 rows.append(
                     RunRow(
                         key=key,
-                        host=run.identity.host,
+                        host=host_cell(run),
                         pid=run.pid,
                         state=state,
                         elapsed_s=run.elapsed_s,
@@ -134,6 +166,9 @@ class RunsScreen(Screen[None]):
         if ended:
             self.notify(f"pid {run.pid} has already ended", severity="warning")
             return
+        if (refused := refusal(run, "stops another user's run")) is not None:
+            self.notify(refused, severity="error")
+            return
         identity = run.identity
         self.app.push_screen(
             ConfirmScreen(
@@ -146,6 +181,9 @@ class RunsScreen(Screen[None]):
         if (picked := self._picked()) is None:
             return
         link, run, ended = picked
+        if (refused := refusal(run, "runs another user's command line")) is not None:
+            self.notify(refused, severity="error")
+            return
         if not ended:
             self.notify(f"pid {run.pid} is still running: k stops it first", severity="warning")
             return
@@ -160,7 +198,9 @@ class RunsScreen(Screen[None]):
             max_samples=None,
             tok_s=0.0,
             running=False,
-            where=f"on {link.name}, as launched: {run.identity.command[:120]}",
+            where=f"on {link.name}, as launched, with the new token budget",
+            command=resume_command(run),
+            cwd=run.cwd or "the login directory",
         )
 
         def decided(budget: int | None) -> None:

@@ -15,7 +15,7 @@ import re
 import shlex
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,14 @@ from gen_tui.backends.hosts.kill import (
     TickCallback,
     signal_and_wait,
 )
-from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey, runs_in
+from gen_tui.backends.hosts.ps import (
+    PsReport,
+    RunIdentity,
+    RunProcess,
+    Survey,
+    owner_text,
+    runs_in,
+)
 from gen_tui.backends.hosts.resume import (
     check_budget,
     edited_command,
@@ -45,6 +52,9 @@ from gen_tui.backends.ssh import SSHError, describe
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
 START_SETTLE_S = 0.5
+
+
+ResumePreview = tuple[Callable[[int | None], list[str]] | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -181,12 +191,17 @@ class Host(ABC):
         """
         if identity.host != self.name:
             raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
+        run = self.known_run(identity)
+        if run is not None and not run.mine:
+            return _not_yours(identity.pid, run.uid, run.user)
         if files is None:
-            run = self.known_run(identity)
             files = run.record_files() if run is not None else []
         verdict, detail = await self._signal_wait(identity, "TERM", grace_s, on_tick)
         if verdict == "refused":
             return KillOutcome(KillResult.REFUSED, detail)
+        if verdict == "denied":
+            uid = int(detail) if detail.isdigit() else None
+            return _not_yours(identity.pid, uid, run.user if run and run.uid == uid else None)
         if verdict == "absent":
             return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
         if verdict == "gone":
@@ -194,6 +209,8 @@ class Host(ABC):
             detail = f"pid {identity.pid} exited after SIGTERM"
         else:
             verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
+            if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile
+                return _not_yours(identity.pid, int(detail) if detail.isdigit() else None, None)
             if verdict in ("absent", "refused"):
                 # It went away by itself between the grace period's end and the check.
                 result = KillResult.STOPPED
@@ -334,9 +351,9 @@ class Host(ABC):
             argv = template_argv(self.template, targets, new_max_tokens, max_samples)
             cwd = None
         else:
-            lock = locks.get(targets[0])
-            holder = lock.holder if lock is not None else {}
-            argv, cwd = edited_command(run, holder, targets, new_max_tokens, max_samples)
+            argv, cwd = edited_command(
+                run, locks.get(targets[0]), targets, new_max_tokens, max_samples, report.uid
+            )
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),
@@ -344,6 +361,27 @@ class Host(ABC):
             output_dir=out_dir,
             expect=report.start_seq,
         )
+
+    def resume_preview(self, dataset: str, max_samples: int | None = None) -> ResumePreview:
+        """What :meth:`resume` of `dataset` would run, as far as this host knows without
+        asking it: shown whole before Enter, so nobody starts a command they have not read.
+
+        (command for a token budget, or None when it is the one the dataset's run.lock names,
+        read and checked at the resume; the folder it runs in, None for the login folder.)
+        """
+        if self.template is not None:
+            template = self.template
+            return (lambda budget: template_argv(template, (dataset,), budget, max_samples)), None
+        run = self._by_dataset.get(dataset)
+        if run is None or not run.mine:
+            return None, None
+        found = run
+
+        def command(budget: int | None) -> list[str]:
+            argv, _ = edited_command(found, None, (dataset,), budget, max_samples, found.uid)
+            return argv
+
+        return command, run.cwd
 
     # watch
 
@@ -358,3 +396,11 @@ class Host(ABC):
         `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
         """
         return Watch(self._open_watcher, output_dir, datasets, resume=resume)
+
+
+def _not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
+    """A kill refused because the run is another user's (said before any signal)."""
+    return KillOutcome(
+        KillResult.NOT_YOURS,
+        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
+    )

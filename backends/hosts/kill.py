@@ -33,6 +33,7 @@ class KillResult(StrEnum):
     KILLED = "killed"
     ALREADY_GONE = "already gone"
     REFUSED = "identity changed: refused"
+    NOT_YOURS = "another user's run: refused"
     STUCK = "still running after SIGKILL"
 
 

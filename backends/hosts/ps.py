@@ -4,6 +4,10 @@ Both hosts list processes with the same code (`watcher.ps`, run in-process here 
 SSH there); this module turns its JSON into :class:`PsReport` so nothing downstream passes a
 `dict[str, Any]` around.
 
+Owner, not pattern: a shared GPU box lists every user's runs, and each process, lock file
+and the watcher itself (the login user) carry their uid, so that gen-tui can refuse to
+stop another user's run or to run a command line someone else wrote (:func:`owner_text`).
+
 Identity, not pid: a run is remembered as host, pid, start time (`/proc/PID/stat` field 22),
 boot id and command line, and all of them are checked right before every signal, so a
 reused pid is never signalled.
@@ -13,12 +17,14 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gen_tui.backends.hosts.argv import is_gen_tui
 from gen_tui.backends.hosts.errors import RunError
+from gen_tui.backends.untrusted import one_line
 from gen_tui.backends.watcher import RAW_FILE
 
 
@@ -67,6 +73,8 @@ class ProcRecord:
     cwd: str | None
     uid: int | None
     """The owner's real uid: a run of another user is not ours to stop or resume."""
+    user: str | None
+    """The owner's login name, where the host has one."""
     datasets: tuple[str, ...] | None
     """The command line's `--datasets`, when it has one."""
     prompt_names: tuple[str, ...]
@@ -90,6 +98,7 @@ class ProcRecord:
             cmdline=tuple(str(word) for word in raw["cmdline"]),
             cwd=raw.get("cwd") if isinstance(raw.get("cwd"), str) else None,
             uid=_int(raw.get("uid")),
+            user=_str(raw.get("user")),
             datasets=tuple(datasets) if isinstance(datasets, list) else None,
             prompt_names=tuple(raw.get("prompt_names") or ()),
             output_dir_abs=raw.get("output_dir_abs") or None,
@@ -106,6 +115,13 @@ class ProcRecord:
         )
 
 
+def owner_text(uid: int | None, user: str | None) -> str:
+    """ "alice (uid 1001)", as a refusal names the owner of a run or a file."""
+    if uid is None:
+        return "an unknown user"
+    return f"{one_line(user, 64)} (uid {uid})" if user else f"uid {uid}"
+
+
 @dataclass(frozen=True)
 class LockRecord:
     """A dataset folder's `run.lock`: held by a live writer or not, and what it last said."""
@@ -113,13 +129,41 @@ class LockRecord:
     locked: bool
     pid: int | None
     holder: Mapping[str, Any]
+    file: Mapping[str, Any] = field(default_factory=dict)
+    """Who owns the lock file and its folder, and their modes (`watcher.file_owner`)."""
 
     @classmethod
     def parse(cls, raw: Any) -> LockRecord:
         raw = raw if isinstance(raw, Mapping) else {}
         holder = raw.get("holder")
         holder = holder if isinstance(holder, Mapping) else {}
-        return cls(bool(raw.get("locked")), _int(raw.get("pid")), holder)
+        owner = raw.get("file")
+        owner = owner if isinstance(owner, Mapping) else {}
+        return cls(bool(raw.get("locked")), _int(raw.get("pid")), holder, owner)
+
+    def distrust(self, uid: int | None) -> str | None:
+        """Why the lock file's words cannot be run as user `uid` (None: they can).
+
+        Only a regular file that `uid` owns, in a folder that `uid` owns, neither writable
+        by group or others, can only have been written by `uid` (or root): anything else
+        may hold a command line someone else planted.
+        """
+        file_uid, mode = _int(self.file.get("uid")), _int(self.file.get("mode"))
+        dir_uid, dir_mode = _int(self.file.get("dir_uid")), _int(self.file.get("dir_mode"))
+        if uid is None or None in (file_uid, mode, dir_uid, dir_mode):
+            return "its owner cannot be told"
+        assert mode is not None and dir_mode is not None
+        if not stat.S_ISREG(mode):
+            return "it is not a regular file (a link?)"
+        if file_uid != uid:
+            return f"it belongs to {owner_text(file_uid, _str(self.file.get('user')))}"
+        if mode & 0o022:
+            return f"group or others may write it (mode {stat.S_IMODE(mode):04o})"
+        if dir_uid != uid:
+            return f"its folder belongs to {owner_text(dir_uid, _str(self.file.get('dir_user')))}"
+        if dir_mode & 0o022 and not dir_mode & stat.S_ISVTX:
+            return f"group or others may write its folder (mode {stat.S_IMODE(dir_mode):04o})"
+        return None
 
 
 @dataclass(frozen=True)
@@ -128,6 +172,9 @@ class PsReport:
 
     boot_id: str
     time: float | None
+    uid: int | None
+    """The watcher's own uid: the login user's, whom gen-tui acts as on the host."""
+    user: str | None
     output_dir: str | None
     """The output directory asked about, as the host resolved it (absolute, `~` expanded)."""
     start_seq: int | None
@@ -143,6 +190,8 @@ class PsReport:
             return cls(
                 boot_id=str(raw.get("boot_id") or ""),
                 time=float(raw["time"]) if raw.get("time") else None,
+                uid=_int(raw.get("uid")),
+                user=_str(raw.get("user")),
                 output_dir=str(raw["output_dir"]) if raw.get("output_dir") else None,
                 start_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
                 procs=tuple(ProcRecord.parse(proc) for proc in raw.get("procs", [])),
@@ -174,10 +223,26 @@ class RunProcess:
     writing: tuple[str, ...] = ()
     gen_tui: bool = False
     uid: int | None = None
+    user: str | None = None
+    mine: bool = False
+    """Owned by the user gen-tui acts as on the host (the login user over SSH)."""
 
     @property
     def pid(self) -> int:
         return self.identity.pid
+
+    @property
+    def owner(self) -> str:
+        """ "alice (uid 1001)"."""
+        return owner_text(self.uid, self.user)
+
+    def refuse_unless_mine(self, what: str) -> None:
+        """Raise :class:`RunError` naming the owner when the run is another user's.
+
+        `what` ends the line: "runs another user's command line", "stops another user's run".
+        """
+        if not self.mine:
+            raise RunError(f"pid {self.pid} belongs to {self.owner}: gen-tui never {what}")
 
     def record_files(self) -> list[str]:
         return [posixpath.join(self.output_dir, name, RAW_FILE) for name in self.datasets]
@@ -226,6 +291,8 @@ def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[R
                 writing=tuple(writing),
                 gen_tui=is_gen_tui(identity.cmdline),
                 uid=proc.uid,
+                user=proc.user,
+                mine=proc.uid is not None and proc.uid == report.uid,
             )
         )
     return runs
@@ -233,3 +300,7 @@ def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[R
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

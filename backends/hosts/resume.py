@@ -3,6 +3,11 @@
 Resume is "start again with a new budget": the engine continues from the records on disk. A
 dataset whose lock a live writer holds, or that a live run writes, is refused and nothing
 starts.
+
+Whose command line: gen-tui runs only command lines of the user it acts as on the host (the
+login user over SSH). Another user's run, even seen by root, and a lock file that someone
+else owns or may write, are refused with one line naming the owner: running them would run
+someone else's program with our rights, environment and API key.
 """
 
 from __future__ import annotations
@@ -56,14 +61,30 @@ def refuse_live_writers(
             )
 
 
+NOT_OURS = "runs another user's command line"
+
+
 def command_for(
-    run: RunProcess | None, holder: Mapping[str, Any], dataset: str
+    run: RunProcess | None, lock: LockRecord | None, dataset: str, uid: int | None
 ) -> tuple[list[str], str | None]:
     """The command line to resume with, and its working directory: the run's own, else the
-    one its lock file names (when it can be run from there)."""
+    one its lock file names (when it can be run from there). Either must be user `uid`'s
+    (see the module's doc): else :class:`RunError` says whose it is."""
     if run is not None:
+        run.refuse_unless_mine(NOT_OURS)
+        if run.uid != uid:
+            raise RunError(
+                f"pid {run.pid} belongs to {run.owner}, not to the user gen-tui acts as on "
+                f"this host: gen-tui never {NOT_OURS}"
+            )
         return list(run.identity.cmdline), run.cwd
+    holder: Mapping[str, Any] = lock.holder if lock is not None else {}
     argv = holder.get("argv")
+    if lock is not None and argv is not None and (why := lock.distrust(uid)) is not None:
+        raise RunError(
+            f"{dataset}: its run.lock names a command line, but {why}: gen-tui never runs a "
+            "command line from a file another user may have written"
+        )
     if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
         cwd = holder.get("cwd") if isinstance(holder.get("cwd"), str) else None
         executable = holder.get("executable")
@@ -81,17 +102,18 @@ def command_for(
 
 def edited_command(
     run: RunProcess | None,
-    holder: Mapping[str, Any],
+    lock: LockRecord | None,
     targets: Sequence[str],
     max_tokens: int | None,
     max_samples: int | None,
+    uid: int | None,
 ) -> tuple[list[str], str | None]:
     """:func:`command_for` with its dataset and budget flags set for the resume.
 
     The dataset flag is set only when the command has one or resumes part of the run: a
     script that takes no `--datasets` resumes all its datasets as launched.
     """
-    argv, cwd = command_for(run, holder, targets[0])
+    argv, cwd = command_for(run, lock, targets[0], uid)
     all_of_run = run is not None and tuple(targets) == tuple(run.datasets)
     has_flag = watcher.flag_value(argv, *DATASET_FLAGS) is not None
     datasets = targets if (has_flag or not all_of_run) else None

@@ -4,6 +4,11 @@ They are the one implementation of "is this still the process we listed?" and of
 files stopped growing?": the SSH host runs them on the remote box (where sshd refuses
 channel signals for root, so the signal is sent by `kill`), the local host runs them with
 `sh -c`. Every value is substituted already quoted.
+
+Over SSH a script travels on stdin to `sh -s`, never inside the command line: the remote
+login shell parses the command line first, and a csh/tcsh login shell ends a quoted word at
+a newline ("Unmatched '"). For the same reason a value that must go on a remote command line
+is refused when it holds a line break or a NUL (:func:`check_remote_word`).
 """
 
 from __future__ import annotations
@@ -11,10 +16,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.ps import RunIdentity
+from gen_tui.backends.untrusted import one_line
 
-# Check a process's identity, signal it (its group when it leads one), then wait for it to
-# be gone, printing "tick N" every second.
+# Check a process's identity and that it is the login user's own (never another user's,
+# even as root), signal it (its group when it leads one), then wait for it to be gone,
+# printing "tick N" every second. A signal the kernel refuses (EPERM) is "denied", not
+# "absent": the run is still there.
 _SIGNAL_SCRIPT = r"""
 p={pid}; want={ticks}; boot={boot}; cmd={cmd}; sig={sig}; wait_cs={wait_cs}
 probe() {{
@@ -37,9 +46,12 @@ esac
 c=$(od -An -v -tx1 /proc/$p/cmdline | tr -d ' \n')
 c=${{c%00}}
 if [ "$c" != "$cmd" ]; then echo "refused pid $p now runs another command line"; exit 0; fi
+o=$(sed -n 's/^Uid:[[:space:]]*\([0-9]*\).*/\1/p' /proc/$p/status 2>/dev/null)
+[ -n "$o" ] || {{ echo absent; exit 0; }}
+[ "$o" = "$(id -u)" ] || {{ echo "denied $o"; exit 0; }}
 pg=${{st#alive }}
 if [ "$pg" = "$p" ]; then kill -s $sig -- -$p 2>/dev/null; else kill -s $sig $p 2>/dev/null; fi ||
-  {{ echo absent; exit 0; }}
+  {{ case $(probe) in alive*) echo "denied $o";; *) echo absent;; esac; exit 0; }}
 echo sent
 t0=$(cs); last=0
 while :; do
@@ -65,9 +77,9 @@ exit 0
 """
 
 SIGNALS = ("TERM", "KILL")
-VERDICTS = ("refused", "absent", "gone", "alive")
-"""The signal script's last word: identity changed, gone before the signal, gone after it,
-still there once the wait was over."""
+VERDICTS = ("refused", "denied", "absent", "gone", "alive")
+"""The signal script's last word: identity changed, another user's (then its uid), gone
+before the signal, gone after it, still there once the wait was over."""
 
 
 def rquote(path: str) -> str:
@@ -79,9 +91,42 @@ def rquote(path: str) -> str:
     return shlex.quote(path)
 
 
-def sh_command(script: str) -> str:
-    """Run a POSIX sh script whatever the login shell is (the script is quoted as one word)."""
-    return f"sh -c {shlex.quote(script)}"
+_NOT_ON_A_COMMAND_LINE = ("\n", "\r", "\0")
+
+
+def check_remote_word(value: str, what: str) -> str:
+    """`value`, if it can be one word of a remote command line; else :class:`RunError`.
+
+    Why: the remote login shell parses that line, and csh/tcsh cannot quote a newline (the
+    command breaks or runs as two), while a NUL cannot pass at all. A path or pattern with
+    one is refused, naming it, before anything reaches the host.
+    """
+    if any(char in value for char in _NOT_ON_A_COMMAND_LINE):
+        raise RunError(
+            f"{what} {one_line(repr(value), 200)} holds a line break or NUL: refused, it "
+            "cannot go on a remote command line (a csh/tcsh login shell would break it)"
+        )
+    return value
+
+
+def remote_quote(value: str, what: str = "the value") -> str:
+    """One word of a remote command line, read alike by sh, bash, csh and tcsh.
+
+    `shlex.quote`, with each `!` taken out of the quotes as `\\!`: csh expands history even
+    inside single quotes (`'a!b'` fails with "Event not found"), and `\\!` outside quotes is
+    a plain `!` to every shell. A line break or NUL is refused (:func:`check_remote_word`).
+    """
+    return shlex.quote(check_remote_word(value, what)).replace("!", "'\\!'")
+
+
+def sh_command(*args: str) -> str:
+    """The command line that runs a POSIX sh script sent on stdin, whatever the login shell.
+
+    `args` become the script's positional parameters (`$1`...), each quoted by
+    :func:`remote_quote`.
+    """
+    words = [remote_quote(arg, "an argument") for arg in args]
+    return " ".join(["sh", "-s", *(["--", *words] if words else [])])
 
 
 def signal_script(identity: RunIdentity, sig: str, wait_s: float) -> str:

@@ -1,7 +1,10 @@
-"""A host reached over SSH: the watcher's source sent to `python3 -`, scripts to `sh -c`.
+"""A host reached over SSH: the watcher's source sent to `python3 -`, scripts to `sh -s`.
 
-It needs only `sh`, coreutils, `kill` and `python3` (3.8+) on the remote box. Over SSH the
-signal is sent by a `kill` command, because sshd refuses channel signals for root.
+Both travel on stdin, so the command line the remote login shell parses is one line of
+quoted words whatever that shell is (csh and tcsh included); a word that cannot be one is
+refused (`scripts.check_remote_word`). It needs only `sh`, coreutils, `kill` and `python3`
+(3.8+) on the remote box. Over SSH the signal is sent by a `kill` command, because sshd
+refuses channel signals for root.
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -19,8 +21,8 @@ import asyncssh
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts.base import Host, StartSpec
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
-from gen_tui.backends.hosts.scripts import sh_command
-from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.hosts.scripts import check_remote_word, remote_quote, sh_command
+from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.ssh import SSHConnection, SSHError, SSHOptions, describe
 
 
@@ -79,8 +81,13 @@ class SSHHost(Host):
         await self.connection.start()
 
     def _python_command(self, args: Sequence[str]) -> str:
-        """`python3 - ARGS`, quoted: the watcher's source goes to its stdin."""
-        return " ".join([shlex.quote(self.python), "-", *(shlex.quote(a) for a in args)])
+        """`python3 - ARGS`, quoted: the watcher's source goes to its stdin.
+
+        Raises :class:`RunError` naming a word with a line break or NUL (see
+        `scripts.check_remote_word`) before anything reaches the host.
+        """
+        words = [remote_quote(arg, "the value") for arg in args]
+        return " ".join([remote_quote(self.python, "the remote python"), "-", *words])
 
     async def _python(self, args: Sequence[str], timeout: float = 60.0) -> str:
         """Run the watcher source with `python3 - ARGS` and return its stdout."""
@@ -113,12 +120,13 @@ class SSHHost(Host):
         return report
 
     async def _open_sh(self, script: str) -> LineSource:
-        process = await self.connection.open_process(sh_command(script))
+        process = await self.connection.open_process(sh_command())
+        process.stdin.write(script)
         process.stdin.write_eof()
         return SSHLines(process, linger_s=0)
 
     async def _sh(self, script: str, timeout: float = 60.0) -> str:
-        result = await self.connection.run(sh_command(script), timeout=timeout)
+        result = await self.connection.run(sh_command(), input=script, timeout=timeout)
         return str(result.stdout or "")
 
     async def _spawn(self, spec: StartSpec) -> int:
@@ -143,6 +151,17 @@ class SSHHost(Host):
         process.stdin.write(watcher.source())
         process.stdin.write_eof()
         return SSHLines(process)
+
+    def watch(
+        self,
+        output_dir: str,
+        datasets: Sequence[str],
+        resume: Mapping[str, str] | None = None,
+    ) -> Watch:
+        """As :meth:`Host.watch`; an output folder that cannot go on the remote command line
+        is refused here, once, rather than by every reconnect of the stream."""
+        check_remote_word(output_dir, "the output folder")
+        return super().watch(output_dir, datasets, resume)
 
     async def close(self) -> None:
         await self.connection.close()
