@@ -16,6 +16,7 @@ from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
+    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_SERVER,
     SettingError,
@@ -142,6 +143,16 @@ class EngineConfig:
         help="seconds per request",
         flag_kwargs={"type": float},
     )
+    idle_timeout_s: float = setting(
+        DEFAULT_IDLE_TIMEOUT_S,
+        key="idle_timeout",
+        flag="--idle-timeout",
+        kinds=(int, float),
+        above=0,
+        help="seconds a server may go quiet in the middle of an answer; the wait for its "
+        "first byte (queue, prefill) is bounded by --request-timeout alone",
+        flag_kwargs={"type": float},
+    )
     grace_s: float = setting(
         DEFAULT_GRACE_S,
         key="grace",
@@ -227,6 +238,9 @@ class EngineConfig:
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
+    sim_dataset_header: bool = False
+    """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo
+    set it; no flag: a real provider must never be told the run's dataset names)."""
 
     def __post_init__(self) -> None:
         for spelled in settings_of(EngineConfig):
