@@ -18,6 +18,7 @@ from gen_tui.backends.settings import (
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SERVER,
     SettingError,
     setting,
@@ -117,6 +118,22 @@ class EngineConfig:
         help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
         "never past it",
     )
+    max_prompt_tokens: int = setting(
+        DEFAULT_MAX_PROMPT_TOKENS,
+        key="max_prompt_tokens",
+        group="datasets",
+        flag="--max-prompt-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="a prompt longer than this many tokens is skipped and reported, never sent "
+        "(counted where prompts are tokenized: always with --api sglang, with --tokenizer "
+        "for --api openai)",
+    )
+    """Why a cap, and why 32,768: a prompt file is data from elsewhere, and one huge prompt
+    costs a server a long prefill and a slot's share of its KV cache for an answer most
+    servers refuse anyway once it is past their context window. 32k tokens is the context
+    most served models take; a run on a long-context model raises it."""
     stream: bool = setting(
         False,
         key="stream",
