@@ -332,3 +332,19 @@ async def test_real_providers_are_not_told_the_dataset_and_the_key_is_clean(
     )
     await Engine(config).run()
     assert [headers["X-Sim-Dataset"] for headers in hostile.headers] == ["A"] * 3
+
+
+@BOTH
+async def test_a_stop_still_cancels_a_request_waiting_between_pieces(
+    api: str, stream: bool, hostile: Hostile
+) -> None:
+    """The idle watchdog cancels the task it reads in; a cancel from elsewhere (the engine
+    stopping) must still arrive as a cancel, not as a failed attempt."""
+    hostile.mode = "drip"
+    request = Request("A/evil/x", "A", [{"role": "user", "content": "evil"}], [1, 2, 3])
+    async with _client(api, stream, Limits(LIMIT, 60.0)) as client:
+        task = asyncio.ensure_future(client.generate(hostile.url, request))
+        await asyncio.sleep(DRIP_S / 3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
