@@ -78,7 +78,20 @@ class Hostile:
         self.evil: Callable[[dict[str, Any]], bool] = lambda body: True
         self.headers: list[dict[str, str]] = []
         self.first_byte_delay_s = 0.0
+        self.endless_probes = False
         self.url = ""
+
+    async def probe(self, request: web.Request) -> web.StreamResponse:
+        """/v1/models, /health, /get_server_info and /abort_request: small, or endless."""
+        if not self.endless_probes:
+            return web.json_response({"max_running_requests": 8})
+        response = web.StreamResponse()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await response.write(b'{"max_running_requests": 8, "pad": "')
+            for _ in range(SENT // len(CHUNK)):
+                await response.write(CHUNK)
+        return response
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         self.headers.append(dict(request.headers))
@@ -132,18 +145,15 @@ class Hostile:
             sent += len(piece)
 
 
-async def _ok(_: web.Request) -> web.Response:
-    return web.json_response({"data": []})
-
-
 @pytest.fixture
 async def hostile() -> AsyncIterator[Hostile]:
     server = Hostile()
     app = web.Application(client_max_size=1 << 30)
     app.router.add_post("/v1/chat/completions", server.chat)
     app.router.add_post("/generate", server.generate)
-    app.router.add_get("/v1/models", _ok)
-    app.router.add_get("/health", _ok)
+    for path in ("/v1/models", "/health", "/get_server_info"):
+        app.router.add_get(path, server.probe)
+    app.router.add_post("/abort_request", server.probe)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -348,3 +358,20 @@ async def test_a_stop_still_cancels_a_request_waiting_between_pieces(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.parametrize("api", ["openai", "sglang"])
+async def test_endless_probe_answers_are_read_in_part(api: str, hostile: Hostile) -> None:
+    """The probes (reachable? capacity? abort) read a few KB, never what a server pours."""
+    async with _client(api, False) as client:
+        assert await client.capacity(hostile.url) in (None, 8)
+        hostile.endless_probes = True
+        tracemalloc.start()
+        try:
+            assert await client.probe(hostile.url) is None
+            assert await client.capacity(hostile.url) is None
+            await client.abort(hostile.url, "A/1/x")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 4 * LIMIT, f"peak {peak:,} bytes probing"

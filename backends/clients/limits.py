@@ -134,6 +134,19 @@ async def body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> by
         return b"".join([piece async for piece in stream])
 
 
+async def head(response: aiohttp.ClientResponse, limit: int = ERROR_BODY_BYTES) -> bytes | None:
+    """The body of a small answer (a probe's, an abort's), or None past `limit` bytes: the
+    rest is never read. The caller's short total timeout bounds a drip."""
+    parts: list[bytes] = []
+    size = 0
+    while piece := await response.content.readany():
+        parts.append(piece)
+        size += len(piece)
+        if size > limit:
+            return None
+    return b"".join(parts)
+
+
 async def error_body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> bytes:
     """The head of an error body, at most ERROR_BODY_BYTES; the rest is never read (the
     connection is closed with the response rather than drained)."""

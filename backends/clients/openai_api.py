@@ -19,7 +19,7 @@ import orjson
 
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.http import HttpClient
-from gen_tui.backends.clients.limits import Limits, body, error_body, pieces
+from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
@@ -239,7 +239,7 @@ async def check_reachable(session: aiohttp.ClientSession, url: str) -> str | Non
         async with session.get(
             f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10)
         ) as response:
-            await response.read()
+            await head(response)  # what it says does not matter, only that it answers
             return None
     except aiohttp.ClientConnectorError as exc:
         return f"cannot connect to {url}: {exc.os_error}"

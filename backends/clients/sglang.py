@@ -18,7 +18,7 @@ import orjson
 
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.http import HttpClient
-from gen_tui.backends.clients.limits import Limits, body, error_body, pieces
+from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.protocol import (
     Aborted,
     Generation,
@@ -180,7 +180,7 @@ async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
             headers={"Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(total=3),
         ) as response:
-            await response.read()
+            await head(response)
     except (aiohttp.ClientError, TimeoutError):
         pass
 
@@ -207,11 +207,16 @@ async def running_batch(session: aiohttp.ClientSession, url: str) -> int | None:
         ) as response:
             if response.status != 200:
                 return None
-            info = orjson.loads(await response.read())
+            raw = await head(response, SERVER_INFO_BYTES)
+            info = orjson.loads(raw) if raw is not None else None
     except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
         return None
     value = info.get("max_running_requests") if isinstance(info, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+SERVER_INFO_BYTES = 1 << 20
+"""The most of /get_server_info read (SGLang's is a few KB: its settings and a model's)."""
 
 
 class SGLangClient(HttpClient):
