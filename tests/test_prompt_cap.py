@@ -64,3 +64,25 @@ def test_the_cap_is_a_setting_with_a_checked_default() -> None:
     assert EngineConfig([]).max_prompt_tokens == DEFAULT_MAX_PROMPT_TOKENS == 32768
     with pytest.raises(EngineError, match="--max-prompt-tokens"):
         EngineConfig([], max_prompt_tokens=0)
+
+
+def test_the_new_flags_reach_the_engine(tmp_path: Path) -> None:
+    from gen_tui.app.cli import build_parser, engine_config
+
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "A.jsonl").write_text('{"prompt": "hi"}\n')
+    args = build_parser().parse_args(
+        [
+            "run",
+            *("--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", "tok"),
+            *("--max-prompt-tokens", "64k", "--idle-timeout", "30"),
+        ]
+    )
+    config = engine_config(args)
+    assert (config.max_prompt_tokens, config.idle_timeout_s) == (64_000, 30.0)
+    defaults = engine_config(
+        build_parser().parse_args(
+            ["run", "--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", "tok"]
+        )
+    )
+    assert (defaults.max_prompt_tokens, defaults.idle_timeout_s) == (32768, 120.0)
