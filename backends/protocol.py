@@ -162,9 +162,8 @@ def status_failure(
     return RequestFailed(f"HTTP {status}: {message}", retry=False, status=status)
 
 
-async def json_body(response: aiohttp.ClientResponse) -> Any:
+def json_body(raw: bytes) -> Any:
     """The parsed body of a whole (not streamed) answer; a body that is not JSON is a retry."""
-    raw = await response.read()
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -200,7 +199,9 @@ def _event(payload: bytes, *, last: bool) -> dict[str, Any]:
     return event
 
 
-async def sse_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[dict[str, Any]]:
+async def sse_events(
+    chunks: AsyncIterable[bytes], max_line: int | None = None
+) -> AsyncIterator[dict[str, Any]]:
     """The JSON objects of a Server-Sent-Events body, one per `data:` line, until `[DONE]`.
 
     SGLang and every OpenAI-compatible server frame their streams alike; only what an event
@@ -211,15 +212,23 @@ async def sse_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[dict[str, An
     servers end that way; anything else there (half an object, half of `data:`) means the
     body was cut and what was lost cannot be known, so the attempt fails and is retried:
     a retry costs one request, a wrong record costs the data set.
+
+    A line longer than `max_line` bytes fails the attempt as soon as it is: a server that
+    never sends a newline would otherwise have the whole stream held in memory.
     """
     pending: list[bytes] = []  # the current unterminated line, in pieces: no quadratic join
+    size = 0  # of `pending`, counted per piece
     async for piece in chunks:
         pending.append(piece)
         if b"\n" not in piece:
+            size += len(piece)
+            if max_line is not None and size > max_line:
+                raise RequestFailed(f"stream event over {max_line:,} bytes", retry=True)
             continue
         lines = b"".join(pending).split(b"\n")
         tail = lines.pop()
         pending = [tail] if tail else []
+        size = len(tail)
         for raw in lines:
             line = raw.strip()
             if not line.startswith(_DATA):

@@ -16,7 +16,9 @@ from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
+    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SERVER,
     SettingError,
     setting,
@@ -116,6 +118,22 @@ class EngineConfig:
         help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
         "never past it",
     )
+    max_prompt_tokens: int = setting(
+        DEFAULT_MAX_PROMPT_TOKENS,
+        key="max_prompt_tokens",
+        group="datasets",
+        flag="--max-prompt-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="a prompt longer than this many tokens is skipped and reported, never sent "
+        "(counted where prompts are tokenized: always with --api sglang, with --tokenizer "
+        "for --api openai)",
+    )
+    """Why a cap, and why 32,768: a prompt file is data from elsewhere, and one huge prompt
+    costs a server a long prefill and a slot's share of its KV cache for an answer most
+    servers refuse anyway once it is past their context window. 32k tokens is the context
+    most served models take; a run on a long-context model raises it."""
     stream: bool = setting(
         False,
         key="stream",
@@ -140,6 +158,16 @@ class EngineConfig:
         kinds=(int, float),
         above=0,
         help="seconds per request",
+        flag_kwargs={"type": float},
+    )
+    idle_timeout_s: float = setting(
+        DEFAULT_IDLE_TIMEOUT_S,
+        key="idle_timeout",
+        flag="--idle-timeout",
+        kinds=(int, float),
+        above=0,
+        help="seconds a server may go quiet in the middle of an answer; the wait for its "
+        "first byte (queue, prefill) is bounded by --request-timeout alone",
         flag_kwargs={"type": float},
     )
     grace_s: float = setting(
@@ -227,6 +255,9 @@ class EngineConfig:
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
     seed: int | None = None
+    sim_dataset_header: bool = False
+    """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo
+    set it; no flag: a real provider must never be told the run's dataset names)."""
 
     def __post_init__(self) -> None:
         for spelled in settings_of(EngineConfig):

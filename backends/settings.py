@@ -22,6 +22,10 @@ before SIGKILL: the run and the panel must agree on it."""
 DEFAULT_MAX_NEW_TOKENS = 4096
 DEFAULT_SERVER = "http://127.0.0.1:30000"
 DEFAULT_CONCURRENCY = 64
+DEFAULT_IDLE_TIMEOUT_S = 120.0
+"""The longest a server may go quiet in the middle of an answer (see clients/limits.py)."""
+DEFAULT_MAX_PROMPT_TOKENS = 32768
+"""The longest prompt sent, in tokens: see EngineConfig.max_prompt_tokens for why."""
 DEFAULT_STALE_AFTER_S = 60.0
 """A running dataset with no new record for this long is stale (a hint to press `k`)."""
 

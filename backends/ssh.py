@@ -19,6 +19,11 @@ Why these choices:
   "reconnecting in 4s". Commands wait for the link to come back for a bounded time; one
   cut off by a drop raises :class:`Disconnected` (asyncssh would hand back its partial
   output with no exit status, which callers took for a failed command or a result).
+- The far side is untrusted: a hostile or broken remote may print without end. `run` reads
+  a command's output as it comes and stops it past MAX_OUTPUT_BYTES (asyncssh's own `run`
+  held all of it: 2.4 GB from one survey); `open_process` gives its reader a receive
+  window of MAX_LINE_BYTES, so one `readline` never holds more than that (asyncssh hands
+  back a longer line in pieces of at most the window, which a JSON reader skips).
 - Nothing here ever sends channel signals: sshd refuses them for root ("session signalling
   requires privilege separation"); processes are stopped with a `kill` command (see
   hosts/scripts.py).
@@ -42,6 +47,12 @@ DEFAULT_KEEPALIVE_S = 2.0
 DEFAULT_KEEPALIVE_COUNT = 3
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+MAX_OUTPUT_BYTES = 64 << 20
+"""The most output (stdout and stderr together) one `run` keeps: a survey of thousands of
+processes and runs is a few MB; past this the command is stopped and the call fails."""
+MAX_LINE_BYTES = 1 << 20
+"""The most one `readline` of an `open_process` stream returns (the channel's window)."""
+READ_BYTES = 1 << 16
 
 StateCallback = Callable[[str], None]
 
@@ -60,6 +71,10 @@ class AuthError(SSHError):
 
 class Disconnected(SSHError):
     """A command could not run because the link is down and did not come back in time."""
+
+
+class OutputTooLarge(SSHError):
+    """A command printed more than it was allowed to; it was stopped."""
 
 
 _TARGET = re.compile(
@@ -193,6 +208,49 @@ class _Client(asyncssh.SSHClient):
             self.lost_reason = str(exc) or type(exc).__name__
 
 
+async def _run_bounded(
+    conn: asyncssh.SSHClientConnection, command: str, input: str | None, max_output: int
+) -> asyncssh.SSHCompletedProcess:
+    """`conn.run(command, input=input)`, its output read in pieces and counted: past
+    `max_output` the channel is closed (the remote's next write fails) and
+    :class:`OutputTooLarge` raised."""
+    process = await conn.create_process(command, input=input)
+    parts: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    size = 0
+
+    async def drain(name: str, stream: asyncssh.SSHReader[str]) -> None:
+        nonlocal size
+        while piece := await stream.read(READ_BYTES):
+            parts[name].append(piece)
+            size += len(piece)
+            if size > max_output:
+                raise OutputTooLarge(f"the command printed over {max_output:,} characters")
+
+    # Both at once: they share the channel's window, so a full stderr stalls stdout too.
+    readers = [
+        asyncio.ensure_future(drain("stdout", process.stdout)),
+        asyncio.ensure_future(drain("stderr", process.stderr)),
+    ]
+    try:
+        await asyncio.gather(*readers)
+        await process.wait_closed()
+    finally:
+        for reader in readers:
+            reader.cancel()
+        process.close()
+        await asyncio.gather(*readers, return_exceptions=True)
+    return asyncssh.SSHCompletedProcess(
+        env=process.env,
+        command=process.command,
+        subsystem=process.subsystem,
+        exit_status=process.exit_status,
+        exit_signal=process.exit_signal,
+        returncode=process.returncode,
+        stdout="".join(parts["stdout"]),
+        stderr="".join(parts["stderr"]),
+    )
+
+
 def describe(exc: BaseException) -> str:
     """A one-line reason for a failed connect or a lost link."""
     if isinstance(exc, SSHError):
@@ -310,17 +368,26 @@ class SSHConnection:
         return self._conn
 
     async def run(
-        self, command: str, *, input: str | None = None, timeout: float = 60.0
+        self,
+        command: str,
+        *,
+        input: str | None = None,
+        timeout: float = 60.0,
+        max_output: int = MAX_OUTPUT_BYTES,
     ) -> asyncssh.SSHCompletedProcess:
         """Run one command (never retried: a retry could start something twice).
 
         A link lost mid-command raises :class:`Disconnected`: asyncssh then returns whatever
-        output arrived with no exit status, which must never pass for a result.
+        output arrived with no exit status, which must never pass for a result. Output past
+        `max_output` characters (stdout and stderr together) stops the command and raises
+        :class:`OutputTooLarge`: what the remote prints is never held whole on trust.
         """
         conn = await self.ready(timeout)
         client = self._client
         try:
-            result = await within(conn.run(command, input=input, check=False), timeout)
+            result = await within(_run_bounded(conn, command, input, max_output), timeout)
+        except OutputTooLarge as exc:
+            raise OutputTooLarge(f"{self.target}: {exc}") from None
         except TimeoutError:
             raise SSHError(f"{self.target}: command did not finish within {timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:
@@ -336,7 +403,7 @@ class SSHConnection:
         """Start a long-running command whose stdout the caller reads line by line."""
         conn = await self.ready(timeout)
         try:
-            return await conn.create_process(command)
+            return await conn.create_process(command, window=MAX_LINE_BYTES)
         except (OSError, asyncssh.Error) as exc:
             raise Disconnected(f"{self.target}: {describe(exc)}") from None
 

@@ -32,6 +32,7 @@ def openai_config(tokenizer_dir: Path, prompts: Path, out: Path, url: str, **ext
         "api": "openai",
         "model": "sim-model",
         "api_key_env": "GEN_TUI_TEST_KEY",
+        "sim_dataset_header": True,  # the simulator's length profiles go by dataset
     }
     options.update(extra)
     return make_config(tokenizer_dir, prompts, out, [url], **options)

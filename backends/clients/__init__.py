@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import OpenAIClient
 from gen_tui.backends.clients.sglang import SGLangClient
 from gen_tui.backends.run_config import EngineConfig, resolve_api_key
@@ -17,6 +18,7 @@ __all__ = ["InferenceClient", "OpenAIClient", "Request", "SGLangClient", "client
 def client_for(config: EngineConfig) -> InferenceClient:
     """The client for `config.api`: the one place the engine's API setting is read."""
     api_key, key_hint = resolve_api_key(config)
+    limits = Limits.for_sampling(config.sampling, config.idle_timeout_s)
     if config.api == "openai":
         return OpenAIClient(
             config.sampling,
@@ -25,8 +27,14 @@ def client_for(config: EngineConfig) -> InferenceClient:
             key_hint=key_hint,
             stream=config.stream,
             timeout_s=config.request_timeout_s,
+            limits=limits,
+            sim_dataset_header=config.sim_dataset_header,
         )
     # The key is not sent to SGLang; it is still kept out of every reason written down.
     return SGLangClient(
-        config.sampling, stream=config.stream, timeout_s=config.request_timeout_s, secret=api_key
+        config.sampling,
+        stream=config.stream,
+        timeout_s=config.request_timeout_s,
+        secret=api_key,
+        limits=limits,
     )

@@ -19,6 +19,7 @@ import orjson
 
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.http import HttpClient
+from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
@@ -41,6 +42,9 @@ PASSED_SAMPLING = (
     "seed",
 )
 DATASET_HEADER = "X-Sim-Dataset"
+"""Tells gen-tui's simulator which dataset (length profile) a chat belongs to. Sent only when
+a client is made with `sim_dataset_header=True` (tests, benchmarks, the demo): a real
+provider has no use for the run's dataset names, and they are the user's business."""
 
 
 def request_body(
@@ -143,11 +147,15 @@ def _result(text: str, finish: str | None, usage: Any, started: float) -> Genera
     )
 
 
-async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Generation:
+async def _read_stream(
+    response: aiohttp.ClientResponse, started: float, limits: Limits, url: str
+) -> Generation:
     parts: list[str] = []
+    kept = 0  # characters of answer held: endless small events must not grow it forever
     finish: str | None = None
     usage: Any = None
-    async with aclosing(sse_events(response.content.iter_any())) as events:
+    chunks = pieces(response, limits, url, cap=None)
+    async with aclosing(sse_events(chunks, limits.max_bytes)) as events:
         async for chunk in events:
             choices = _choices(chunk, "a stream chunk")
             failure = _chunk_error(chunk, choices)
@@ -158,6 +166,9 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                 content = _content(delta, "a stream chunk's delta")
                 if content is not None:
                     parts.append(content)
+                    kept += len(content)
+                    if kept > limits.max_bytes:
+                        raise limits.too_big()
                 reason = typed(choice, "finish_reason", str, "a stream chunk's choice")
                 if reason:
                     finish = reason
@@ -175,32 +186,37 @@ async def chat(
     model: str | None,
     api_key: str | None,
     key_hint: str,
-    dataset: str,
+    dataset: str | None = None,
     stream: bool = False,
     timeout_s: float = 3600.0,
-    idle_timeout_s: float = 300.0,
+    limits: Limits | None = None,
 ) -> Generation:
-    """Send one chat to `url`/v1/chat/completions and return its complete response."""
+    """Send one chat to `url`/v1/chat/completions and return its complete response.
+
+    `dataset`, when given, goes out in the simulator's `X-Sim-Dataset` header (see
+    DATASET_HEADER); None sends nothing about the run but the chat itself.
+    """
     redact = _Redactor(api_key)
-    headers = {"Content-Type": "application/json", DATASET_HEADER: dataset}
+    headers = {"Content-Type": "application/json"}
+    if dataset is not None:
+        headers[DATASET_HEADER] = dataset
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    body = orjson.dumps(request_body(model, messages, sampling, stream))
-    timeout = aiohttp.ClientTimeout(
-        total=timeout_s, sock_connect=10, sock_read=idle_timeout_s if stream else timeout_s
-    )
+    limits = limits or Limits.for_sampling(sampling)
+    data = orjson.dumps(request_body(model, messages, sampling, stream))
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10)
     started = time.monotonic()
     try:
         with transport_errors(url):
             async with session.post(
-                f"{url}/v1/chat/completions", data=body, headers=headers, timeout=timeout
+                f"{url}/v1/chat/completions", data=data, headers=headers, timeout=timeout
             ) as response:
                 if response.status != 200:
-                    raw = await response.read()
+                    raw = await error_body(response, limits, url)
                     raise status_failure(response.status, raw, response.headers, key_hint)
                 if stream:
-                    return await _read_stream(response, started)
-                payload = await json_body(response)
+                    return await _read_stream(response, started, limits, url)
+                payload = json_body(await body(response, limits, url))
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
                 choices = _choices(payload, "the response")
@@ -223,7 +239,7 @@ async def check_reachable(session: aiohttp.ClientSession, url: str) -> str | Non
         async with session.get(
             f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10)
         ) as response:
-            await response.read()
+            await head(response)  # what it says does not matter, only that it answers
             return None
     except aiohttp.ClientConnectorError as exc:
         return f"cannot connect to {url}: {exc.os_error}"
@@ -244,6 +260,8 @@ class OpenAIClient(HttpClient):
         key_hint: str,
         stream: bool = False,
         timeout_s: float = 3600.0,
+        limits: Limits | None = None,
+        sim_dataset_header: bool = False,
     ) -> None:
         super().__init__(api_key)
         self.sampling = sampling
@@ -251,6 +269,9 @@ class OpenAIClient(HttpClient):
         self.key_hint = key_hint
         self.stream = stream
         self.timeout_s = timeout_s
+        self.limits = limits or Limits.for_sampling(sampling)
+        self.sim_dataset_header = sim_dataset_header
+        """Name each request's dataset to the simulator (off: real providers never see it)."""
 
     async def generate(self, url: str, request: Request) -> Generation:
         return await chat(
@@ -261,9 +282,10 @@ class OpenAIClient(HttpClient):
             model=self.model,
             api_key=self.secret,
             key_hint=self.key_hint,
-            dataset=request.dataset,
+            dataset=request.dataset if self.sim_dataset_header else None,
             stream=self.stream,
             timeout_s=self.timeout_s,
+            limits=self.limits,
         )
 
     async def probe(self, url: str) -> str | None:

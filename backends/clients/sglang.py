@@ -18,6 +18,7 @@ import orjson
 
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.http import HttpClient
+from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.protocol import (
     Aborted,
     Generation,
@@ -87,12 +88,24 @@ def _generation(payload: Any, started: float, output_ids: list[int] | None = Non
     )
 
 
-async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Generation:
-    """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids."""
+ID_BYTES = 8
+"""What one id held counts against the response limit (about its JSON size)."""
+
+
+async def _read_stream(
+    response: aiohttp.ClientResponse, started: float, limits: Limits, url: str
+) -> Generation:
+    """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids.
+
+    A cumulative frame holds the whole answer so far, so the event bound caps it; new ids
+    and text add up, so what they add up to is capped as well.
+    """
     ids: list[int] = []
     texts: list[str] = []
+    added = 0
     last: dict[str, Any] | None = None
-    async with aclosing(sse_events(response.content.iter_any())) as events:
+    chunks = pieces(response, limits, url, cap=None)
+    async with aclosing(sse_events(chunks, limits.max_bytes)) as events:
         async for frame in events:
             if "error" in frame and "meta_info" not in frame:
                 raise RequestFailed(
@@ -107,8 +120,12 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float) -> Gene
                 texts = [text] if text is not None else []
             else:  # --stream-output: each frame holds only the new ids, and the new text
                 ids.extend(new)
+                added += len(new) * ID_BYTES
                 if text is not None:
                     texts.append(text)
+                    added += len(text)
+                if added > limits.max_bytes:
+                    raise limits.too_big()
             last = frame
     return _finish_stream(last, ids, "".join(texts) if texts else None, started)
 
@@ -130,28 +147,28 @@ async def generate(
     *,
     stream: bool = False,
     timeout_s: float = 3600.0,
-    idle_timeout_s: float = 300.0,
+    limits: Limits | None = None,
 ) -> Generation:
     """Send one prompt to `url`/generate and return its complete response."""
-    body = orjson.dumps(
+    limits = limits or Limits.for_sampling(sampling_params)
+    data = orjson.dumps(
         {"input_ids": input_ids, "sampling_params": sampling_params, "rid": rid, "stream": stream}
     )
-    timeout = aiohttp.ClientTimeout(
-        total=timeout_s, sock_connect=10, sock_read=idle_timeout_s if stream else timeout_s
-    )
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10)
     started = time.monotonic()
     with transport_errors(url):
         async with session.post(
             f"{url}/generate",
-            data=body,
+            data=data,
             headers={"Content-Type": "application/json"},
             timeout=timeout,
         ) as response:
             if response.status != 200:
-                raise status_failure(response.status, await response.read(), response.headers)
+                raw = await error_body(response, limits, url)
+                raise status_failure(response.status, raw, response.headers)
             if stream:
-                return await _read_stream(response, started)
-            return _generation(await json_body(response), started)
+                return await _read_stream(response, started, limits, url)
+            return _generation(json_body(await body(response, limits, url)), started)
 
 
 async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
@@ -163,7 +180,7 @@ async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
             headers={"Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(total=3),
         ) as response:
-            await response.read()
+            await head(response)
     except (aiohttp.ClientError, TimeoutError):
         pass
 
@@ -190,11 +207,16 @@ async def running_batch(session: aiohttp.ClientSession, url: str) -> int | None:
         ) as response:
             if response.status != 200:
                 return None
-            info = orjson.loads(await response.read())
+            raw = await head(response, SERVER_INFO_BYTES)
+            info = orjson.loads(raw) if raw is not None else None
     except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
         return None
     value = info.get("max_running_requests") if isinstance(info, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+SERVER_INFO_BYTES = 1 << 20
+"""The most of /get_server_info read (SGLang's is a few KB: its settings and a model's)."""
 
 
 class SGLangClient(HttpClient):
@@ -210,11 +232,13 @@ class SGLangClient(HttpClient):
         stream: bool = False,
         timeout_s: float = 3600.0,
         secret: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(secret)
         self.sampling = sampling
         self.stream = stream
         self.timeout_s = timeout_s
+        self.limits = limits or Limits.for_sampling(sampling)
 
     async def generate(self, url: str, request: Request) -> Generation:
         assert request.input_ids is not None
@@ -226,6 +250,7 @@ class SGLangClient(HttpClient):
             request.rid,
             stream=self.stream,
             timeout_s=self.timeout_s,
+            limits=self.limits,
         )
 
     async def probe(self, url: str) -> str | None:

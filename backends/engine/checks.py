@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from gen_tui.backends.protocol import Generation, RequestFailed
+from gen_tui.backends.untrusted import STORED_CHARS, truncate
 
 _INT = frozenset({int})
 
@@ -46,15 +47,24 @@ async def receive(call: Awaitable[Generation], url: str, secret: str | None = No
     A client that chokes on an answer shape nobody foresaw would otherwise end the request
     task with a stray exception, and its sample would be dropped for the rest of the run
     without a line in errors.jsonl. Here it is a failed attempt like any other: retried,
-    and given up on with its reason. The API key is kept out of the reason.
+    and given up on with its reason. The API key is kept out of the reason, and the reason
+    is cut to STORED_CHARS (its head kept, the cut said): a server's error message is
+    written to errors.jsonl and the log, and a server may send megabytes of it.
     """
     try:
         generation = await call
-    except RequestFailed:
+    except RequestFailed as exc:
+        exc.reason = _stored(exc.reason, secret)
         raise
     except Exception as exc:
         reason = f"malformed response from {url}: {type(exc).__name__}: {exc}"
-        if secret:
-            reason = reason.replace(secret, "***")
-        raise RequestFailed(reason, retry=True) from None
+        raise RequestFailed(_stored(reason, secret), retry=True) from None
     return check_generation(generation)
+
+
+def _stored(reason: str, secret: str | None) -> str:
+    """`reason` as it may be written down: the key redacted first (a cut could otherwise
+    leave part of it), then cut to STORED_CHARS."""
+    if secret:
+        reason = reason.replace(secret, "***")
+    return truncate(reason, STORED_CHARS)

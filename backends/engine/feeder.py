@@ -26,7 +26,12 @@ BATCH = 32
 
 
 class Feeder(RunPart):
-    """Fills each dataset's queue; `tokenize` is False for a client that takes messages."""
+    """Fills each dataset's queue; `tokenize` is False for a client that takes messages.
+
+    Prompts are tokenized whenever a tokenizer is loaded, even for a client that takes
+    messages: that is how a prompt over `--max-prompt-tokens` is found and skipped before it
+    is sent. Only a client that needs them gets the ids.
+    """
 
     def __init__(self, run: RunContext, executor: ThreadPoolExecutor, *, tokenize: bool) -> None:
         super().__init__(run)
@@ -77,14 +82,24 @@ class Feeder(RunPart):
             prompts.append(item)
             if len(prompts) >= size:
                 break
-        if not self.tokenize:
+        if self.tokenizer is None:
             return out + [(prompt, None) for prompt in prompts]
+        cap = self.config.max_prompt_tokens
         encoded = encode_many(self.tokenizer, [prompt.messages for prompt in prompts])
         for prompt, ids in zip(prompts, encoded, strict=True):
             if isinstance(ids, Exception):
                 out.append(PromptProblem(path, prompt.line, f"cannot tokenize: {ids}"))
+            elif len(ids) > cap:
+                out.append(
+                    PromptProblem(
+                        path,
+                        prompt.line,
+                        f"prompt is {len(ids):,} tokens, over the {cap:,} allowed "
+                        "(--max-prompt-tokens)",
+                    )
+                )
             else:
-                out.append((prompt, ids))
+                out.append((prompt, ids if self.tokenize else None))
         return out
 
     async def _produce(self, ds: DatasetRun) -> None:

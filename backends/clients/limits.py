@@ -1,0 +1,161 @@
+"""Bounds on what a server may send: how many bytes, and how long it may go quiet.
+
+Servers, proxies and the network between are untrusted. Without bounds an endless 200 body
+or an SSE line that never ends grew the engine by about 300 MB/s, a 50 MB error message
+went whole into errors.jsonl, and a server that sent a byte now and then held a slot for
+the whole request timeout. Every body the HTTP clients read goes through :func:`body` or
+:func:`pieces`, which count bytes per piece (never per byte: this is the hot path) and
+time the silence between pieces. Each bound that trips is one retryable, counted
+:class:`RequestFailed` whose reason names the bound, so the run goes on and errors.jsonl
+says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from gen_tui.backends.protocol import RequestFailed
+from gen_tui.backends.settings import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_NEW_TOKENS
+
+BYTES_PER_TOKEN = 16
+"""What one generated token costs in a response body, generously: its id as JSON (up to 7
+bytes with the comma) and its text (a few characters, or 12 bytes for an escaped emoji)."""
+SLACK = 8
+"""Room for what a server adds per token beyond that: escaping, pretty-printing, a
+reasoning field, logprobs nobody asked for."""
+HEADROOM = 4 << 20
+"""Fixed room for everything that does not grow with the answer (metadata, usage, ids)."""
+ERROR_BODY_BYTES = 64 << 10
+"""The most of an error body read: its message is stored cut to STORED_CHARS anyway."""
+
+
+def response_limit(max_new_tokens: int) -> int:
+    """The most bytes one answer of up to `max_new_tokens` tokens may take.
+
+    Why this formula: an honest answer can never be larger than `max_new_tokens` tokens of
+    BYTES_PER_TOKEN each, so SLACK times that plus HEADROOM is far beyond any real server
+    (4.5 MiB for 4,096 tokens, 8 MiB for 32,768), while the memory one hostile server can
+    make the engine hold per slot stays a few MiB instead of all there is.
+    """
+    return max(0, max_new_tokens) * BYTES_PER_TOKEN * SLACK + HEADROOM
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds one client applies to every answer it reads.
+
+    `max_bytes`: a whole body, one SSE event, and what a stream's events add up to.
+    `idle_s`: the longest silence allowed between two pieces of a body once it has begun.
+    The wait for the first byte is bounded by the request timeout alone: before it, the
+    server may be queueing the request behind its running batch or prefilling a long
+    prompt, which can legitimately take minutes.
+    """
+
+    max_bytes: int = response_limit(DEFAULT_MAX_NEW_TOKENS)
+    idle_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+    @classmethod
+    def for_sampling(
+        cls, sampling: Mapping[str, Any], idle_s: float = DEFAULT_IDLE_TIMEOUT_S
+    ) -> Limits:
+        """The limits for answers sampled with `sampling` (its `max_new_tokens`)."""
+        tokens = int(sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        return cls(response_limit(tokens), idle_s)
+
+    def too_big(self) -> RequestFailed:
+        return RequestFailed(f"response over {self.max_bytes:,} bytes", retry=True)
+
+
+async def pieces(
+    response: aiohttp.ClientResponse, limits: Limits, url: str, *, cap: int | None
+) -> AsyncIterator[bytes]:
+    """The body of `response` in the pieces it arrives in, until its end.
+
+    A silence longer than `limits.idle_s` after the first piece fails the attempt, and so
+    does a body whose pieces add up to more than `cap` bytes (None: no total, for streams
+    whose events are bounded one by one).
+
+    The silence is timed by one watchdog per body that re-arms itself from the time the
+    last wait began, not by a timer per piece (`asyncio.timeout` per piece cost 7.5 us
+    each, a stream of many small events pays it per token): a piece costs a clock read.
+    """
+    content = response.content
+    piece = await content.readany()  # the wait for the first byte: the request timeout's
+    if not piece:
+        return
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    idle = limits.idle_s
+    waiting_since: float | None = None  # set while waiting for a piece
+    fired = False
+
+    def watch() -> None:
+        nonlocal handle, fired
+        due = (waiting_since if waiting_since is not None else loop.time()) + idle
+        if waiting_since is not None and loop.time() >= due:
+            fired = True
+            task.cancel()
+        else:
+            handle = loop.call_at(due, watch)
+
+    handle = loop.call_at(loop.time() + idle, watch)
+    total = len(piece)
+    try:
+        while piece:
+            if cap is not None and total > cap:
+                raise limits.too_big()
+            yield piece
+            waiting_since = loop.time()
+            piece = await content.readany()
+            waiting_since = None
+            total += len(piece)
+    except asyncio.CancelledError:
+        if fired and task.uncancel() == 0:
+            raise RequestFailed(f"no byte for {idle:g} s from {url}", retry=True) from None
+        raise
+    finally:
+        handle.cancel()
+
+
+async def body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> bytes:
+    """The whole body of a 200 answer, refused past `limits.max_bytes` (a declared
+    Content-Length over it is refused before a byte is read)."""
+    declared = response.content_length
+    if declared is not None and declared > limits.max_bytes:
+        raise limits.too_big()
+    async with aclosing(pieces(response, limits, url, cap=limits.max_bytes)) as stream:
+        return b"".join([piece async for piece in stream])
+
+
+async def head(response: aiohttp.ClientResponse, limit: int = ERROR_BODY_BYTES) -> bytes | None:
+    """The body of a small answer (a probe's, an abort's), or None past `limit` bytes: the
+    rest is never read. The caller's short total timeout bounds a drip."""
+    parts: list[bytes] = []
+    size = 0
+    while piece := await response.content.readany():
+        parts.append(piece)
+        size += len(piece)
+        if size > limit:
+            return None
+    return b"".join(parts)
+
+
+async def error_body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> bytes:
+    """The head of an error body, at most ERROR_BODY_BYTES; the rest is never read (the
+    connection is closed with the response rather than drained)."""
+    parts: list[bytes] = []
+    size = 0
+    async with aclosing(pieces(response, limits, url, cap=None)) as stream:
+        async for piece in stream:
+            parts.append(piece)
+            size += len(piece)
+            if size >= ERROR_BODY_BYTES:
+                break
+    return b"".join(parts)[:ERROR_BODY_BYTES]
