@@ -24,8 +24,10 @@ import orjson
 from gen_tui.backends.watcher import (
     ERRORS_FILE,
     LOCK_FILE,
+    MAX_COMPLETION_TOKENS,
     PROGRESS_FILE,
     RAW_FILE,
+    SAMPLE_ID_MAX,
     record_counts,
 )
 
@@ -145,23 +147,35 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
         end += 1
     else:
         end = line.find(b",", start)
-        digits = line[start:end]
-        if end < 0 or not digits.isdigit():
+        number = _bounded(line[start:end], SAMPLE_ID_MAX) if end >= 0 else None
+        if number is None:
             return None
-        key = str(int(digits))
+        key = str(number)
     if not line.startswith(_FAST_TOKENS, end):
         return None
     start = end + len(_FAST_TOKENS)
     end = line.find(b",", start)
-    digits = line[start:end]
-    if end < 0 or not digits.isdigit():
+    tokens = _bounded(line[start:end], MAX_COMPLETION_TOKENS) if end >= 0 else None
+    if tokens is None:
         return None
     if line.find(b'"sample_id":', end) >= 0 or line.find(b'"completion_tokens":', end) >= 0:
         # Two records on one line: a write cut short (a full disk) with the next one glued
         # on. Only a full parse can tell; the head alone would count the cut one instead.
         # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
         return None
-    return key, int(digits)
+    return key, tokens
+
+
+def _bounded(digits: bytes, limit: int) -> int | None:
+    """`digits` as a JSON integer in [0, limit], else None (the full parse then decides).
+
+    The counting rule's bounds (`record_counts`), so this fast path and the watcher's agree
+    with it: a leading zero is no JSON, and 2**70 or 10**30 tokens is no answer.
+    """
+    if not digits.isdigit() or len(digits) > 19 or (digits[0] == 48 and len(digits) > 1):
+        return None
+    value = int(digits)
+    return value if value <= limit else None
 
 
 _KEEP_LENGTHS = 4096

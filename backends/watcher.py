@@ -75,6 +75,13 @@ HEARTBEAT_S = 2.0
 # A progress.json this old no longer describes a live writer.
 PROGRESS_FRESH_S = 10.0
 
+# The counting rule's bounds. No answer is ten million tokens long, so a bigger count is a
+# damaged or hostile line (malformed, never a total: 10**30 once marked a dataset done),
+# and a sample id is a signed 64-bit integer or a string, which every reader can hold.
+MAX_COMPLETION_TOKENS = 10**7
+SAMPLE_ID_MIN = -(2**63)
+SAMPLE_ID_MAX = 2**63 - 1
+
 _KEY = b'"completion_tokens":'
 _SAMPLE_KEY = b'"sample_id":'
 _DIGITS = b"0123456789"
@@ -117,8 +124,8 @@ _NOT_RUNS = {
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
 
 
-def _integer_at(data: bytes, pos: int) -> int | None:
-    """The JSON non-negative integer starting at `pos` (after blanks), or None if not one."""
+def _integer_at(data: bytes, pos: int, limit: int) -> int | None:
+    """The JSON integer in [0, limit] starting at `pos` (after blanks), or None if not one."""
     while data[pos : pos + 1] in (b" ", b"\t"):
         pos += 1
     end = pos
@@ -128,7 +135,10 @@ def _integer_at(data: bytes, pos: int) -> int | None:
         return None
     if end - pos > 1 and data[pos] == 48:  # a leading zero is not JSON
         return None
-    return int(data[pos:end])
+    if end - pos > 19:  # longer than any limit: no int() of a 10,000-digit number
+        return None
+    value = int(data[pos:end])
+    return value if value <= limit else None
 
 
 def _once(data: bytes, key: bytes) -> int:
@@ -161,12 +171,13 @@ def record_tokens(line: bytes) -> int | None:
         tokens_at = _once(stripped, _KEY)
         id_at = _once(stripped, _SAMPLE_KEY) if tokens_at >= 0 else -1
         if id_at >= 0:
-            tokens = _integer_at(stripped, tokens_at)
+            tokens = _integer_at(stripped, tokens_at, MAX_COMPLETION_TOKENS)
             pos = id_at
             while stripped[pos : pos + 1] in (b" ", b"\t"):
                 pos += 1
             if tokens is not None and (
-                stripped[pos : pos + 1] == b'"' or _integer_at(stripped, pos) is not None
+                stripped[pos : pos + 1] == b'"'
+                or _integer_at(stripped, pos, SAMPLE_ID_MAX) is not None
             ):
                 return tokens
     return _json_tokens(stripped)
@@ -175,9 +186,10 @@ def record_tokens(line: bytes) -> int | None:
 def record_counts(record) -> tuple:
     """(sample_id, completion_tokens) of a parsed record in either layout: the counting rule.
 
-    A record is a JSON object with a `sample_id` (or `id`) that is a string or an integer,
-    and a non-negative integer `completion_tokens` at the top level, else in `usage`, else
-    in `meta_info`. Raises ValueError naming the missing or wrong field.
+    A record is a JSON object with a `sample_id` (or `id`) that is a string or a signed
+    64-bit integer, and an integer `completion_tokens` in [0, MAX_COMPLETION_TOKENS] at the
+    top level, else in `usage`, else in `meta_info`. Raises ValueError naming the missing or
+    wrong field. The engine's resume scan (`records.py`) and the watcher both count by it.
     """
     if not isinstance(record, dict):
         raise ValueError("record is not a JSON object")
@@ -186,6 +198,8 @@ def record_counts(record) -> tuple:
         raise ValueError("field 'sample_id' is missing")
     if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
         raise ValueError("field 'sample_id' must be a string or integer, got %r" % (sample_id,))
+    if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
+        raise ValueError("field 'sample_id' is out of the 64-bit range")
     tokens = record.get("completion_tokens")
     if tokens is None:
         usage = record.get("usage")
@@ -200,6 +214,10 @@ def record_counts(record) -> tuple:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise ValueError(
             "field 'completion_tokens' must be a non-negative integer, got %r" % (tokens,)
+        )
+    if tokens > MAX_COMPLETION_TOKENS:
+        raise ValueError(
+            "field 'completion_tokens' is over %d, no answer is that long" % MAX_COMPLETION_TOKENS
         )
     return sample_id, tokens
 
