@@ -74,6 +74,15 @@ POLL_S = 0.5
 HEARTBEAT_S = 2.0
 # A progress.json this old no longer describes a live writer.
 PROGRESS_FRESH_S = 10.0
+# The most a small file of a dataset folder may hold: anyone who can write in a shared box's
+# folder can make one huge, and the watcher's report line must stay well under a client's
+# line limit (asyncio's readline stops at 64 KiB). A real progress.json is a few KiB.
+PROGRESS_MAX_BYTES = 32 << 10
+HOLDER_MAX_BYTES = 16 << 10
+SEQ_MAX_BYTES = 64
+# The deepest nesting a progress.json or run.lock may have: a client parses what we forward
+# with a recursive parser (a real file nests 4 deep).
+MAX_DEPTH = 32
 
 # The counting rule's bounds. No answer is ten million tokens long, so a bigger count is a
 # damaged or hostile line (malformed, never a total: 10**30 once marked a dataset done),
@@ -225,8 +234,114 @@ def record_counts(record) -> tuple:
 def _json_tokens(line: bytes) -> int | None:
     try:
         return record_counts(json.loads(line))[1]
-    except ValueError:  # not JSON (JSONDecodeError is one), or not a record
+    except (ValueError, RecursionError):  # not JSON, nested too deeply, or not a record
         return None
+
+
+# -- reading a dataset folder's files -------------------------------------------------------
+#
+# The folders may sit on a box shared with other users, so any file in them may be a symlink
+# to someone's secret, a FIFO that blocks an open() for ever, megabytes of JSON or JSON nested
+# 100,000 deep. Every read goes through `open_regular`: no symlink followed, never blocking,
+# regular files only; small files are read whole only up to a bound. A bad file is a
+# `BadFile`, reported for its dataset alone.
+
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+_KINDS = {0o140000: "a socket", 0o120000: "a symlink", 0o060000: "a block device"}
+_KINDS.update({0o040000: "a folder", 0o020000: "a character device", 0o010000: "a FIFO"})
+# O_NOFOLLOW and O_NONBLOCK exist on every POSIX system the watcher runs on.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class BadFile(Exception):
+    """A file that is not what a dataset folder's file must be; the message is one line."""
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(mode & _S_IFMT, "not a regular file")
+
+
+def is_regular(mode: int) -> bool:
+    return mode & _S_IFMT == _S_IFREG
+
+
+def open_regular(path: str, flags: int = _READ_FLAGS) -> int:
+    """An fd of `path`, which must be a regular file: never a symlink's target, never a FIFO
+    or device (checked before opening, so a tape is not rewound, and on the open fd).
+
+    Raises FileNotFoundError when absent, BadFile when it is something else, OSError.
+    """
+    st = os.lstat(path)
+    if not is_regular(st.st_mode):
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    # A symlink swapped in after the lstat fails here with ELOOP: an OSError like any other.
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):  # swapped between the lstat and the open
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    return fd
+
+
+def read_small(path: str, limit: int) -> bytes:
+    """The whole of a small regular file, at most `limit` bytes (BadFile if bigger)."""
+    fd = open_regular(path)
+    try:
+        parts = []
+        size = 0
+        while size <= limit:
+            part = os.read(fd, limit + 1 - size)
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise BadFile(
+            "%s is over %s bytes, more than such a file ever holds"
+            % (os.path.basename(path), "{:,}".format(limit))
+        )
+    return b"".join(parts)
+
+
+def _deeper_than(value, depth: int) -> bool:
+    """Whether parsed JSON nests more than `depth` levels (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level >= depth:
+                return True
+            items = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in items)
+    return False
+
+
+def read_json_object(path: str, limit: int) -> dict:
+    """The JSON object in a small file of a dataset folder.
+
+    Raises FileNotFoundError when absent, OSError, and BadFile (one line) for anything else:
+    not a regular file, too big, not JSON, nested too deeply, not an object.
+    """
+    data = read_small(path, limit)
+    name = os.path.basename(path)
+    try:
+        value = json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise BadFile("%s is JSON nested too deeply" % name) from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise BadFile("%s is not valid JSON (%s)" % (name, str(exc)[:80])) from None
+    if not isinstance(value, dict):
+        raise BadFile("%s holds no JSON object" % name)
+    if _deeper_than(value, MAX_DEPTH):
+        raise BadFile("%s is JSON nested too deeply" % name)
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError("%s is not JSON" % name)
 
 
 def read_lock_table() -> dict | None:
@@ -256,43 +371,61 @@ def read_lock_table() -> dict | None:
 
 def read_holder(path: str) -> dict:
     """What the current or last writer wrote into its lock file (empty if unreadable)."""
+    return _holder(path)[0]
+
+
+def _holder(path: str) -> tuple:
+    """(holder dict, problem or None) of a lock file: an absent or empty file is no problem."""
     try:
-        with open(path, "rb") as handle:
-            value = json.loads(handle.read() or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        if not read_small(path, HOLDER_MAX_BYTES).strip():
+            return {}, None  # a writer between its truncate and its write
+        return read_json_object(path, HOLDER_MAX_BYTES), None
+    except FileNotFoundError:
+        return {}, None
+    except BadFile as exc:
+        return {}, str(exc)
+    except OSError as exc:
+        return {}, "%s is unreadable (%s)" % (os.path.basename(path), exc.strerror)
 
 
 def lock_status(path: str, table: dict | None) -> tuple:
     """(locked, pid of the live holder or None, holder dict) of a dataset's `run.lock`."""
+    return _lock_status(path, table)[:3]
+
+
+def _lock_status(path: str, table: dict | None) -> tuple:
+    """`lock_status` and the lock file's problem (None when it is sound or absent).
+
+    Only a regular file is a lock: a writer opens it with O_NOFOLLOW, so a symlink or a FIFO
+    planted under the name is never one (and is neither followed nor opened here).
+    """
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
-        return False, None, {}
-    holder = read_holder(path)
+        return False, None, {}, None
+    if not is_regular(st.st_mode):
+        return False, None, {}, "%s is %s, not a regular file" % (LOCK_FILE, _kind(st.st_mode))
+    holder, problem = _holder(path)
     if table is not None:
         pid = table.get((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
         if pid is None:
-            return False, None, holder
+            return False, None, holder, problem
         if pid <= 0:
             # Held by a process outside our pid namespace: trust the file's word for the pid.
             pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
-        return True, pid, holder
-    import fcntl
-
+        return True, pid, holder, problem
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False, None, holder
+        fd = open_regular(path)
+    except (OSError, BadFile):
+        return False, None, holder, problem
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
-        return True, pid, holder
+        return True, pid, holder, problem
     finally:
         os.close(fd)
-    return False, None, holder
+    return False, None, holder, problem
 
 
 class DatasetTail:
@@ -331,6 +464,8 @@ class DatasetTail:
         self.lock_pid = None
         self.progress = None
         self.progress_mtime = None
+        self.problems = {}
+        """{file name: one line}: the folder's files that cannot be read as they stand."""
         self._last_key = None
 
     @property
@@ -349,6 +484,19 @@ class DatasetTail:
         self.first_bad = None
         self.resets += 1
 
+    @property
+    def problem(self) -> str | None:
+        """What is wrong with this dataset's files, in one line (None: nothing)."""
+        if not self.problems:
+            return None
+        return "; ".join(self.problems[name] for name in sorted(self.problems))
+
+    def _note(self, name: str, problem: str | None) -> None:
+        if problem is None:
+            self.problems.pop(name, None)
+        else:
+            self.problems[name] = problem
+
     def _count(self, data: bytes) -> None:
         for line in data.split(b"\n"):
             if not line.strip():
@@ -365,15 +513,21 @@ class DatasetTail:
     def poll(self) -> None:
         """Count whatever was appended since the last poll."""
         try:
-            st = os.stat(self.path)
-        except OSError:
+            fd = open_regular(self.path)
+        except (OSError, BadFile) as exc:
             if self.exists or self.offset:
                 self._reset()
             self.exists = False
             self.size = 0
             self.mtime = None
             self.tail_tokens = self.tail_samples = self.tail_bytes = 0
+            self._note(RAW_FILE, _problem(RAW_FILE, exc))
             return
+        with os.fdopen(fd, "rb") as handle:
+            self._note(RAW_FILE, None)
+            self._read_appended(handle, os.fstat(fd))
+
+    def _read_appended(self, handle, st) -> None:
         self.exists = True
         if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
             self._reset()
@@ -382,20 +536,19 @@ class DatasetTail:
         if st.st_size == self.size and st.st_size == self.offset + self.tail_bytes:
             return
         rest = b""
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            while True:
-                chunk = handle.read(CHUNK)
-                if not chunk:
-                    break
-                data = rest + chunk if rest else chunk
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    rest = data
-                    continue
-                self._count(data[:cut])
-                self.offset += cut + 1
-                rest = data[cut + 1 :]
+        handle.seek(self.offset)
+        while True:
+            chunk = handle.read(CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            self._count(data[:cut])
+            self.offset += cut + 1
+            rest = data[cut + 1 :]
         self.size = self.offset + len(rest)
         self.tail_bytes = len(rest)
         tokens = _json_tokens(rest.strip()) if rest.strip() else None
@@ -404,23 +557,32 @@ class DatasetTail:
 
     def poll_meta(self, table: dict | None) -> None:
         """Refresh the lock holder and, when it changed on disk, progress.json."""
-        self.locked, self.lock_pid, _ = lock_status(os.path.join(self.folder, LOCK_FILE), table)
+        lock = os.path.join(self.folder, LOCK_FILE)
+        self.locked, self.lock_pid, _, problem = _lock_status(lock, table)
+        self._note(LOCK_FILE, problem)
         path = os.path.join(self.folder, PROGRESS_FILE)
         try:
-            mtime = os.stat(path).st_mtime
+            st = os.lstat(path)
         except OSError:
             self.progress = None
             self.progress_mtime = None
+            self._note(PROGRESS_FILE, None)
             return
-        if mtime == self.progress_mtime:
+        if st.st_mtime == self.progress_mtime and is_regular(st.st_mode):
             return
         try:
-            with open(path, "rb") as handle:
-                value = json.loads(handle.read())
-        except (OSError, ValueError):
+            value = read_json_object(path, PROGRESS_MAX_BYTES)
+        except FileNotFoundError:
             return  # replaced atomically, so a failed read only means "read it next time"
-        self.progress = value if isinstance(value, dict) else None
-        self.progress_mtime = mtime
+        except (OSError, BadFile) as exc:
+            # Shown, not kept: a progress.json that cannot be read describes nothing.
+            self.progress = None
+            self.progress_mtime = st.st_mtime
+            self._note(PROGRESS_FILE, _problem(PROGRESS_FILE, exc))
+            return
+        self.progress = value
+        self.progress_mtime = st.st_mtime
+        self._note(PROGRESS_FILE, None)
 
     def resume_arg(self) -> str:
         return "%s:%d:%d:%d:%d" % (self.name, self.offset, self.ino, self.tokens, self.samples)
@@ -437,6 +599,7 @@ class DatasetTail:
             self.lock_pid,
             self.progress_mtime,
             self.resets,
+            self.problem,
         )
         if key == self._last_key:
             return None
@@ -461,9 +624,19 @@ class DatasetTail:
             "mtime": self.mtime,
             "progress": self.progress,
             "progress_fresh": fresh,
+            "problem": self.problem,
             "resume": self.resume_arg(),
             "time": now,
         }
+
+
+def _problem(name: str, exc: Exception) -> str | None:
+    """The one line a failed open or read of a dataset's file `name` is reported as."""
+    if isinstance(exc, FileNotFoundError):
+        return None
+    if isinstance(exc, BadFile):
+        return str(exc)
+    return "%s is unreadable (%s)" % (name, getattr(exc, "strerror", None) or exc)
 
 
 def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
@@ -520,8 +693,13 @@ def watch(
     while True:
         table = read_lock_table()
         for tail in tails:
-            tail.poll()
-            tail.poll_meta(table)
+            tail.problems.pop("?", None)
+            try:
+                tail.poll()
+                tail.poll_meta(table)
+            except (OSError, ValueError, RecursionError, MemoryError) as exc:
+                # One dataset's files must never blind the watcher to the others.
+                tail.problems["?"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
             line = tail.report(time.time())
             if line is not None:
                 _emit(line)
@@ -709,11 +887,10 @@ def start_seq(output_dir: str) -> int:
     """How many starts the output folder has seen (0 for none; -1 when unreadable)."""
     path = os.path.join(os.path.expanduser(output_dir), LOG_DIR, START_SEQ)
     try:
-        with open(path) as handle:
-            return int(handle.read().strip() or "0")
+        return int(read_small(path, SEQ_MAX_BYTES).strip() or b"0")
     except FileNotFoundError:
         return 0
-    except (OSError, ValueError):
+    except (OSError, ValueError, BadFile):  # a FIFO there must not hang the run list
         return -1
 
 
