@@ -344,6 +344,85 @@ def _no_constant(name: str):
     raise ValueError("%s is not JSON" % name)
 
 
+# -- writing in a dataset folder ------------------------------------------------------------
+#
+# A file we create or append to must never be one somebody else put there: a symlink named
+# run.lock or raw_responses.jsonl.torn.<ms> would make us write (or copy a torn line) into a
+# file of theirs choosing, as us. So: O_NOFOLLOW always, O_EXCL for every new name, side
+# files 0600, and folders that no one else can write in (`folder_problem`).
+
+_WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_own(path: str, flags: int, mode: int = 0o600) -> int:
+    """os.open(path, flags, mode) that never follows a symlink and gives a regular file only
+    (BadFile otherwise, one line). With O_CREAT|O_EXCL it makes a new file or fails."""
+    try:
+        fd = os.open(path, flags | _WRITE_FLAGS, mode)
+    except OSError:
+        if os.path.islink(path):
+            raise BadFile("%s is a symlink, not a regular file" % path) from None
+        raise
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (path, _kind(st.st_mode)))
+    return fd
+
+
+def open_log(path: str) -> int:
+    """An fd appending to a log we own (created 0600): for a relaunch's output."""
+    return open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def create_unique(stem: str) -> tuple:
+    """(fd, path) of a new 0600 file named `stem.PID.N`: O_EXCL, so a name planted in advance
+    is skipped rather than followed. For temporary files beside their target."""
+    for attempt in range(1000):
+        path = "%s.%d.%d" % (stem, os.getpid(), attempt)
+        try:
+            return open_own(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), path
+        except (FileExistsError, BadFile):
+            continue
+    raise BadFile("cannot make a temporary file beside %s: every name is taken" % stem)
+
+
+def folder_problem(path: str) -> str | None:
+    """Why `path` is no safe folder for our files, in one line (None: it is one).
+
+    Safe means a folder of ours that nobody else can write in: not owned by another user,
+    not writable by group or others (a sticky /tmp-like folder included, since anyone may
+    create names in it), and not a symlink somebody else made. Anyone who could write in it
+    could plant links that make us write, read or disclose their choice of our files.
+    """
+    uid = os.geteuid()
+    try:
+        link = os.lstat(path)
+        st = os.stat(path)
+    except OSError as exc:
+        return "cannot use %s (%s)" % (path, exc.strerror)
+    if link.st_mode & _S_IFMT == 0o120000 and link.st_uid not in (uid, 0):
+        return "refusing %s: it is a symlink made by uid %d, not by you (uid %d)" % (
+            path,
+            link.st_uid,
+            uid,
+        )
+    if st.st_mode & _S_IFMT != 0o040000:
+        return "refusing %s: it is %s, not a folder" % (path, _kind(st.st_mode))
+    if st.st_uid != uid:
+        return (
+            "refusing %s: it is owned by uid %d, not by you (uid %d), so its files could be "
+            "links to yours; use a folder of your own" % (path, st.st_uid, uid)
+        )
+    if st.st_mode & 0o022:
+        return (
+            "refusing %s: it is writable by %s (mode %04o), so anyone could plant links to "
+            "your files in it; `chmod go-w` it or use another folder"
+            % (path, "others" if st.st_mode & 0o002 else "its group", st.st_mode & 0o7777)
+        )
+    return None
+
+
 def read_lock_table() -> dict | None:
     """(major, minor, inode) -> pid of every flock holder, from /proc/locks (Linux).
 
@@ -918,8 +997,17 @@ def guarded_start(output_dir: str, expect, launch):
     """
     folder = os.path.join(os.path.expanduser(output_dir), LOG_DIR)
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
+    # Its start count, lock and the relaunch logs are ours alone: no one else's links in it.
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise StartFailed(problem)
+    try:
+        fd = open_own(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    except BadFile as exc:
+        raise StartFailed("cannot use the start lock: %s" % exc) from None
     except OSError as exc:
         raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
     try:
@@ -933,15 +1021,15 @@ def guarded_start(output_dir: str, expect, launch):
         if expect is not None and seq != expect:
             raise StaleStart(seq)
         result = launch()
-        temp = os.path.join(folder, ".%s.%d" % (START_SEQ, os.getpid()))
         try:
-            with open(temp, "w") as handle:
+            temp_fd, temp = create_unique(os.path.join(folder, "." + START_SEQ))
+            with os.fdopen(temp_fd, "w") as handle:
                 handle.write("%d\n" % (max(seq, 0) + 1))
             os.replace(temp, os.path.join(folder, START_SEQ))
-        except OSError as exc:
+        except (OSError, BadFile) as exc:
             raise StartFailed(
                 "started pid %s, but could not count the start in %s (%s): it is running"
-                % (getattr(result, "pid", result), folder, exc.strerror)
+                % (getattr(result, "pid", result), folder, getattr(exc, "strerror", None) or exc)
             ) from None
         return result
     finally:
