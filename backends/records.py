@@ -183,16 +183,24 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
         end += 1
     else:
         end = line.find(b",", start)
-        number = _bounded(line[start:end], SAMPLE_ID_MAX) if end >= 0 else None
-        if number is None:
+        digits = line[start:end]
+        # The counting rule's bounds (`record_counts`), checked inline (this runs per line):
+        # no leading zero (not JSON), nothing past the bound (the full parse then decides).
+        if end < 0 or not digits.isdigit() or len(digits) > 19 or digits[:1] == b"0" != digits:
+            return None
+        number = int(digits)
+        if number > SAMPLE_ID_MAX:
             return None
         key = str(number)
     if not line.startswith(_FAST_TOKENS, end):
         return None
     start = end + len(_FAST_TOKENS)
     end = line.find(b",", start)
-    tokens = _bounded(line[start:end], MAX_COMPLETION_TOKENS) if end >= 0 else None
-    if tokens is None:
+    digits = line[start:end]
+    if end < 0 or not digits.isdigit() or len(digits) > 8 or digits[:1] == b"0" != digits:
+        return None
+    tokens = int(digits)
+    if tokens > MAX_COMPLETION_TOKENS:  # 10**30 once marked a dataset done
         return None
     if line.find(b'"sample_id":', end) >= 0 or line.find(b'"completion_tokens":', end) >= 0:
         # Two records on one line: a write cut short (a full disk) with the next one glued
@@ -200,18 +208,6 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
         # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
         return None
     return key, tokens
-
-
-def _bounded(digits: bytes, limit: int) -> int | None:
-    """`digits` as a JSON integer in [0, limit], else None (the full parse then decides).
-
-    The counting rule's bounds (`record_counts`), so this fast path and the watcher's agree
-    with it: a leading zero is no JSON, and 2**70 or 10**30 tokens is no answer.
-    """
-    if not digits.isdigit() or len(digits) > 19 or (digits[0] == 48 and len(digits) > 1):
-        return None
-    value = int(digits)
-    return value if value <= limit else None
 
 
 _KEEP_LENGTHS = 4096
