@@ -18,6 +18,8 @@ import contextlib
 import json
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,15 +91,24 @@ def plant(out: Path, kind: str) -> None:
 
 @contextlib.contextmanager
 def unblocking(out: Path) -> Iterator[None]:
-    """After the test, release any reader still blocked in a FIFO (a build without the fix):
-    opening the write end lets its open() return, so no thread outlives the test."""
+    """After the test, keep releasing any reader blocked in a FIFO (a build without the fix):
+    opening the write end lets its open() return. A daemon thread does it for two minutes, so
+    a thread stuck there cannot hang pytest's exit; during the test nothing is released."""
     try:
         yield
     finally:
-        for path in out.rglob("*"):
-            if path.is_fifo():
-                with contextlib.suppress(OSError):
-                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        fifos = [path for path in out.rglob("*") if path.is_fifo()]
+        if fifos:
+            threading.Thread(target=_release, args=(fifos,), daemon=True).start()
+
+
+def _release(fifos: list[Path], seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for path in fifos:
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        time.sleep(0.05)
 
 
 def _run_watcher(*args: str) -> subprocess.CompletedProcess[str]:
