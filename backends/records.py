@@ -50,6 +50,7 @@ __all__ = [
     "check_dataset_folder",
     "error_line",
     "open_private",
+    "prepare_dataset_folder",
     "quarantine_torn_tail",
     "record_counts",
     "sample_key",
@@ -78,6 +79,13 @@ def check_dataset_folder(folder: Path) -> None:
     problem = folder_problem(os.fspath(folder))
     if problem is not None:
         raise BadFile(problem)
+
+
+def prepare_dataset_folder(folder: Path) -> None:
+    """Create `folder` if need be (0755 whatever the umask: a umask of 002 must not make a
+    new dataset folder one that `check_dataset_folder` refuses), then check it."""
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    check_dataset_folder(folder)
 
 
 def open_private(path: Path) -> BinaryIO:

@@ -40,6 +40,13 @@ does); a file that shrank or was replaced is recounted from zero. A byte scan fi
 `"completion_tokens":` key, which is far faster than parsing every line; lines that scan
 cannot read exactly fall back to `json`.
 
+Hostile files: the folders may sit on a box shared with other users, so every file is opened
+without following a symlink, without blocking (a FIFO) and only if it is a regular file;
+progress.json and run.lock are read only up to a bound in size and nesting. A file that
+fails is named in its dataset's `problem` (one line), and the other datasets keep their
+totals. Files we write are never opened through a link, new names are O_EXCL, and the
+start-log folder must be ours alone (:func:`folder_problem`).
+
 progress.json: when present, its content rides along in the dataset line (`progress`, with
 `progress_fresh` when written in the last 10 s): budget, state, rates, ETA and in-flight
 are only known to the writer. The token and sample counts themselves always come from the
@@ -254,8 +261,12 @@ _KINDS.update({0o040000: "a folder", 0o020000: "a character device", 0o010000: "
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-class BadFile(Exception):
-    """A file that is not what a dataset folder's file must be; the message is one line."""
+class BadFile(OSError):
+    """A file or folder that is not what a dataset folder's must be; the message is one line.
+
+    An OSError, so a caller that already reports "cannot write in FOLDER: ..." for a failed
+    open reports this one too, in its own words (its `strerror` is None, `str()` the line).
+    """
 
 
 def _kind(mode: int) -> str:

@@ -37,6 +37,7 @@ from gen_tui.backends.records import (
     RecordWriter,
     check_dataset_folder,
     open_private,
+    prepare_dataset_folder,
     quarantine_torn_tail,
     scan_records,
     write_json_atomic,
@@ -223,3 +224,16 @@ def test_temporary_and_side_files_are_new_and_private(tmp_path: Path) -> None:
     fd = watcher.open_log(str(tmp_path / "relaunch.log"))
     os.close(fd)
     assert (tmp_path / "relaunch.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_new_dataset_folder_is_safe_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        prepare_dataset_folder(tmp_path / "out" / "B1")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out" / "B1").stat().st_mode & 0o777 == 0o755
+    (tmp_path / "out" / "B2").mkdir()
+    (tmp_path / "out" / "B2").chmod(0o775)
+    with pytest.raises(BadFile, match="writable by its group"):
+        prepare_dataset_folder(tmp_path / "out" / "B2")
