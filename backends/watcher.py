@@ -336,8 +336,10 @@ def read_json_object(path: str, limit: int) -> dict:
     Raises FileNotFoundError when absent, OSError, and BadFile (one line) for anything else:
     not a regular file, too big, not JSON, nested too deeply, not an object.
     """
-    data = read_small(path, limit)
-    name = os.path.basename(path)
+    return _json_object(read_small(path, limit), os.path.basename(path))
+
+
+def _json_object(data: bytes, name: str) -> dict:
     try:
         value = json.loads(data, parse_constant=_no_constant)
     except RecursionError:
@@ -467,9 +469,10 @@ def read_holder(path: str) -> dict:
 def _holder(path: str) -> tuple:
     """(holder dict, problem or None) of a lock file: an absent or empty file is no problem."""
     try:
-        if not read_small(path, HOLDER_MAX_BYTES).strip():
+        data = read_small(path, HOLDER_MAX_BYTES)
+        if not data.strip():
             return {}, None  # a writer between its truncate and its write
-        return read_json_object(path, HOLDER_MAX_BYTES), None
+        return _json_object(data, LOCK_FILE), None
     except FileNotFoundError:
         return {}, None
     except BadFile as exc:
