@@ -51,7 +51,9 @@ class DatasetLock:
         self._fd = -1
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a symlink, and a regular file only (BadFile, one line): a planted
+        # link would have us truncate and overwrite a file of the link maker's choosing.
+        fd = watcher.open_own(os.fspath(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

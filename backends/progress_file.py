@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
-from gen_tui.backends.watcher import PROGRESS_FILE
+from gen_tui.backends.watcher import (
+    PROGRESS_FILE,
+    PROGRESS_MAX_BYTES,
+    BadFile,
+    read_json_object,
+)
 
 # A file that names no budget mode comes from a writer that had only this one.
 DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
@@ -103,8 +106,12 @@ class ProgressFile:
 
     @classmethod
     def read(cls, path: Path) -> ProgressFile | None:
-        """The progress.json at `path`; None when it is absent, unreadable or not an object."""
+        """The progress.json at `path`; None when it is absent, unreadable or not an object.
+
+        Read as the watcher reads it: a regular file only (a FIFO would block, a symlink
+        could point anywhere), at most PROGRESS_MAX_BYTES, nested no deeper than a real one.
+        """
         try:
-            return cls.parse(orjson.loads(path.read_bytes()))
-        except (OSError, orjson.JSONDecodeError):
+            return cls.parse(read_json_object(str(path), PROGRESS_MAX_BYTES))
+        except (OSError, BadFile):
             return None

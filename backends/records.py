@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -24,8 +25,13 @@ import orjson
 from gen_tui.backends.watcher import (
     ERRORS_FILE,
     LOCK_FILE,
+    MAX_COMPLETION_TOKENS,
     PROGRESS_FILE,
     RAW_FILE,
+    SAMPLE_ID_MAX,
+    BadFile,
+    folder_problem,
+    open_own,
     record_counts,
 )
 
@@ -35,12 +41,16 @@ __all__ = [
     "PROGRESS_FILE",
     "RAW_FILE",
     "TORN_SUFFIX",
+    "BadFile",
     "Completion",
     "RecordFileError",
     "RecordWriter",
     "SampleId",
     "ScanResult",
+    "check_dataset_folder",
     "error_line",
+    "open_private",
+    "prepare_dataset_folder",
     "quarantine_torn_tail",
     "record_counts",
     "sample_key",
@@ -55,6 +65,42 @@ SampleId = str | int
 
 class RecordFileError(Exception):
     """A record file that cannot be trusted as it stands; the message names file, line and field."""
+
+
+def check_dataset_folder(folder: Path) -> None:
+    """Raise BadFile (one line) unless `folder` is safe to write a dataset in.
+
+    Safe: a folder owned by us that group and others cannot write in (a sticky,
+    world-writable /tmp-like folder is refused too). Anyone else who can create names in
+    it can plant `run.lock` or `raw_responses.jsonl.torn.<ms>` as a link to a file of ours
+    and have us overwrite it, or copy it somewhere they can read. The engine calls this
+    after creating the folder and before it opens anything in it.
+    """
+    problem = folder_problem(os.fspath(folder))
+    if problem is not None:
+        raise BadFile(problem)
+
+
+def prepare_dataset_folder(folder: Path) -> None:
+    """Create `folder` if need be (0755 whatever the umask: a umask of 002 must not make a
+    new dataset folder one that `check_dataset_folder` refuses), then check it."""
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    check_dataset_folder(folder)
+
+
+def open_private(path: Path) -> BinaryIO:
+    """`path` opened to append, created 0600, never through a symlink (BadFile, one line):
+    for errors.jsonl and any other side file of a dataset folder."""
+    return os.fdopen(open_own(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
+
+
+def _open_existing(path: Path, flags: int) -> int:
+    """An fd of the regular file `path` (no symlink followed); a planted one is refused in
+    the record file's own words."""
+    try:
+        return open_own(os.fspath(path), flags, 0o644)
+    except BadFile as exc:
+        raise RecordFileError(f"{exc}: refusing to read or write it") from None
 
 
 def sample_key(sample_id: SampleId) -> str:
@@ -146,22 +192,30 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
     else:
         end = line.find(b",", start)
         digits = line[start:end]
-        if end < 0 or not digits.isdigit():
+        # The counting rule's bounds (`record_counts`), checked inline (this runs per line):
+        # no leading zero (not JSON), nothing past the bound (the full parse then decides).
+        if end < 0 or not digits.isdigit() or len(digits) > 19 or digits[:1] == b"0" != digits:
             return None
-        key = str(int(digits))
+        number = int(digits)
+        if number > SAMPLE_ID_MAX:
+            return None
+        key = str(number)
     if not line.startswith(_FAST_TOKENS, end):
         return None
     start = end + len(_FAST_TOKENS)
     end = line.find(b",", start)
     digits = line[start:end]
-    if end < 0 or not digits.isdigit():
+    if end < 0 or not digits.isdigit() or len(digits) > 8 or digits[:1] == b"0" != digits:
+        return None
+    tokens = int(digits)
+    if tokens > MAX_COMPLETION_TOKENS:  # 10**30 once marked a dataset done
         return None
     if line.find(b'"sample_id":', end) >= 0 or line.find(b'"completion_tokens":', end) >= 0:
         # Two records on one line: a write cut short (a full disk) with the next one glued
         # on. Only a full parse can tell; the head alone would count the cut one instead.
         # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
         return None
-    return key, int(digits)
+    return key, tokens
 
 
 _KEEP_LENGTHS = 4096
@@ -172,7 +226,7 @@ def _lines(path: Path) -> Iterator[tuple[int, int, bytes, bool]]:
     offset = 0
     line_no = 0
     rest = b""
-    with open(path, "rb") as handle:
+    with os.fdopen(_open_existing(path, os.O_RDONLY), "rb") as handle:
         while chunk := handle.read(_CHUNK):
             data = rest + chunk
             start = 0
@@ -195,7 +249,7 @@ def scan_records(path: Path) -> ScanResult:
     cannot read completely is never silently partially counted.
     """
     result = ScanResult()
-    if not path.exists():
+    if not os.path.lexists(path):
         return result
     pending_error: tuple[int, int, bytes, str] | None = None
     for line_no, offset, line, ended in _lines(path):
@@ -234,7 +288,7 @@ def scan_records(path: Path) -> ScanResult:
     if pending_error is not None:
         _, offset, _, _ = pending_error
         result.valid_bytes = offset
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_existing(path, os.O_RDONLY), "rb") as handle:
             handle.seek(offset)
             result.torn_tail = handle.read()
         result.missing_newline = False
@@ -248,22 +302,41 @@ def quarantine_torn_tail(path: Path, scan: ScanResult) -> Path | None:
     exist somewhere at every instant. A complete last record lacking only its newline gets one.
     """
     if scan.torn_tail:
-        side = path.with_name(f"{path.name}{TORN_SUFFIX}.{int(time.time() * 1000)}")
-        with open(side, "wb") as handle:
+        fd, side = _new_side_file(path)
+        with os.fdopen(fd, "wb") as handle:
             handle.write(scan.torn_tail)
             handle.flush()
             os.fsync(handle.fileno())
-        with open(path, "r+b") as handle:
-            handle.truncate(scan.valid_bytes)
-            os.fsync(handle.fileno())
+        fd = _open_existing(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, scan.valid_bytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         scan.torn_tail = b""
         return side
     if scan.missing_newline:
-        with open(path, "ab") as handle:
+        with os.fdopen(_open_existing(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
             handle.write(b"\n")
         scan.valid_bytes += 1
         scan.missing_newline = False
     return None
+
+
+def _new_side_file(path: Path) -> tuple[int, Path]:
+    """(fd, path) of a new 0600 `<record file>.torn.<ms>`: created with O_EXCL, so a name
+    someone planted in advance (the milliseconds are guessable) is never followed; then the
+    name gets a random part no one can guess. The torn line may hold anything."""
+    stamp = int(time.time() * 1000)
+    for attempt in range(100):
+        suffix = f"{stamp}" if attempt == 0 else f"{stamp}-{os.urandom(6).hex()}"
+        side = path.with_name(f"{path.name}{TORN_SUFFIX}.{suffix}")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            return open_own(os.fspath(side), flags, 0o600), side
+        except (FileExistsError, BadFile):
+            continue
+    raise RecordFileError(f"{path}: cannot make a side file for its torn last line")
 
 
 class RecordWriter:
@@ -274,7 +347,7 @@ class RecordWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = _open_existing(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._size = os.fstat(self._fd).st_size
         """Where the next line starts: one writer (the lock), so it is counted, not asked."""
 
@@ -325,10 +398,18 @@ def error_line(sample_id: SampleId, reason: str, attempts: int, status: int | No
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
-    """Replace `path` with `payload` so readers see the old or the new file, never a mix."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Replace `path` with `payload` so readers see the old or the new file, never a mix.
+
+    The temporary file gets a fresh name (mkstemp: O_EXCL, 0600), never a predictable one
+    that a link planted in advance could redirect.
+    """
+    fd, name = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
+    tmp = Path(name)
     try:
-        tmp.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

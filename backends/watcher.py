@@ -41,6 +41,13 @@ does); a file that shrank or was replaced is recounted from zero. A byte scan fi
 `"completion_tokens":` key, which is far faster than parsing every line; lines that scan
 cannot read exactly fall back to `json`.
 
+Hostile files: the folders may sit on a box shared with other users, so every file is opened
+without following a symlink, without blocking (a FIFO) and only if it is a regular file;
+progress.json and run.lock are read only up to a bound in size and nesting. A file that
+fails is named in its dataset's `problem` (one line), and the other datasets keep their
+totals. Files we write are never opened through a link, new names are O_EXCL, and the
+start-log folder must be ours alone (:func:`folder_problem`).
+
 progress.json: when present, its content rides along in the dataset line (`progress`, with
 `progress_fresh` when written in the last 10 s): budget, state, rates, ETA and in-flight
 are only known to the writer. The token and sample counts themselves always come from the
@@ -75,6 +82,22 @@ POLL_S = 0.5
 HEARTBEAT_S = 2.0
 # A progress.json this old no longer describes a live writer.
 PROGRESS_FRESH_S = 10.0
+# The most a small file of a dataset folder may hold: anyone who can write in a shared box's
+# folder can make one huge, and the watcher's report line must stay well under a client's
+# line limit (asyncio's readline stops at 64 KiB). A real progress.json is a few KiB.
+PROGRESS_MAX_BYTES = 32 << 10
+HOLDER_MAX_BYTES = 16 << 10
+SEQ_MAX_BYTES = 64
+# The deepest nesting a progress.json or run.lock may have: a client parses what we forward
+# with a recursive parser (a real file nests 4 deep).
+MAX_DEPTH = 32
+
+# The counting rule's bounds. No answer is ten million tokens long, so a bigger count is a
+# damaged or hostile line (malformed, never a total: 10**30 once marked a dataset done),
+# and a sample id is a signed 64-bit integer or a string, which every reader can hold.
+MAX_COMPLETION_TOKENS = 10**7
+SAMPLE_ID_MIN = -(2**63)
+SAMPLE_ID_MAX = 2**63 - 1
 
 _KEY = b'"completion_tokens":'
 _SAMPLE_KEY = b'"sample_id":'
@@ -144,8 +167,8 @@ _NOT_RUNS = (
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
 
 
-def _integer_at(data: bytes, pos: int) -> int | None:
-    """The JSON non-negative integer starting at `pos` (after blanks), or None if not one."""
+def _integer_at(data: bytes, pos: int, limit: int) -> int | None:
+    """The JSON integer in [0, limit] starting at `pos` (after blanks), or None if not one."""
     while data[pos : pos + 1] in (b" ", b"\t"):
         pos += 1
     end = pos
@@ -155,7 +178,10 @@ def _integer_at(data: bytes, pos: int) -> int | None:
         return None
     if end - pos > 1 and data[pos] == 48:  # a leading zero is not JSON
         return None
-    return int(data[pos:end])
+    if end - pos > 19:  # longer than any limit: no int() of a 10,000-digit number
+        return None
+    value = int(data[pos:end])
+    return value if value <= limit else None
 
 
 def _once(data: bytes, key: bytes) -> int:
@@ -188,12 +214,13 @@ def record_tokens(line: bytes) -> int | None:
         tokens_at = _once(stripped, _KEY)
         id_at = _once(stripped, _SAMPLE_KEY) if tokens_at >= 0 else -1
         if id_at >= 0:
-            tokens = _integer_at(stripped, tokens_at)
+            tokens = _integer_at(stripped, tokens_at, MAX_COMPLETION_TOKENS)
             pos = id_at
             while stripped[pos : pos + 1] in (b" ", b"\t"):
                 pos += 1
             if tokens is not None and (
-                stripped[pos : pos + 1] == b'"' or _integer_at(stripped, pos) is not None
+                stripped[pos : pos + 1] == b'"'
+                or _integer_at(stripped, pos, SAMPLE_ID_MAX) is not None
             ):
                 return tokens
     return _json_tokens(stripped)
@@ -202,9 +229,10 @@ def record_tokens(line: bytes) -> int | None:
 def record_counts(record) -> tuple:
     """(sample_id, completion_tokens) of a parsed record in either layout: the counting rule.
 
-    A record is a JSON object with a `sample_id` (or `id`) that is a string or an integer,
-    and a non-negative integer `completion_tokens` at the top level, else in `usage`, else
-    in `meta_info`. Raises ValueError naming the missing or wrong field.
+    A record is a JSON object with a `sample_id` (or `id`) that is a string or a signed
+    64-bit integer, and an integer `completion_tokens` in [0, MAX_COMPLETION_TOKENS] at the
+    top level, else in `usage`, else in `meta_info`. Raises ValueError naming the missing or
+    wrong field. The engine's resume scan (`records.py`) and the watcher both count by it.
     """
     if not isinstance(record, dict):
         raise ValueError("record is not a JSON object")
@@ -213,6 +241,8 @@ def record_counts(record) -> tuple:
         raise ValueError("field 'sample_id' is missing")
     if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
         raise ValueError("field 'sample_id' must be a string or integer, got %r" % (sample_id,))
+    if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
+        raise ValueError("field 'sample_id' is out of the 64-bit range")
     tokens = record.get("completion_tokens")
     if tokens is None:
         usage = record.get("usage")
@@ -228,14 +258,209 @@ def record_counts(record) -> tuple:
         raise ValueError(
             "field 'completion_tokens' must be a non-negative integer, got %r" % (tokens,)
         )
+    if tokens > MAX_COMPLETION_TOKENS:
+        raise ValueError(
+            "field 'completion_tokens' is over %d, no answer is that long" % MAX_COMPLETION_TOKENS
+        )
     return sample_id, tokens
 
 
 def _json_tokens(line: bytes) -> int | None:
     try:
         return record_counts(json.loads(line))[1]
-    except ValueError:  # not JSON (JSONDecodeError is one), or not a record
+    except (ValueError, RecursionError):  # not JSON, nested too deeply, or not a record
         return None
+
+
+# -- reading a dataset folder's files -------------------------------------------------------
+#
+# The folders may sit on a box shared with other users, so any file in them may be a symlink
+# to someone's secret, a FIFO that blocks an open() for ever, megabytes of JSON or JSON nested
+# 100,000 deep. Every read goes through `open_regular`: no symlink followed, never blocking,
+# regular files only; small files are read whole only up to a bound. A bad file is a
+# `BadFile`, reported for its dataset alone.
+
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+_KINDS = {0o140000: "a socket", 0o120000: "a symlink", 0o060000: "a block device"}
+_KINDS.update({0o040000: "a folder", 0o020000: "a character device", 0o010000: "a FIFO"})
+# O_NOFOLLOW and O_NONBLOCK exist on every POSIX system the watcher runs on.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class BadFile(OSError):
+    """A file or folder that is not what a dataset folder's must be; the message is one line.
+
+    An OSError, so a caller that already reports "cannot write in FOLDER: ..." for a failed
+    open reports this one too, in its own words (its `strerror` is None, `str()` the line).
+    """
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(mode & _S_IFMT, "not a regular file")
+
+
+def is_regular(mode: int) -> bool:
+    return mode & _S_IFMT == _S_IFREG
+
+
+def open_regular(path: str, flags: int = _READ_FLAGS) -> int:
+    """An fd of `path`, which must be a regular file: never a symlink's target, never a FIFO
+    or device (checked before opening, so a tape is not rewound, and on the open fd).
+
+    Raises FileNotFoundError when absent, BadFile when it is something else, OSError.
+    """
+    st = os.lstat(path)
+    if not is_regular(st.st_mode):
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    # A symlink swapped in after the lstat fails here with ELOOP: an OSError like any other.
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):  # swapped between the lstat and the open
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    return fd
+
+
+def read_small(path: str, limit: int) -> bytes:
+    """The whole of a small regular file, at most `limit` bytes (BadFile if bigger)."""
+    fd = open_regular(path)
+    try:
+        parts = []
+        size = 0
+        while size <= limit:
+            part = os.read(fd, limit + 1 - size)
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise BadFile(
+            "%s is over %s bytes, more than such a file ever holds"
+            % (os.path.basename(path), "{:,}".format(limit))
+        )
+    return b"".join(parts)
+
+
+def _deeper_than(value, depth: int) -> bool:
+    """Whether parsed JSON nests more than `depth` levels (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level >= depth:
+                return True
+            items = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in items)
+    return False
+
+
+def read_json_object(path: str, limit: int) -> dict:
+    """The JSON object in a small file of a dataset folder.
+
+    Raises FileNotFoundError when absent, OSError, and BadFile (one line) for anything else:
+    not a regular file, too big, not JSON, nested too deeply, not an object.
+    """
+    return _json_object(read_small(path, limit), os.path.basename(path))
+
+
+def _json_object(data: bytes, name: str) -> dict:
+    try:
+        value = json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise BadFile("%s is JSON nested too deeply" % name) from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise BadFile("%s is not valid JSON (%s)" % (name, str(exc)[:80])) from None
+    if not isinstance(value, dict):
+        raise BadFile("%s holds no JSON object" % name)
+    if _deeper_than(value, MAX_DEPTH):
+        raise BadFile("%s is JSON nested too deeply" % name)
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError("%s is not JSON" % name)
+
+
+# -- writing in a dataset folder ------------------------------------------------------------
+#
+# A file we create or append to must never be one somebody else put there: a symlink named
+# run.lock or raw_responses.jsonl.torn.<ms> would make us write (or copy a torn line) into a
+# file of theirs choosing, as us. So: O_NOFOLLOW always, O_EXCL for every new name, side
+# files 0600, and folders that no one else can write in (`folder_problem`).
+
+_WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_own(path: str, flags: int, mode: int = 0o600) -> int:
+    """os.open(path, flags, mode) that never follows a symlink and gives a regular file only
+    (BadFile otherwise, one line). With O_CREAT|O_EXCL it makes a new file or fails."""
+    try:
+        fd = os.open(path, flags | _WRITE_FLAGS, mode)
+    except OSError:
+        if os.path.islink(path):
+            raise BadFile("%s is a symlink, not a regular file" % path) from None
+        raise
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (path, _kind(st.st_mode)))
+    return fd
+
+
+def open_log(path: str) -> int:
+    """An fd appending to a log we own (created 0600): for a relaunch's output."""
+    return open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def create_unique(stem: str) -> tuple:
+    """(fd, path) of a new 0600 file named `stem.PID.N`: O_EXCL, so a name planted in advance
+    is skipped rather than followed. For temporary files beside their target."""
+    for attempt in range(1000):
+        path = "%s.%d.%d" % (stem, os.getpid(), attempt)
+        try:
+            return open_own(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), path
+        except (FileExistsError, BadFile):
+            continue
+    raise BadFile("cannot make a temporary file beside %s: every name is taken" % stem)
+
+
+def folder_problem(path: str) -> str | None:
+    """Why `path` is no safe folder for our files, in one line (None: it is one).
+
+    Safe means a folder of ours that nobody else can write in: not owned by another user,
+    not writable by group or others (a sticky /tmp-like folder included, since anyone may
+    create names in it), and not a symlink somebody else made. Anyone who could write in it
+    could plant links that make us write, read or disclose their choice of our files.
+    """
+    uid = os.geteuid()
+    try:
+        link = os.lstat(path)
+        st = os.stat(path)
+    except OSError as exc:
+        return "cannot use %s (%s)" % (path, exc.strerror)
+    if link.st_mode & _S_IFMT == 0o120000 and link.st_uid not in (uid, 0):
+        return "refusing %s: it is a symlink made by uid %d, not by you (uid %d)" % (
+            path,
+            link.st_uid,
+            uid,
+        )
+    if st.st_mode & _S_IFMT != 0o040000:
+        return "refusing %s: it is %s, not a folder" % (path, _kind(st.st_mode))
+    if st.st_uid != uid:
+        return (
+            "refusing %s: it is owned by uid %d, not by you (uid %d), so its files could be "
+            "links to yours; use a folder of your own" % (path, st.st_uid, uid)
+        )
+    if st.st_mode & 0o022:
+        return (
+            "refusing %s: it is writable by %s (mode %04o), so anyone could plant links to "
+            "your files in it; `chmod go-w` it or use another folder"
+            % (path, "others" if st.st_mode & 0o002 else "its group", st.st_mode & 0o7777)
+        )
+    return None
 
 
 def read_lock_table() -> dict | None:
@@ -265,43 +490,62 @@ def read_lock_table() -> dict | None:
 
 def read_holder(path: str) -> dict:
     """What the current or last writer wrote into its lock file (empty if unreadable)."""
+    return _holder(path)[0]
+
+
+def _holder(path: str) -> tuple:
+    """(holder dict, problem or None) of a lock file: an absent or empty file is no problem."""
     try:
-        with open(path, "rb") as handle:
-            value = json.loads(handle.read() or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        data = read_small(path, HOLDER_MAX_BYTES)
+        if not data.strip():
+            return {}, None  # a writer between its truncate and its write
+        return _json_object(data, LOCK_FILE), None
+    except FileNotFoundError:
+        return {}, None
+    except BadFile as exc:
+        return {}, str(exc)
+    except OSError as exc:
+        return {}, "%s is unreadable (%s)" % (os.path.basename(path), exc.strerror)
 
 
 def lock_status(path: str, table: dict | None) -> tuple:
     """(locked, pid of the live holder or None, holder dict) of a dataset's `run.lock`."""
+    return _lock_status(path, table)[:3]
+
+
+def _lock_status(path: str, table: dict | None) -> tuple:
+    """`lock_status` and the lock file's problem (None when it is sound or absent).
+
+    Only a regular file is a lock: a writer opens it with O_NOFOLLOW, so a symlink or a FIFO
+    planted under the name is never one (and is neither followed nor opened here).
+    """
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
-        return False, None, {}
-    holder = read_holder(path)
+        return False, None, {}, None
+    if not is_regular(st.st_mode):
+        return False, None, {}, "%s is %s, not a regular file" % (LOCK_FILE, _kind(st.st_mode))
+    holder, problem = _holder(path)
     if table is not None:
         pid = table.get((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
         if pid is None:
-            return False, None, holder
+            return False, None, holder, problem
         if pid <= 0:
             # Held by a process outside our pid namespace: trust the file's word for the pid.
             pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
-        return True, pid, holder
-    import fcntl
-
+        return True, pid, holder, problem
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False, None, holder
+        fd = open_regular(path)
+    except (OSError, BadFile):
+        return False, None, holder, problem
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
-        return True, pid, holder
+        return True, pid, holder, problem
     finally:
         os.close(fd)
-    return False, None, holder
+    return False, None, holder, problem
 
 
 class DatasetTail:
@@ -340,6 +584,8 @@ class DatasetTail:
         self.lock_pid = None
         self.progress = None
         self.progress_mtime = None
+        self.problems = {}
+        """{file name: one line}: the folder's files that cannot be read as they stand."""
         self._last_key = None
 
     @property
@@ -358,6 +604,19 @@ class DatasetTail:
         self.first_bad = None
         self.resets += 1
 
+    @property
+    def problem(self) -> str | None:
+        """What is wrong with this dataset's files, in one line (None: nothing)."""
+        if not self.problems:
+            return None
+        return "; ".join(self.problems[name] for name in sorted(self.problems))
+
+    def _note(self, name: str, problem: str | None) -> None:
+        if problem is None:
+            self.problems.pop(name, None)
+        else:
+            self.problems[name] = problem
+
     def _count(self, data: bytes) -> None:
         for line in data.split(b"\n"):
             if not line.strip():
@@ -374,15 +633,21 @@ class DatasetTail:
     def poll(self) -> None:
         """Count whatever was appended since the last poll."""
         try:
-            st = os.stat(self.path)
-        except OSError:
+            fd = open_regular(self.path)
+        except (OSError, BadFile) as exc:
             if self.exists or self.offset:
                 self._reset()
             self.exists = False
             self.size = 0
             self.mtime = None
             self.tail_tokens = self.tail_samples = self.tail_bytes = 0
+            self._note(RAW_FILE, _problem(RAW_FILE, exc))
             return
+        with os.fdopen(fd, "rb") as handle:
+            self._note(RAW_FILE, None)
+            self._read_appended(handle, os.fstat(fd))
+
+    def _read_appended(self, handle, st) -> None:
         self.exists = True
         if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
             self._reset()
@@ -391,20 +656,19 @@ class DatasetTail:
         if st.st_size == self.size and st.st_size == self.offset + self.tail_bytes:
             return
         rest = b""
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            while True:
-                chunk = handle.read(CHUNK)
-                if not chunk:
-                    break
-                data = rest + chunk if rest else chunk
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    rest = data
-                    continue
-                self._count(data[:cut])
-                self.offset += cut + 1
-                rest = data[cut + 1 :]
+        handle.seek(self.offset)
+        while True:
+            chunk = handle.read(CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            self._count(data[:cut])
+            self.offset += cut + 1
+            rest = data[cut + 1 :]
         self.size = self.offset + len(rest)
         self.tail_bytes = len(rest)
         tokens = _json_tokens(rest.strip()) if rest.strip() else None
@@ -413,23 +677,32 @@ class DatasetTail:
 
     def poll_meta(self, table: dict | None) -> None:
         """Refresh the lock holder and, when it changed on disk, progress.json."""
-        self.locked, self.lock_pid, _ = lock_status(os.path.join(self.folder, LOCK_FILE), table)
+        lock = os.path.join(self.folder, LOCK_FILE)
+        self.locked, self.lock_pid, _, problem = _lock_status(lock, table)
+        self._note(LOCK_FILE, problem)
         path = os.path.join(self.folder, PROGRESS_FILE)
         try:
-            mtime = os.stat(path).st_mtime
+            st = os.lstat(path)
         except OSError:
             self.progress = None
             self.progress_mtime = None
+            self._note(PROGRESS_FILE, None)
             return
-        if mtime == self.progress_mtime:
+        if st.st_mtime == self.progress_mtime and is_regular(st.st_mode):
             return
         try:
-            with open(path, "rb") as handle:
-                value = json.loads(handle.read())
-        except (OSError, ValueError):
+            value = read_json_object(path, PROGRESS_MAX_BYTES)
+        except FileNotFoundError:
             return  # replaced atomically, so a failed read only means "read it next time"
-        self.progress = value if isinstance(value, dict) else None
-        self.progress_mtime = mtime
+        except (OSError, BadFile) as exc:
+            # Shown, not kept: a progress.json that cannot be read describes nothing.
+            self.progress = None
+            self.progress_mtime = st.st_mtime
+            self._note(PROGRESS_FILE, _problem(PROGRESS_FILE, exc))
+            return
+        self.progress = value
+        self.progress_mtime = st.st_mtime
+        self._note(PROGRESS_FILE, None)
 
     def resume_arg(self) -> str:
         return "%s:%d:%d:%d:%d" % (self.name, self.offset, self.ino, self.tokens, self.samples)
@@ -446,6 +719,7 @@ class DatasetTail:
             self.lock_pid,
             self.progress_mtime,
             self.resets,
+            self.problem,
         )
         if key == self._last_key:
             return None
@@ -470,9 +744,19 @@ class DatasetTail:
             "mtime": self.mtime,
             "progress": self.progress,
             "progress_fresh": fresh,
+            "problem": self.problem,
             "resume": self.resume_arg(),
             "time": now,
         }
+
+
+def _problem(name: str, exc: Exception) -> str | None:
+    """The one line a failed open or read of a dataset's file `name` is reported as."""
+    if isinstance(exc, FileNotFoundError):
+        return None
+    if isinstance(exc, BadFile):
+        return str(exc)
+    return "%s is unreadable (%s)" % (name, getattr(exc, "strerror", None) or exc)
 
 
 def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
@@ -529,8 +813,13 @@ def watch(
     while True:
         table = read_lock_table()
         for tail in tails:
-            tail.poll()
-            tail.poll_meta(table)
+            tail.problems.pop("?", None)
+            try:
+                tail.poll()
+                tail.poll_meta(table)
+            except (OSError, ValueError, RecursionError, MemoryError) as exc:
+                # One dataset's files must never blind the watcher to the others.
+                tail.problems["?"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
             line = tail.report(time.time())
             if line is not None:
                 _emit(line)
@@ -834,11 +1123,10 @@ def start_seq(output_dir: str) -> int:
     """How many starts the output folder has seen (0 for none; -1 when unreadable)."""
     path = os.path.join(os.path.expanduser(output_dir), LOG_DIR, START_SEQ)
     try:
-        with open(path) as handle:
-            return int(handle.read().strip() or "0")
+        return int(read_small(path, SEQ_MAX_BYTES).strip() or b"0")
     except FileNotFoundError:
         return 0
-    except (OSError, ValueError):
+    except (OSError, ValueError, BadFile):  # a FIFO there must not hang the run list
         return -1
 
 
@@ -866,8 +1154,17 @@ def guarded_start(output_dir: str, expect, launch):
     """
     folder = os.path.join(os.path.expanduser(output_dir), LOG_DIR)
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
+    # Its start count, lock and the relaunch logs are ours alone: no one else's links in it.
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise StartFailed(problem)
+    try:
+        fd = open_own(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    except BadFile as exc:
+        raise StartFailed("cannot use the start lock: %s" % exc) from None
     except OSError as exc:
         raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
     try:
@@ -881,15 +1178,15 @@ def guarded_start(output_dir: str, expect, launch):
         if expect is not None and seq != expect:
             raise StaleStart(seq)
         result = launch()
-        temp = os.path.join(folder, ".%s.%d" % (START_SEQ, os.getpid()))
         try:
-            with open(temp, "w") as handle:
+            temp_fd, temp = create_unique(os.path.join(folder, "." + START_SEQ))
+            with os.fdopen(temp_fd, "w") as handle:
                 handle.write("%d\n" % (max(seq, 0) + 1))
             os.replace(temp, os.path.join(folder, START_SEQ))
-        except OSError as exc:
+        except (OSError, BadFile) as exc:
             raise StartFailed(
                 "started pid %s, but could not count the start in %s (%s): it is running"
-                % (getattr(result, "pid", result), folder, exc.strerror)
+                % (getattr(result, "pid", result), folder, getattr(exc, "strerror", None) or exc)
             ) from None
         return result
     finally:

@@ -73,13 +73,15 @@ def record_tokens(value: Any) -> tuple[str, int] | None:
     sample_id = value["sample_id"] if "sample_id" in value else value.get("id")
     if sample_id is None or isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
         return None
+    if isinstance(sample_id, int) and not -(2**63) <= sample_id < 2**63:
+        return None  # README: an integer sample id is a signed 64-bit one
     tokens = value.get("completion_tokens")
     if tokens is None and isinstance(value.get("usage"), dict):
         tokens = value["usage"].get("completion_tokens")
     if tokens is None and isinstance(value.get("meta_info"), dict):
         tokens = value["meta_info"].get("completion_tokens")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        return None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= 10**7:
+        return None  # no answer is over ten million tokens: such a line is malformed
     return str(sample_id), tokens
 
 
