@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.untrusted import one_line
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
     from gen_tui.backends.config import HostEntry
@@ -95,11 +96,15 @@ Command = Kill | Resume | ResumeRun | Shutdown
 
 
 def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
-    """The kill confirmation's text for a process on a host (`none`: when it names none)."""
+    """The kill confirmation's text for a process on a host (`none`: when it names none).
+
+    The command line is the process's own, whoever started it: one line, its control
+    characters made visible, so what the dialog shows is what the kill would stop.
+    """
     return (
-        f"Stop pid {identity.pid} on {identity.host}?\n"
-        f"Datasets: {', '.join(datasets) or none}\n"
-        f"Command: {identity.command[:200]}\n"
+        f"Stop pid {identity.pid} on {one_line(identity.host)}?\n"
+        f"Datasets: {one_line(', '.join(datasets)) or none}\n"
+        f"Command: {one_line(identity.command, 200)}\n"
         f"SIGTERM to its process group: it drains in-flight requests for up to "
         f"{grace_s:g} s, then SIGKILL. Completed responses are kept."
     )

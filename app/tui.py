@@ -28,6 +28,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
@@ -48,6 +49,7 @@ from gen_tui.app.engine_run import (
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.untrusted import clean, one_line
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
@@ -164,10 +166,35 @@ class GenTuiApp(App[int]):
             self.dashboard.refresh_view()
 
     def record_event(self, level: str, text: str, stamp: str | None = None) -> None:
-        """Keep an event and show it in the log pane (visible on tall terminals)."""
+        """Keep an event and show it in the log pane (visible on tall terminals).
+
+        Events quote sample ids, server errors and host failures: kept and shown as one
+        line with every control character made visible, so none reaches the terminal.
+        """
+        text = one_line(text)
         self.events.append((level, text))
         if self.dashboard is not None:
             self.dashboard.write_event(f"{stamp or time.strftime('%H:%M:%S')} {level}: {text}")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast, always as plain text with control characters made visible.
+
+        Every screen's `notify` lands here, and toasts quote server errors, host failures,
+        sample ids and command lines: read as markup, a `[/x]` in one would end the app
+        (and an in-process run with it), and an escape sequence would reach the terminal.
+        gen-tui writes no markup in its own toasts, so `markup` is ignored.
+        """
+        super().notify(
+            clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False
+        )
 
     def _budget_toast(self, text: str, title: str) -> None:
         self.notify(text, title=title, timeout=BUDGET_TOAST_S)

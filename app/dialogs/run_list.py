@@ -16,6 +16,7 @@ from textual.widgets import Label
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.hosts import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
 
@@ -111,8 +112,11 @@ class RunsScreen(Screen[None]):
         rows = self.rows()
         states = ", ".join(f"{link.name}: {link.state}" for link in self.links)
         live = sum(1 for _, _, ended in self._rows.values() if not ended)
+        # A link's state quotes SSH and host failures: one line, no control characters.
         self.query_one("#runs-title", Label).update(
-            f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
+            one_line(
+                f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
+            )
         )
         self.query_one(RunTable).show(rows)
 
@@ -160,7 +164,7 @@ class RunsScreen(Screen[None]):
             max_samples=None,
             tok_s=0.0,
             running=False,
-            where=f"on {link.name}, as launched: {run.identity.command[:120]}",
+            where=f"on {link.name}, as launched: {one_line(run.identity.command, 120)}",
         )
 
         def decided(budget: int | None) -> None:
