@@ -137,12 +137,21 @@ def _watch_only(hosts: Sequence[HostSource], stale_after_s: float) -> int:
     return _finish(app, app.run())
 
 
-def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
+def demo_app(
+    root: Path, stale_after_s: float = DEFAULT_STALE_AFTER_S, *, autostart: bool = True
+) -> GenTuiApp:
+    """The demo's app working in `root` (tokenizer, prompts, output), not yet running."""
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
+    source = DemoSource(root)
+    return GenTuiApp(
+        source, autostart=autostart, hosts=[stale_source(source)], stale_after_s=stale_after_s
+    )
+
+
+def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
     with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
-        source = DemoSource(Path(tmp))
-        app = GenTuiApp(source, hosts=[stale_source(source)], stale_after_s=stale_after_s)
+        app = demo_app(Path(tmp), stale_after_s)
         app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
         code = _finish(app, app.run())
     return code
