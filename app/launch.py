@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import functools
+import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gen_tui.app.engine_run import ConfigSource
@@ -150,11 +154,60 @@ def demo_app(
 
 
 def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
-    with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
-        app = demo_app(Path(tmp), stale_after_s)
-        app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
-        code = _finish(app, app.run())
+    """`gen-tui --demo`: the app over a temporary folder that goes whatever ends it.
+
+    The folder (a few hundred MB once the runs have written) goes on a normal quit, on an
+    exception, and on SIGHUP (the terminal closed) or SIGTERM at any moment: while the app
+    is up its own handlers stop the runs and leave; before and after (while `q`'s drain
+    and the stale run's stop are waited for) :func:`_leave_on_signals` does the same, so
+    a signal never takes the default action (dying with the folder left behind). Handlers
+    rather than a folder reaped by a later start: the folder goes now, not whenever the
+    demo is next started (perhaps never). SIGKILL cannot be caught: that folder stays.
+    """
+    caught: list[int] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="gen-tui-demo-", ignore_cleanup_errors=True) as tmp:
+            app = demo_app(Path(tmp), stale_after_s)
+            app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+            with _leave_on_signals(app, caught):
+                result: int | None = None
+                try:
+                    result = app.run()
+                finally:
+                    code = _finish(app, result)
+    finally:
+        if caught:
+            # The runs have ended and the folder is gone. After a hangup Textual's input
+            # thread may still wait on the dead terminal (and its shutdown may have failed
+            # writing to it): nothing is left to do, so nothing waits for it.
+            os._exit(128 + caught[0])
     return code
+
+
+@contextlib.contextmanager
+def _leave_on_signals(app: GenTuiApp, caught: list[int]) -> Iterator[None]:
+    """SIGHUP and SIGTERM, outside the app's own handlers: stop everything and leave normally.
+
+    Appends the signals to `caught`. The handler aborts the runs and closes the links (what
+    `_finish` waits for) and, if the app is still up, asks it to exit; the caller then
+    returns through its `with` blocks, which remove the folder.
+    """
+
+    def leave(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        for run in app.runs:
+            if run.active:
+                run.abort()
+        app.stop_links()
+        with contextlib.suppress(RuntimeError):  # no loop running: `app.run` is over
+            asyncio.get_running_loop().call_soon_threadsafe(app.exit, 128 + signum)
+
+    previous = {signum: signal.signal(signum, leave) for signum in (signal.SIGHUP, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _finish(app: GenTuiApp, result: int | None) -> int:

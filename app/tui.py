@@ -114,6 +114,8 @@ class GenTuiApp(App[int]):
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
         self.dashboard: DashboardScreen | None = None
+        self._outer_handlers: dict[int, Any] = {}
+        """The signal handlers in place before the app's own (put back at unmount)."""
 
     @property
     def source(self) -> RunSource | None:
@@ -157,9 +159,13 @@ class GenTuiApp(App[int]):
             # After the first frame too: the links import psutil and asyncssh.
             self.call_after_refresh(self._start_links)
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
-            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        for signum, handler in (
+            (signal.SIGTERM, self._on_sigterm),
+            (signal.SIGHUP, self._on_sighup),
+        ):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self._outer_handlers[signum] = signal.getsignal(signum)
+                loop.add_signal_handler(signum, handler)
 
     def _refresh(self) -> None:
         if self.dashboard is not None:
@@ -346,10 +352,14 @@ class GenTuiApp(App[int]):
     def on_unmount(self) -> None:
         if self.dashboard is not None:
             self.dashboard.leaving = True
+        # asyncio's remove_signal_handler leaves the default action (die at once); put back
+        # what was there before, so the launcher's handlers (the demo's folder) still run
+        # for a signal that comes while the app's threads are being waited for.
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        for signum, outer in self._outer_handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
                 loop.remove_signal_handler(signum)
+                signal.signal(signum, outer)
         # Last resort (an exit not through `q`): abort so the worker threads end and
         # asyncio.run, which waits for executor threads, can return.
         for run in self.active_runs():

@@ -7,12 +7,18 @@ default run pattern), the demo's own stale run, and `gen-tui --demo` itself in a
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+import pytest
 
 from gen_tui.app.demo_tui import STALE
 from gen_tui.app.dialogs.modals import ConfirmScreen
@@ -103,3 +109,114 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
         for other in others:
             other.kill()
             other.wait()
+
+
+# ---- point 15: the demo's folder goes whatever ends the process ----------------------------
+
+
+class Terminal:
+    """`gen-tui --demo` in a tmux on a private server (closing it touches nothing else)."""
+
+    def __init__(self, tmp_path: Path, name: str) -> None:
+        self.tmux = ["tmux", "-L", f"gen-tui-sec-{os.getpid()}-{name}"]
+        self.tmp_path = tmp_path
+        command = shlex.join(
+            ["env", f"TMPDIR={tmp_path}", sys.executable, "-m", "gen_tui.app.tui", "--demo"]
+        )
+        subprocess.run(
+            [*self.tmux, "new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", command],
+            check=True,
+        )
+        pane = subprocess.run(
+            [*self.tmux, "list-panes", "-t", "demo", "-F", "#{pane_pid}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()[0]  # fmt: skip
+        shell = psutil.Process(int(pane))
+        self.app = next(
+            (p for p in (shell, *shell.children(recursive=True)) if "gen_tui.app.tui" in
+             " ".join(p.cmdline())),
+            shell,
+        )  # fmt: skip
+
+    def pane(self) -> str:
+        return subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-t", "demo"], capture_output=True, text=True
+        ).stdout
+
+    def wait(self, check: object, what: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():  # type: ignore[operator]
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{what} never happened; pane:\n{self.pane()}")
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.tmux, "send-keys", "-t", "demo", *keys], check=True)
+
+    def close(self) -> None:
+        """The terminal goes away: its processes get SIGHUP and a dead pty."""
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+
+    def family(self) -> Iterator[psutil.Process]:
+        """The app, its children, and the stale run it started (detached: by its folder)."""
+        yield self.app
+        with_children = [*self.app.children(recursive=True)]
+        yield from with_children
+        for proc in psutil.process_iter(["cmdline"]):
+            line = " ".join(proc.info["cmdline"] or ())
+            if "prompts-stale" in line and str(self.tmp_path) in line:
+                yield proc
+
+
+def described(procs: list[psutil.Process]) -> list[str]:
+    out = []
+    for proc in procs:
+        try:
+            out.append(f"{proc.pid}: {' '.join(proc.cmdline())[:200]}")
+        except psutil.Error:
+            out.append(f"{proc.pid}: ?")
+    return out
+
+
+def size_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@pytest.mark.parametrize(
+    ("quit_first", "signum"),
+    [(True, signal.SIGHUP), (True, signal.SIGTERM), (False, signal.SIGHUP)],
+    ids=["q-then-terminal-closed", "q-then-sigterm", "terminal-closed"],
+)
+def test_the_demo_folder_goes_whatever_ends_it(
+    tmp_path: Path, quit_first: bool, signum: signal.Signals
+) -> None:
+    term = Terminal(tmp_path, f"{signum.name}-{quit_first}")
+    try:
+        term.wait(lambda: "RUNNING" in term.pane() and "tok/s" in term.pane(), "the demo")
+        (folder,) = tmp_path.glob("gen-tui-demo-*")
+        term.wait(lambda: any("prompts-stale" in " ".join(p.cmdline()) for p in term.family()
+                              if p is not term.app), "the stale run")  # fmt: skip
+        family = list(term.family())
+        if quit_first:
+            term.keys("q")
+            term.wait(lambda: "Quit gen-tui?" in term.pane(), "the quit question")
+            term.keys("y")
+            # The dashboard is gone from the screen: `main` is waiting for the runs it
+            # stopped (the stale run drains, its files are checked), the moment a signal
+            # used to kill the process with its folder left behind.
+            term.wait(
+                lambda: "gen-tui" not in term.pane() or not term.app.is_running(),
+                "the app leaving the screen",
+            )
+        left_mb = size_mb(folder)
+        if signum == signal.SIGHUP:
+            term.close()
+        elif term.app.is_running():
+            term.app.send_signal(signum)
+        _gone, alive = psutil.wait_procs(family, timeout=60)
+        assert not alive, f"still running: {described(alive)}"
+        assert not folder.exists(), f"{folder} ({left_mb:.0f} MB) was left behind"
+    finally:
+        term.close()
