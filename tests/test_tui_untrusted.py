@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
+from textual.content import Content
 from textual.widgets import Label, RichLog, Static
 from textual.widgets._toast import Toast
 
 from gen_tui.app.dashboard.sources import Confirm, Plan
-from gen_tui.app.dialogs.modals import ConfirmScreen
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.engine_run import EngineEvent, HostedRun
 from gen_tui.app.hosts import HostSource, kill_question
@@ -146,4 +147,27 @@ async def test_hostile_text_is_shown_literally_and_without_escapes() -> None:
         assert_plain(str(getattr(title, "plain", title)), "run list title")
         await pilot.press("escape")
         await pilot.pause(0.1)
+        assert app.is_running and app.return_code is None
+
+
+async def test_dialog_titles_and_labels_show_names_and_commands_literally() -> None:
+    """The resume and start dialogs quote a dataset name, a host name and a command line."""
+    target = ResumeTarget(
+        name=f"B1 {MARKUP}", tokens=10, max_tokens=100, max_samples=None, tok_s=1.0,
+        running=False, where=f"on gpu-box, as launched: python -c {HOSTILE}",
+    )  # fmt: skip
+    app = GenTuiApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        for screen in (ResumeScreen(target), StartScreen(f"gpu {HOSTILE}", "how")):
+            app.push_screen(screen)
+            await wait_for(pilot, lambda screen=screen: app.screen is screen)
+            await pilot.pause(0.1)
+            dialog = screen.query_one(".dialog")
+            # The getter gives the title as markup (escaped): what is drawn is its plain text.
+            assert_plain(Content.from_markup(dialog.border_title or "").plain, "dialog title")
+            if isinstance(screen, ResumeScreen):
+                where = screen.query_one("#resume-where", Label).render()
+                assert_plain(str(getattr(where, "plain", where)), "resume dialog")
+            screen.dismiss(None)
+            await wait_for(pilot, lambda screen=screen: app.screen is not screen)
         assert app.is_running and app.return_code is None
