@@ -186,19 +186,17 @@ def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
 
 @contextlib.contextmanager
 def _leave_on_signals(app: GenTuiApp, caught: list[int]) -> Iterator[None]:
-    """SIGHUP and SIGTERM, outside the app's own handlers: stop everything and leave normally.
+    """SIGHUP and SIGTERM, outside the app's own handlers: leave normally, not die at once.
 
-    Appends the signals to `caught`. The handler aborts the runs and closes the links (what
-    `_finish` waits for) and, if the app is still up, asks it to exit; the caller then
-    returns through its `with` blocks, which remove the folder.
+    Appends the signals to `caught` and, if the app's loop still runs (starting up or
+    shutting down), asks it to exit. Nothing else: the handler may interrupt the main
+    thread anywhere (inside a link's lock, say), and what stopping needs is done anyway,
+    by the app's unmount (runs aborted, links closed) and by `_finish`, which waits for
+    them; the caller then returns through its `with` blocks, which remove the folder.
     """
 
     def leave(signum: int, _frame: object) -> None:
         caught.append(signum)
-        for run in app.runs:
-            if run.active:
-                run.abort()
-        app.stop_links()
         with contextlib.suppress(RuntimeError):  # no loop running: `app.run` is over
             asyncio.get_running_loop().call_soon_threadsafe(app.exit, 128 + signum)
 
