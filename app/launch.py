@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -162,11 +163,14 @@ def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
     and the stale run's stop are waited for) :func:`_leave_on_signals` does the same, so
     a signal never takes the default action (dying with the folder left behind). Handlers
     rather than a folder reaped by a later start: the folder goes now, not whenever the
-    demo is next started (perhaps never). SIGKILL cannot be caught: that folder stays.
+    demo is next started (perhaps never). SIGKILL cannot be caught: the next demo started
+    on this machine removes that folder (:func:`reap_demo_folders`).
     """
     caught: list[int] = []
+    reap_demo_folders(Path(tempfile.gettempdir()))
     try:
-        with tempfile.TemporaryDirectory(prefix="gen-tui-demo-", ignore_cleanup_errors=True) as tmp:
+        with tempfile.TemporaryDirectory(prefix=DEMO_PREFIX, ignore_cleanup_errors=True) as tmp:
+            mark_owner(Path(tmp))
             app = demo_app(Path(tmp), stale_after_s)
             app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
             with _leave_on_signals(app, caught):
@@ -206,6 +210,50 @@ def _leave_on_signals(app: GenTuiApp, caught: list[int]) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+DEMO_PREFIX = "gen-tui-demo-"
+OWNER_FILE = ".gen-tui-owner"
+"""In a demo folder: "PID START_TICKS HOSTNAME" of the process that made it."""
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When `pid` started, in clock ticks since boot (Linux); None if it is not running."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def mark_owner(folder: Path) -> None:
+    """Say which process owns `folder`, so a later demo can tell when it is gone."""
+    ticks = _start_ticks(os.getpid())
+    if ticks is not None:
+        (folder / OWNER_FILE).write_text(f"{os.getpid()} {ticks} {socket.gethostname()}\n")
+
+
+def reap_demo_folders(root: Path) -> list[Path]:
+    """Remove the demo folders under `root` whose demo was killed (SIGKILL, OOM, power).
+
+    Only a folder that is this user's, carries an owner mark from this machine (a
+    container sharing /tmp has its own pids) and names a process that is gone (no such pid,
+    or another process under it). A folder without a mark is left alone: it may be
+    someone else's, or a demo's that has not written its mark yet.
+    """
+    removed: list[Path] = []
+    for folder in root.glob(f"{DEMO_PREFIX}*"):
+        try:
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+            pid, ticks, host = (folder / OWNER_FILE).read_text().split()
+            if host != socket.gethostname() or _start_ticks(int(pid)) == ticks:
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _finish(app: GenTuiApp, result: int | None) -> int:

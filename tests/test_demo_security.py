@@ -7,6 +7,7 @@ default run pattern), the demo's own stale run, and `gen-tui --demo` itself in a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -24,7 +25,7 @@ from gen_tui.app.demo_tui import STALE
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.hosts import Kill
-from gen_tui.app.launch import demo_app
+from gen_tui.app.launch import demo_app, mark_owner, reap_demo_folders
 from gen_tui.backends.runs import RunIdentity
 from gen_tui.widgets.run_table import RunTable
 
@@ -221,3 +222,30 @@ def test_the_demo_folder_goes_whatever_ends_it(
         assert not folder.exists(), f"{folder} ({left_mb:.0f} MB) was left behind"
     finally:
         term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_next_demo_removes_the_folder_of_a_killed_one(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the folder stays until a demo starts again, which removes
+    it, and only it (a live demo's folder and an unmarked folder are left alone)."""
+    term = Terminal(tmp_path, "KILL")
+    try:
+        term.wait(lambda: "RUNNING" in term.pane(), "the demo")
+        (folder,) = tmp_path.glob("gen-tui-demo-*")
+        term.app.send_signal(signal.SIGKILL)
+        psutil.wait_procs([term.app], timeout=30)
+    finally:
+        term.close()
+        for proc in psutil.process_iter(["cmdline"]):  # the stale run outlives a SIGKILL
+            if str(tmp_path) in " ".join(proc.info["cmdline"] or ()):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+    assert folder.exists(), "SIGKILL: the folder stays until the next start"
+    live = tmp_path / "gen-tui-demo-live"
+    live.mkdir()
+    mark_owner(live)  # this test's own process: alive
+    unmarked = tmp_path / "gen-tui-demo-unmarked"
+    unmarked.mkdir()
+
+    assert reap_demo_folders(tmp_path) == [folder]  # what `gen-tui --demo` does first
+    assert not folder.exists() and live.exists() and unmarked.exists()
