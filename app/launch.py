@@ -26,6 +26,7 @@ from gen_tui.app.hosts import (
 )
 from gen_tui.app.tui import DEFAULT_STALE_AFTER_S, GenTuiApp
 from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.untrusted import clean
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -63,7 +64,8 @@ def config_source(path: Path) -> ConfigSource:
 
 
 def _error(message: str) -> int:
-    print(f"gen-tui: error: {message}", file=sys.stderr)
+    """One line on stderr; it may quote a config file or a host: no control characters."""
+    print(f"gen-tui: error: {clean(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 

@@ -8,9 +8,12 @@ process's command line) into the real app under Pilot, then reads what the widge
 
 from __future__ import annotations
 
+import argparse
 import time
+from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from textual.content import Content
 from textual.widgets import Label, RichLog, Static
 from textual.widgets._toast import Toast
@@ -20,6 +23,7 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.engine_run import EngineEvent, HostedRun
 from gen_tui.app.hosts import HostSource, kill_question
+from gen_tui.app.launch import main
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.runs import RunIdentity
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
@@ -171,3 +175,15 @@ async def test_dialog_titles_and_labels_show_names_and_commands_literally() -> N
             screen.dismiss(None)
             await wait_for(pilot, lambda screen=screen: app.screen is not screen)
         assert app.is_running and app.return_code is None
+
+
+def test_a_config_error_quoting_escapes_reaches_stderr_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "gen-tui.toml"
+    path.write_text('"\\u001b]0;pwned\\u0007\\u001b]52;c;ZXZpbA==\\u0007" = 1\n')
+    code = main(argparse.Namespace(tui_demo=False, tui_config=path))
+    err = capsys.readouterr().err
+    assert code == 1 and "pwned" in err, err
+    for char in CONTROL_BYTES:
+        assert char not in err, f"{char!r} reaches the terminal: {err!r}"
