@@ -8,7 +8,6 @@ default run pattern), the demo's own stale run, and `gen-tui --demo` itself in a
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import signal
@@ -120,7 +119,7 @@ class Terminal:
     """`gen-tui --demo` in a tmux on a private server (closing it touches nothing else)."""
 
     def __init__(self, tmp_path: Path, name: str) -> None:
-        self.tmux = ["tmux", "-L", f"gen-tui-sec-{os.getpid()}-{name}"]
+        self.tmux = ["tmux", "-S", str(tmp_path / f"tmux-{name}")]  # no socket left in /tmp
         self.tmp_path = tmp_path
         command = shlex.join(
             ["env", f"TMPDIR={tmp_path}", sys.executable, "-m", "gen_tui.app.tui", "--demo"]
