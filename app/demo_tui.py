@@ -26,7 +26,8 @@ from gen_tui.backends.run_config import DatasetSpec, EngineConfig, queued_concur
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
-    from gen_tui.backends.hosts import LocalHost, RunIdentity
+    from gen_tui.app.demo_host import OwnRunsHost
+    from gen_tui.backends.hosts import RunIdentity
     from gen_tui.backends.sim import SimConfig
 
 
@@ -210,7 +211,9 @@ class SimProcessSource(HostSource):
 
     The simulator lives in the host link's loop, so a resumed run (the same command line
     with a new budget) finds it at the same URL. The process is the app's own: it is
-    stopped when the app exits.
+    stopped when the app exits. The host watches only what it started itself
+    (`demo_host.OwnRunsHost`): other runs on the machine are never listed, stopped or
+    restarted from here.
     """
 
     owns_runs = True
@@ -232,8 +235,8 @@ class SimProcessSource(HostSource):
         self.run_args = tuple(run_args)
         self.launched: RunIdentity | None = None
 
-    async def open(self, stack: AsyncExitStack) -> LocalHost:
-        from gen_tui.backends.hosts import LocalHost
+    async def open(self, stack: AsyncExitStack) -> OwnRunsHost:
+        from gen_tui.app.demo_host import OwnRunsHost
         from gen_tui.backends.sim import SimServer
 
         loop = asyncio.get_running_loop()
@@ -241,7 +244,7 @@ class SimProcessSource(HostSource):
         sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
         server = await stack.enter_async_context(SimServer(sim))
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        host = LocalHost(self.output_dir)
+        host = OwnRunsHost(self.output_dir)
         argv = [
             *(sys.executable, "-m", "gen_tui.app.cli", "run"),
             *("--prompts-dir", str(prompts_dir), "--tokenizer", str(tokenizer)),

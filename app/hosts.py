@@ -96,7 +96,11 @@ Command = Kill | Resume | ResumeRun | Shutdown
 
 
 def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
-    """The kill confirmation's text for a process on a host (`none`: when it names none)."""
+    """The kill confirmation's text for a process on a host (`none`: when it names none).
+
+    The command line is the process's own, whoever started it: one line, its control
+    characters made visible, so what the dialog shows is what the kill would stop.
+    """
     return (
         f"Stop pid {identity.pid} on {one_line(identity.host, 200)}?\n"
         f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"

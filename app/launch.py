@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import functools
+import os
 import re
 import shutil
+import signal
+import socket
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gen_tui.app.engine_run import ConfigSource
@@ -22,6 +27,7 @@ from gen_tui.app.hosts import (
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
+from gen_tui.backends.untrusted import clean
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -59,7 +65,8 @@ def config_source(path: Path) -> ConfigSource:
 
 
 def _error(message: str) -> int:
-    print(f"gen-tui: error: {message}", file=sys.stderr)
+    """One line on stderr; it may quote a config file or a host: no control characters."""
+    print(f"gen-tui: error: {clean(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -138,15 +145,118 @@ def _watch_only(hosts: Sequence[HostSource], stale_after_s: float) -> int:
     return _finish(app, app.run())
 
 
-def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
+def demo_app(
+    root: Path, stale_after_s: float = DEFAULT_STALE_AFTER_S, *, autostart: bool = True
+) -> GenTuiApp:
+    """The demo's app working in `root` (tokenizer, prompts, output), not yet running."""
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
-    with tempfile.TemporaryDirectory(prefix="gen-tui-demo-") as tmp:
-        source = DemoSource(Path(tmp))
-        app = GenTuiApp(source, hosts=[stale_source(source)], stale_after_s=stale_after_s)
-        app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
-        code = _finish(app, app.run())
+    source = DemoSource(root)
+    return GenTuiApp(
+        source, autostart=autostart, hosts=[stale_source(source)], stale_after_s=stale_after_s
+    )
+
+
+def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
+    """`gen-tui --demo`: the app over a temporary folder that goes whatever ends it.
+
+    The folder (a few hundred MB once the runs have written) goes on a normal quit, on an
+    exception, and on SIGHUP (the terminal closed) or SIGTERM at any moment: while the app
+    is up its own handlers stop the runs and leave; before and after (while `q`'s drain
+    and the stale run's stop are waited for) :func:`_leave_on_signals` does the same, so
+    a signal never takes the default action (dying with the folder left behind). Handlers
+    rather than a folder reaped by a later start: the folder goes now, not whenever the
+    demo is next started (perhaps never). SIGKILL cannot be caught: the next demo started
+    on this machine removes that folder (:func:`reap_demo_folders`).
+    """
+    caught: list[int] = []
+    reap_demo_folders(Path(tempfile.gettempdir()))
+    try:
+        with tempfile.TemporaryDirectory(prefix=DEMO_PREFIX, ignore_cleanup_errors=True) as tmp:
+            mark_owner(Path(tmp))
+            app = demo_app(Path(tmp), stale_after_s)
+            app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+            with _leave_on_signals(app, caught):
+                result: int | None = None
+                try:
+                    result = app.run()
+                finally:
+                    code = _finish(app, result)
+    finally:
+        if caught:
+            # The runs have ended and the folder is gone. After a hangup Textual's input
+            # thread may still wait on the dead terminal (and its shutdown may have failed
+            # writing to it): nothing is left to do, so nothing waits for it.
+            os._exit(128 + caught[0])
     return code
+
+
+@contextlib.contextmanager
+def _leave_on_signals(app: GenTuiApp, caught: list[int]) -> Iterator[None]:
+    """SIGHUP and SIGTERM, outside the app's own handlers: leave normally, not die at once.
+
+    Appends the signals to `caught` and, if the app's loop still runs (starting up or
+    shutting down), asks it to exit. Nothing else: the handler may interrupt the main
+    thread anywhere (inside a link's lock, say), and what stopping needs is done anyway,
+    by the app's unmount (runs aborted, links closed) and by `_finish`, which waits for
+    them; the caller then returns through its `with` blocks, which remove the folder.
+    """
+
+    def leave(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        with contextlib.suppress(RuntimeError):  # no loop running: `app.run` is over
+            asyncio.get_running_loop().call_soon_threadsafe(app.exit, 128 + signum)
+
+    previous = {signum: signal.signal(signum, leave) for signum in (signal.SIGHUP, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+DEMO_PREFIX = "gen-tui-demo-"
+OWNER_FILE = ".gen-tui-owner"
+"""In a demo folder: "PID START_TICKS HOSTNAME" of the process that made it."""
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When `pid` started, in clock ticks since boot (Linux); None if it is not running."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def mark_owner(folder: Path) -> None:
+    """Say which process owns `folder`, so a later demo can tell when it is gone."""
+    ticks = _start_ticks(os.getpid())
+    if ticks is not None:
+        (folder / OWNER_FILE).write_text(f"{os.getpid()} {ticks} {socket.gethostname()}\n")
+
+
+def reap_demo_folders(root: Path) -> list[Path]:
+    """Remove the demo folders under `root` whose demo was killed (SIGKILL, OOM, power).
+
+    Only a folder that is this user's, carries an owner mark from this machine (a
+    container sharing /tmp has its own pids) and names a process that is gone (no such pid,
+    or another process under it). A folder without a mark is left alone: it may be
+    someone else's, or a demo's that has not written its mark yet.
+    """
+    removed: list[Path] = []
+    for folder in root.glob(f"{DEMO_PREFIX}*"):
+        try:
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+            pid, ticks, host = (folder / OWNER_FILE).read_text().split()
+            if host != socket.gethostname() or _start_ticks(int(pid)) == ticks:
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _finish(app: GenTuiApp, result: int | None) -> int:

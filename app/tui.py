@@ -28,6 +28,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
@@ -49,6 +50,7 @@ from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.untrusted import clean, one_line
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
@@ -112,6 +114,8 @@ class GenTuiApp(App[int]):
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
         self.dashboard: DashboardScreen | None = None
+        self._outer_handlers: dict[int, Any] = {}
+        """The signal handlers in place before the app's own (put back at unmount)."""
 
     @property
     def source(self) -> RunSource | None:
@@ -155,19 +159,48 @@ class GenTuiApp(App[int]):
             # After the first frame too: the links import psutil and asyncssh.
             self.call_after_refresh(self._start_links)
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
-            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        for signum, handler in (
+            (signal.SIGTERM, self._on_sigterm),
+            (signal.SIGHUP, self._on_sighup),
+        ):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self._outer_handlers[signum] = signal.getsignal(signum)
+                loop.add_signal_handler(signum, handler)
 
     def _refresh(self) -> None:
         if self.dashboard is not None:
             self.dashboard.refresh_view()
 
     def record_event(self, level: str, text: str, stamp: str | None = None) -> None:
-        """Keep an event and show it in the log pane (visible on tall terminals)."""
+        """Keep an event and show it in the log pane (visible on tall terminals).
+
+        Events quote sample ids, server errors and host failures: kept and shown as one
+        line with every control character made visible, so none reaches the terminal.
+        """
+        text = one_line(text)
         self.events.append((level, text))
         if self.dashboard is not None:
             self.dashboard.write_event(f"{stamp or time.strftime('%H:%M:%S')} {level}: {text}")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast, always as plain text with control characters made visible.
+
+        Every screen's `notify` lands here, and toasts quote server errors, host failures,
+        sample ids and command lines: read as markup, a `[/x]` in one would end the app
+        (and an in-process run with it), and an escape sequence would reach the terminal.
+        gen-tui writes no markup in its own toasts, so `markup` is ignored.
+        """
+        super().notify(
+            clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False
+        )
 
     def _budget_toast(self, text: str, title: str) -> None:
         self.notify(text, title=title, timeout=BUDGET_TOAST_S)
@@ -319,10 +352,14 @@ class GenTuiApp(App[int]):
     def on_unmount(self) -> None:
         if self.dashboard is not None:
             self.dashboard.leaving = True
+        # asyncio's remove_signal_handler leaves the default action (die at once); put back
+        # what was there before, so the launcher's handlers (the demo's folder) still run
+        # for a signal that comes while the app's threads are being waited for.
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        for signum, outer in self._outer_handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
                 loop.remove_signal_handler(signum)
+                signal.signal(signum, outer)
         # Last resort (an exit not through `q`): abort so the worker threads end and
         # asyncio.run, which waits for executor threads, can return.
         for run in self.active_runs():

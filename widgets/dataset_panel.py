@@ -20,6 +20,7 @@ from textual.widget import Widget
 
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration
 
 HISTORY_POINTS = 60
@@ -99,10 +100,15 @@ def rate_label(snap: DatasetSnapshot) -> str:
 
 
 def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(first line, second line) of the details, each in priority order."""
+    """(first line, second line) of the details, each in priority order.
+
+    The host, the message (progress.json) and a failure are someone else's text, and the
+    panel writes its lines as raw segments: each is one line, its control characters made
+    visible, before it is drawn.
+    """
     snap = view.snapshot
     if snap is None:
-        return ((view.failure or "",), ())
+        return ((one_line(view.failure or ""),), ())
     first: list[str] = []
     if not snap.state.finished:
         first.append(f"ETA {format_duration(snap.eta_s)}")
@@ -112,11 +118,11 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         first.append(cost_text(snap))
     if snap.malformed:
         first.append(f"{snap.malformed} bad lines")
-    second = [f"{snap.host}:{snap.pid}"]
+    second = [one_line(f"{snap.host}:{snap.pid}")]
     if view.stale and view.stale_reason:
-        second.append(view.stale_reason)
+        second.append(one_line(view.stale_reason))
     elif snap.message:
-        second.append(snap.message)
+        second.append(one_line(snap.message))
     if snap.resumed_tokens:
         second.append(f"resumed at {format_count(snap.resumed_tokens)}")
     return tuple(first), tuple(second)
@@ -306,7 +312,7 @@ class DatasetPanel(Widget, can_focus=True):
         title = "title-focus" if self.has_focus else "title"
         badge_text = f" {badge} "
         name_width = max(1, width - len(badge_text) - 1)
-        name = self.dataset[: name_width - 1].ljust(name_width - 1)
+        name = one_line(self.dataset)[: name_width - 1].ljust(name_width - 1)
         lines: list[Line] = [
             ((" " + name, (title, "name")), (" ", (title,)), (badge_text, (title, f"badge-{kind}")))
         ]

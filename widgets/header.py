@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_dollars
 
 STATES = ("idle", "watching", "starting", "running", "paused", "stopping", "aborting", "quitting")
@@ -46,11 +47,14 @@ def state_text(view: HeaderView) -> str:
 
 
 def header_parts(view: HeaderView) -> list[str]:
-    """The figures after the state, in priority order (the first ones survive a narrow screen)."""
+    """The figures after the state, in priority order (the first ones survive a narrow screen).
+
+    A host's state quotes its SSH or survey failure: one line, control characters visible.
+    """
     parts = []
     for name, state in view.hosts:
         if state != "connected":
-            parts.append(f"{name}: {state}")
+            parts.append(one_line(f"{name}: {state}"))
     if view.servers_down:
         parts.append(f"{view.servers_down}/{view.servers} server(s) unreachable")
     parts += [
@@ -69,10 +73,10 @@ def header_parts(view: HeaderView) -> list[str]:
             slots += f" {view.utilisation * 100:.0f}%"
         parts.append(slots)
     if view.filter:
-        parts.append(f"filter: {view.filter}")
+        parts.append(one_line(f"filter: {view.filter}"))
     if view.where:
-        parts.append(view.where)
-    parts += [f"{name} ✓" for name, state in view.hosts if state == "connected"]
+        parts.append(one_line(view.where))
+    parts += [one_line(f"{name} ✓") for name, state in view.hosts if state == "connected"]
     return parts
 
 

@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Label, RichLog
 
 from gen_tui.app.board import Layout, panel_id
+from gen_tui.backends.untrusted import clean
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import RunHeader
@@ -28,7 +29,7 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
     subtree, which for eight panels costs a visible fraction of a second.
     """
     yield RunHeader(id="header")
-    label = Label(notice, id="notice", markup=False)
+    label = Label(clean(notice), id="notice", markup=False)
     label.display = bool(notice)
     yield label
     board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -26,6 +27,7 @@ from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
 from gen_tui.app.dashboard.summary import header_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
+from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 
@@ -54,8 +56,8 @@ class DashboardScreen(Screen[None]):
         self.sources: tuple[PanelSource, ...] = (hosted, linked, *extra)
         """In order of precedence: the first with a view of a dataset shows it."""
         self.names = list(names)
-        self.notice = notice
-        self.start_hint = start_hint
+        self.notice = clean(notice)
+        self.start_hint = clean(start_hint)
         self.refresh_hz = refresh_hz
         self.quitting = quitting
         self.app_keys = tuple(app_keys)
@@ -117,6 +119,8 @@ class DashboardScreen(Screen[None]):
         return self._layout.columns
 
     def set_notice(self, text: str) -> None:
+        """The line under the header; it may quote a path or a failure: shown cleaned."""
+        text = clean(text)
         self.notice = text
         if (parts := self.live_parts()) is not None:
             parts.notice.update(text)
@@ -129,9 +133,9 @@ class DashboardScreen(Screen[None]):
             self.set_notice("")
 
     def write_event(self, line: str) -> None:
-        """A line in the events pane (visible on tall terminals)."""
+        """A line in the events pane (visible on tall terminals), as plain text."""
         if (parts := self.live_parts()) is not None:
-            parts.events.write(line)
+            parts.events.write(Text(one_line(line)))
 
     # the periodic refresh
 

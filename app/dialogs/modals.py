@@ -13,17 +13,22 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
 from gen_tui.backends.counts import CountError, format_count, parse_count
-from gen_tui.backends.untrusted import one_line
+from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.format import format_duration
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Ask before something irreversible; `y`/Enter confirms, `n`/Escape cancels."""
+    """Ask before something irreversible; `y`/Enter confirms, `n`/Escape cancels.
+
+    The body quotes command lines and names from processes and files: it is shown as plain
+    text (never markup) without control characters, and so is the title.
+    """
 
     BINDINGS = [
         Binding("y", "confirm", "Yes", tooltip="Go ahead", id="confirm.yes"),
@@ -33,13 +38,13 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def __init__(self, title: str, body: str, confirm: str, *, danger: bool = True) -> None:
         super().__init__(classes="-danger" if danger else "")
-        self.title_text = title
-        self.body = body
+        self.title_text = one_line(title)
+        self.body = clean(body)
         self.confirm_label = confirm
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as dialog:
-            dialog.border_title = self.title_text
+            dialog.border_title = Content(self.title_text)
             yield Static(self.body, id="confirm-body", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.confirm_label} \\[y]", id="confirm", variant="error")
@@ -140,13 +145,13 @@ class ResumeScreen(ModalScreen[int | None]):
         budget = format_count(t.max_tokens) if t.max_tokens is not None else "none"
         samples = f", sample cap {format_count(t.max_samples)}" if t.max_samples else ""
         with Vertical(classes="dialog") as dialog:
-            dialog.border_title = f"Resume {t.name}"
+            dialog.border_title = Content(one_line(f"Resume {t.name}"))
             yield Label(
                 f"{format_count(t.tokens)} tokens written, budget {budget}{samples}",
                 id="resume-current",
                 markup=False,
             )
-            where = Label(f"Runs {t.where}", id="resume-where", markup=False)
+            where = Label(one_line(f"Runs {t.where}"), id="resume-where", markup=False)
             where.display = bool(t.where)
             yield where
             command = Static(self._command(None), id="resume-command", markup=False)
@@ -187,7 +192,7 @@ class ResumeScreen(ModalScreen[int | None]):
             preview.update("")
             return False
         if result is not None and not result.is_valid:
-            error.update(" ".join(result.failure_descriptions))
+            error.update(one_line(" ".join(result.failure_descriptions)))
             preview.update("")
             return False
         error.update("")
@@ -239,7 +244,7 @@ class StartScreen(ModalScreen[tuple[str, int] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as dialog:
-            dialog.border_title = f"Start a dataset on {self.host}"
+            dialog.border_title = Content(one_line(f"Start a dataset on {self.host}"))
             yield Label(self.how, id="start-how", markup=False)
             yield Input(placeholder="dataset, e.g. B2_opencodeinstruct", id="dataset",
                         validators=[DatasetNameValidator()], valid_empty=False)  # fmt: skip
@@ -260,7 +265,7 @@ class StartScreen(ModalScreen[tuple[str, int] | None]):
             result = field.validate(field.value)
             if not field.value.strip() or (result is not None and not result.is_valid):
                 reasons = result.failure_descriptions if result is not None else []
-                error.update(" ".join(reasons) or f"{what}: required")
+                error.update(one_line(" ".join(reasons)) or f"{what}: required")
                 field.focus()
                 return
         self.dismiss((name.value.strip(), parse_count(budget.value)))

@@ -143,8 +143,11 @@ class RunsScreen(Screen[None]):
         rows = self.rows()
         states = ", ".join(f"{link.name}: {link.state}" for link in self.links)
         live = sum(1 for _, _, ended in self._rows.values() if not ended)
+        # A link's state quotes SSH and host failures: one line, no control characters.
         self.query_one("#runs-title", Label).update(
-            f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
+            one_line(
+                f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
+            )
         )
         self.query_one(RunTable).show(rows)
 
