@@ -319,7 +319,7 @@ class HostMonitor:
             last_record_at=totals.mtime,
             pid=writer.pid if writer is not None else progress.pid or 0,
             host=self.name,
-            message=(progress.message or "") if live else "",
+            message=totals.problem or ((progress.message or "") if live else ""),
             cost=progress.cost if by_writer or writer is None else None,
         )
 

@@ -1204,9 +1204,11 @@ def launch_detached(argv: list, log: str, cwd: str | None):
     try:
         if folder:
             os.makedirs(folder, exist_ok=True)
-        handle = open(log, "ab")  # noqa: SIM115 (closed below, once the child has its copy)
+        # never through a symlink, 0600: a log in a shared folder must not clobber or
+        # disclose another file (closed below, once the child has its copy)
+        handle = os.fdopen(open_log(log), "ab")
     except OSError as exc:
-        raise StartFailed("cannot create the log %s: %s" % (log, exc.strerror)) from None
+        raise StartFailed("cannot create the log %s: %s" % (log, exc.strerror or exc)) from None
     try:
         return subprocess.Popen(
             argv,

@@ -204,3 +204,23 @@ async def test_bad_input_is_one_clear_line(
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
     assert lines[0].startswith("gen-tui: error:") and message in lines[0], stderr
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o775])
+async def test_a_dataset_folder_others_can_write_in_is_refused_in_one_line(
+    mode: int, tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """Anyone who can create names in a dataset folder can plant run.lock or a torn-tail
+    name as a link to one of our files: the run refuses the folder before opening anything."""
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    (out / "A").chmod(mode)
+    server = await sim()
+    code, _, stderr = await finish(
+        await spawn(*run_args(tokenizer_dir, prompts_dir(A=3), out, server.url))
+    )
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1, stderr
+    assert lines[0].startswith("gen-tui: error: A: ") and str(out / "A") in lines[0], stderr
+    assert sorted(p.name for p in (out / "A").iterdir()) == []  # nothing was opened in it
+    assert server.stats.completed == 0

@@ -28,10 +28,13 @@ from gen_tui.backends.protocol import Generation, RequestFailed
 from gen_tui.backends.records import (
     PROGRESS_FILE,
     RAW_FILE,
+    BadFile,
     Completion,
     RecordFileError,
     RecordWriter,
     error_line,
+    open_private,
+    prepare_dataset_folder,
     quarantine_torn_tail,
     scan_records,
 )
@@ -69,7 +72,10 @@ class DatasetSink(RunPart):
         """Lock, scan and repair one dataset folder (runs in a worker thread)."""
         if not ds.spec.prompts.is_file():
             raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} does not exist")
-        ds.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            prepare_dataset_folder(ds.folder)
+        except BadFile as exc:
+            raise EngineError(f"{ds.name}: {exc}") from None
         ds.lock.acquire()
         raw = ds.folder / RAW_FILE
         try:
@@ -216,7 +222,7 @@ class DatasetSink(RunPart):
     ) -> None:
         """Add a given-up sample to errors.jsonl; it is sent again on the next run."""
         try:
-            with open(ds.errors_path, "ab") as handle:
+            with open_private(ds.errors_path) as handle:
                 handle.write(error_line(prompt.sample_id, exc.reason, attempts, exc.status))
         except OSError as error:
             if error.errno not in NO_SPACE:

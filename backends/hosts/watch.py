@@ -23,6 +23,7 @@ from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.untrusted import one_line
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class DatasetTotals:
     """The writer's progress.json, when there is one (fields of a wrong type left out)."""
     progress_fresh: bool
     received_at: float
+    problem: str | None = None
+    """What was wrong with one of its files (a FIFO, an oversized progress.json...), one
+    line from the watcher: said for this dataset, never a reason to stop watching."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,8 @@ class Watch:
         while True:
             try:
                 line = await within(source.readline(), self.stale_after_s)
+            except ValueError:  # a line over the reader's limit: restart the stream
+                return "stale: the watcher sent a line over the length limit"
             except TimeoutError:
                 return f"stale: no word from the watcher for {self.stale_after_s:g} s"
             except (OSError, asyncssh.Error) as exc:
@@ -214,6 +220,9 @@ class Watch:
             progress=ProgressFile.parse(message.get("progress")),
             progress_fresh=bool(message.get("progress_fresh")),
             received_at=time.time(),
+            problem=one_line(problem, 300)
+            if isinstance(problem := message.get("problem"), str)
+            else None,
         )
         self.totals[name] = totals
         self._queue.put_nowait(totals)

@@ -183,6 +183,11 @@ async def test_a_monitor_keeps_the_good_totals_next_to_a_hostile_folder(
             assert (totals.tokens, totals.samples) == (good.tokens, good.records)
             for name in ("GOOD", "BAD"):
                 assert monitor.snapshot(name) is not None  # wrong types crash nothing
+            # The bad folder's problem reaches its panel's message, the good one's is clean.
+            assert monitor.totals["GOOD"].problem is None
+            if kind != "types":
+                shown = monitor.snapshot("BAD").message  # type: ignore[union-attr]
+                assert shown and shown == monitor.totals["BAD"].problem, shown
             # More records for both: the stream is alive, not frozen after the first line.
             for name in ("GOOD", "BAD"):
                 if kind != "fifo" or name == "GOOD":
