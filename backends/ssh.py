@@ -208,6 +208,10 @@ class _Client(asyncssh.SSHClient):
             self.lost_reason = str(exc) or type(exc).__name__
 
 
+class _CutOff(Exception):
+    """The link went while a started command's output was being read."""
+
+
 async def _run_bounded(
     conn: asyncssh.SSHClientConnection, command: str, input: str | None, max_output: int
 ) -> asyncssh.SSHCompletedProcess:
@@ -234,6 +238,8 @@ async def _run_bounded(
     try:
         await asyncio.gather(*readers)
         await process.wait_closed()
+    except (OSError, asyncssh.Error) as exc:
+        raise _CutOff(describe(exc)) from None
     finally:
         for reader in readers:
             reader.cancel()
@@ -388,6 +394,11 @@ class SSHConnection:
             result = await within(_run_bounded(conn, command, input, max_output), timeout)
         except OutputTooLarge as exc:
             raise OutputTooLarge(f"{self.target}: {exc}") from None
+        except _CutOff as exc:
+            reason = (client.lost_reason if client is not None else None) or str(exc)
+            raise Disconnected(
+                f"{self.target}: link lost before the command finished ({reason})"
+            ) from None
         except TimeoutError:
             raise SSHError(f"{self.target}: command did not finish within {timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -41,3 +42,22 @@ def record_lines(folder: Path) -> int:
     """Complete lines in the record file right now (cheap enough to poll)."""
     path = folder / "raw_responses.jsonl"
     return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def record_commands(connection: Any) -> list[str]:
+    """Every command line `connection` (an SSHConnection) sends from now on, in order: the
+    tests check what reached the remote shell, and that a refused value reached nothing."""
+    calls: list[str] = []
+    run, open_process = connection.run, connection.open_process
+
+    async def counted_run(command: str, **kwargs: Any) -> Any:
+        calls.append(command)
+        return await run(command, **kwargs)
+
+    async def counted_open(command: str, **kwargs: Any) -> Any:
+        calls.append(command)
+        return await open_process(command, **kwargs)
+
+    connection.run = counted_run
+    connection.open_process = counted_open
+    return calls

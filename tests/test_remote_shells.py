@@ -15,12 +15,12 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gen_tui.backends.hosts import KillResult, RunError, RunIdentity, SSHHost, StartError
 
+from .helpers import record_commands
 from .sshd import Sshd
 from .test_runs import STANDIN
 from .users import CSH_USER, ensure_user, folder_of, give, users_sshd
@@ -98,20 +98,7 @@ async def _stop_under_csh(csh_host: SSHHost, identity: RunIdentity, out: Path) -
 async def test_a_value_with_a_newline_is_refused_by_name_and_nothing_runs(
     csh_host: SSHHost,
 ) -> None:
-    calls: list[str] = []
-    connection = csh_host.connection
-    run, open_process = connection.run, connection.open_process
-
-    async def counted_run(command: str, **kwargs: Any) -> Any:
-        calls.append(command)
-        return await run(command, **kwargs)
-
-    async def counted_open(command: str, **kwargs: Any) -> Any:
-        calls.append(command)
-        return await open_process(command, **kwargs)
-
-    connection.run = counted_run  # type: ignore[method-assign]
-    connection.open_process = counted_open  # type: ignore[method-assign]
+    calls = record_commands(csh_host.connection)
     good = csh_host.output_dir
     bad = good + "/x\ntouch /tmp/PWNED-csh"
     csh_host.output_dir = bad

@@ -40,7 +40,7 @@ from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.ssh import SSHConnection
 
-from .helpers import progress, read_records, record_lines, recount
+from .helpers import progress, read_records, record_commands, record_lines, recount
 from .sshd import Sshd, python38, sshd
 
 __all__ = ["sshd"]  # the fixture, imported for pytest
@@ -370,21 +370,7 @@ HOSTILE = ["; touch CANARY #", "$(touch CANARY)", "`touch CANARY`", 'it\'s "quot
 async def test_injection_is_refused_and_every_value_is_quoted(
     host: AnyHost, standin: Path, tmp_path: Path
 ) -> None:
-    calls: list[str] = []
-    if isinstance(host, SSHHost):
-        connection = host.connection
-        run, open_process = connection.run, connection.open_process
-
-        async def counted_run(command: str, **kwargs: Any) -> Any:
-            calls.append(command)
-            return await run(command, **kwargs)
-
-        async def counted_open(command: str, **kwargs: Any) -> Any:
-            calls.append(command)
-            return await open_process(command, **kwargs)
-
-        connection.run = counted_run  # type: ignore[method-assign]
-        connection.open_process = counted_open  # type: ignore[method-assign]
+    calls: list[str] = record_commands(host.connection) if isinstance(host, SSHHost) else []
 
     canary = Path.home() / "CANARY"
     assert not canary.exists()
