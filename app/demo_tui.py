@@ -66,7 +66,7 @@ SIM_TOKENS_PER_S = 50_000.0
 TARGET_S = 60.0
 WARMUP_S = 15.0
 SETTLE_S = 35.0
-RATE_WINDOW_S = 8.0
+CALIBRATION_WINDOW_S = 8.0
 
 
 class SimSource(RunSource):
@@ -161,7 +161,7 @@ class DemoSource(RunSource):
         """Scale budgets down, if need be, so the star crosses about a minute in.
 
         Called a few times a second while the run goes. From WARMUP_S to SETTLE_S it
-        measures the star's speed over the last RATE_WINDOW_S (the engine's own rate
+        measures the star's speed over the last CALIBRATION_WINDOW_S (the engine's own rate
         averages from the first record, ramp-up included) and, whenever the crossing is
         projected later than a minute and a quarter, lowers every budget in proportion.
         `elapsed_s` counts from the start of the run, tokenizer build included: "about a
@@ -173,12 +173,13 @@ class DemoSource(RunSource):
         if star is None or star.state is not DatasetState.ACTIVE or star.max_tokens is None:
             return None
         self._marks.append((elapsed_s, star.tokens))
-        if elapsed_s < WARMUP_S or elapsed_s - self._checked < RATE_WINDOW_S:
+        if elapsed_s < WARMUP_S or elapsed_s - self._checked < CALIBRATION_WINDOW_S:
             return None
+        window = CALIBRATION_WINDOW_S
         since, tokens = next(
-            ((t, n) for t, n in self._marks if elapsed_s - t <= RATE_WINDOW_S), self._marks[0]
+            ((t, n) for t, n in self._marks if elapsed_s - t <= window), self._marks[0]
         )
-        if elapsed_s - since < RATE_WINDOW_S / 2 or star.tokens <= tokens:
+        if elapsed_s - since < CALIBRATION_WINDOW_S / 2 or star.tokens <= tokens:
             return None
         self._checked = elapsed_s
         rate = (star.tokens - tokens) / (elapsed_s - since)

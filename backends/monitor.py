@@ -45,14 +45,14 @@ from gen_tui.backends.ssh import HostKeyError, SSHError
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
-RATE_WINDOW_S = 30.0
+TOTALS_RATE_WINDOW_S = 30.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 
 
 class RateMeter:
     """Tokens and samples per second over a sliding window, from successive totals."""
 
-    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+    def __init__(self, window_s: float = TOTALS_RATE_WINDOW_S) -> None:
         self.window_s = window_s
         self._points: deque[tuple[float, int, int]] = deque()
 
