@@ -29,7 +29,6 @@ from gen_tui.backends.run_config import (
     DatasetSpec,
     EngineConfig,
     EngineError,
-    price_arg,
     queued_concurrency,
 )
 from gen_tui.backends.settings import (
@@ -79,8 +78,8 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
     kwargs.update(flag.flag_kwargs)
     if kwargs.get("action") == "store_true" or flag.choices is not None:
         del kwargs["metavar"]
-    if kwargs.get("type") is price_arg:
-        kwargs["type"] = _checked(price_arg)
+    if "type" in kwargs:
+        kwargs["type"] = _checked(kwargs["type"])
     group.add_argument(flag.flag, **kwargs)
 
 

@@ -262,7 +262,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         for spelled in settings_of(EngineConfig):
             value = getattr(self, spelled.name)
-            if value is not None and value is not spelled.default:
+            if value is not None:
                 try:
                     spelled.setting.convert(value)
                 except SettingError as exc:

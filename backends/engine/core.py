@@ -56,8 +56,6 @@ class Engine:
         *,
         client: InferenceClient | None = None,
     ) -> None:
-        if config.concurrency < 1:
-            raise EngineError("concurrency must be at least 1")
         if not config.datasets:
             raise EngineError("no datasets selected")
         if not config.server_urls:
