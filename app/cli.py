@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.backends.config import (
     SAMPLING_FLAGS,
     ConfigError,
@@ -39,11 +40,6 @@ from gen_tui.backends.settings import (
     SettingError,
     settings_of,
 )
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_ABORTED = 130
 
 
 def _count_arg(what: str):
@@ -290,7 +286,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.demo:
             return asyncio.run(run_headless_demo(args))
-        return asyncio.run(run_engine(engine_config(args), plain=args.plain))
+        try:
+            config = engine_config(args)
+        except (ConfigError, EngineError, CountError) as exc:
+            # Nothing ran: what the user asked for cannot be run as given (exit 2, as
+            # argparse's own usage errors); failures once the run starts exit 1.
+            print(f"gen-tui: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return asyncio.run(run_engine(config, plain=args.plain))
     except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

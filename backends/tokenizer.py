@@ -10,7 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.untrusted import truncate
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+"""A model directory holds at least one of these; without any, transformers' error is about
+converting slow tokenizers, which tells the user nothing about the wrong path they gave."""
+_REASON_CHARS = 400
 
 
 class TokenizerError(Exception):
@@ -27,6 +33,11 @@ def load_tokenizer(source: str) -> Any:
         raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
     if not path.exists() and not _HUB_ID.match(source):
         raise TokenizerError(f"tokenizer directory {source!r} does not exist")
+    if path.is_dir() and not any((path / name).exists() for name in _TOKENIZER_FILES):
+        raise TokenizerError(
+            f"tokenizer directory {source!r} holds no tokenizer (none of "
+            f"{', '.join(_TOKENIZER_FILES)}); give the served model's directory"
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:  # pragma: no cover - a broken install
@@ -34,9 +45,11 @@ def load_tokenizer(source: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else source)
     except Exception as exc:  # transformers raises many unrelated types here
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        raise TokenizerError(f"cannot load tokenizer {source!r}: {first}") from None
+        # transformers' messages run over several lines ("...from one of:\n(1) ..."): the
+        # first line alone can end mid-sentence, so the lines are joined, then bounded.
+        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        reason = truncate(text, _REASON_CHARS) if text else type(exc).__name__
+        raise TokenizerError(f"cannot load tokenizer {source!r}: {reason}") from None
     if not getattr(tokenizer, "chat_template", None):
         raise TokenizerError(
             f"tokenizer {source!r} has no chat_template; prompts are chat messages and need one"
