@@ -115,6 +115,8 @@ class HostMonitor:
         """Runs seen before and gone since, newest first: what `r` can start again."""
         self.totals: dict[str, DatasetTotals] = {}
         self.state = "connecting"
+        self.problem: str | None = None
+        """What the last survey found wrong with the output folder ("... does not exist")."""
         self.watch_state = ""
         self.output_dir = host.output_dir
         self.surveyed_at: float | None = None
@@ -198,6 +200,9 @@ class HostMonitor:
                 if name not in found:
                     found.append(name)
             self.datasets = tuple(found)
+        if survey.problem != self.problem:
+            self.problem = survey.problem
+            self._changed()
         self._set_state("connected")
         await self._keep_watch()
         self.ready.set()
@@ -252,6 +257,8 @@ class HostMonitor:
         """The host's state for a person: the survey's, unless the watch stream is down."""
         if self.state == "connected" and self.watch_state.startswith(("disconnected", "stale")):
             return self.watch_state
+        if self.state == "connected" and self.problem:
+            return self.problem
         return self.state
 
     def writer(self, dataset: str) -> RunProcess | None:

@@ -198,7 +198,13 @@ class Host(ABC):
         report = await self._ps(pattern or self.pattern, self.output_dir)
         runs = sorted(self._runs_from_report(report), key=lambda run: run.identity.start_time)
         out_dir = report.output_dir or self._abs_output_dir()
-        return Survey(tuple(runs), out_dir, tuple(report.folder(out_dir)))
+        problem = report.output_dir_problem
+        return Survey(
+            tuple(runs),
+            out_dir,
+            tuple(report.folder(out_dir)),
+            f"output folder {out_dir} {problem}" if problem else None,
+        )
 
     def known_run(self, identity: RunIdentity) -> RunProcess | None:
         run = self._runs.get((identity.pid, identity.start_ticks))
