@@ -13,10 +13,10 @@ stream ending seen in the wild (`SimConfig.openai_stream_end`).
 
 from gen_tui.backends.sim.cli import main
 from gen_tui.backends.sim.config import (
-    DEFAULT_MAX_NEW_TOKENS,
     EOS_TOKEN_ID,
     FAULT_KINDS,
     OPENAI_STREAM_ENDS,
+    SERVER_DEFAULT_MAX_NEW_TOKENS,
     Faults,
     LengthProfile,
     SimConfig,
@@ -26,10 +26,10 @@ from gen_tui.backends.sim.config import (
 from gen_tui.backends.sim.server import SimServer, create_app
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "OPENAI_STREAM_ENDS",
+    "SERVER_DEFAULT_MAX_NEW_TOKENS",
     "Faults",
     "LengthProfile",
     "SimConfig",
