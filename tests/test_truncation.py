@@ -27,6 +27,7 @@ from gen_tui.backends.tokenizer import load_tokenizer
 from gen_tui.backends.truncation import TruncationWatch, label, over
 
 from .helpers import progress, read_records
+from .test_cli import finish, run_args, spawn
 from .test_tui import SIZE, panel, wait_for
 
 CONTEXT = 600
@@ -225,6 +226,27 @@ async def test_an_openai_run_without_a_tokenizer_stays_inside_the_context(
         assert value is not None and 0 < value < CONTEXT
     assert final.datasets[0].truncated == sum(r["finish_reason"] == "length" for r in records)
     assert cut_warnings(events)
+
+
+async def test_gen_tui_run_logs_the_cut_share_and_honours_its_threshold(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """A real `gen-tui run`: answers cut at a 64-token cap are said in its plain log; with
+    the threshold above the share, nothing is said."""
+    server = await sim(profiles={"A": LengthProfile(mean=100, cv=0.5)})
+    prompts = prompts_dir(A=60)
+    args = run_args(tokenizer_dir, prompts, tmp_path / "out", server.url, "--max-new-tokens", "64")
+    code, stdout, stderr = await finish(await spawn(*args))
+    assert code == 0, stderr
+    cut = sum(r["finish_reason"] == "length" for r in read_records(tmp_path / "out" / "A"))
+    assert cut > 6  # most of them: mean 100 against 64
+    line = next(line for line in stdout.splitlines() if "cut at max_new_tokens (64)" in line)
+    assert "warning" in line and "past the 5% warning" in line
+
+    args = run_args(tokenizer_dir, prompts, tmp_path / "out2", server.url, "--max-new-tokens", "64")
+    code, stdout, stderr = await finish(await spawn(*args, "--warn-truncated", "100"))
+    assert code == 0, stderr
+    assert "cut at max_new_tokens" not in stdout
 
 
 # the panel
