@@ -7,6 +7,8 @@ with its context length as SGLang and vLLM do.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.clients.models import limits_from_models
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.hosts import LocalHost
+from gen_tui.backends.monitor import HostMonitor
 from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.settings import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_CAP
@@ -25,6 +29,7 @@ from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.tokenizer import load_tokenizer
 from gen_tui.backends.truncation import TruncationWatch, label, over
+from gen_tui.widgets.dataset_panel import truncation_piece
 
 from .helpers import progress, read_records
 from .test_cli import finish, run_args, spawn
@@ -184,6 +189,29 @@ async def test_the_default_cap_is_the_context_left_and_the_cut_share_is_warned(
     assert (written["truncated"], written["truncated_of"]) == (cut, 60)
     read = ProgressFile.read(out / "A" / "progress.json")
     assert read is not None and read.truncated == cut
+
+
+async def test_a_watched_run_shows_the_writers_cut_share(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """Seen from another process (the host monitor reads the folder, as over SSH), the
+    dataset carries the share its writer counted, highlighted as on the writer's panel."""
+    server = await sim(context_length=CONTEXT, profiles={"A": LengthProfile(mean=3000)})
+    out = tmp_path / "out"
+    final, _ = await run(config_for(prompts_dir(A=40), out, server.url, str(tokenizer_dir)))
+    monitor = HostMonitor(LocalHost(out), survey_s=0.3)
+    task = asyncio.create_task(monitor.run())
+    try:
+        deadline = time.monotonic() + 30
+        while (watched := monitor.snapshot("A")) is None or watched.samples < 40:
+            assert time.monotonic() < deadline, "A never watched"
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert (watched.truncated, watched.truncated_of) == (final.datasets[0].truncated, 40)
+    piece = truncation_piece(watched)
+    assert piece is not None and piece[1] == ("truncated-over",)
 
 
 async def test_a_users_cap_holds_but_never_past_the_context(
