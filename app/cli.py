@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.backends.config import (
     SAMPLING_FLAGS,
     ConfigError,
@@ -26,7 +27,6 @@ from gen_tui.backends.config import (
 )
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.run_config import (
-    DatasetSpec,
     EngineConfig,
     EngineError,
     queued_concurrency,
@@ -40,11 +40,6 @@ from gen_tui.backends.settings import (
     SettingError,
     settings_of,
 )
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_ABORTED = 130
 
 
 def _count_arg(what: str):
@@ -208,11 +203,15 @@ RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_F
 """The `gen-tui run` values besides the engine settings that the merge takes."""
 
 
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
+    return {name: getattr(args, name) for name in names}
+
+
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """Merge flags over the config file over defaults into an :class:`EngineConfig`."""
     file = load_config(args.config) if args.config else FileConfig(path=Path("."))
-    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
-    return merge_run(file, {name: getattr(args, name) for name in names})
+    return merge_run(file, _flags(args))
 
 
 async def run_engine(config: EngineConfig, plain: bool = False) -> int:
@@ -239,40 +238,74 @@ async def run_engine(config: EngineConfig, plain: bool = False) -> int:
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 
 
-async def run_headless_demo(args: argparse.Namespace) -> int:
-    """The embedded default: simulator + generated datasets + a real tokenizer, all offline."""
+DEMO_OWN = ("config", "prompts_dir", "server_urls", "tokenizer", "api", "model", "api_key_env")
+"""`gen-tui run --demo` brings its own prompts, server and tokenizer: these flags are refused
+rather than silently ignored. Every other flag is honoured, as for any run."""
+
+
+def demo_refusal(args: argparse.Namespace) -> str | None:
+    """Why `args` cannot go with --demo, or None."""
+    given = [name for name in DEMO_OWN if getattr(args, name, None) is not None]
+    if not given:
+        return None
+    flags = ", ".join(
+        "--" + name.replace("_", "-").replace("server-urls", "server-url") for name in given
+    )
+    return f"--demo brings its own prompts, server and tokenizer: drop {flags}"
+
+
+def demo_config(args: argparse.Namespace) -> EngineConfig:
+    """The embedded default: generated datasets + a real tokenizer, all offline, with `args`
+    merged over them exactly as for `gen-tui run`. Its server is filled in by
+    :func:`run_headless_demo` once the simulator has a port.
+
+    The demo's output folder is resumed, never deleted: `r` on a demo run relaunches its
+    command line, and must find the records it left.
+    """
     from platformdirs import user_cache_dir
 
     from gen_tui.backends import demo
-    from gen_tui.backends.sim import SimServer
+    from gen_tui.backends.config import DatasetEntry
 
     root = Path(user_cache_dir("gen-tui")) / "demo"
     output = args.output_dir or root / "output"
-    if output.exists() and args.output_dir is None:
-        shutil.rmtree(output)
-    loop = asyncio.get_running_loop()
-    tokenizer = await loop.run_in_executor(None, demo.build_tokenizer, root / "tokenizer")
+    tokenizer = demo.build_tokenizer(root / "tokenizer")
     prompts = demo.write_demo_prompts(root / "prompts")
-    print(f"demo: datasets in {root / 'prompts'}, output in {output}", flush=True)
-    sim_config = demo.demo_sim_config()
-    async with SimServer(sim_config) as server:
-        config = EngineConfig(
-            datasets=[
-                DatasetSpec(name, path, max_tokens=demo.DEMO_BUDGETS[name])
-                for name, path in prompts.items()
-            ],
-            server_urls=[server.url],
-            tokenizer=str(tokenizer),
-            output_dir=output,
-            concurrency=args.concurrency or queued_concurrency(sim_config.slots),
-            sampling={"max_new_tokens": 16384, "temperature": 0.7},
-            **{
-                name: value
-                for name in ("budget_mode", "grace_s")
-                if (value := getattr(args, name)) is not None
-            },
-        )
-        return await run_engine(config, plain=args.plain)
+    file = FileConfig(
+        path=root,
+        run={
+            "server_urls": [DEMO_SERVER_PENDING],
+            "tokenizer": str(tokenizer),
+            "output_dir": str(output),
+            "concurrency": queued_concurrency(demo.demo_sim_config().slots),
+        },
+        sampling={"max_new_tokens": 16384, "temperature": 0.7},
+        datasets=[
+            DatasetEntry(name, path, max_tokens=demo.DEMO_BUDGETS[name])
+            for name, path in prompts.items()
+        ],
+    )
+    config = merge_run(file, _flags(args))
+    resumed = output.exists() and any(output.iterdir())
+    print(
+        f"demo: datasets in {root / 'prompts'}, output in {output}"
+        + (" (resuming what is there; remove the folder to start over)" if resumed else ""),
+        flush=True,
+    )
+    return config
+
+
+DEMO_SERVER_PENDING = "http://127.0.0.1:1"
+"""Stands for the demo's simulator until it listens (a valid URL, never contacted)."""
+
+
+async def run_headless_demo(config: EngineConfig, plain: bool) -> int:
+    """Run `config` (from :func:`demo_config`) against a simulator started here."""
+    from gen_tui.backends import demo
+    from gen_tui.backends.sim import SimServer
+
+    async with SimServer(demo.demo_sim_config()) as server:
+        return await run_engine(dataclasses.replace(config, server_urls=[server.url]), plain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -292,8 +325,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tui_main(args)
     try:
         if args.demo:
-            return asyncio.run(run_headless_demo(args))
-        return asyncio.run(run_engine(engine_config(args), plain=args.plain))
+            refusal = demo_refusal(args)
+            if refusal is not None:
+                print(f"gen-tui: error: {refusal}", file=sys.stderr)
+                return EXIT_USAGE
+        try:
+            config = demo_config(args) if args.demo else engine_config(args)
+        except (ConfigError, EngineError, CountError) as exc:
+            # Nothing ran: what the user asked for cannot be run as given (exit 2, as
+            # argparse's own usage errors); failures once the run starts exit 1.
+            print(f"gen-tui: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.demo:
+            return asyncio.run(run_headless_demo(config, plain=args.plain))
+        return asyncio.run(run_engine(config, plain=args.plain))
     except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -58,6 +58,12 @@ def build_tokenizer(directory: Path, vocab_size: int = 2000) -> Path:
     rng = random.Random(0)
     corpus = [" ".join(rng.choices(_WORDS, k=40)) for _ in range(2000)]
     corpus += ["abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 {}[]()<>.,;:!?"]
+    # The simulated model's words, so its answers tokenize one token a word as a model's own
+    # tokenizer would (added after the prompts' words: the vocabulary has room for all of
+    # them, so every prompt word stays one token and prompts keep their token counts).
+    from gen_tui.backends.sim.completion import WORDS
+
+    corpus += [" ".join(rng.sample(WORDS, len(WORDS))) for _ in range(200)]
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()

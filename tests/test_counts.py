@@ -59,3 +59,9 @@ def test_format() -> None:
     assert format_count(9_870_000) == "9.87M"
     assert format_count(512_000) == "512k"
     assert format_count(950) == "950"
+
+
+@pytest.mark.parametrize("text", ["-5", " -10M", "-0"])
+def test_a_negative_count_is_called_negative_not_a_non_number(text: str) -> None:
+    with pytest.raises(CountError, match="is negative; it must be a positive count"):
+        parse_count(text, what="--max-tokens-per-dataset")

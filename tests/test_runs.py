@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -220,6 +221,8 @@ async def test_gen_tui_run_is_stopped_without_loss_and_resumed_to_its_new_budget
         outcome = await host.kill(identity, grace_s=30)
         assert outcome.result is KillResult.STOPPED, outcome
         assert outcome.files_stable is True
+        said = re.search(r"drained and exited after SIGTERM; (\d+) answers?", outcome.detail)
+        assert said and int(said.group(1)) <= recount(out / "B2")[1], outcome.detail
         assert outcome.sizes == {str(out / "B2" / RAW_FILE): (out / "B2" / RAW_FILE).stat().st_size}
         assert not is_locked(out / "B2" / "run.lock")
         tokens, records = recount(out / "B2")

@@ -504,13 +504,13 @@ def test_main_without_a_config_explains_how_to_start(
     assert "gen-tui --demo" in err and "gen-tui --config FILE" in err
 
 
-def test_main_with_a_bad_config_is_one_line_and_exit_1(
+def test_main_with_a_bad_config_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "gen-tui.toml"
     path.write_text('[run]\ntokenizer = "tok"\nbudget = "10M"\n')
     code = main(argparse.Namespace(tui_demo=False, tui_config=path))
-    assert code == 1
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gen-tui: error: ")
 

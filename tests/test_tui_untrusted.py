@@ -184,6 +184,6 @@ def test_a_config_error_quoting_escapes_reaches_stderr_without_them(
     path.write_text('"\\u001b]0;pwned\\u0007\\u001b]52;c;ZXZpbA==\\u0007" = 1\n')
     code = main(argparse.Namespace(tui_demo=False, tui_config=path))
     err = capsys.readouterr().err
-    assert code == 1 and "pwned" in err, err
+    assert code == 2 and "pwned" in err, err
     for char in CONTROL_BYTES:
         assert char not in err, f"{char!r} reaches the terminal: {err!r}"

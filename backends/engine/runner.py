@@ -209,7 +209,7 @@ class RequestRunner(RunPart):
                 server.down_until = 0.0
                 server.failures = 0
                 self.pool.grow()
-                generation = await self.feeder.attach_ids(generation)
+                generation = await self.feeder.attach_ids(generation, prompt.messages)
                 await self.sink.keep(ds, prompt, generation, server.url)
                 return
         finally:

@@ -199,6 +199,8 @@ class DatasetSink(RunPart):
             latency_s=gen.latency_s,
             server=server,
             cost=cost,
+            reasoning=gen.reasoning,
+            ids_gap=gen.ids_gap,
         ).to_line()
         try:
             ds.writer.write(line)
