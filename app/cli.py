@@ -35,6 +35,7 @@ from gen_tui.backends.settings import (
     DEFAULT_GRACE_S,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_STALE_AFTER_S,
+    MAX_NEW_TOKENS_CAP,
     FieldSetting,
     SettingError,
     settings_of,
@@ -168,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     smp.add_argument(
         "--max-new-tokens",
         type=_count_arg("--max-new-tokens"),
-        help=f"(default {DEFAULT_MAX_NEW_TOKENS})",
+        help="longest answer, in tokens; never above the server's context minus the prompt "
+        f"(default: that, capped at {MAX_NEW_TOKENS_CAP}; {DEFAULT_MAX_NEW_TOKENS} when the "
+        "server does not say its context length)",
     )
     smp.add_argument("--temperature", type=float)
     smp.add_argument("--top-p", type=float)

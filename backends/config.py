@@ -16,7 +16,7 @@ from typing import Any
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
-from gen_tui.backends.settings import DEFAULT_MAX_NEW_TOKENS, SettingError, settings_of
+from gen_tui.backends.settings import SettingError, settings_of
 
 RUN_SETTINGS = {spelled.setting.key: spelled.setting for spelled in settings_of(EngineConfig)}
 """The `[run]` keys that are engine settings: type, checks and default live with the field."""
@@ -315,9 +315,8 @@ def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
         if value is not None:
             values[spelled.name] = value
     sampling = dict(file.sampling)
-    sampling.setdefault("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     sampling.update({name: flags[name] for name in SAMPLING_FLAGS if flags.get(name) is not None})
-    if sampling["max_new_tokens"] < 1:
+    if sampling.get("max_new_tokens", 1) < 1:
         raise EngineError("--max-new-tokens must be at least 1")
     config = EngineConfig(datasets=_datasets(file, flags), sampling=sampling, **values)
     # Checked last: a wrong value (--concurrency 0) or a missing prompt folder is the

@@ -20,6 +20,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
@@ -86,6 +87,17 @@ def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
         except CountError:
             found.append(None)
     return found[0], found[1]
+
+
+def _truncation(progress: ProgressFile) -> dict[str, Any]:
+    """The writer's count of answers cut at max_new_tokens, as snapshot fields (the record
+    file is not read for it: the writer counts its own run's answers)."""
+    fields: dict[str, Any] = {}
+    if progress.truncated is not None and progress.truncated_of is not None:
+        fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
+    if progress.truncated_warn is not None:
+        fields["truncated_warn"] = progress.truncated_warn
+    return fields
 
 
 class HostMonitor:
@@ -328,6 +340,7 @@ class HostMonitor:
             host=self.name,
             message=totals.problem or ((progress.message or "") if live else ""),
             cost=progress.cost if by_writer or writer is None else None,
+            **_truncation(progress if by_writer or writer is None else ProgressFile()),
         )
 
     # what the UI does

@@ -64,6 +64,9 @@ def test_the_reader_gets_back_what_the_writer_wrote(tmp_path: Path) -> None:
         errors=1,
         message="ok",
         cost=0.25,
+        truncated=0,
+        truncated_of=0,
+        truncated_warn=5.0,
     )
 
 

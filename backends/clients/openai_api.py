@@ -20,9 +20,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.base import ModelLimits, Request
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
+from gen_tui.backends.clients.models import models_limits
 from gen_tui.backends.clients.reasoning import reasoning_of
 from gen_tui.backends.protocol import (
     Generation,
@@ -285,19 +286,26 @@ class OpenAIClient(HttpClient):
         """Name each request's dataset to the simulator (off: real providers never see it)."""
 
     async def generate(self, url: str, request: Request) -> Generation:
+        sampling = self.sampling
+        if request.max_new_tokens is not None:
+            sampling = {**sampling, "max_new_tokens": request.max_new_tokens}
         return await chat(
             self.session,
             url,
             messages=request.messages,
-            sampling=self.sampling,
+            sampling=sampling,
             model=self.model,
             api_key=self.secret,
             key_hint=self.key_hint,
             dataset=request.dataset if self.sim_dataset_header else None,
             stream=self.stream,
             timeout_s=self.timeout_s,
-            limits=self.limits,
+            limits=self.limits.for_tokens(request.max_new_tokens),
         )
 
     async def probe(self, url: str) -> str | None:
         return await check_reachable(self.session, url)
+
+    async def model_limits(self, url: str) -> ModelLimits:
+        headers = {"Authorization": f"Bearer {self.secret}"} if self.secret else None
+        return await models_limits(self.session, url, self.model, headers)

@@ -99,7 +99,8 @@ class Feeder(RunPart):
                     )
                 )
             else:
-                out.append((prompt, ids if self.tokenize else None))
+                counted = dataclasses.replace(prompt, tokens=len(ids))
+                out.append((counted, ids if self.tokenize else None))
         return out
 
     async def _produce(self, ds: DatasetRun) -> None:

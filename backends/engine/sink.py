@@ -215,9 +215,20 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:
             self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
             self.reporter.budget(ds, "crossed")
+
+    def _watch_truncation(self, ds: DatasetRun, gen: Generation) -> None:
+        """Count an answer cut at its cap; say so when the dataset's share passes the warning."""
+        ds.truncation.observe(gen.finish_reason)
+        answers = ds.samples - ds.resumed_samples
+        warning = ds.truncation.warning(
+            ds.name, answers, self.config.truncated_warn, self.config.max_new_tokens
+        )
+        if warning is not None:
+            self.reporter.event("warning", warning)
 
     def note_failure(
         self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int

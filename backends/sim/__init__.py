@@ -14,11 +14,11 @@ in each shape servers send it (`SimConfig.openai_reasoning`).
 
 from gen_tui.backends.sim.cli import main
 from gen_tui.backends.sim.config import (
-    DEFAULT_MAX_NEW_TOKENS,
     EOS_TOKEN_ID,
     FAULT_KINDS,
     OPENAI_REASONING,
     OPENAI_STREAM_ENDS,
+    SERVER_DEFAULT_MAX_NEW_TOKENS,
     Faults,
     LengthProfile,
     SimConfig,
@@ -28,11 +28,11 @@ from gen_tui.backends.sim.config import (
 from gen_tui.backends.sim.server import SimServer, create_app
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
+    "SERVER_DEFAULT_MAX_NEW_TOKENS",
     "Faults",
     "LengthProfile",
     "SimConfig",

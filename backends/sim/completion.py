@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gen_tui.backends.sim.config import (
-    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_VOCAB_SIZE,
     EOS_TOKEN_ID,
     FIRST_TOKEN_ID,
+    SERVER_DEFAULT_MAX_NEW_TOKENS,
     SimConfig,
 )
 
@@ -83,7 +83,7 @@ def plan(config: SimConfig, prompt: Prompt) -> tuple[list[int], dict[str, Any]]:
     seed = int.from_bytes(digest.digest(), "big")
     rng = random.Random(seed)
     natural = profile.draw(rng)
-    cap = DEFAULT_MAX_NEW_TOKENS if prompt.max_new_tokens is None else prompt.max_new_tokens
+    cap = SERVER_DEFAULT_MAX_NEW_TOKENS if prompt.max_new_tokens is None else prompt.max_new_tokens
     cap = min(cap, config.context_length - prompt.prompt_tokens)
     length = cap if prompt.ignore_eos else min(natural, cap)
     vocab = config.vocab_size or DEFAULT_VOCAB_SIZE

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeGuard
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "DEFAULT_VOCAB_SIZE",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "FIRST_TOKEN_ID",
     "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
+    "SERVER_DEFAULT_MAX_NEW_TOKENS",
     "Faults",
     "LengthProfile",
     "SimConfig",
@@ -38,7 +38,9 @@ __all__ = [
 EOS_TOKEN_ID = 2
 FIRST_TOKEN_ID = 3
 DEFAULT_VOCAB_SIZE = 32000
-DEFAULT_MAX_NEW_TOKENS = 128
+SERVER_DEFAULT_MAX_NEW_TOKENS = 128
+"""What SGLang itself generates for a /generate without `max_new_tokens` (seen on 0.5.23):
+the simulated server's default, not gen-tui's (which always sends a cap)."""
 # Precedence when several faults are drawn for the same request.
 FAULT_KINDS = (
     "reset",
@@ -229,6 +231,8 @@ class SimStats:
     total_cost: float = 0.0
     unauthorized: int = 0
     completed_rids: list[str] = field(default_factory=list)
+    max_new_tokens: dict[str, int | None] = field(default_factory=dict)
+    """The cap each accepted request asked for, by rid (a chat without one: the context left)."""
 
 
 def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:

@@ -224,6 +224,7 @@ class OpenAIApi(Frontend):
             "object": "model",
             "created": 0,
             "owned_by": "sim",
+            "max_model_len": self.sim.config.context_length,  # as vLLM and SGLang say it
         }
         return json_response({"object": "list", "data": [model]})
 
