@@ -92,7 +92,8 @@ def record_problem(record: Any, vocab: int | None, count_ids: bool) -> str | Non
         return f"field 'output_ids' holds {bad!r:.40}, not an integer id"
     if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
         bad = min(ids) if min(ids) < 0 else max(ids)
-        return f"field 'output_ids' holds id {bad}, outside the tokenizer's range 0..{(vocab or 0) - 1}"
+        top = "" if vocab is None else vocab - 1
+        return f"field 'output_ids' holds id {bad}, outside the tokenizer's range 0..{top}"
     if count_ids and len(ids) != record["completion_tokens"]:
         return (
             f"field 'output_ids' holds {len(ids)} ids but completion_tokens is "
