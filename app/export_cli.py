@@ -17,6 +17,7 @@ from typing import Any
 
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_ABORTED = 130
 
 
 def _say(line: str) -> None:
@@ -46,6 +47,8 @@ def export_main(args: argparse.Namespace) -> int:
         return _error(str(exc))
     except OSError as exc:
         return _error(f"cannot write {exc.filename or args.to}: {exc.strerror or exc}")
+    except KeyboardInterrupt:  # the temporary file is gone already; nothing half-written
+        return EXIT_ABORTED
     _say(f"wrote {target}")
     return EXIT_OK
 

@@ -169,6 +169,9 @@ def test_a_resume_with_another_setup_is_noted_and_the_same_one_is_not(
     (setup,) = manifest.setups
     record_setup(out / "A", "A", setup, 60)
     assert len(read_manifest(out / "A").runs) == 1
+    moved = RunSetup(**{**setup.__dict__, "servers": ["http://10.0.0.7:30000"]})
+    record_setup(out / "A", "A", moved, 60)  # another URL for the same model: one setup
+    assert read_manifest(out / "A").single_setup().servers == [*setup.servers, *moved.servers]
     changed = RunSetup(**{**setup.__dict__, "sampling": {"max_new_tokens": 9}})
     record_setup(out / "A", "A", changed, 60)
     assert [run["first_record"] for run in read_manifest(out / "A").runs] == [0, 60]

@@ -71,9 +71,9 @@ def metadata(item: Item, facts: RunFacts) -> dict[str, Any]:
     return {
         "dataset": item.dataset,
         "sample_id": sample_key(record["sample_id"]),
-        "finish_reason": record["finish_reason"],
-        "prompt_tokens": record["prompt_tokens"],
-        "completion_tokens": record["completion_tokens"],
+        "finish_reason": record.get("finish_reason"),
+        "prompt_tokens": record.get("prompt_tokens"),
+        "completion_tokens": record.get("completion_tokens"),
         "model": facts.model,
         "sampling": facts.sampling,
         "server": record.get("server") if isinstance(record.get("server"), str) else None,

@@ -89,11 +89,12 @@ class RunSetup:
             raise ManifestError(f"{where}: a run entry lacks field {exc.args[0]!r}") from None
 
     def differences(self, other: RunSetup) -> list[str]:
-        """The fields in which `other` differs from this setup."""
+        """The fields in which `other` differs from this setup, servers aside: the same
+        model behind another URL (a moved server, a router) makes the same records."""
         return [
             name
             for name in self.__dataclass_fields__
-            if getattr(self, name) != getattr(other, name)
+            if name != "servers" and getattr(self, name) != getattr(other, name)
         ]
 
 
@@ -173,11 +174,19 @@ def record_setup(folder: Path, dataset: str, setup: RunSetup, records: int) -> N
             setups = []  # unreadable: start it again, saying nothing of the old records
             manifest = None
         if manifest is not None and setups and records:
-            if not setups[-1].differences(setup):
-                return
             runs = manifest.runs
+            if not setups[-1].differences(setup):
+                known = runs[-1]["servers"]
+                new = [url for url in setup.servers if url not in known]
+                if not new:
+                    return
+                runs[-1]["servers"] = [*known, *new]
+                _write(folder, dataset, runs)
+                return
             entry.pop("assumed_for_earlier_records")
-    runs.append(entry)
-    write_json_atomic(
-        folder / MANIFEST_FILE, {"version": MANIFEST_VERSION, "dataset": dataset, "runs": runs}
-    )
+    _write(folder, dataset, [*runs, entry])
+
+
+def _write(folder: Path, dataset: str, runs: list[dict[str, Any]]) -> None:
+    payload = {"version": MANIFEST_VERSION, "dataset": dataset, "runs": runs}
+    write_json_atomic(folder / MANIFEST_FILE, payload)
