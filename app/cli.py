@@ -196,7 +196,53 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "sim", help="serve the simulated SGLang / OpenAI-compatible server (gen-tui sim --help)"
     )
+    _add_export(commands)
+    _add_verify(commands)
     return parser
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _add_export(commands: Any) -> None:
+    from gen_tui.backends.export.formats import FORMATS
+
+    export = commands.add_parser(
+        "export",
+        help="write a run's records as one training-data JSONL",
+        description="Stream the records of the chosen datasets into one JSONL file in a "
+        "trainer's format, rebuilding prompt ids with the run's own tokenizer and template.",
+    )
+    export.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
+    export.add_argument("--format", required=True, choices=FORMATS)
+    export.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
+    export.add_argument(
+        "--to",
+        metavar="FILE",
+        help="where the rows go, '-' for stdout (default OUTPUT_DIR/export.FORMAT.jsonl)",
+    )
+    export.add_argument(
+        "--max-length",
+        type=_count_arg("--max-length"),
+        help="skip records whose prompt and answer together pass N tokens",
+    )
+    export.add_argument(
+        "--drop-truncated",
+        action="store_true",
+        help="skip answers cut off at max_new_tokens (finish_reason length)",
+    )
+
+
+def _add_verify(commands: Any) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="check every record of a run completely (before export, after a crash)",
+        description="Check every record: parses, types, ids in the tokenizer's range, counts, "
+        "duplicates, sample_ids in the prompt file, finish_reason. Exits 1 on any problem.",
+    )
+    verify.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
+    verify.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
 
 
 RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_FLAGS)
@@ -323,6 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.app.launch import main as tui_main
 
         return tui_main(args)
+    if args.command in ("export", "verify"):
+        from gen_tui.app.export_cli import export_main, verify_main
+
+        return (export_main if args.command == "export" else verify_main)(args)
     try:
         if args.demo:
             refusal = demo_refusal(args)

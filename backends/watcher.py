@@ -74,6 +74,7 @@ RAW_FILE = "raw_responses.jsonl"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
 LOCK_FILE = "run.lock"
+MANIFEST_FILE = "run_manifest.json"  # what the run was run with: prompts, template, sampling
 LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
 START_SEQ = "start.seq"
 START_LOCK = "start.lock"

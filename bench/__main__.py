@@ -21,6 +21,7 @@ NAMES = [
     "remote_attach",
     "tui_cost",
     "memory",
+    "export_speed",
 ]
 
 

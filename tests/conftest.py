@@ -60,3 +60,13 @@ async def sim(vocab_size: int) -> AsyncIterator[Callable[..., object]]:
     yield start
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture(scope="session")
+def finished_run(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, vocab_size: int
+) -> tuple[Path, Path]:
+    """(output dir, prompts dir) of one finished `gen-tui run` (see tests/run_output.py)."""
+    from .run_output import make_run
+
+    return make_run(tmp_path_factory.mktemp("finished_run"), tokenizer_dir, vocab_size)

@@ -34,6 +34,7 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.snapshots import dataset_snapshot
+from gen_tui.backends.export.manifest import template_sha256
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
@@ -183,7 +184,7 @@ class Engine:
         return self._caps.for_prompt(tokens)
 
     async def _open_all(self) -> None:
-        await self._sink.open_all(self._executor)
+        await self._sink.open_all(self._executor, template_sha256(self._feeder.tokenizer))
         self._allocator.rebalance()
         for ds in self._datasets:
             if ds.samples:
