@@ -143,9 +143,7 @@ class RunsScreen(Screen[None]):
     def refresh_rows(self) -> None:
         rows = self.rows()
         live = sum(1 for _, _, ended in self._rows.values() if not ended)
-        self.query_one("#runs-title", Label).update(
-            f" Runs: {live} live, {len(rows) - live} ended"
-        )
+        self.query_one("#runs-title", Label).update(f" Runs: {live} live, {len(rows) - live} ended")
         # Each host's state in full, a line each (wrapped, never cut: this is where a host
         # error the header had to shorten is read). It quotes SSH and host failures: one
         # line per host, no control characters.
