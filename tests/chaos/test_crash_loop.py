@@ -15,7 +15,6 @@ Reproduce a failure with the seed it prints: `CHAOS_SEED=... pytest tests/chaos 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -32,6 +31,7 @@ from .checker import (
     check_folder,
     error_ids,
     inject_torn_tail,
+    prompt_ids,
     sample_of_rid,
 )
 from .procs import RunProcess, SimProcess, record_lines
@@ -62,11 +62,6 @@ TORN_BODY = (
     b'{"sample_id":"A-0","completion_tokens":5,"prompt_tokens":9,"finish_reason":"stop",'
     b'"output_ids":[11,12,13,14,15],"text":"cut off by a crash"'
 )
-
-
-def prompt_ids(path: Path) -> set[str]:
-    """The sample ids of a prompt file, read with plain json (not the engine's parser)."""
-    return {str(json.loads(line)["id"]) for line in path.read_bytes().splitlines() if line}
 
 
 def wait_for_records(run: RunProcess, folders: list[Path], target: int, timeout: float) -> None:

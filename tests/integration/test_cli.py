@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,54 +14,9 @@ import pytest
 
 from gen_tui.backends.lock import is_locked
 from gen_tui.backends.sim import LengthProfile
-
-from .helpers import progress, record_lines, recount
-
-GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-
-
-async def spawn(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *GEN_TUI,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=ENV,
-        start_new_session=True,
-    )
-
-
-def run_args(tokenizer: Path, prompts: Path, out: Path, url: str, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--prompts-dir",
-        str(prompts),
-        "--tokenizer",
-        str(tokenizer),
-        "--output-dir",
-        str(out),
-        "--server-url",
-        url,
-        "--plain",
-        "--max-new-tokens",
-        "4096",
-        *extra,
-    ]
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
-async def finish(process: asyncio.subprocess.Process, timeout: float = 90) -> tuple[int, str, str]:
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+from tests.support.polling import wait_until
+from tests.support.records import progress, record_lines, recount
+from tests.support.runs import finish, run_args, spawn
 
 
 async def test_kill_9_mid_run_then_resume_loses_and_duplicates_nothing(

@@ -27,9 +27,8 @@ from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.checks import receive
 from gen_tui.backends.protocol import RequestFailed
 from gen_tui.backends.untrusted import STORED_CHARS
-
-from .helpers import read_records
-from .test_engine import make_config
+from tests.support.engine import make_config
+from tests.support.records import read_records
 
 LIMIT = 1 << 20
 IDLE_S = 0.3

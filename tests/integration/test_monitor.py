@@ -9,11 +9,9 @@ from pathlib import Path
 from gen_tui.backends.hosts import KillResult
 from gen_tui.backends.monitor import HostMonitor, RateMeter, budget_from_argv
 from gen_tui.backends.snapshot import DatasetState
-from tests.helpers import recount
-from tests.sshd import sshd
-from tests.test_runs import AnyHost, alive, host, standin, standin_argv, wait_until
-
-__all__ = ["host", "sshd", "standin"]  # fixtures, imported for pytest
+from tests.support.polling import wait_until
+from tests.support.records import recount
+from tests.support.runs import AnyHost, alive, standin_argv
 
 
 def test_rates_come_from_successive_totals_and_decay_when_writing_stops() -> None:

@@ -13,10 +13,9 @@ from gen_tui.backends.protocol import retry_delay
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.sim import Faults, LengthProfile
 from gen_tui.backends.snapshot import DatasetState
-
-from .helpers import read_records
-from .test_cli import ENV, finish, run_args, spawn
-from .test_engine import make_config, run
+from tests.support.engine import make_config, run
+from tests.support.records import read_records
+from tests.support.runs import ENV, finish, run_args, spawn
 
 KEY = "sk-test-0123456789abcdef"
 

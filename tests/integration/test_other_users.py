@@ -25,12 +25,7 @@ import pytest
 
 from gen_tui.backends.hosts import KillResult, LocalHost, RunError, RunProcess, SSHHost
 from gen_tui.backends.watcher import LOCK_FILE
-
-from .sshd import sshd
-from .test_runs import host
-from .users import OTHER_USER, ensure_user
-
-__all__ = ["host", "sshd"]  # fixtures, imported for pytest
+from tests.support.users import OTHER_USER, ensure_user
 
 AnyHost = LocalHost | SSHHost
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

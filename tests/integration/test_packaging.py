@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # tests/integration/ -> the project
 
 
 def test_wheel_holds_packages_styles_and_entry_point(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
-
-from .helpers import record_lines, recount
-from .test_cli import finish, run_args, spawn, wait_until
-from .test_engine import make_config, run
+from tests.support.engine import make_config, run
+from tests.support.polling import wait_until
+from tests.support.records import record_lines, recount
+from tests.support.runs import finish, run_args, spawn
 
 SLOTS = 32
 RATE = 1500.0

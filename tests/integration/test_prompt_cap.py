@@ -17,9 +17,8 @@ from gen_tui.backends.prompts import Prompt, iter_prompts
 from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.settings import DEFAULT_MAX_PROMPT_TOKENS
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
-
-from .helpers import read_records
-from .test_engine import make_config, run
+from tests.support.engine import make_config, run
+from tests.support.records import read_records
 
 CAP = 200
 

@@ -19,13 +19,10 @@ from pathlib import Path
 import pytest
 
 from gen_tui.backends.hosts import KillResult, RunError, RunIdentity, SSHHost, StartError
-
-from .helpers import record_commands
-from .sshd import Sshd
-from .test_runs import STANDIN
-from .users import CSH_USER, ensure_user, folder_of, give, users_sshd
-
-__all__ = ["users_sshd"]  # the fixture, imported for pytest
+from tests.support.records import record_commands
+from tests.support.runs import STANDIN
+from tests.support.sshd import Sshd
+from tests.support.users import CSH_USER, ensure_user, folder_of, give
 
 PYTHON = "/usr/bin/python3"  # the box's system Python: the test user cannot read root's venv
 

@@ -12,8 +12,7 @@ import dataclasses
 import json
 import os
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from gen_tui.backends.hosts import (
     LOG_DIR,
     DatasetTotals,
     KillResult,
-    LocalHost,
     ResumeRefused,
     RunIdentity,
     RunProcess,
@@ -39,97 +37,10 @@ from gen_tui.backends.prompts import DatasetNameError
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.ssh import SSHConnection
-
-from .helpers import progress, read_records, record_commands, record_lines, recount
-from .sshd import Sshd, python38, sshd
-
-__all__ = ["sshd"]  # the fixture, imported for pytest
-
-AnyHost = LocalHost | SSHHost
-
-STANDIN = r'''
-"""A user's own run_inference.py: old record layout, no lock file, one write() per line."""
-import json, os, signal, sys, time
-
-args = sys.argv[1:]
-
-
-def flag(name, default=None):
-    return args[args.index(name) + 1] if name in args else default
-
-
-folder = os.path.join(flag("--output-dir"), flag("--datasets"))
-os.makedirs(folder, exist_ok=True)
-with open(os.path.join(folder, "argv.json"), "w") as handle:
-    json.dump(sys.argv, handle)
-stop = []
-if flag("--on-term", "exit") == "exit":
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-else:
-    signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
-fd = os.open(os.path.join(folder, "raw_responses.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-i = 0
-print("started", flush=True)
-while not stop:
-    record = {"sample_id": "%d-%d" % (os.getpid(), i), "usage": {"completion_tokens": 10}}
-    os.write(fd, (json.dumps(record) + "\n").encode())
-    i += 1
-    time.sleep(0.02)
-print("stopped cleanly", flush=True)
-'''
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def host(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyHost]:
-    out = tmp_path / "out"
-    out.mkdir()
-    made: AnyHost
-    if request.param == "local":
-        made = LocalHost(out)
-    else:
-        server: Sshd = request.getfixturevalue("sshd")
-        made = SSHHost(
-            "loopback",
-            server.alias,
-            str(out),
-            options=server.options(),
-            python=python38() or "python3",
-        )
-        await made.connect()
-    started: list[RunIdentity] = []
-    start = made.start
-
-    async def tracked_start(*args: Any, **kwargs: Any) -> RunIdentity:
-        identity = await start(*args, **kwargs)
-        started.append(identity)
-        return identity
-
-    made.start = tracked_start  # type: ignore[method-assign]
-    yield made
-    for identity in started:  # a failed test leaves nothing running (identity-checked kill)
-        if alive(identity.pid):
-            await made.kill(identity, grace_s=2)
-    await made.close()
-
-
-@pytest.fixture
-def standin(tmp_path: Path) -> Path:
-    path = tmp_path / "scripts" / "run_inference.py"
-    path.parent.mkdir()
-    path.write_text(STANDIN)
-    return path
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not in time: {what}")
-        await asyncio.sleep(0.05)
-
-
-def standin_argv(script: Path, out: str, dataset: str, *extra: str) -> list[str]:
-    return [sys.executable, str(script), "--datasets", dataset, "--output-dir", out, *extra]
+from tests.support.polling import wait_until
+from tests.support.records import progress, read_records, record_commands, record_lines, recount
+from tests.support.runs import AnyHost, alive, append_records, standin_argv
+from tests.support.sshd import Sshd
 
 
 async def listed(host: AnyHost, identity: RunIdentity) -> RunProcess:
@@ -137,13 +48,6 @@ async def listed(host: AnyHost, identity: RunIdentity) -> RunProcess:
     found = [run for run in runs if run.identity.same_process(identity)]
     assert found, f"pid {identity.pid} not in {[r.pid for r in runs]}"
     return found[0]
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 async def test_foreign_script_is_listed_refused_on_identity_then_stopped(
@@ -431,23 +335,6 @@ def _break_link(host: AnyHost, request: pytest.FixtureRequest, before: set[int])
         process.kill()
 
 
-async def _append(folder: Path, count: int, tag: str) -> None:
-    path = folder / RAW_FILE
-    folder.mkdir(exist_ok=True)
-    for i in range(count):
-        record = {"sample_id": f"{tag}{i}", "completion_tokens": 3 + i % 11, "output_ids": []}
-        line = json.dumps(record).encode() + b"\n"
-        with open(path, "ab") as handle:
-            if i % 4 == 0:  # a torn tail for a moment
-                handle.write(line[:10])
-                handle.flush()
-                await asyncio.sleep(0.01)
-                handle.write(line[10:])
-            else:
-                handle.write(line)
-        await asyncio.sleep(0.01)
-
-
 async def test_watch_recovers_from_a_dropped_link_with_exact_totals(
     host: AnyHost, request: pytest.FixtureRequest
 ) -> None:
@@ -460,13 +347,15 @@ async def test_watch_recovers_from_a_dropped_link_with_exact_totals(
         host.connection = SSHConnection(server.alias, server.options(), backoff_s=(0.2, 0.5))
         before = {p.pid for p in server.sessions()}
         await host.connect()
-    await _append(out / "A", 50, "a")
+    await append_records(out / "A", 50, "a")
     watch = host.watch(str(out), ["A", "B"])
     items: list[DatasetTotals | WatchStatus] = []
     consumer = asyncio.create_task(_collect(watch, items))
     try:
         await wait_until(lambda: "A" in watch.totals and watch.totals["A"].samples == 50, 20)
-        writers = asyncio.gather(_append(out / "A", 150, "x"), _append(out / "B", 150, "y"))
+        writers = asyncio.gather(
+            append_records(out / "A", 150, "x"), append_records(out / "B", 150, "y")
+        )
         await asyncio.sleep(0.5)
         _break_link(host, request, before)
         await wait_until(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,20 +20,8 @@ from gen_tui.backends.ssh import (
     Target,
     connect,
 )
-
-from .sshd import Sshd, keygen, sshd
-
-__all__ = ["sshd"]  # the fixture, imported for pytest
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll until `predicate()`; return the seconds it took (fail after `timeout`)."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
+from tests.support.polling import wait_until
+from tests.support.sshd import Sshd, keygen
 
 
 @pytest.mark.parametrize(
@@ -127,8 +113,8 @@ async def test_killed_session_is_seen_and_reconnected(sshd: Sshd) -> None:
         assert mine
         for process in mine:
             process.kill()
-        await wait_for(lambda: not connection.connected, 5, "drop noticed")
-        await wait_for(lambda: connection.connected, 10, "reconnected")
+        await wait_until(lambda: not connection.connected, 5, "drop noticed")
+        await wait_until(lambda: connection.connected, 10, "reconnected")
         assert connection.generation == 2
         assert any(s.startswith("disconnected: ") for s in states)
         assert any(s.startswith("reconnecting in ") for s in states)
@@ -147,10 +133,11 @@ async def test_frozen_link_is_detected_by_keepalive_within_10s(sshd: Sshd) -> No
     try:
         for process in frozen:
             os.kill(process.pid, signal.SIGSTOP)  # packets go unanswered, TCP stays up
-        took = await wait_for(lambda: not connection.connected, 12, "dead link noticed")
-        assert took <= 10.5
+        frozen_at = time.monotonic()
+        await wait_until(lambda: not connection.connected, 12, "dead link noticed")
+        assert time.monotonic() - frozen_at <= 10.5
         assert "keepalive" in (connection.last_error or ""), connection.last_error
-        await wait_for(lambda: connection.connected, 10, "reconnected to a fresh session")
+        await wait_until(lambda: connection.connected, 10, "reconnected to a fresh session")
     finally:
         for process in frozen:
             with_kill(process.pid)

@@ -14,10 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gen_tui.backends.ssh import MAX_LINE_BYTES, OutputTooLarge, SSHConnection
-
-from .sshd import Sshd, sshd
-
-__all__ = ["sshd"]  # the fixture, imported for pytest
+from tests.support.sshd import Sshd
 
 BOUND = 1 << 20
 FLOOD = "head -c 40000000 /dev/zero | tr '\\0' a"

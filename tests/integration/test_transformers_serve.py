@@ -26,8 +26,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.demo import write_prompts
-
-from .helpers import read_records
+from tests.support.records import read_records
 
 SERVE_PYTHON = os.environ.get("GEN_TUI_SERVE_PYTHON", "")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}

@@ -29,8 +29,7 @@ from gen_tui.backends.records import (
     scan_records,
     write_json_atomic,
 )
-
-from .sshd import python38
+from tests.support.sshd import python38
 
 
 def new_line(sample_id: int, tokens: int) -> bytes:

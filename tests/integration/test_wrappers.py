@@ -25,11 +25,8 @@ import psutil
 import pytest
 
 from gen_tui.backends.hosts import KillResult, LocalHost, SSHHost
-
-from .sshd import sshd
-from .test_runs import alive, host, standin
-
-__all__ = ["host", "sshd", "standin"]  # fixtures, imported for pytest
+from tests.support.polling import wait_until, wait_until_sync
+from tests.support.runs import alive
 
 AnyHost = LocalHost | SSHHost
 PYTHON = "/usr/bin/python3"
@@ -84,15 +81,18 @@ def screen_chain(host: AnyHost, standin: Path, tmp_path: Path) -> Iterator[Chain
     screen = subprocess.Popen(argv, executable=PYTHON, start_new_session=True)
     tree: list[psutil.Process] = []
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            tree = psutil.Process(screen.pid).children(recursive=True)
-            writers = [p for p in tree if cmdline(p)[:2] == [PYTHON, str(standin)]]
-            windows = [p for p in tree if cmdline(p)[-1:] == ["import time; time.sleep(300)"]]
-            if writers and windows and (Path(host.output_dir) / "B1" / "argv.json").exists():
-                break
-            assert time.monotonic() < deadline, f"the chain never started: {tree}"
-            time.sleep(0.05)
+
+        def started() -> bool:
+            tree[:] = psutil.Process(screen.pid).children(recursive=True)
+            return bool(
+                [p for p in tree if cmdline(p)[:2] == [PYTHON, str(standin)]]
+                and [p for p in tree if cmdline(p)[-1:] == ["import time; time.sleep(300)"]]
+                and (Path(host.output_dir) / "B1" / "argv.json").exists()
+            )
+
+        wait_until_sync(started, 20, "the chain's start", detail=lambda: f"tree: {tree}")
+        writers = [p for p in tree if cmdline(p)[:2] == [PYTHON, str(standin)]]
+        windows = [p for p in tree if cmdline(p)[-1:] == ["import time; time.sleep(300)"]]
         wrappers = [p for p in tree if cmdline(p) and p not in (*writers, *windows)]
         assert len(wrappers) == 3, wrappers  # runuser, bash -lc, bash shim
         yield Chain(screen, writers[0], windows[0], wrappers)
@@ -122,10 +122,9 @@ async def test_k_stops_only_the_writer_inside_screen_and_wrappers(
     assert alive(chain.window.pid), "the other window was stopped with the run"
     assert psutil.Process(chain.screen.pid).status() != psutil.STATUS_STOPPED
     # The wrappers end by themselves once the writer is gone (`; true` ends the bash -lc).
-    deadline = time.monotonic() + 10
-    while any(alive(p.pid) for p in chain.wrappers):
-        assert time.monotonic() < deadline, "a wrapper outlived its run"
-        await asyncio.sleep(0.05)
+    await wait_until(
+        lambda: not any(alive(p.pid) for p in chain.wrappers), 10, "the wrappers' end with the run"
+    )
     os.kill(chain.window.pid, signal.SIGKILL)
 
 

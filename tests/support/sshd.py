@@ -4,7 +4,7 @@ Everything lives in a temporary folder: a host key, a client key (authorized for
 user, root), a known_hosts naming the host key, and an `ssh_config` with a `Host` alias, so
 the tests reach the server through the same code paths as a user's `~/.ssh` without ever
 reading or writing it. The server runs in the foreground (`-D`) as our child and is stopped
-by its pid. Import the fixtures from this module in a test module to use them.
+by its pid. The `sshd` fixture (tests/conftest.py) holds one for the session.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,11 +193,3 @@ def start_sshd(folder: Path) -> Sshd:
                 raise RuntimeError("sshd did not start listening within 10 s") from None
             time.sleep(0.05)
     return server
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    """One sshd for the session (tests that break connections only kill session children)."""
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()

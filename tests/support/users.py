@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from .sshd import Sshd, start_sshd
-
 OTHER_USER = "gentui-other"
 """Someone else on the box: owns runs and files gen-tui must not run or stop."""
 CSH_USER = "gentui-csh"
@@ -65,18 +63,3 @@ def give(path: Path, user: pwd.struct_passwd) -> Path:
     for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
         os.chown(item, user.pw_uid, user.pw_gid)
     return path
-
-
-@pytest.fixture(scope="module")
-def users_sshd() -> Iterator[Sshd]:
-    """A test sshd whose folder other users can read: sshd reads a user's authorized_keys
-    as that user, and pytest's own temporary folders are root's alone."""
-    folder = Path(tempfile.mkdtemp(prefix="gen-tui-sshd-", dir="/tmp"))
-    folder.chmod(0o755)
-    server = start_sshd(folder / "sshd")
-    (folder / "sshd").chmod(0o755)
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)

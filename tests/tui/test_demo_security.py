@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -27,8 +27,8 @@ from gen_tui.app.hosts import Kill
 from gen_tui.app.launch import demo_app, mark_owner, reap_demo_folders
 from gen_tui.backends.hosts import RunIdentity
 from gen_tui.widgets.run_table import RunTable
-
-from .test_tui import panel, wait_for
+from tests.support.polling import wait_until, wait_until_sync
+from tests.support.tui import panel
 
 # ---- point 14: the demo's `l` and `k` offer only what the demo started -----------------
 
@@ -38,12 +38,11 @@ def impostor(output_dir: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-c", "import time; time.sleep(600)", "gen-tui", "run"]
     argv += ["--output-dir", str(output_dir), "--datasets", STALE]
     process = subprocess.Popen(argv, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # exec'd: its command line is the one above
-        if "gen-tui" in psutil.Process(process.pid).cmdline():
-            return process
-        time.sleep(0.05)
-    raise AssertionError("the stand-in never started")
+    # exec'd: its command line is the one above
+    wait_until_sync(
+        lambda: "gen-tui" in psutil.Process(process.pid).cmdline(), 30, "the stand-in's start"
+    )
+    return process
 
 
 def identity_of(process: subprocess.Popen[bytes]) -> RunIdentity:
@@ -60,36 +59,40 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
     others = [elsewhere]
     try:
         async with app.run_test(size=(160, 50)) as pilot:
-            monitor = await wait_for(pilot, lambda: link.monitor, 60)
-            own = await wait_for(pilot, lambda: link.started and link.started[0], 120)
-            await wait_for(pilot, lambda: own.pid in [r.pid for r in monitor.runs], 60)
+            monitor = await wait_until(lambda: link.monitor, 60, pause=pilot.pause)
+            own = await wait_until(lambda: link.started and link.started[0], 120, pause=pilot.pause)
+            await wait_until(
+                lambda: own.pid in [r.pid for r in monitor.runs], 60, pause=pilot.pause
+            )
             # A second stand-in names the demo's own folder and dataset: still not the demo's.
             others.append(impostor(root / "output"))
             since = time.time()
-            await wait_for(pilot, lambda: monitor.surveyed_at > since + 0.1, 30)
-            await wait_for(pilot, lambda: monitor.surveyed_at > since + 2.1, 30)
+            await wait_until(lambda: monitor.surveyed_at > since + 0.1, 30, pause=pilot.pause)
+            await wait_until(lambda: monitor.surveyed_at > since + 2.1, 30, pause=pilot.pause)
             listed = {run.pid for run in (*monitor.runs, *monitor.ended)}
             assert listed == {own.pid}, f"the demo lists {listed}, it started only {own.pid}"
 
             await pilot.press("l")
-            runs = await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen)
+            runs = await wait_until(
+                lambda: isinstance(app.screen, RunsScreen) and app.screen, pause=pilot.pause
+            )
             await pilot.pause(0.2)
             assert [row.pid for row in runs.rows()] == [own.pid]
             assert runs.query_one(RunTable).row_count == 1
             await pilot.press("k")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             body = str(app.screen.query_one("#confirm-body").render())
             assert f"pid {own.pid}" in body
             assert not any(f"pid {other.pid}" in body for other in others), body
             await pilot.press("n")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+            await wait_until(lambda: isinstance(app.screen, RunsScreen), pause=pilot.pause)
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, RunsScreen))
+            await wait_until(lambda: not isinstance(app.screen, RunsScreen), pause=pilot.pause)
 
             # `k` on the stale dataset's panel names the demo's run, not the stand-in.
             panel(app, STALE).focus()
             await pilot.press("k")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             body = str(app.screen.query_one("#confirm-body").render())
             assert f"pid {own.pid}" in body and f"pid {others[1].pid}" not in body, body
             await pilot.press("n")
@@ -101,7 +104,7 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
             def refused() -> list[str]:
                 return [text for _, text in app.events if "not a run the demo started" in text]
 
-            await wait_for(pilot, lambda: len(refused()) == 2, 30)
+            await wait_until(lambda: len(refused()) == 2, 30, pause=pilot.pause)
         for other in others:
             assert other.poll() is None, f"pid {other.pid} was stopped by the demo"
     finally:
@@ -144,13 +147,8 @@ class Terminal:
             [*self.tmux, "capture-pane", "-p", "-t", "demo"], capture_output=True, text=True
         ).stdout
 
-    def wait(self, check: object, what: str, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():  # type: ignore[operator]
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"{what} never happened; pane:\n{self.pane()}")
+    def wait(self, check: Callable[[], object], what: str, timeout: float = 90.0) -> None:
+        wait_until_sync(check, timeout, what, interval=0.2, detail=lambda: f"pane:\n{self.pane()}")
 
     def keys(self, *keys: str) -> None:
         subprocess.run([*self.tmux, "send-keys", "-t", "demo", *keys], check=True)

@@ -18,16 +18,12 @@ import time
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
-from textual.message import Message
-from textual.notifications import Notify
-from textual.pilot import Pilot
 from textual.widgets import Input
 
-from gen_tui.app.board import StaleWatch, humanize, panel_id, plan_layout
+from gen_tui.app.board import StaleWatch, humanize, plan_layout
 from gen_tui.app.demo_tui import SimProcessSource, SimSource
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.heap import HeapSettler
@@ -36,101 +32,11 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
-from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for, detail_parts
+from gen_tui.widgets.dataset_panel import DatasetPanel, detail_parts
 from gen_tui.widgets.header import header_parts
-
-from .helpers import recount
-
-SIZE = (80, 24)
-
-
-def make_app(
-    tmp_path: Path,
-    tokenizer_dir: Path,
-    prompts_dir: Callable[..., Path],
-    vocab_size: int,
-    *,
-    datasets: dict[str, tuple[int, int | None]],
-    mean: float = 300.0,
-    tokens_per_s: float = 1e6,
-    slots: int = 32,
-    grace_s: float = 30.0,
-    max_new_tokens: int = 4096,
-    stale_after_s: float = 60.0,
-    autostart: bool = True,
-) -> GenTuiApp:
-    """datasets: name -> (prompt count, token budget)."""
-    folder = prompts_dir(**{name: count for name, (count, _) in datasets.items()})
-    config = EngineConfig(
-        datasets=[
-            DatasetSpec(name, folder / f"{name}.jsonl", max_tokens=budget)
-            for name, (_, budget) in datasets.items()
-        ],
-        server_urls=[],
-        tokenizer=str(tokenizer_dir),
-        output_dir=tmp_path / "out",
-        concurrency=slots,
-        sampling={"max_new_tokens": max_new_tokens},
-        parallel_datasets=len(datasets),
-        grace_s=grace_s,
-    )
-    sim = SimConfig(
-        slots=slots,
-        tokens_per_s=tokens_per_s,
-        vocab_size=vocab_size,
-        default_profile=LengthProfile(mean=mean),
-    )
-    return GenTuiApp(SimSource(config, sim), autostart=autostart, stale_after_s=stale_after_s)
-
-
-async def wait_for(pilot: Pilot[Any], check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {check}")
-
-
-def panel(app: GenTuiApp, name: str) -> DatasetPanel:
-    return app.query_one(f"#{panel_id(name)}", DatasetPanel)
-
-
-def snap(app: GenTuiApp, name: str) -> DatasetSnapshot | None:
-    view = panel(app, name).view
-    return view.snapshot if view else None
-
-
-def badge(app: GenTuiApp, name: str) -> str:
-    view = panel(app, name).view
-    assert view is not None
-    return badge_for(view)[0]
-
-
-class Notes:
-    """Collects the app's notifications through `message_hook`."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str, str]] = []
-
-    def __call__(self, message: Message) -> None:
-        if isinstance(message, Notify):
-            n = message.notification
-            self.items.append((n.title, n.message, n.severity))
-
-    def find(self, *words: str) -> list[tuple[str, str, str]]:
-        return [i for i in self.items if all(w in f"{i[0]} {i[1]}" for w in words)]
-
-
-@pytest.fixture
-def app_factory(
-    tmp_path: Path, tokenizer_dir: Path, prompts_dir: Callable[..., Path], vocab_size: int
-) -> Callable[..., GenTuiApp]:
-    def build(**kwargs: Any) -> GenTuiApp:
-        return make_app(tmp_path, tokenizer_dir, prompts_dir, vocab_size, **kwargs)
-
-    return build
+from tests.support.polling import wait_until, wait_until_sync
+from tests.support.records import recount
+from tests.support.tui import SIZE, Notes, badge, panel, snap
 
 
 async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -> None:
@@ -138,10 +44,12 @@ async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -
     async with app.run_test(size=SIZE) as pilot:
         assert [p.dataset for p in app.query(DatasetPanel)] == ["A", "B"]
         assert isinstance(app.focused, DatasetPanel)
-        first = await wait_for(pilot, lambda: (s := snap(app, "A")) and s.tokens > 0 and s)
+        first = await wait_until(
+            lambda: (s := snap(app, "A")) and s.tokens > 0 and s, pause=pilot.pause
+        )
         assert badge(app, "A") == "running"
-        await wait_for(pilot, lambda: snap(app, "A").tokens > first.tokens)
-        await wait_for(pilot, lambda: (s := snap(app, "B")) and s.tokens > 0)
+        await wait_until(lambda: snap(app, "A").tokens > first.tokens, pause=pilot.pause)
+        await wait_until(lambda: (s := snap(app, "B")) and s.tokens > 0, pause=pilot.pause)
         assert app.query_one("#header").view.state == "running"
         assert app.query_one("#header").view.total == 2
 
@@ -149,15 +57,15 @@ async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -
 async def test_kill_cancel_leaves_the_run_alone(app_factory: Callable[..., GenTuiApp]) -> None:
     app = app_factory(datasets={"A": (400, 10**9)}, tokens_per_s=500)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
         await pilot.press("k")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await wait_until(lambda: not isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         run = app.runs[0]
         assert run.active and run.stop_at is None
         tokens = snap(app, "A").tokens
-        await wait_for(pilot, lambda: snap(app, "A").tokens > tokens)
+        await wait_until(lambda: snap(app, "A").tokens > tokens, pause=pilot.pause)
         assert badge(app, "A") == "running"
 
 
@@ -171,19 +79,21 @@ async def test_kill_confirm_drains_with_a_countdown_then_stopped(
         datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=100, max_new_tokens=400
     )
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
         await pilot.press("k")
-        screen = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen)
+        screen = await wait_until(
+            lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
+        )
         body = str(screen.query_one("#confirm-body").render())
         s = snap(app, "A")
         assert f"pid {s.pid} on {s.host}" in body
         assert "A, B" in body
         await pilot.press("y")
-        await wait_for(pilot, lambda: app.runs[0].stop_at is not None)
+        await wait_until(lambda: app.runs[0].stop_at is not None, pause=pilot.pause)
         header = app.query_one("#header")
         assert header.view.state == "stopping" and header.view.countdown_s is not None
         assert badge(app, "A").startswith("draining ")
-        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert badge(app, "A") == "stopped" and badge(app, "B") == "stopped"
         assert app.runs[0].outcome == "stopped"
@@ -200,9 +110,9 @@ async def test_kill_escalates_to_abort_after_the_grace(
     # 300-token answers at 5 tok/s: nothing completes within the 0.5 s grace.
     app = app_factory(datasets={"A": (50, 10**9)}, tokens_per_s=5, grace_s=0.5)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
         await pilot.press("k", "y")
-        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert app.runs[0].outcome == "aborted"
         assert badge(app, "A") == "aborted"
@@ -214,7 +124,7 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
     notes = Notes()
     app = app_factory(datasets={"A": (2000, 20_000)}, mean=300)
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert badge(app, "A") == "budget reached"
         # the crossing, as a notification naming the dataset and the count
@@ -227,7 +137,9 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
         assert len(summary) == 1 and f"A done {first_tokens:,}/20,000 (+" in summary[0]
 
         await pilot.press("r")
-        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        modal = await wait_until(
+            lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
+        )
         await pilot.press(*"12 tokens")
         await pilot.pause(0.1)
         error = str(modal.query_one("#budget-error").render())
@@ -242,9 +154,9 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
         assert str(modal.query_one("#budget-error").render()) == ""
         assert "to go" in str(modal.query_one("#budget-preview").render())
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.screen is not modal)
+        await wait_until(lambda: app.screen is not modal, pause=pilot.pause)
         assert len(app.runs) == 2 and app.runs[1].only == "A"
-        await wait_for(pilot, lambda: not app.runs[1].active)
+        await wait_until(lambda: not app.runs[1].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert badge(app, "A") == "budget reached"
         assert snap(app, "A").max_tokens == 60_000
@@ -262,17 +174,19 @@ async def test_resume_in_a_running_engine_sets_its_budget(
         datasets={"A": (2000, 2000), "B": (5000, 10**9)}, tokens_per_s=1000, max_new_tokens=600
     )
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: badge(app, "A") == "budget reached")
+        await wait_until(lambda: badge(app, "A") == "budget reached", pause=pilot.pause)
         assert app.runs[0].active
         await pilot.press("r")
-        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        modal = await wait_until(
+            lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
+        )
         # Typed in one go: Pilot waits for the process to go idle after every key, which a
         # busy engine thread delays by up to a second each.
         modal.query_one("#budget", Input).insert_text_at_cursor("5e3")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ResumeScreen))
-        await wait_for(pilot, lambda: snap(app, "A").max_tokens == 5000)
-        await wait_for(pilot, lambda: badge(app, "A") == "budget reached")
+        await wait_until(lambda: not isinstance(app.screen, ResumeScreen), pause=pilot.pause)
+        await wait_until(lambda: snap(app, "A").max_tokens == 5000, pause=pilot.pause)
+        await wait_until(lambda: badge(app, "A") == "budget reached", pause=pilot.pause)
         assert len(app.runs) == 1 and app.runs[0].active
     tokens, _ = recount(tmp_path / "out" / "A")
     assert tokens >= 5000
@@ -284,14 +198,14 @@ async def test_stale_when_no_record_arrives_then_paused(
     # 300-token answers at 2 tok/s per slot: requests are in flight, no record arrives.
     app = app_factory(datasets={"A": (50, 10**9)}, tokens_per_s=2, stale_after_s=0.5)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
-        await wait_for(pilot, lambda: badge(app, "A") == "stale · press k")
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
+        await wait_until(lambda: badge(app, "A") == "stale · press k", pause=pilot.pause)
         assert "no new record" in panel(app, "A").view.stale_reason
         await pilot.press("p")
-        await wait_for(pilot, lambda: badge(app, "A") == "paused")
+        await wait_until(lambda: badge(app, "A") == "paused", pause=pilot.pause)
         assert app.query_one("#header").view.state == "paused"
         await pilot.press("p")
-        await wait_for(pilot, lambda: snap(app, "A").state is DatasetState.ACTIVE)
+        await wait_until(lambda: snap(app, "A").state is DatasetState.ACTIVE, pause=pilot.pause)
 
 
 def test_stale_watch_rules() -> None:
@@ -343,14 +257,16 @@ async def test_kill_without_a_run_says_so() -> None:
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await pilot.press("k")
         assert not isinstance(app.screen, ConfirmScreen)
-        await wait_for(pilot, lambda: notes.find("A", "no run in this process"))
+        await wait_until(lambda: notes.find("A", "no run in this process"), pause=pilot.pause)
 
 
 async def test_help_lists_every_binding() -> None:
     app = GenTuiApp(None, names=["A"])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
-        screen = await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen)
+        screen = await wait_until(
+            lambda: isinstance(app.screen, HelpScreen) and app.screen, pause=pilot.pause
+        )
         keys = {row.key: row.description for row in screen.rows}
         for key, description in {
             "k": "Kill",
@@ -365,11 +281,11 @@ async def test_help_lists_every_binding() -> None:
         await pilot.press("k")  # dashboard keys are inert under a dialog
         assert app.screen is screen
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await wait_until(lambda: not isinstance(app.screen, HelpScreen), pause=pilot.pause)
         await pilot.press("question_mark")  # the same screen again, not a new one
-        assert await wait_for(pilot, lambda: app.screen is screen)
+        assert await wait_until(lambda: app.screen is screen, pause=pilot.pause)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await wait_until(lambda: not isinstance(app.screen, HelpScreen), pause=pilot.pause)
 
 
 async def test_filter_narrows_the_panels() -> None:
@@ -397,23 +313,25 @@ async def test_the_key_line_is_rebuilt_only_when_its_keys_change() -> None:
         first = list(app.query("FooterKey"))
         assert "kill" in {key.action for key in first}
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await wait_until(lambda: isinstance(app.screen, HelpScreen), pause=pilot.pause)
         await pilot.press("escape", "right", "left")
         await pilot.pause(0.1)
         assert list(app.query("FooterKey")) == first
         assert all(a is b for a, b in zip(app.query("FooterKey"), first, strict=True))
         await pilot.press("slash")
-        typing = await wait_for(
-            pilot,
+        typing = await wait_until(
             lambda: (
                 (keys := {key.action for key in app.query("FooterKey")})
                 != {key.action for key in first}
                 and keys
             ),
+            pause=pilot.pause,
         )
         assert "kill" not in typing  # the filter bar takes letters: k types a k
         await pilot.press("escape", "escape")
-        await wait_for(pilot, lambda: "kill" in {key.action for key in app.query("FooterKey")})
+        await wait_until(
+            lambda: "kill" in {key.action for key in app.query("FooterKey")}, pause=pilot.pause
+        )
 
 
 def test_the_heap_is_frozen_once_an_import_wave_has_ended() -> None:
@@ -450,14 +368,14 @@ async def test_quit_asks_while_a_run_is_active_and_drains_it(
 ) -> None:
     app = app_factory(datasets={"A": (400, 10**9)}, tokens_per_s=500, max_new_tokens=500)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").inflight > 0)
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
         await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await wait_until(lambda: not isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         assert app.is_running and app.runs[0].active
         await pilot.press("q", "y")
-        await wait_for(pilot, lambda: app.return_code is not None)
+        await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
     assert app.return_code == 0, "a drained quit is a clean exit"
     assert not app.runs[0].active
     assert app.runs[0].outcome == "stopped"
@@ -467,7 +385,7 @@ async def test_quit_without_a_run_exits_at_once() -> None:
     app = GenTuiApp(None, names=["A"])
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
-        await wait_for(pilot, lambda: app.return_code is not None)
+        await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
     assert app.return_code == 0
 
 
@@ -484,7 +402,7 @@ async def test_engine_error_is_a_notification_not_a_traceback(
     )
     app = GenTuiApp(SimSource(config, SimConfig()))
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-        await wait_for(pilot, lambda: app.runs and not app.runs[0].active)
+        await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert badge(app, "A") == "failed"
         failed = notes.find("run failed", "does not exist")
@@ -564,13 +482,13 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
         ).stdout
 
     def wait_pane(*words: str, timeout: float = 40.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = pane()
-            if all(word in text for word in words):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"{words} never showed; pane:\n{pane()}")
+        return wait_until_sync(
+            lambda: (text := pane()) and all(word in text for word in words) and text,
+            timeout,
+            f"{words} in the pane",
+            interval=0.2,
+            detail=lambda: f"pane:\n{pane()}",
+        )
 
     try:
         text = wait_pane("B1_glaive", "B8_ultrachat", "RUNNING", "tok/s")
@@ -608,19 +526,19 @@ def test_demo_leaves_nothing_behind_when_its_terminal_dies(tmp_path: Path) -> No
             ).stdout.split()[0]
         )  # fmt: skip
         app = psutil.Process(pid)
-        deadline = time.monotonic() + 60
-        stale = []
-        while time.monotonic() < deadline and not stale:
-            # The stale run is detached (its own session): look for it by its folder.
-            stale = [
+        # The stale run is detached (its own session): look for it by its folder.
+        stale = wait_until_sync(
+            lambda: [
                 p
                 for p in psutil.process_iter(["cmdline"])
                 if p.info["cmdline"]
                 and "prompts-stale" in " ".join(p.info["cmdline"])
                 and str(tmp_path) in " ".join(p.info["cmdline"])
-            ]
-            time.sleep(0.3)
-        assert stale, "the demo never started its stale run"
+            ],
+            60,
+            "the demo's stale run",
+            interval=0.3,
+        )
         family = [app, *app.children(recursive=True), *stale]
         assert list(tmp_path.glob("gen-tui-demo-*"))
     finally:
@@ -664,43 +582,48 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
     pids: list[int] = []
     try:
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-            await wait_for(pilot, lambda: snap(app, "S") and snap(app, "S").samples >= 1, 90)
+            await wait_until(
+                lambda: snap(app, "S") and snap(app, "S").samples >= 1, 90, pause=pilot.pause
+            )
             first = source.launched
             assert first is not None
             pids.append(first.pid)
             assert snap(app, "S").pid == first.pid and snap(app, "S").host == "local"
             assert snap(app, "S").max_tokens is None
-            await wait_for(pilot, lambda: badge(app, "S") == "stale · press k", 30)
+            await wait_until(lambda: badge(app, "S") == "stale · press k", 30, pause=pilot.pause)
             assert "no new record" in panel(app, "S").view.stale_reason
 
             await pilot.press("k")
-            confirm = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            confirm = await wait_until(
+                lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause
+            )
             assert confirm
             body = str(app.screen.query_one("#confirm-body").render())
             assert f"pid {first.pid}" in body and "local" in body and "S" in body
             await pilot.press("y")
-            await wait_for(pilot, lambda: link.outcome.get("S") is not None, 60)
+            await wait_until(lambda: link.outcome.get("S") is not None, 60, pause=pilot.pause)
             assert link.outcome["S"] == "stopped", notes.items
             assert not _alive(first.pid)
-            await wait_for(pilot, lambda: badge(app, "S") == "stopped", 10)
+            await wait_until(lambda: badge(app, "S") == "stopped", 10, pause=pilot.pause)
             tokens, records = recount(out / "S")
-            await wait_for(
-                pilot, lambda: (snap(app, "S").tokens, snap(app, "S").samples) == (tokens, records)
+            await wait_until(
+                lambda: (snap(app, "S").tokens, snap(app, "S").samples) == (tokens, records),
+                pause=pilot.pause,
             )
 
             budget = tokens + 500
             await pilot.press("r")
-            modal = await wait_for(
-                pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
             )
             modal.query_one("#budget", Input).insert_text_at_cursor(str(budget))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: len(link.started) == 2, 60)
+            await wait_until(lambda: len(link.started) == 2, 60, pause=pilot.pause)
             second = link.started[-1]
             assert second is not None and second.pid != first.pid
             pids.append(second.pid)
-            await wait_for(pilot, lambda: not _alive(second.pid), 90)
-            await wait_for(pilot, lambda: badge(app, "S") == "budget reached", 30)
+            await wait_until(lambda: not _alive(second.pid), 90, pause=pilot.pause)
+            await wait_until(lambda: badge(app, "S") == "budget reached", 30, pause=pilot.pause)
             assert snap(app, "S").max_tokens == budget and snap(app, "S").pid == second.pid
             assert notes.find("S", f"pid {second.pid}")
     finally:
@@ -746,19 +669,25 @@ async def test_cost_shows_in_panels_and_header_and_resume_names_the_backend(
     )
     app = GenTuiApp(SimSource(config, sim))
     async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: snap(app, "C") and (snap(app, "C").cost or 0) > 0, 60)
+        await wait_until(
+            lambda: snap(app, "C") and (snap(app, "C").cost or 0) > 0, 60, pause=pilot.pause
+        )
         s = snap(app, "C")
         assert s.cost is not None and s.projected_cost is not None
-        await wait_for(pilot, lambda: "$" in " ".join(detail_parts(panel(app, "C").view)[0]))
+        await wait_until(
+            lambda: "$" in " ".join(detail_parts(panel(app, "C").view)[0]), pause=pilot.pause
+        )
         header = app.dashboard.query_one("#header").view
         assert header.cost is not None and header.cost > 0
         assert any(part.startswith("$") for part in header_parts(header))
         await pilot.press("r")
-        modal = await wait_for(pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen)
+        modal = await wait_until(
+            lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
+        )
         where = str(modal.query_one("#resume-where").render())
         assert "OpenAI-compatible API" in where and "sim-model" in where
         assert "sk-test" not in where
         await pilot.press("escape")
         for run in app.runs:
             run.abort()
-        await wait_for(pilot, lambda: not app.active_runs(), 30)
+        await wait_until(lambda: not app.active_runs(), 30, pause=pilot.pause)

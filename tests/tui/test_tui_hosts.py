@@ -24,12 +24,11 @@ from gen_tui.backends.hosts import RunIdentity, SSHHost
 from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.widgets.run_table import RunTable
-from tests.helpers import recount
-from tests.sshd import Sshd, sshd
-from tests.test_runs import _append, alive, standin
-from tests.test_tui import SIZE, Notes, badge, panel, snap, wait_for
-
-__all__ = ["sshd", "standin"]  # fixtures, imported for pytest
+from tests.support.polling import wait_until
+from tests.support.records import recount
+from tests.support.runs import alive, append_records
+from tests.support.sshd import Sshd
+from tests.support.tui import SIZE, Notes, badge, panel, snap
 
 
 async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
@@ -59,36 +58,38 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
     try:
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
             # B2's panel appears once the host has been surveyed: nothing named it before.
-            await wait_for(pilot, lambda: app.query(f"#{panel_id('B2')}"), 60)
-            await wait_for(pilot, lambda: snap(app, "B2") and snap(app, "B2").samples >= 1, 60)
+            await wait_until(lambda: app.query(f"#{panel_id('B2')}"), 60, pause=pilot.pause)
+            await wait_until(
+                lambda: snap(app, "B2") and snap(app, "B2").samples >= 1, 60, pause=pilot.pause
+            )
             assert snap(app, "B2").pid == first.pid and snap(app, "B2").host == sshd.alias
             assert snap(app, "B2").max_tokens is None
             header = app.dashboard.query_one("#header").view
             assert header.state == "watching" and header.hosts == ((sshd.alias, "connected"),)
-            await wait_for(pilot, lambda: badge(app, "B2") == "stale · press k", 30)
+            await wait_until(lambda: badge(app, "B2") == "stale · press k", 30, pause=pilot.pause)
 
             # k: the confirmation names the host, the pid and the dataset.
             await pilot.press("k")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             body = str(app.screen.query_one("#confirm-body").render())
             assert f"pid {first.pid} on {sshd.alias}" in body and "B2" in body
             await pilot.press("y")
-            await wait_for(pilot, lambda: link.outcome.get("B2") == "stopped", 60)
+            await wait_until(lambda: link.outcome.get("B2") == "stopped", 60, pause=pilot.pause)
             assert not alive(first.pid)
             tokens, records = recount(out / "B2")
             assert records == server.stats.completed, "a completed response was not written"
-            await wait_for(
-                pilot,
+            await wait_until(
                 lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == (tokens, records),
+                pause=pilot.pause,
             )
-            await wait_for(pilot, lambda: badge(app, "B2") == "stopped", 10)
+            await wait_until(lambda: badge(app, "B2") == "stopped", 10, pause=pilot.pause)
 
             # r: a new budget; the run starts again over SSH and crosses it live.
             server.configure({"tokens_per_s": 20_000})
             budget = tokens + 2000
             await pilot.press("r")
-            modal = await wait_for(
-                pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
             )
             where = str(modal.query_one("#resume-where").render())
             assert sshd.alias in where
@@ -98,24 +99,26 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             modal.query_one("#budget", Input).clear()
             modal.query_one("#budget", Input).insert_text_at_cursor(str(budget))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: len(link.started) == 1, 60)
+            await wait_until(lambda: len(link.started) == 1, 60, pause=pilot.pause)
             second: RunIdentity = link.started[0]
             pids.append(second.pid)
             assert second.cmdline == (*first.cmdline, "--max-tokens-per-dataset", str(budget))
-            await wait_for(pilot, lambda: notes.find("B2", "crossed its"), 90)
-            await wait_for(pilot, lambda: badge(app, "B2") == "budget reached", 60)
-            await wait_for(pilot, lambda: not alive(second.pid), 30)
+            await wait_until(lambda: notes.find("B2", "crossed its"), 90, pause=pilot.pause)
+            await wait_until(lambda: badge(app, "B2") == "budget reached", 60, pause=pilot.pause)
+            await wait_until(lambda: not alive(second.pid), 30, pause=pilot.pause)
             final = recount(out / "B2")
             assert final[0] >= budget
-            await wait_for(
-                pilot, lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == final, 20
+            await wait_until(
+                lambda: (snap(app, "B2").tokens, snap(app, "B2").samples) == final,
+                20,
+                pause=pilot.pause,
             )
             assert snap(app, "B2").max_tokens == budget
 
             # l: the run list holds both runs, the first ended.
             await pilot.press("l")
-            screen = await wait_for(
-                pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen
+            screen = await wait_until(
+                lambda: isinstance(app.screen, RunsScreen) and app.screen, pause=pilot.pause
             )
             await pilot.pause(1.2)
             table = screen.query_one(RunTable)
@@ -145,7 +148,7 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
 ) -> None:
     out = tmp_path / "remote-out"
     out.mkdir()
-    await _append(out / "A", 40, "a")
+    await append_records(out / "A", 40, "a")
     before = {p.pid for p in sshd.sessions()}
     options = sshd.options(keepalive_interval_s=1.0, keepalive_count_max=2)
     app = GenTuiApp(None, hosts=[host_source(sshd.alias, str(out), options=options)])
@@ -163,21 +166,24 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
         return False
 
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.query(f"#{panel_id('A')}"), 60)
-        await wait_for(pilot, lambda: snap(app, "A") and snap(app, "A").samples == 40, 30)
+        await wait_until(lambda: app.query(f"#{panel_id('A')}"), 60, pause=pilot.pause)
+        await wait_until(
+            lambda: snap(app, "A") and snap(app, "A").samples == 40, 30, pause=pilot.pause
+        )
         assert header().hosts == ((sshd.alias, "connected"),)
-        writer = asyncio.ensure_future(_append(out / "A", 150, "x"))
+        writer = asyncio.ensure_future(append_records(out / "A", 150, "x"))
         await pilot.pause(0.3)
         victims = [p for p in sshd.sessions() if p.pid not in before]
         assert victims, "no sshd session serves the app"
         for process in victims:
             process.kill()
-        await wait_for(pilot, lambda: watch() or any(s != "connected" for s in states), 20)
+        await wait_until(
+            lambda: watch() or any(s != "connected" for s in states), 20, pause=pilot.pause
+        )
         await writer
         scan = scan_records(out / "A" / RAW_FILE)
         expected = (scan.tokens, scan.records)
-        await wait_for(
-            pilot,
+        await wait_until(
             lambda: (
                 watch()
                 or (
@@ -186,6 +192,7 @@ async def test_a_dropped_link_shows_in_the_header_and_heals_without_double_count
                 )
             ),
             60,
+            pause=pilot.pause,
         )
         assert "disconnected" in " ".join(states), states
         assert seen == sorted(seen), "a total went backwards: something was counted twice"
@@ -204,12 +211,12 @@ async def test_start_a_new_dataset_from_the_run_list_with_the_hosts_template(
     link = app.links[0]
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: link.state == "connected", 30)
+            await wait_until(lambda: link.state == "connected", 30, pause=pilot.pause)
             await pilot.press("l")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+            await wait_until(lambda: isinstance(app.screen, RunsScreen), pause=pilot.pause)
             await pilot.press("s")
-            modal = await wait_for(
-                pilot, lambda: isinstance(app.screen, StartScreen) and app.screen
+            modal = await wait_until(
+                lambda: isinstance(app.screen, StartScreen) and app.screen, pause=pilot.pause
             )
             assert "template" in str(modal.query_one("#start-how").render())
             modal.query_one("#dataset", Input).insert_text_at_cursor("B7;rm -rf x")
@@ -221,20 +228,22 @@ async def test_start_a_new_dataset_from_the_run_list_with_the_hosts_template(
             modal.query_one("#budget", Input).insert_text_at_cursor("5k")
             modal.query_one("#budget", Input).focus()
             await pilot.press("enter")
-            await wait_for(pilot, lambda: len(link.started) == 1, 30)
+            await wait_until(lambda: len(link.started) == 1, 30, pause=pilot.pause)
             started = link.started[0]
             assert started.cmdline == (
                 *template, "--datasets", "B7", "--max-tokens-per-dataset", "5000"
             )  # fmt: skip
             await pilot.press("escape")
-            await wait_for(pilot, lambda: app.query(f"#{panel_id('B7')}"), 30)
-            await wait_for(pilot, lambda: snap(app, "B7") and snap(app, "B7").samples > 0, 30)
+            await wait_until(lambda: app.query(f"#{panel_id('B7')}"), 30, pause=pilot.pause)
+            await wait_until(
+                lambda: snap(app, "B7") and snap(app, "B7").samples > 0, 30, pause=pilot.pause
+            )
             assert snap(app, "B7").max_tokens == 5000 and snap(app, "B7").pid == started.pid
             panel(app, "B7").focus()
             await pilot.press("k")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             await pilot.press("y")
-            await wait_for(pilot, lambda: link.outcome.get("B7") == "stopped", 30)
+            await wait_until(lambda: link.outcome.get("B7") == "stopped", 30, pause=pilot.pause)
             assert not alive(started.pid)
     finally:
         app.stop_links()

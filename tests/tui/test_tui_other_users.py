@@ -21,8 +21,9 @@ from gen_tui.app.hosts import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunProcess
 from gen_tui.widgets.run_table import RunTable
-from tests.test_tui import SIZE, Notes, wait_for
-from tests.users import OTHER_USER, ensure_user
+from tests.support.polling import wait_until
+from tests.support.tui import SIZE, Notes
+from tests.support.users import OTHER_USER, ensure_user
 
 SLEEPER = "import time; time.sleep(120)"
 
@@ -62,44 +63,50 @@ async def test_another_users_run_is_marked_and_k_r_refused_ours_shows_its_comman
 
     try:
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-            await wait_for(pilot, lambda: run_of(theirs.pid) and run_of(ours.pid), 30)
+            await wait_until(lambda: run_of(theirs.pid) and run_of(ours.pid), 30, pause=pilot.pause)
             await pilot.press("l")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+            await wait_until(lambda: isinstance(app.screen, RunsScreen), pause=pilot.pause)
             table = app.screen.query_one(RunTable)
             their_key, our_key = run_key(run_of(theirs.pid)), run_key(run_of(ours.pid))
-            await wait_for(pilot, lambda: table.row_count >= 2)
+            await wait_until(lambda: table.row_count >= 2, pause=pilot.pause)
             assert str(table.get_row(their_key)[0]) == f"local · user {OTHER_USER}"
             assert str(table.get_row(our_key)[0]) == "local"
 
             refused = f"pid {theirs.pid} belongs to {OTHER_USER} (uid {other.pw_uid})"
             table.move_cursor(row=table.get_row_index(their_key))
             await pilot.press("k")
-            await wait_for(pilot, lambda: notes.find(refused, "never stops another user's run"))
+            await wait_until(
+                lambda: notes.find(refused, "never stops another user's run"), pause=pilot.pause
+            )
             assert isinstance(app.screen, RunsScreen), "a kill of another user's run was offered"
             await pilot.press("r")
-            await wait_for(pilot, lambda: notes.find(refused, "never runs another user's"))
+            await wait_until(
+                lambda: notes.find(refused, "never runs another user's"), pause=pilot.pause
+            )
             assert isinstance(app.screen, RunsScreen)
             assert theirs.poll() is None and psutil.Process(theirs.pid).status() != "stopped"
 
             # Our own run, once it ended: r shows the whole command and where it runs.
             os.kill(ours.pid, signal.SIGTERM)
             ours.wait()
-            await wait_for(pilot, lambda: run_of(ours.pid, ended=True), 30)
-            await wait_for(pilot, lambda: str(table.get_row(our_key)[2]) == "ended", 30)
+            await wait_until(lambda: run_of(ours.pid, ended=True), 30, pause=pilot.pause)
+            await wait_until(
+                lambda: str(table.get_row(our_key)[2]) == "ended", 30, pause=pilot.pause
+            )
             table.move_cursor(row=table.get_row_index(our_key))
             await pilot.press("r")
-            modal = await wait_for(
-                pilot, lambda: isinstance(app.screen, ResumeScreen) and app.screen
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
             )
             command = str(modal.query_one("#resume-command").render())
             assert command.startswith(f"Command: {sys.executable} -c ") and long_note in command
             assert str(modal.query_one("#resume-cwd").render()) == f"In: {where}"
             await pilot.press("5", "k")
-            await wait_for(
-                pilot,
+            await wait_until(
                 lambda: str(modal.query_one("#resume-command").render()).endswith(
                     "--max-tokens-per-dataset 5000"
                 ),
+                pause=pilot.pause,
             )
             await pilot.press("escape")
             assert not isinstance(app.screen, ConfirmScreen)

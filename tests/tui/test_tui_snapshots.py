@@ -17,8 +17,7 @@ from gen_tui.app.board import panel_id
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel
-
-from .static_source import StaticSnapshot
+from tests.support.static_source import StaticSnapshot
 
 pytest.importorskip("pytest_textual_snapshot")
 

@@ -29,9 +29,8 @@ from gen_tui.backends.hosts import RunIdentity
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.header import HeaderView, RunHeader, header_parts
-
-from .static_source import StaticSnapshot
-from .test_tui import wait_for
+from tests.support.polling import wait_until
+from tests.support.static_source import StaticSnapshot
 
 MARKUP = "model [/x] not found [bold]loud[/bold] [link=https://evil.example]click[/link]"
 """Rich/Textual markup that ends the app when parsed (`[/x]` closes nothing)."""
@@ -103,7 +102,9 @@ async def test_hostile_text_is_shown_literally_and_without_escapes() -> None:
         app.post_message(EngineEvent(run, "error", f"server said: {HOSTILE}"))
         # The host's failure arrives from its link's thread (a toast and an event).
         link = app.links[0]
-        await wait_for(pilot, lambda: link.failure is not None and len(app.events) >= 3)
+        await wait_until(
+            lambda: link.failure is not None and len(app.events) >= 3, pause=pilot.pause
+        )
         await pilot.pause(0.3)
         assert app.is_running and app.return_code is None
 
@@ -136,16 +137,16 @@ async def test_hostile_text_is_shown_literally_and_without_escapes() -> None:
 
         # The kill confirmation quotes the process's own command line.
         await pilot.press("k")
-        confirm = await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        confirm = await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         assert confirm
         body = app.screen.query_one("#confirm-body", Static).render()
         assert_plain(str(getattr(body, "plain", body)), "kill confirmation")
         await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await wait_until(lambda: not isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
 
         # The run list's title quotes the failed host's state.
         await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await wait_until(lambda: isinstance(app.screen, RunsScreen), pause=pilot.pause)
         await pilot.pause(0.1)
         title = app.screen.query_one("#runs-title", Label).render()
         assert_plain(str(getattr(title, "plain", title)), "run list title")
@@ -164,7 +165,7 @@ async def test_dialog_titles_and_labels_show_names_and_commands_literally() -> N
     async with app.run_test(size=SIZE) as pilot:
         for screen in (ResumeScreen(target), StartScreen(f"gpu {HOSTILE}", "how")):
             app.push_screen(screen)
-            await wait_for(pilot, lambda screen=screen: app.screen is screen)
+            await wait_until(lambda screen=screen: app.screen is screen, pause=pilot.pause)
             await pilot.pause(0.1)
             dialog = screen.query_one(".dialog")
             # The getter gives the title as markup (escaped): what is drawn is its plain text.
@@ -173,7 +174,7 @@ async def test_dialog_titles_and_labels_show_names_and_commands_literally() -> N
                 where = screen.query_one("#resume-where", Label).render()
                 assert_plain(str(getattr(where, "plain", where)), "resume dialog")
             screen.dismiss(None)
-            await wait_for(pilot, lambda screen=screen: app.screen is not screen)
+            await wait_until(lambda screen=screen: app.screen is not screen, pause=pilot.pause)
         assert app.is_running and app.return_code is None
 
 

@@ -28,8 +28,7 @@ from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.protocol import Generation
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
-
-from .helpers import recount
+from tests.support.records import recount
 
 URL = "http://scripted"
 
