@@ -25,6 +25,7 @@ import pytest
 
 from gen_tui.backends.hosts import KillResult, LocalHost, RunError, RunProcess, SSHHost
 from gen_tui.backends.watcher import LOCK_FILE
+from tests.support.polling import wait_until
 from tests.support.users import OTHER_USER, ensure_user
 
 AnyHost = LocalHost | SSHHost
@@ -135,12 +136,10 @@ async def test_our_own_run_lock_command_line_still_resumes(host: AnyHost, tmp_pa
     identity = await host.resume("B1", 1000)
     try:
         assert identity.cmdline[:3] == tuple(argv)
-        deadline = time.monotonic() + 20
-        while not out.exists():
-            assert time.monotonic() < deadline, "the resumed command never ran"
-            await asyncio.sleep(0.05)
-    finally:
-        assert (await host.kill(identity, grace_s=2)).result is KillResult.STOPPED
+        await wait_until(out.exists, 20, "the resumed command's marker file")
+    finally:  # the stop is checked after, where a failure cannot hide the test's own
+        outcome = await host.kill(identity, grace_s=2)
+    assert outcome.result is KillResult.STOPPED
 
 
 async def test_the_resume_preview_is_the_command_that_runs_and_never_another_users(

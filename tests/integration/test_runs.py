@@ -189,8 +189,9 @@ async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
         other = await host.resume("B8", 1000)
         assert other.pid != retry.pid
         assert (await host.kill(other, grace_s=10)).result is KillResult.STOPPED
-    finally:
-        assert (await host.kill(retry, grace_s=10)).result is KillResult.STOPPED
+    finally:  # the stop is checked after, where a failure cannot hide the test's own
+        outcome = await host.kill(retry, grace_s=10)
+    assert outcome.result is KillResult.STOPPED
 
 
 async def test_two_resumes_at_once_start_one_run(
@@ -213,9 +214,9 @@ async def test_two_resumes_at_once_start_one_run(
         assert (await host._ps(host.pattern, str(out))).start_seq == before + 1
         writers = [run for run in await host.list_runs() if "B9" in run.datasets]
         assert [run.pid for run in writers] == [started[0].pid]
-    finally:
-        for identity in started:
-            assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
+    finally:  # the stops are checked after, where a failure cannot hide the test's own
+        outcomes = [await host.kill(identity, grace_s=10) for identity in started]
+    assert [o.result for o in outcomes] == [KillResult.STOPPED] * len(started)
 
 
 async def test_a_start_the_host_cannot_make_says_why(host: AnyHost, tmp_path: Path) -> None:
