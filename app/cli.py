@@ -255,8 +255,8 @@ async def run_headless_demo(args: argparse.Namespace) -> int:
     async with SimServer(sim_config) as server:
         config = EngineConfig(
             datasets=[
-                DatasetSpec(name, path, max_tokens=demo.DEMO_BUDGETS[name])
-                for name, path in prompts.items()
+                DatasetSpec(spec.name, prompts[spec.name], max_tokens=spec.budget)
+                for spec in demo.HEADLESS_DATASETS
             ],
             server_urls=[server.url],
             tokenizer=str(tokenizer),
