@@ -24,8 +24,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
+from tests.support import KINDS
 from tests.support.runs import STANDIN, AnyHost, alive
 from tests.support.sshd import Sshd, python38, start_sshd
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its folder's kind, so `-m unit` selects what `tests/unit` holds."""
+    root = Path(__file__).parent
+    for item in items:
+        path = Path(item.path)
+        if root in path.parents and path.relative_to(root).parts[0] in KINDS:
+            item.add_marker(path.relative_to(root).parts[0])
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 at once, naming its owner; `r` on our own run shows the whole command and folder first.
 
 Real processes: one of a second Unix user, one of ours, both naming datasets of the
-watched output folder (see tests/test_other_users.py for the host's own refusals).
+watched output folder (see tests/integration/test_other_users.py for the host's own refusals).
 """
 
 from __future__ import annotations

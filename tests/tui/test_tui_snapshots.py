@@ -2,7 +2,7 @@
 
 No engine and no clock: eight DatasetSnapshots are built here with fixed values and shown
 as 30 successive one-second snapshots (that fills the sparklines), with stale judged at a
-fixed wall time. Update the SVGs with `pytest tests/test_tui_snapshots.py --snapshot-update`
+fixed wall time. Update the SVGs with `pytest tests/tui/test_tui_snapshots.py --snapshot-update`
 after a deliberate change, and look at them (the failure report shows both) before committing.
 """
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support import KINDS
+
 TESTS = Path(__file__).resolve().parents[1]
-KINDS = ("unit", "integration", "tui", "chaos")
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
