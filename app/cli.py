@@ -327,8 +327,8 @@ def demo_config(args: argparse.Namespace) -> EngineConfig:
         },
         sampling={"max_new_tokens": 16384, "temperature": 0.7},
         datasets=[
-            DatasetEntry(name, path, max_tokens=demo.DEMO_BUDGETS[name])
-            for name, path in prompts.items()
+            DatasetEntry(spec.name, prompts[spec.name], max_tokens=spec.budget)
+            for spec in demo.HEADLESS_DATASETS
         ],
     )
     config = merge_run(file, _flags(args))

@@ -36,12 +36,8 @@ from hypothesis import strategies as st
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import KillResult, LocalHost, SSHHost, rquote
 
-from ..sshd import sshd
-from ..test_runs import host
 from .conftest import Examples
 from .procs import RunProcess, SimProcess, child_env, openai_stub
-
-__all__ = ["host", "sshd"]  # fixtures, imported for pytest
 
 HOSTILE_WORDS = [
     "$(touch {m}/dollar)",
