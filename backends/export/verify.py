@@ -16,10 +16,9 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.export.lines import record_lines
 from gen_tui.backends.export.manifest import ManifestError, RunSetup, read_manifest
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, sample_key
+from gen_tui.backends.records import RAW_FILE, record_lines, sample_key
 from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
 from gen_tui.backends.untrusted import one_line
 from gen_tui.backends.watcher import MAX_COMPLETION_TOKENS, SAMPLE_ID_MAX, SAMPLE_ID_MIN
