@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from gen_tui.app.report_cli import add_report
 from gen_tui.backends.config import (
     SAMPLING_FLAGS,
     ConfigError,
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_export(commands)
     _add_verify(commands)
+    add_report(commands)
     return parser
 
 
@@ -373,6 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.app.export_cli import export_main, verify_main
 
         return (export_main if args.command == "export" else verify_main)(args)
+    if args.command == "report":
+        from gen_tui.app.report_cli import report_main
+
+        return report_main(args)
     try:
         if args.demo:
             refusal = demo_refusal(args)
