@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
+from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget import BudgetMode, LengthModel
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
@@ -188,6 +189,9 @@ class DatasetSink(RunPart):
                     "memory and written as soon as there is room (tried every "
                     f"{self.config.disk_probe_s:g} s): make room, or stop the run and resume "
                     "it later",
+                )
+                self.reporter.alert(
+                    AlertEvent.DISK_FULL, f"{ds.name}: {exc}; dispatch paused", repeat=False
                 )
             self._full_said_at = now
         ds.held += 1
