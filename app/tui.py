@@ -48,6 +48,7 @@ from gen_tui.app.engine_run import (
 )
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
+from gen_tui.app.terminal_alert import ring
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.untrusted import clean, one_line
@@ -204,6 +205,7 @@ class GenTuiApp(App[int]):
 
     def _budget_toast(self, text: str, title: str) -> None:
         self.notify(text, title=title, timeout=BUDGET_TOAST_S)
+        ring(self, f"gen-tui: {title}", text)
 
     # engine runs: one worker thread each
 

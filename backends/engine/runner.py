@@ -12,6 +12,7 @@ import random
 import time
 import uuid
 
+from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.answer_cap import AnswerCap
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
@@ -224,9 +225,9 @@ class RequestRunner(RunPart):
         elif exc.kind == RequestFailed.PAYMENT and self.signals.credits.is_set():
             self.signals.credits.clear()
             probe = self.config.credit_probe_s
-            self.reporter.event(
-                "error", f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
-            )
+            message = f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
+            self.reporter.event("error", message)
+            self.reporter.alert(AlertEvent.CREDITS, message, repeat=False)
             asyncio.get_running_loop().call_later(probe, self.signals.credits.set)
         elif exc.kind == RequestFailed.AUTH:
             self.reporter.fail(exc.reason)
