@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.export.lines import record_lines
+from gen_tui.backends.record_scan import record_lines
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.watcher import HISTORY_FILE, open_own, open_regular
 

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 
 from gen_tui.backends.budget import overshoot
-from gen_tui.backends.export.lines import record_lines
 from gen_tui.backends.history import MAX_PROBLEMS, HistoryPoint, read_history
 from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.record_scan import record_lines
 from gen_tui.backends.untrusted import one_line
 from gen_tui.backends.watcher import (
     ERRORS_FILE,
