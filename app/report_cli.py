@@ -11,8 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from gen_tui.app.cli_io import error as _error
+from gen_tui.app.cli_io import say as _say
+from gen_tui.app.cli_io import write_whole
 from gen_tui.app.exits import EXIT_ERROR, EXIT_OK
-from gen_tui.app.export_cli import _error, _export_to_file, _say
 
 
 def add_report(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -62,7 +64,7 @@ def report_main(args: argparse.Namespace) -> int:
     if args.html is not None:
         page = render(reports, str(args.output_dir.resolve())).encode("utf-8")
         try:
-            _export_to_file(args.html, lambda write: write(page))
+            write_whole(args.html, lambda write: write(page))
         except OSError as exc:
             return _error(f"cannot write {exc.filename or args.html}: {exc.strerror or exc}")
         _say(f"wrote {args.html}")
