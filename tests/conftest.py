@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -156,3 +157,23 @@ def standin(tmp_path: Path) -> Path:
     path.parent.mkdir()
     path.write_text(STANDIN)
     return path
+
+
+@pytest.fixture
+async def hook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """(json:// URL, the alerts it received): a push target of the test's own, for apprise."""
+    received: list[dict[str, Any]] = []
+
+    async def take(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/hook", take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"json://127.0.0.1:{port}/hook", received
+    await runner.cleanup()

@@ -5,34 +5,11 @@ once and never stops the run."""
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from aiohttp import web
-
 from tests.support.runs import finish, run_args, spawn
-
-
-@pytest.fixture
-async def hook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
-    """(json:// URL, the alerts it received)."""
-    received: list[dict[str, Any]] = []
-
-    async def take(request: web.Request) -> web.Response:
-        received.append(await request.json())
-        return web.json_response({})
-
-    app = web.Application()
-    app.router.add_post("/hook", take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"json://127.0.0.1:{port}/hook", received
-    await runner.cleanup()
 
 
 def closed_port() -> int:
