@@ -12,6 +12,7 @@ import contextlib
 import os
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -67,6 +68,9 @@ __all__ = [
     "record_lines",
     "sample_key",
     "scan_records",
+    "seal",
+    "seal_problem",
+    "sealed",
     "write_json_atomic",
 ]
 
@@ -141,7 +145,38 @@ class Completion:
         if self.cost is not None:
             record["cost"] = self.cost
         record["created"] = round(time.time(), 3)
-        return orjson.dumps(record) + b"\n"
+        return seal(orjson.dumps(record)) + b"\n"
+
+
+SEAL_KEY = b',"crc32":"'
+SEAL_LEN = len(SEAL_KEY) + 8 + 2  # the key, eight hex digits, the closing quote and brace
+"""A record ends with `"crc32":"xxxxxxxx"}`: the CRC-32 of the line without it. The fast
+scans read only a line's head; a byte flipped in its body (a digit of `output_ids`) keeps
+valid JSON and a plausible id, and only this catches it, in `gen-tui verify`."""
+
+
+def seal(body: bytes) -> bytes:
+    """`body` (one JSON object, no newline) with its CRC-32 as its last field."""
+    return body[:-1] + SEAL_KEY + b"%08x" % zlib.crc32(body) + b'"}'
+
+
+def seal_problem(line: bytes) -> str | None:
+    """Why `line` (a record, newline or not) does not match its CRC-32, or None; a line
+    with no seal (older gen-tui, a foreign script) is None too: see :func:`sealed`."""
+    line = line.rstrip(b"\r\n")
+    if not sealed(line):
+        return None
+    body = line[:-SEAL_LEN] + b"}"
+    said = line[-SEAL_LEN + len(SEAL_KEY) : -2]
+    if b"%08x" % zlib.crc32(body) != said:
+        return "its bytes do not match its crc32 (changed after it was written)"
+    return None
+
+
+def sealed(line: bytes) -> bool:
+    """Whether a record line (no newline) carries a CRC-32 seal."""
+    line = line.rstrip(b"\r\n")
+    return len(line) > SEAL_LEN and line[-SEAL_LEN:].startswith(SEAL_KEY)
 
 
 class RecordWriter:
