@@ -216,8 +216,8 @@ class SimStats:
     `total_cost` what they were billed (chat completions with `cost_per_million` set).
     `unauthorized` counts 401s. `abort_requests` counts the rids named in POST
     /abort_request, live or not (what a client asked, apart from what a disconnect ended:
-    behind a router, only this shows the abort reached the worker). Chat completions count in the same fields, with rids
-    `oa/<dataset>/<hex>`.
+    behind a router, only this shows the abort reached the worker). Chat completions count
+    in the same fields, with rids `oa/<dataset>/<hex>`.
     """
 
     requests: int = 0

@@ -39,10 +39,12 @@ async def test_an_abort_through_the_router_reaches_the_worker_running_it(
     slow = {"tokens_per_s": 50, "profiles": {"A": LengthProfile(mean=5000, cv=0.01)}}
     first, second = await sim(**slow), await sim(**slow)
     url = await router(first.url, second.url)
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/abort_request", json={"rid": "A-0"}) as response:
-            # Why the client fans out at all: were this ever 200, the router would forward it.
-            assert response.status == 404
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/abort_request", json={"rid": "A-0"}) as response,
+    ):
+        # Why the client fans out at all: were this ever 200, the router would forward it.
+        assert response.status == 404
     async with SGLangClient({"max_new_tokens": 8000}) as client:
         request = Request("A-0", "A", [], input_ids=[1, 2, 3])
         answer = asyncio.ensure_future(client.generate(url, request))
