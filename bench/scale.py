@@ -37,6 +37,10 @@ B2_MEAN, GPU_TOKENS_S = 3793, 20_000
 """A B2-like answer length and a generous rate for one real SGLang server, for the note."""
 
 
+COLUMNS = ("servers", "way", "tok/s to budget", "vs 1 server x N", "overshoot", "CPU ms/req")
+COLUMNS += ("target",)
+
+
 def cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -101,8 +105,7 @@ def run(smoke: bool, write: bool) -> bool:
         f"Scale behind sglang-router ({budget:,}-token budget, servers of {SLOTS} slots x "
         f"{per_slot:g} tok/s, mean {MEAN})",
         f"python -m bench scale{' --smoke' if smoke else ''}",
-        ["servers", "way", "tok/s to budget", "vs 1 server x N", "overshoot", "CPU ms/req"]
-        + ["target"],
+        COLUMNS,
     )
     problem = router_problem()
     if problem:
@@ -125,9 +128,7 @@ def run(smoke: bool, write: bool) -> bool:
                 f"{linear:.2f}x",
                 f"{result['over']:+.2%}",
                 f"{result['cpu_ms']:.2f}",
-                f">= {TARGET}x, overshoot <= 1 server's: {verdict(met)}"
-                if n > 1
-                else "(baseline)",
+                f">= {TARGET}x, overshoot <= 1 server's: {verdict(met)}" if n > 1 else "(baseline)",
             )
     cpu_ms = max(result["cpu_ms"] for result in results.values())
     per_core = 1000 / cpu_ms
