@@ -26,7 +26,7 @@ from gen_tui.backends.snapshot import BudgetEvent, RunSnapshot
 from tests.support.router import router_problem, start_router
 
 SLOTS = 32
-MEAN = 500
+MEAN = 2000
 SERVERS = (1, 2, 4)
 TARGET = 0.9
 """Each count's rate at least this share of the single server's rate times the count."""
