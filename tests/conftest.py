@@ -8,10 +8,12 @@ splitting one never breaks another.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
 from tests.support import KINDS
+from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive
 from tests.support.sshd import Sshd, python38, start_sshd
 
@@ -80,6 +83,24 @@ async def sim(vocab_size: int) -> AsyncIterator[Callable[..., object]]:
     yield start
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture
+async def router(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+    """Start a real sglang-router in front of servers: `url = await router(a.url, b.url)`
+    (round-robin unless `policy=` says otherwise). Skipped, saying why, where the router is
+    not installed (tests/support/router.py)."""
+    problem = router_problem()
+    if problem:
+        pytest.skip(problem)
+    started = itertools.count()
+    async with AsyncExitStack() as stack:
+
+        async def start(*worker_urls: str, policy: str = "round_robin") -> str:
+            log = tmp_path / f"router-{next(started)}.log"
+            return await stack.enter_async_context(start_router(worker_urls, log, policy=policy))
+
+        yield start
 
 
 @pytest.fixture(scope="session")
