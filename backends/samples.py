@@ -54,7 +54,8 @@ def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
     if not isinstance(text, str):
         text, source = None, ""
         ids = record.get("output_ids")
-        if tokenizer is not None and isinstance(ids, list) and all(_int(i) is not None for i in ids):
+        usable = isinstance(ids, list) and all(_int(i) is not None for i in ids)
+        if tokenizer is not None and usable:
             try:
                 text, source = tokenizer.decode(ids), "decoded"
             except Exception:  # a tokenizer fails in its own ways: show no text, not a crash
