@@ -91,11 +91,14 @@ class GenTuiApp(App[int]):
         refresh_hz: float = REFRESH_HZ,
         hosts: Sequence[HostSource] = (),
         sources: Sequence[PanelSource] = (),
+        readonly: bool = False,
     ) -> None:
         """`source`: the run this process can start; `hosts`: hosts to watch; `sources`:
         further panel sources, after those two in precedence; `names`: the panels to show
-        (the source's datasets by default; the hosts' are added as they are found)."""
+        (the source's datasets by default; the hosts' are added as they are found);
+        `readonly`: k, r, s and p off (watching someone else's box)."""
         super().__init__()
+        self.readonly = readonly
         self.autostart = autostart and source is not None
         self.stale = StaleWatch(stale_after_s)
         self.announcer = BudgetAnnouncer(self._budget_toast, self.record_event)
@@ -146,6 +149,7 @@ class GenTuiApp(App[int]):
             refresh_hz=self.refresh_hz,
             quitting=lambda: self.quitting,
             app_keys=self.BINDINGS,
+            readonly=self.readonly,
         )
         return self.dashboard
 

@@ -8,6 +8,9 @@ from textual.binding import Binding
 
 from gen_tui.app.dialogs.modals import HelpRow
 
+CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
+"""What --readonly turns off: every key that changes a run."""
+
 DASHBOARD_KEYS: list[Binding] = [
     Binding(
         "k",
@@ -37,6 +40,27 @@ DASHBOARD_KEYS: list[Binding] = [
         "Pause",
         tooltip="Hold or release dispatch; in-flight requests carry on",
         id="pause",
+    ),
+    Binding(
+        "d",
+        "quality",
+        "Quality",
+        tooltip="The selected dataset's data quality: finish reasons, lengths, latency, errors",
+        id="quality",
+    ),
+    Binding(
+        "v",
+        "samples",
+        "Samples",
+        tooltip="The selected dataset's last answers, read from the end of its record file",
+        id="samples",
+    ),
+    Binding(
+        "L",
+        "log",
+        "Log",
+        tooltip="The end of the selected dataset's run log, followed",
+        id="log",
     ),
     Binding(
         "slash",

@@ -18,6 +18,7 @@ def header_view(
     idle: str,
     filter_text: str,
     hosts: tuple[tuple[str, str], ...],
+    readonly: bool = False,
 ) -> HeaderView:
     """The header for panels showing `views`.
 
@@ -53,6 +54,7 @@ def header_view(
         servers=sum(len(s.servers) for s in latest),
         servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
         hosts=hosts,
+        readonly=readonly,
         cost=sum(costs) if (costs := [s.cost for s in snaps if s.cost is not None]) else None,
         cost_per_hour=sum(
             s.cost_per_hour for s in snaps if s.cost_per_hour and not s.state.finished

@@ -48,6 +48,11 @@ class Tail:
         )
 
 
+def local_tail(spec: Mapping[str, Any], limit: int) -> Tail:
+    """A tail request run here, in this thread (blocks on the disk)."""
+    return Tail.parse(watcher.tail_request(dict(spec)), limit)
+
+
 def record_spec(output_dir: str, dataset: str, count: int) -> dict[str, Any]:
     """The tail request for a dataset's last `count` whole records."""
     path = posixpath.join(output_dir, dataset, watcher.RAW_FILE)
