@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -36,6 +37,17 @@ T = TypeVar("T")
 
 Say = Callable[["HostLink", str, str], None]
 """(link, severity, text): something the user should read, called from the link's thread."""
+
+
+def leaving_answers(links: Sequence[HostLink]) -> int:
+    """Answers in flight in the datasets of `links`, as last seen (what quitting drains)."""
+    now, answers = time.monotonic(), 0
+    for link in links:
+        monitor = link.monitor
+        for name in link.datasets if monitor is not None else ():
+            snap = monitor.snapshot(name, now) if monitor is not None else None
+            answers += snap.inflight if snap is not None else 0
+    return answers
 
 
 # ---- what the UI asks of a link ----------------------------------------------------------

@@ -33,6 +33,8 @@ WIDE_PANEL = 76
 beside them and as tall as the panel (bars stretched across 150 columns read no better,
 while the chart gains from every column)."""
 LEFT_WIDTH = 46
+SHORT_ROWS = 4
+"""A panel this short (many datasets on a small terminal) has no samples bar."""
 
 
 @dataclass(frozen=True)
@@ -375,8 +377,11 @@ class DatasetPanel(Widget, can_focus=True):
             rates = rate_label(snap)
         fill = {"done": "filled-done", "stale": "filled-stale"}.get(kind, "filled")
         lines.append(self._bar(token_fraction, tokens, width, fill))
-        lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
         first, second = detail_parts(view)
+        if height > SHORT_ROWS:
+            lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
+        elif samples:  # no row for the samples bar: its count leads the details
+            first = (samples, *first)
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
         if not chart:

@@ -247,6 +247,9 @@ class DashboardScreen(Screen[None]):
         if not isinstance(self.focused, DatasetPanel):
             visible[index].focus()
             return
+        column = index % self.columns + dx
+        if not 0 <= column < self.columns:
+            return  # → in the right column stays in its row (it used to wrap to the next)
         target = index + dx + dy * self.columns
         if 0 <= target < len(visible):
             visible[target].focus()

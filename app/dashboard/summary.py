@@ -28,10 +28,10 @@ def header_view(
     snaps = [v.snapshot for v in views.values() if v.snapshot is not None]
     latest = list(activity.pools) if activity is not None else []
     countdowns = list(activity.countdowns) if activity is not None else []
-    if activity is None:
+    if quitting and (activity is None or activity.live):
+        state = "quitting"  # the app's own runs drain, or those it started elsewhere
+    elif activity is None:
         state = idle
-    elif quitting and activity.live:
-        state = "quitting"
     else:
         state = activity.state
     where = ""
