@@ -27,9 +27,9 @@ from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.app.headless import summary_line
 from gen_tui.backends.counts import format_count
-from gen_tui.backends.hosts.tails import Tail, local_tail, record_spec
 from gen_tui.backends.run_config import DatasetSpec, EngineError
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.tails import Tail, local_tail, record_spec
 from gen_tui.widgets.dataset_panel import PanelView
 
 Budget = tuple[int | None, int | None]

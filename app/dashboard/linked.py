@@ -22,8 +22,8 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
-from gen_tui.backends.hosts.tails import Tail
 from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
 
 PEEK_TIMEOUT_S = 40.0

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
-from gen_tui.backends.hosts.tails import Tail
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
 
 Action = Literal["kill", "resume"]

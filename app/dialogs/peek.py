@@ -24,9 +24,9 @@ from textual.screen import Screen
 from textual.widgets import Label, Static
 
 from gen_tui.app.dashboard.sources import Peek
-from gen_tui.backends.hosts.tails import Tail
 from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
 from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.tails import Tail
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_duration
 from gen_tui.widgets.key_line import KeyLine

@@ -52,11 +52,11 @@ from gen_tui.backends.hosts.scripts import (
     parse_sizes,
     sizes_script,
 )
-from gen_tui.backends.hosts.tails import Tail, log_spec, record_spec
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.tails import Tail, log_spec, record_spec
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
