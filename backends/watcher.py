@@ -435,7 +435,7 @@ def tail(path: str, lines: int, max_bytes: int, whole: bool = False) -> dict:
         parts.pop()
     if pos > 0 and parts:  # the first part is the tail of a longer line
         parts.pop(0)
-    parts = parts[len(parts) - lines :] if lines else []
+    parts = parts[max(0, len(parts) - lines) :] if lines else []
     cut = pos > 0 and end - pos >= max_bytes and len(parts) < lines
     text = [part.decode("utf-8", "replace") for part in parts]
     return {"type": "tail", "lines": text, "size": size, "cut": cut}
