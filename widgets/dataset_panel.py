@@ -362,7 +362,7 @@ class DatasetPanel(Widget, can_focus=True):
         name_width = max(1, width - len(badge_text) - 1)
         name = one_line(self.dataset)[: name_width - 1].ljust(name_width - 1)
         lines: list[Line] = [
-            ((" " + name, (title, "name")), (" ", (title,)), (badge_text, (title, f"badge-{kind}")))
+            ((" " + name, ("name", title)), (" ", (title,)), (badge_text, (title, f"badge-{kind}")))
         ]
         width = figures or width
         if snap is None:

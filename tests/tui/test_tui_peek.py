@@ -219,3 +219,16 @@ def test_quality_view_80x24_snapshot(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_quality)
+
+
+async def test_the_selected_panel_has_its_whole_title_in_the_focus_colour() -> None:
+    long = "B2_opencodeinstruct_with_a_long_name"
+    app, static = static_app([long, "B"])
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(snapshot(long), snapshot("B")))
+        selected, other = panel(app, long), panel(app, "B")
+        assert selected.has_focus
+        focus_bg = selected.get_component_rich_style("panel--title-focus").bgcolor
+        name_cells = [seg for seg in selected.render_line(0) if long[:10] in seg.text]
+        assert name_cells and all(seg.style.bgcolor == focus_bg for seg in name_cells)
+        assert all(seg.style.bgcolor != focus_bg for seg in other.render_line(0))
