@@ -29,6 +29,7 @@ from gen_tui.backends.hosts.kill import (
     TickCallback,
     kill_wait,
     killed_detail,
+    not_yours,
     signal_and_wait,
     stopped_detail,
 )
@@ -37,7 +38,6 @@ from gen_tui.backends.hosts.ps import (
     RunIdentity,
     RunProcess,
     Survey,
-    owner_text,
     runs_in,
 )
 from gen_tui.backends.hosts.resume import (
@@ -248,7 +248,7 @@ class Host(ABC):
             raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
         run = self.known_run(identity)
         if run is not None and not run.mine:
-            return _not_yours(identity.pid, run.uid, run.user)
+            return not_yours(identity.pid, run.uid, run.user)
         if files is None:
             files = run.record_files() if run is not None else []
         wait_s = kill_wait(identity.cmdline, grace_s)
@@ -258,7 +258,7 @@ class Host(ABC):
             return KillOutcome(KillResult.REFUSED, detail)
         if verdict == "denied":
             uid = int(detail) if detail.isdigit() else None
-            return _not_yours(identity.pid, uid, run.user if run and run.uid == uid else None)
+            return not_yours(identity.pid, uid, run.user if run and run.uid == uid else None)
         if verdict == "absent":
             return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
         if verdict == "gone":
@@ -267,7 +267,7 @@ class Host(ABC):
         else:
             verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
             if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile
-                return _not_yours(identity.pid, int(detail) if detail.isdigit() else None, None)
+                return not_yours(identity.pid, int(detail) if detail.isdigit() else None, None)
             if verdict in ("absent", "refused"):
                 # It went away by itself between the grace period's end and the check.
                 result = KillResult.STOPPED
@@ -452,11 +452,3 @@ class Host(ABC):
         `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
         """
         return Watch(self._open_watcher, output_dir, datasets, resume=resume)
-
-
-def _not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
-    """A kill refused because the run is another user's (said before any signal)."""
-    return KillOutcome(
-        KillResult.NOT_YOURS,
-        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
-    )
