@@ -28,9 +28,8 @@ from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.tails import Tail
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import format_duration
 from gen_tui.widgets.key_line import KeyLine
-from gen_tui.widgets.quality_view import quality_text
+from gen_tui.widgets.quality_view import quality_text, seconds
 
 REFRESH_S = 0.5
 LOG_POLL_S = 1.0
@@ -108,7 +107,7 @@ def sample_text(samples: Sequence[Sample], tail: Tail) -> Text:
     for sample in samples:
         tokens = f"{sample.tokens:,} tokens" if sample.tokens is not None else "? tokens"
         prompt = f"prompt {sample.prompt_tokens:,}" if sample.prompt_tokens is not None else ""
-        latency = format_duration(sample.latency_s) if sample.latency_s is not None else ""
+        latency = seconds(sample.latency_s) if sample.latency_s is not None else ""
         head = " · ".join(
             p for p in (f"#{sample.sample_id}", sample.finish_reason, tokens, prompt, latency) if p
         )
