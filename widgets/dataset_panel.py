@@ -33,6 +33,8 @@ WIDE_PANEL = 76
 beside them and as tall as the panel (bars stretched across 150 columns read no better,
 while the chart gains from every column)."""
 LEFT_WIDTH = 46
+COMPACT = 5
+"""A panel this short or shorter has one line of details."""
 SHORT_ROWS = 4
 """A panel this short (many datasets on a small terminal) has no samples bar."""
 
@@ -334,20 +336,23 @@ class DatasetPanel(Widget, can_focus=True):
     def lines(self) -> list[Line]:
         """What each line of the panel shows, as plain data, at the panel's current size.
 
-        A wide panel keeps its figures to LEFT_WIDTH columns and gives the chart the rest,
-        beside them from the second line down."""
+        A wide panel keeps its bars and rate to LEFT_WIDTH columns and gives the chart the
+        rest beside them; its details keep the whole width below."""
         width, height = self.size.width, self.size.height
         if width < WIDE_PANEL or height < 3:
             return self._lines_at(width, height, chart=True)
-        body = self._lines_at(width, height, chart=False, figures=LEFT_WIDTH)
-        rows = spark_rows(self._history, width - LEFT_WIDTH - 2, height - 1)
-        merged = [body[0]]
-        for y, row in enumerate(rows, start=1):
-            line = body[y] if y < len(body) else ()
+        figures = self._lines_at(width, height, chart=False, figures=LEFT_WIDTH)
+        below = 1 if height <= COMPACT else 2
+        details = self._lines_at(width, height, chart=False)[-below:]
+        top = figures[1:-below]
+        rows = spark_rows(self._history, width - LEFT_WIDTH - 2, max(1, height - 1 - below))
+        merged = [figures[0]]
+        for y, row in enumerate(rows):
+            line = top[y] if y < len(top) else ()
             used = sum(len(text) for text, _ in line)
             pad = max(0, LEFT_WIDTH - used)
             merged.append((*line, (" " * pad + " ", ()), (row, ("spark",))))
-        return merged
+        return merged + details
 
     def _lines_at(
         self, width: int, height: int, *, chart: bool, figures: int | None = None

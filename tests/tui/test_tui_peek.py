@@ -186,8 +186,9 @@ async def test_a_wide_panel_gives_its_chart_the_room_beside_the_figures() -> Non
         assert bar.rstrip().endswith("500k / 2M")
         assert bar.index("500k / 2M") < LEFT_WIDTH, "the bar keeps to the figures' columns"
         charted = [line[-1] for line in lines[1:] if line and line[-1][1] == ("spark",)]
-        assert len(charted) == widget.size.height - 1, "the chart is as tall as the panel"
+        assert len(charted) == widget.size.height - 3, "the chart fills the rows between"
         assert all(len(text) >= width - LEFT_WIDTH - 2 for text, _ in charted)
+        assert "gpu-box:4242" in line_text(lines[-1]), "the details keep the whole width"
 
 
 def test_a_paused_panel_shows_no_rate_and_no_eta() -> None:
