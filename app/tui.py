@@ -368,7 +368,8 @@ class GenTuiApp(App[int]):
     def _stop_started_first(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Runs this session started on a host (the demo's) drain before the app goes, with
         the screen saying so: the seconds they take used to pass on a blank terminal.
-        True: exiting once they have ended (or after their grace, whatever they do)."""
+        True: exiting once they have ended (or once their kill's wait is over, whatever
+        they do; `q` again leaves at once)."""
         links = [link for link in self.links if link.started and not link.done.is_set()]
         if self._leaving_since is not None or not links or self.dashboard is None:
             return False
@@ -377,10 +378,14 @@ class GenTuiApp(App[int]):
         answers = leaving_answers(links)
         self.dashboard.set_notice(
             f"quitting: stopping the runs this session started, draining {answers:,} "
-            f"answer{'s' * (answers != 1)}…"
+            f"answer{'s' * (answers != 1)}… (q again leaves now)"
         )
         self.stop_links()
-        limit = max(link.grace_s for link in links) + LEAVE_MARGIN_S
+        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
+
+        limit = LEAVE_MARGIN_S + max(
+            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
+        )
 
         def check() -> None:
             waited = time.monotonic() - (self._leaving_since or 0.0)
