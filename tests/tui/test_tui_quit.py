@@ -33,9 +33,13 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
         ), dashboard.notice
         said = int(dashboard.notice.split("draining ")[1].split(" answer")[0])
         assert said in (before, in_flight()), "it says the answers in flight"
-        assert dashboard.parts is not None
-        view: HeaderView = dashboard.parts.header.view
-        assert view.state == "quitting"
+        parts = dashboard.parts
+        assert parts is not None
+
+        def header() -> HeaderView:
+            return parts.header.view
+
+        await wait_until(lambda: header().state == "quitting", 5, pause=pilot.pause)
         assert app.is_running, "the app stays up, saying so, while the run stops"
         await wait_until(lambda: not app.is_running, 60, "the app to exit", pause=pilot.pause)
     assert link.done.is_set() and not alive(pid)
