@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--demo", action="store_true", dest="tui_demo", help="the control panel on a built-in demo"
     )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        dest="tui_readonly",
+        help="watch only: the keys that change a run (k, r, s, p) are off",
+    )
     hosts = parser.add_argument_group("watching and controlling runs elsewhere")
     hosts.add_argument(
         "--host",

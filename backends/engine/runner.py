@@ -262,6 +262,7 @@ class RequestRunner(RunPart):
 
     def _give_up(self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
         ds.errors += 1
+        ds.quality.error(exc.reason)
         refused = not exc.retry and exc.status is not None and 400 <= exc.status < 500
         self.reporter.refused(refused, exc.reason)
         self.sink.note_failure(ds, prompt, exc, attempts)

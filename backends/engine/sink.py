@@ -247,6 +247,7 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        ds.quality.answer(gen.completion_tokens, gen.finish_reason, gen.latency_s)
         self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:
             self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")

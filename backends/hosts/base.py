@@ -42,7 +42,6 @@ from gen_tui.backends.hosts.resume import (
 )
 from gen_tui.backends.hosts.scripts import (
     parse_sizes,
-    rquote,
     sizes_script,
 )
 from gen_tui.backends.hosts.stop import stop_run
@@ -50,6 +49,7 @@ from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.tails import Tail, log_spec, record_spec
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
@@ -122,6 +122,10 @@ class Host(ABC):
     async def _open_watcher(self, args: list[str]) -> LineSource:
         """Start the watcher on the host with `args`; its JSON lines."""
 
+    @abstractmethod
+    async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The watcher's `--tail` report (`watcher.tail_request`) as run on the host."""
+
     async def close(self) -> None:
         return None
 
@@ -148,7 +152,23 @@ class Host(ABC):
         return parse_sizes(await self._sh(sizes_script(paths, samples)), paths)
 
     async def _log_tail(self, log_path: str) -> str:
-        return await self._sh(f"tail -c 2000 {rquote(log_path)} 2>&1")
+        report = Tail.parse(await self._tail_raw({"path": log_path, "max_bytes": 2000}), 20)
+        return report.error or "\n".join(report.lines)
+
+    # the ends of files
+
+    async def tail_records(self, dataset: str, count: int) -> Tail:
+        """The last `count` whole records of `dataset`, read from the end of its file."""
+        check_dataset_name(dataset)
+        spec = record_spec(self._abs_output_dir(), dataset, count)
+        return Tail.parse(await self._tail_raw(spec), count)
+
+    async def tail_log(self, dataset: str, lines: int) -> Tail:
+        """The end of the log of the run writing `dataset` (or of its last start)."""
+        check_dataset_name(dataset)
+        run = self._by_dataset.get(dataset)
+        spec = log_spec(self._abs_output_dir(), dataset, run.pid if run else None, lines)
+        return Tail.parse(await self._tail_raw(spec), lines)
 
     # list
 

@@ -16,9 +16,10 @@ from gen_tui.backends.hosts.kill import (
     TickCallback,
     kill_wait,
     killed_detail,
+    not_yours,
     stopped_detail,
 )
-from gen_tui.backends.hosts.ps import RunIdentity, owner_text
+from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.hosts.scripts import appended_script, parse_appended
 from gen_tui.backends.ssh import SSHError, describe
 
@@ -112,11 +113,3 @@ async def _drained(host: Host, offsets: Mapping[str, int]) -> int | None:
         return parse_appended(await host._sh(appended_script(offsets)))
     except (SSHError, OSError):
         return None
-
-
-def not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
-    """A kill refused because the run is another user's (said before any signal)."""
-    return KillOutcome(
-        KillResult.NOT_YOURS,
-        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
-    )
