@@ -19,7 +19,7 @@ from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 from tests.support.engine import make_config, run
 from tests.support.polling import wait_until
-from tests.support.records import record_lines, recount
+from tests.support.records import read_records, record_lines, recount
 from tests.support.runs import finish, run_args, spawn
 
 SLOTS = 32
@@ -29,14 +29,11 @@ RATE = 1500.0
 async def test_back_to_back_datasets_keep_the_server_full(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:
-    """Three datasets back to back in one pool finish within 5% of the server's capacity.
-
-    The capacity ideal is the tokens written over slots x tokens/s. What no client can avoid
-    is the last answer running alone, so the answers here are short next to the run (at
-    most 0.1 s of a 6 s run, as an hour-long run's minutes-long answers are). Requests are
-    kept queued beyond the server's 8 slots, as on a real server, so a slot never waits for
-    the client's round trip between one answer and the next. Run one after another, the same
-    datasets leave the pool to empty at the end of each: measurably slower.
+    """Three datasets back to back in one pool: the next one fills the slots the one before
+    leaves as it tapers, so the server never empties between them. Requests are kept queued
+    beyond the server's 8 slots, as on a real server, so a slot never waits for the client's
+    round trip between one answer and the next. How close to the server's capacity this
+    comes is a benchmark's question (BENCHMARKS.md, saturation), not this test's.
     """
     slots, rate, budget = 8, 6000.0, 100_000
     profiles = {name: LengthProfile(mean=150) for name in "ABC"}
@@ -54,21 +51,22 @@ async def test_back_to_back_datasets_keep_the_server_full(
         sampling={"max_new_tokens": 600},
     )
     final, _, _ = await run(pooled)
-    tokens = sum(recount(tmp_path / "pooled" / name)[0] for name in "ABC")
-    ideal = tokens / (slots * rate)
-    assert final.active_s <= 1.05 * ideal, (final.active_s, ideal)
     assert all(d.state is DatasetState.DONE for d in final.datasets)
     for name in "ABC":
         assert 0 <= recount(tmp_path / "pooled" / name)[0] - budget < 0.01 * budget
-
-    sequential = 0.0
-    for spec in pooled.datasets:
-        alone = EngineConfig(
-            **{**pooled.__dict__, "datasets": [spec], "output_dir": tmp_path / "sequential"}
-        )
-        sequential += (await run(alone))[0].active_s
-    assert final.active_s < sequential, (final.active_s, sequential)
-    print(f"ideal {ideal:.2f}s pooled {final.active_s:.2f}s sequential {sequential:.2f}s")
+    # The hand-off, as behaviour rather than a stopwatch (a loaded machine slows both): each
+    # next dataset's answers start landing while the one before still has answers coming,
+    # and the client kept its slots full (in flight, server-side queue included) throughout.
+    spans = {
+        name: (min(created), max(created))
+        for name in "ABC"
+        if (created := [r["created"] for r in read_records(tmp_path / "pooled" / name)])
+    }
+    for before, after in ("AB", "BC"):
+        assert spans[after][0] < spans[before][1], (before, after, spans)
+    assert final.utilisation > 0.9, final.utilisation
+    tokens = sum(recount(tmp_path / "pooled" / name)[0] for name in "ABC")
+    print(f"ideal {tokens / (slots * rate):.2f}s pooled {final.active_s:.2f}s")
 
 
 async def test_parallel_datasets_share_the_slots(
