@@ -27,7 +27,9 @@ def test_predictive_counts_expected_inflight_and_the_new_request() -> None:
     assert may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, eight, model, 500, 0.0)
     nine = [InFlight(0.0, 500)] * 9
     assert not may_dispatch(BudgetMode.PREDICTIVE, budget, 0, 0, nine, model, 500, 0.0)
-    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 999, 0, [], model, 500, 0.0)
+    # Alone, the last answer goes only with room for half a mean answer (LONE_ROOM).
+    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 950, 0, [], model, 500, 0.0)
+    assert not may_dispatch(BudgetMode.PREDICTIVE, budget, 951, 0, [], model, 500, 0.0)
 
 
 def test_predictive_keeps_a_margin_for_spread() -> None:

@@ -1,0 +1,239 @@
+"""Answer lengths as a survival estimate that counts the answers still in flight.
+
+Why not the mean of the answers back: the first answers back are the short ones, so while
+the long ones are still running that mean is low, and a budget of the order of what the
+pool keeps in flight is overshot by several answers. Every answer in flight is a censored
+observation instead: it is at least as long as what it has produced so far (known from a
+stream, else estimated from its age). A life-table Kaplan-Meier estimate over the finished
+(events) and the in-flight (censored) answers weighs both.
+
+Why Kaplan-Meier and not a fitted long-tailed law: it assumes no shape, so a dataset whose
+lengths are bimodal or capped is estimated as well as a lognormal one, and it is cheap when
+binned (geometric bins, 10% wide: O(bins + in flight) per estimate, fast enough for every
+dispatch). Where it has nothing to say, beyond the longest answer seen or in flight (the
+frontier), the mass left is the prior: uniform between the frontier and `max_new_tokens`,
+which is all that is known of an answer longer than any seen. With no history that is the
+whole estimate (a mean of half `max_new_tokens`), so the first wave is sized by it; a
+resumed dataset seeds the estimate with its records, its own history.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+GROWTH = 1.1
+"""Each bin is this much wider than the one before (after unit-wide bins for tiny lengths)."""
+
+
+def bin_edges(cap: int) -> list[int]:
+    """Lower edges of the bins covering lengths 0..cap: unit-wide, then GROWTH wider each."""
+    edges = [0]
+    while edges[-1] < cap:
+        edges.append(max(edges[-1] + 1, math.ceil(edges[-1] * GROWTH)))
+    return edges
+
+
+@dataclass(frozen=True, slots=True)
+class Survival:
+    """The estimated law of one dataset's answer lengths at one moment.
+
+    `upper[k]` holds (probability, Σ p·length, Σ p·length²) of the lengths in bins k and
+    above, the prior's tail included, so a conditional moment is two lookups.
+    """
+
+    edges: list[int]
+    upper: list[tuple[float, float, float]]
+    frontier: float
+    cap: int
+
+    def tail(self, start: float) -> tuple[float, float]:
+        """(mean, variance) of an answer longer than `start` and than anything seen: the prior."""
+        low = min(max(start, self.frontier), self.cap)
+        return (low + self.cap) / 2, (self.cap - low) ** 2 / 12
+
+    def outlook(self, produced: float) -> tuple[float, float]:
+        """(mean, variance) of the final length of an answer that has produced `produced`.
+
+        The answer's own bin is left out (it ends above it), which errs long by under one
+        bin's width (10%): the safe side for a budget.
+        """
+        # The bin after the answer's own; an answer not begun may end in any bin.
+        index = bisect.bisect_right(self.edges, produced) if produced > 0 else 0
+        if index >= len(self.upper) or self.upper[index][0] <= 1e-12:
+            return self.tail(produced)
+        weight, first, second = self.upper[index]
+        mean = first / weight
+        return mean, max(0.0, second / weight - mean * mean)
+
+
+class CensoredLengths:
+    """Finished lengths in a bounded window, binned: the events of the survival estimate."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(1, cap)
+        self.edges = bin_edges(self.cap)
+        size = len(self.edges)
+        self.count = [0] * size
+        self.total = [0.0] * size
+        self.squares = [0.0] * size
+        self.events = 0
+
+    def bin(self, length: float) -> int:
+        return max(0, bisect.bisect_right(self.edges, length) - 1)
+
+    def add(self, length: int, sign: int = 1) -> None:
+        """Count one finished length (`sign` -1: forget one that left the window)."""
+        index = self.bin(length)
+        self.count[index] += sign
+        self.total[index] += sign * length
+        self.squares[index] += sign * float(length) * length
+        self.events += sign
+
+    def survival(self, produced: list[float], frontier: float) -> Survival:
+        """The life-table estimate over the finished lengths and the in-flight `produced`.
+
+        Each bin's hazard is its events over those at risk in it, the answers censored in
+        it counting half (the actuarial rule: they were at risk for about half the bin).
+        Whatever survives the last bin with anything at risk is the prior's tail.
+        """
+        size = len(self.edges)
+        censored = [0] * size
+        for done in produced:
+            censored[self.bin(done)] += 1
+        at_risk = self.events + len(produced)
+        alive = 1.0
+        mass = [0.0] * size
+        for index in range(size):
+            if at_risk <= 0:
+                break
+            events, lost = self.count[index], censored[index]
+            if events:
+                hazard = min(1.0, events / max(at_risk - lost / 2, events))
+                mass[index] = alive * hazard
+                alive *= 1.0 - hazard
+            at_risk -= events + lost
+        estimate = Survival(self.edges, [], max(frontier, max(produced, default=0.0)), self.cap)
+        tail_mean, tail_variance = estimate.tail(0.0)
+        weight = alive
+        first = alive * tail_mean
+        second = alive * (tail_variance + tail_mean * tail_mean)
+        upper = [(0.0, 0.0, 0.0)] * size
+        for index in range(size - 1, -1, -1):
+            count = self.count[index]
+            if count and mass[index]:
+                share = mass[index] / count
+                weight += mass[index]
+                first += share * self.total[index]
+                second += share * self.squares[index]
+            upper[index] = (weight, first, second)
+        estimate.upper.extend(upper)
+        return estimate
+
+
+class LengthModel:
+    """Running picture of a dataset's answer lengths and how fast a request produces them.
+
+    Seeded by the records found on resume (the dataset's own history), so a resumed run
+    predicts well from its first request. Keeps a bounded window of recent lengths, so
+    memory is flat. `cap` is `max_new_tokens`: no answer is longer.
+    """
+
+    WINDOW = 4096
+
+    def __init__(
+        self, prior_mean: float, lengths: list[int] | None = None, cap: int | None = None
+    ) -> None:
+        self.prior_mean = max(1.0, prior_mean)
+        self.cap = max(1, int(cap if cap is not None else prior_mean))
+        self.finished = CensoredLengths(self.cap)
+        self._window: list[int] = list(lengths or [])[-self.WINDOW :]
+        for length in self._window:
+            self.finished.add(length)
+        self._next = 0
+        self._count = len(self._window)
+        self._sum = sum(self._window)
+        self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
+        self._pace: list[tuple[float, int]] = []
+        """(latency, length) of answers none faster was longer than: a staircase."""
+        self.max_seen = max(self._window, default=0)
+
+    def observe(self, tokens: int, latency_s: float | None) -> None:
+        if len(self._window) < self.WINDOW:
+            self._window.append(tokens)
+            self._sum += tokens
+        else:
+            old = self._window[self._next]
+            self.finished.add(old, -1)
+            self._sum += tokens - old
+            self._window[self._next] = tokens
+            self._next = (self._next + 1) % self.WINDOW
+        self.finished.add(tokens)
+        self._count += 1
+        self.max_seen = max(self.max_seen, tokens)
+        if latency_s is not None and latency_s > 0:
+            fit = self._fit
+            fit[0] += 1
+            fit[1] += tokens
+            fit[2] += latency_s
+            fit[3] += tokens * tokens
+            fit[4] += tokens * latency_s
+            self._climb(latency_s, tokens)
+
+    def _climb(self, latency_s: float, tokens: int) -> None:
+        pace = self._pace
+        index = bisect.bisect_right(pace, (latency_s, tokens))
+        if index and pace[index - 1][1] >= tokens:
+            return  # as fast an answer was as long: this one says nothing new
+        end = index
+        while end < len(pace) and pace[end][1] <= tokens:
+            end += 1
+        pace[index:end] = [(latency_s, tokens)]
+
+    @property
+    def observed(self) -> int:
+        return self._count
+
+    @property
+    def mean(self) -> float:
+        """The mean of the finished lengths: unbiased only when none are in flight."""
+        return self._sum / len(self._window) if self._window else self.prior_mean
+
+    def latency_line(self) -> tuple[float, float] | None:
+        """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
+
+        Latency is a fixed part (queueing, prefill, client) plus a per-token part; fitting
+        both is what lets a request's age tell how far it has probably got.
+        """
+        n, sx, sy, sxx, sxy = self._fit
+        if n < 8:
+            return None
+        spread = n * sxx - sx * sx
+        if spread <= 0:
+            return None
+        slope = (n * sxy - sx * sy) / spread
+        if slope <= 0:
+            return None
+        return (sy - slope * sx) / n, slope
+
+    def produced(self, age_s: float, known: int = 0) -> float:
+        """How many tokens a request in flight for `age_s` has produced, at least.
+
+        `known` is the count a stream reported. Without one, the most of two estimates:
+        the latency line's, and the longest answer that came back in less time than this
+        request has run (answers decode at about one speed, so it has got that far).
+        """
+        done = float(known)
+        line = self.latency_line()
+        if line is not None and age_s > 0:
+            fixed, per_token = line
+            done = max(done, (age_s - fixed) / per_token)
+        index = bisect.bisect_right(self._pace, (age_s, self.cap + 1))
+        if index:
+            done = max(done, float(self._pace[index - 1][1]))
+        return min(done, float(self.cap))
+
+    def survival(self, produced: list[float]) -> Survival:
+        """The length law over the finished answers and those in flight (at `produced`)."""
+        return self.finished.survival(produced, float(self.max_seen))
