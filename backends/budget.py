@@ -9,8 +9,9 @@ Three modes trade precision against throughput at the end of a dataset:
   under the budget. Lengths come from a survival estimate over the finished answers and the
   censored in-flight ones (`lengths`), so the short answers that come back first do not
   make it low; with no history its prior sizes the first wave. The in-flight count tapers
-  as the budget nears; the last answer is sent alone, and only with room for about a mean
-  answer (`LONE_ROOM`), so the run ends within about one answer of the budget.
+  as the budget nears; the last answers are sent alone, each only if it very likely ends
+  within a mean answer past the budget (`LONE_QUANTILE`), so the run ends within about
+  one answer of the budget, on either side.
 - ``strict``: reserve each in-flight request's ``max_new_tokens``, so the committed total can
   never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
   work already done, while a reservation only idles slots at the very end (and with several
@@ -69,36 +70,42 @@ costs throughput on a dataset that has the server to itself.
 """
 
 
-LONE_ROOM = 0.5
-"""With nothing in flight, predictive sends one more only with room for this many mean answers.
+LONE_QUANTILE = 0.95
+"""With nothing in flight, predictive sends one more answer only if it is this likely to end
+within one mean answer past the budget.
 
 The last answer cannot be truncated, so it lands past the budget by its length less the
-room left. Sent with room for half a mean answer or more, it overshoots by over one mean
-answer only when it is over 1.5 mean answers long; not sent, the dataset ends short by
-under half an answer. A resumed or woken dataset with less room than that stays done.
+room left, and lengths are long-tailed: sent with any room at all, it would overshoot by
+more than a mean answer about one time in six. Not sent, the dataset ends short by less
+than the answer would likely have overshot. A woken dataset with less room stays done.
 """
 
 
 def _outlook(
     inflight: list[InFlight], model: LengthModel, now: float
-) -> tuple[float, float, Survival]:
-    """(mean, variance) of what the requests in flight will add in all, and the length law."""
+) -> tuple[float, float, float, Survival]:
+    """(mean, variance, shared deviation) of what the requests in flight will add in all.
+
+    The shared deviation is the estimate's own error: the same for every request, so it
+    adds up linearly (see `Survival`), where their own spreads add up as variances.
+    """
     produced = [model.produced(now - request.started, request.produced) for request in inflight]
     law = model.survival(produced)
-    mean = variance = 0.0
+    mean = variance = shared = 0.0
     for request, done in zip(inflight, produced, strict=True):
-        m, v = law.outlook(done)
+        m, v, error = law.outlook(done)
         mean += min(m, request.max_new_tokens)
-        variance += v
-    return mean, variance, law
+        variance += model.spread(v)
+        shared += error**0.5
+    return mean, variance, shared, law
 
 
 def inflight_outlook(
     inflight: list[InFlight], model: LengthModel, now: float
 ) -> tuple[float, float]:
     """(mean, variance) of the tokens the requests in flight will still add in all."""
-    mean, variance, _ = _outlook(inflight, model, now)
-    return mean, variance
+    mean, variance, shared, _ = _outlook(inflight, model, now)
+    return mean, variance + shared * shared
 
 
 def likely_end(tokens: int, inflight: list[InFlight], model: LengthModel, now: float) -> int:
@@ -137,24 +144,22 @@ def may_dispatch(
     if tokens + (len(inflight) + 1) * max_new_tokens * (1 + TAPER_Z) < budget.max_tokens:
         return True
     now = time.monotonic() if now is None else now
-    mean, variance, law = _outlook(inflight, model, now)
-    one, spread = law.outlook(0.0)
+    mean, variance, shared, law = _outlook(inflight, model, now)
+    one, spread, error = law.outlook(0.0)
     mean += min(one, max_new_tokens)
-    variance += spread
-    # The estimate itself is uncertain after few answers, and that error is shared by
-    # every request in flight, so it adds up linearly rather than as a square root.
-    count = len(inflight) + 1
-    variance += count * count * spread / max(model.observed, 1)
-    return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
+    variance += model.spread(spread)
+    shared += error**0.5
+    return tokens + mean + TAPER_Z * (variance + shared * shared) ** 0.5 < budget.max_tokens
 
 
 def lone_room(remaining: int, model: LengthModel) -> bool:
-    """Whether `remaining` tokens are room for one answer sent alone (see LONE_ROOM).
+    """Whether `remaining` tokens are room for one answer sent alone (see LONE_QUANTILE).
 
-    With nothing in flight every answer sent is back, so the finished mean is unbiased (with
-    none back, it is the prior).
+    With nothing in flight every answer sent is back, so the finished lengths are an
+    unbiased sample (with none back, the estimate is the prior).
     """
-    return remaining >= LONE_ROOM * model.mean
+    longest = model.survival([]).quantile(LONE_QUANTILE)
+    return remaining + model.mean >= longest
 
 
 def room_for_one(

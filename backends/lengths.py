@@ -26,6 +26,9 @@ from dataclasses import dataclass
 GROWTH = 1.1
 """Each bin is this much wider than the one before (after unit-wide bins for tiny lengths)."""
 
+PRIOR_ANSWERS = 4
+"""How many answers' weight the prior's spread has against the estimate's (`spread`)."""
+
 
 def bin_edges(cap: int) -> list[int]:
     """Lower edges of the bins covering lengths 0..cap: unit-wide, then GROWTH wider each."""
@@ -39,12 +42,15 @@ def bin_edges(cap: int) -> list[int]:
 class Survival:
     """The estimated law of one dataset's answer lengths at one moment.
 
-    `upper[k]` holds (probability, Σ p·length, Σ p·length²) of the lengths in bins k and
-    above, the prior's tail included, so a conditional moment is two lookups.
+    `upper[k]` holds (probability, Σ p·length, Σ p·length², Σ area²·noise) of the lengths
+    in bins k and above, the prior's tail included, so a conditional moment is two lookups.
+    The last is the estimate's own error (Greenwood's, by the delta method): few answers at
+    risk past a length make the mean beyond it uncertain, and that error is shared by every
+    request in flight, so the caller adds it up linearly.
     """
 
     edges: list[int]
-    upper: list[tuple[float, float, float]]
+    upper: list[tuple[float, float, float, float]]
     frontier: float
     cap: int
 
@@ -53,8 +59,17 @@ class Survival:
         low = min(max(start, self.frontier), self.cap)
         return (low + self.cap) / 2, (self.cap - low) ** 2 / 12
 
-    def outlook(self, produced: float) -> tuple[float, float]:
-        """(mean, variance) of the final length of an answer that has produced `produced`.
+    def quantile(self, share: float) -> float:
+        """A length that about `share` of the answers stay under (a bin edge: on the high side)."""
+        for index, (weight, *_) in enumerate(self.upper):
+            if weight <= 1.0 - share:
+                return float(self.edges[index])
+        mean, variance = self.tail(0.0)
+        return min(float(self.cap), mean + 2 * variance**0.5)
+
+    def outlook(self, produced: float) -> tuple[float, float, float]:
+        """(mean, variance, variance of the mean) of the final length of an answer that has
+        produced `produced`.
 
         The answer's own bin is left out (it ends above it), which errs long by under one
         bin's width (10%): the safe side for a budget.
@@ -62,10 +77,11 @@ class Survival:
         # The bin after the answer's own; an answer not begun may end in any bin.
         index = bisect.bisect_right(self.edges, produced) if produced > 0 else 0
         if index >= len(self.upper) or self.upper[index][0] <= 1e-12:
-            return self.tail(produced)
-        weight, first, second = self.upper[index]
+            mean, variance = self.tail(produced)
+            return mean, variance, variance
+        weight, first, second, shared = self.upper[index]
         mean = first / weight
-        return mean, max(0.0, second / weight - mean * mean)
+        return mean, max(0.0, second / weight - mean * mean), shared / (weight * weight)
 
 
 class CensoredLengths:
@@ -105,12 +121,16 @@ class CensoredLengths:
         at_risk = self.events + len(produced)
         alive = 1.0
         mass = [0.0] * size
+        noise = [0.0] * size  # Greenwood's d / (n (n - d)) of each bin's hazard
         for index in range(size):
             if at_risk <= 0:
                 break
             events, lost = self.count[index], censored[index]
             if events:
-                hazard = min(1.0, events / max(at_risk - lost / 2, events))
+                exposed = max(at_risk - lost / 2, events)
+                hazard = min(1.0, events / exposed)
+                if exposed > events:
+                    noise[index] = events / (exposed * (exposed - events))
                 mass[index] = alive * hazard
                 alive *= 1.0 - hazard
             at_risk -= events + lost
@@ -119,15 +139,20 @@ class CensoredLengths:
         weight = alive
         first = alive * tail_mean
         second = alive * (tail_variance + tail_mean * tail_mean)
-        upper = [(0.0, 0.0, 0.0)] * size
+        shared = 0.0
+        upper = [(0.0, 0.0, 0.0, 0.0)] * size
         for index in range(size - 1, -1, -1):
+            # The area under the survival curve past this bin: what an error in its hazard
+            # moves the mean by (the delta method for a Kaplan-Meier mean).
+            beyond = first - weight * self.edges[min(index + 1, size - 1)]
+            shared += beyond * beyond * noise[index]
             count = self.count[index]
             if count and mass[index]:
                 share = mass[index] / count
                 weight += mass[index]
                 first += share * self.total[index]
                 second += share * self.squares[index]
-            upper[index] = (weight, first, second)
+            upper[index] = (weight, first, second, shared)
         estimate.upper.extend(upper)
         return estimate
 
@@ -233,6 +258,14 @@ class LengthModel:
         if index:
             done = max(done, float(self._pace[index - 1][1]))
         return min(done, float(self.cap))
+
+    def spread(self, variance: float) -> float:
+        """`variance` (of a length, from the estimate) widened toward the prior's when few
+        answers are back: from one or two short answers the estimate has a spread of about
+        nothing, which would let a whole wave go out on their word. The prior (uniform up to
+        `cap`) counts as PRIOR_ANSWERS answers."""
+        prior = self.cap * self.cap / 12
+        return (self._count * variance + PRIOR_ANSWERS * prior) / (self._count + PRIOR_ANSWERS)
 
     def survival(self, produced: list[float]) -> Survival:
         """The length law over the finished answers and those in flight (at `produced`)."""
