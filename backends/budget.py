@@ -156,8 +156,10 @@ def lone_room(remaining: int, model: LengthModel) -> bool:
     """Whether `remaining` tokens are room for one answer sent alone (see LONE_QUANTILE).
 
     With nothing in flight every answer sent is back, so the finished lengths are an
-    unbiased sample (with none back, the estimate is the prior).
+    unbiased sample. With none back, room for the prior's mean answer (`max_new_tokens`).
     """
+    if model.observed == 0:
+        return remaining >= model.mean
     longest = model.survival([]).quantile(LONE_QUANTILE)
     return remaining + model.mean >= longest
 
