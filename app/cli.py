@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.backends.config import (
     SAMPLING_FLAGS,
     ConfigError,
@@ -26,7 +27,6 @@ from gen_tui.backends.config import (
 )
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.run_config import (
-    DatasetSpec,
     EngineConfig,
     EngineError,
     queued_concurrency,
@@ -35,15 +35,11 @@ from gen_tui.backends.settings import (
     DEFAULT_GRACE_S,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_STALE_AFTER_S,
+    MAX_NEW_TOKENS_CAP,
     FieldSetting,
     SettingError,
     settings_of,
 )
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_ABORTED = 130
 
 
 def _count_arg(what: str):
@@ -173,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     smp.add_argument(
         "--max-new-tokens",
         type=_count_arg("--max-new-tokens"),
-        help=f"(default {DEFAULT_MAX_NEW_TOKENS})",
+        help="longest answer, in tokens; never above the server's context minus the prompt "
+        f"(default: that, capped at {MAX_NEW_TOKENS_CAP}; {DEFAULT_MAX_NEW_TOKENS} when the "
+        "server does not say its context length)",
     )
     smp.add_argument("--temperature", type=float)
     smp.add_argument("--top-p", type=float)
@@ -198,18 +196,68 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "sim", help="serve the simulated SGLang / OpenAI-compatible server (gen-tui sim --help)"
     )
+    _add_export(commands)
+    _add_verify(commands)
     return parser
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _add_export(commands: Any) -> None:
+    from gen_tui.backends.export.formats import FORMATS
+
+    export = commands.add_parser(
+        "export",
+        help="write a run's records as one training-data JSONL",
+        description="Stream the records of the chosen datasets into one JSONL file in a "
+        "trainer's format, rebuilding prompt ids with the run's own tokenizer and template.",
+    )
+    export.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
+    export.add_argument("--format", required=True, choices=FORMATS)
+    export.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
+    export.add_argument(
+        "--to",
+        metavar="FILE",
+        help="where the rows go, '-' for stdout (default OUTPUT_DIR/export.FORMAT.jsonl)",
+    )
+    export.add_argument(
+        "--max-length",
+        type=_count_arg("--max-length"),
+        help="skip records whose prompt and answer together pass N tokens",
+    )
+    export.add_argument(
+        "--drop-truncated",
+        action="store_true",
+        help="skip answers cut off at max_new_tokens (finish_reason length)",
+    )
+
+
+def _add_verify(commands: Any) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="check every record of a run completely (before export, after a crash)",
+        description="Check every record: parses, types, ids in the tokenizer's range, counts, "
+        "duplicates, sample_ids in the prompt file, finish_reason. Exits 1 on any problem.",
+    )
+    verify.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
+    verify.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
 
 
 RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_FLAGS)
 """The `gen-tui run` values besides the engine settings that the merge takes."""
 
 
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
+    return {name: getattr(args, name) for name in names}
+
+
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """Merge flags over the config file over defaults into an :class:`EngineConfig`."""
     file = load_config(args.config) if args.config else FileConfig(path=Path("."))
-    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
-    return merge_run(file, {name: getattr(args, name) for name in names})
+    return merge_run(file, _flags(args))
 
 
 async def run_engine(config: EngineConfig, plain: bool = False) -> int:
@@ -236,40 +284,74 @@ async def run_engine(config: EngineConfig, plain: bool = False) -> int:
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 
 
-async def run_headless_demo(args: argparse.Namespace) -> int:
-    """The embedded default: simulator + generated datasets + a real tokenizer, all offline."""
+DEMO_OWN = ("config", "prompts_dir", "server_urls", "tokenizer", "api", "model", "api_key_env")
+"""`gen-tui run --demo` brings its own prompts, server and tokenizer: these flags are refused
+rather than silently ignored. Every other flag is honoured, as for any run."""
+
+
+def demo_refusal(args: argparse.Namespace) -> str | None:
+    """Why `args` cannot go with --demo, or None."""
+    given = [name for name in DEMO_OWN if getattr(args, name, None) is not None]
+    if not given:
+        return None
+    flags = ", ".join(
+        "--" + name.replace("_", "-").replace("server-urls", "server-url") for name in given
+    )
+    return f"--demo brings its own prompts, server and tokenizer: drop {flags}"
+
+
+def demo_config(args: argparse.Namespace) -> EngineConfig:
+    """The embedded default: generated datasets + a real tokenizer, all offline, with `args`
+    merged over them exactly as for `gen-tui run`. Its server is filled in by
+    :func:`run_headless_demo` once the simulator has a port.
+
+    The demo's output folder is resumed, never deleted: `r` on a demo run relaunches its
+    command line, and must find the records it left.
+    """
     from platformdirs import user_cache_dir
 
     from gen_tui.backends import demo
-    from gen_tui.backends.sim import SimServer
+    from gen_tui.backends.config import DatasetEntry
 
     root = Path(user_cache_dir("gen-tui")) / "demo"
     output = args.output_dir or root / "output"
-    if output.exists() and args.output_dir is None:
-        shutil.rmtree(output)
-    loop = asyncio.get_running_loop()
-    tokenizer = await loop.run_in_executor(None, demo.build_tokenizer, root / "tokenizer")
+    tokenizer = demo.build_tokenizer(root / "tokenizer")
     prompts = demo.write_demo_prompts(root / "prompts")
-    print(f"demo: datasets in {root / 'prompts'}, output in {output}", flush=True)
-    sim_config = demo.demo_sim_config()
-    async with SimServer(sim_config) as server:
-        config = EngineConfig(
-            datasets=[
-                DatasetSpec(name, path, max_tokens=demo.DEMO_BUDGETS[name])
-                for name, path in prompts.items()
-            ],
-            server_urls=[server.url],
-            tokenizer=str(tokenizer),
-            output_dir=output,
-            concurrency=args.concurrency or queued_concurrency(sim_config.slots),
-            sampling={"max_new_tokens": 16384, "temperature": 0.7},
-            **{
-                name: value
-                for name in ("budget_mode", "grace_s")
-                if (value := getattr(args, name)) is not None
-            },
-        )
-        return await run_engine(config, plain=args.plain)
+    file = FileConfig(
+        path=root,
+        run={
+            "server_urls": [DEMO_SERVER_PENDING],
+            "tokenizer": str(tokenizer),
+            "output_dir": str(output),
+            "concurrency": queued_concurrency(demo.demo_sim_config().slots),
+        },
+        sampling={"max_new_tokens": 16384, "temperature": 0.7},
+        datasets=[
+            DatasetEntry(spec.name, prompts[spec.name], max_tokens=spec.budget)
+            for spec in demo.HEADLESS_DATASETS
+        ],
+    )
+    config = merge_run(file, _flags(args))
+    resumed = output.exists() and any(output.iterdir())
+    print(
+        f"demo: datasets in {root / 'prompts'}, output in {output}"
+        + (" (resuming what is there; remove the folder to start over)" if resumed else ""),
+        flush=True,
+    )
+    return config
+
+
+DEMO_SERVER_PENDING = "http://127.0.0.1:1"
+"""Stands for the demo's simulator until it listens (a valid URL, never contacted)."""
+
+
+async def run_headless_demo(config: EngineConfig, plain: bool) -> int:
+    """Run `config` (from :func:`demo_config`) against a simulator started here."""
+    from gen_tui.backends import demo
+    from gen_tui.backends.sim import SimServer
+
+    async with SimServer(demo.demo_sim_config()) as server:
+        return await run_engine(dataclasses.replace(config, server_urls=[server.url]), plain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -287,10 +369,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.app.launch import main as tui_main
 
         return tui_main(args)
+    if args.command in ("export", "verify"):
+        from gen_tui.app.export_cli import export_main, verify_main
+
+        return (export_main if args.command == "export" else verify_main)(args)
     try:
         if args.demo:
-            return asyncio.run(run_headless_demo(args))
-        return asyncio.run(run_engine(engine_config(args), plain=args.plain))
+            refusal = demo_refusal(args)
+            if refusal is not None:
+                print(f"gen-tui: error: {refusal}", file=sys.stderr)
+                return EXIT_USAGE
+        try:
+            config = demo_config(args) if args.demo else engine_config(args)
+        except (ConfigError, EngineError, CountError) as exc:
+            # Nothing ran: what the user asked for cannot be run as given (exit 2, as
+            # argparse's own usage errors); failures once the run starts exit 1.
+            print(f"gen-tui: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.demo:
+            return asyncio.run(run_headless_demo(config, plain=args.plain))
+        return asyncio.run(run_engine(config, plain=args.plain))
     except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import math
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from gen_tui.app.engine_run import Calibration, RunSource
 from gen_tui.app.hosts import HostSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
+from gen_tui.backends.demo import DEMO_DATASETS, STAR, DemoDataset
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, queued_concurrency
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 
@@ -31,29 +31,6 @@ if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not 
     from gen_tui.backends.sim import SimConfig
 
 
-@dataclass(frozen=True)
-class DemoDataset:
-    name: str
-    mean_tokens: float
-    layout: str
-    budget: int
-
-
-STAR = "B2_opencodeinstruct"
-"""The dataset that must visibly cross its budget within about a minute."""
-
-DEMO_DATASETS = (
-    DemoDataset("B1_glaive", 600.0, "conversations", 800_000),
-    DemoDataset(STAR, 3793.0, "messages", 10_000_000),
-    DemoDataset("B3_sharegpt", 1500.0, "prompt", 6_000_000),
-    DemoDataset("B4_magicoder", 1100.0, "messages", 8_000_000),
-    DemoDataset("B5_metamathqa", 700.0, "prompt", 4_000_000),
-    DemoDataset("B6_codefeedback", 2400.0, "messages", 12_000_000),
-    DemoDataset("B7_openhermes", 1000.0, "conversations", 8_000_000),
-    DemoDataset("B8_ultrachat", 1800.0, "messages", 10_000_000),
-)
-PROMPT_HEADROOM = 2.5
-"""Prompts per dataset cover this many times its budget, so a resume to a higher one has work."""
 STALE = "B9_stale"
 """The demo's separate `gen-tui run` process: no token budget, a slow server, for `k` and `r`."""
 STALE_PROMPTS = 400
@@ -115,15 +92,7 @@ class DemoSource(RunSource):
     def _write_prompts(self) -> dict[str, Path]:
         with self._lock:
             if self._prompts is None:
-                folder = self.root / "prompts"
-                self._prompts = {
-                    d.name: demo.write_prompts(
-                        folder / f"{d.name}.jsonl",
-                        math.ceil(PROMPT_HEADROOM * d.budget / d.mean_tokens),
-                        d.layout,
-                    )
-                    for d in self.datasets
-                }
+                self._prompts = demo.write_demo_prompts(self.root / "prompts", self.datasets)
             return self._prompts
 
     def sim_config(self) -> SimConfig:

@@ -12,26 +12,18 @@ import sys
 import time
 from typing import TextIO
 
-from rich.console import Console, Group
+from rich.console import Console, RenderableType
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
+from gen_tui.app.live_table import budget_text, live_table
 from gen_tui.backends.budget import overshoot
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_dollars, format_duration
+from gen_tui.widgets.format import cost_text, format_duration
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
-
-
-def budget_text(snap: DatasetSnapshot) -> str:
-    tokens = format_count(snap.tokens)
-    if snap.max_tokens is not None:
-        return f"{tokens}/{format_count(snap.max_tokens)}"
-    return tokens
 
 
 def status_line(snap: DatasetSnapshot) -> str:
@@ -139,39 +131,5 @@ class HeadlessDisplay:
     def write_summary(self, snap: RunSnapshot) -> None:
         self.event("info", summary_line(snap))
 
-    def _render(self, snap: RunSnapshot) -> Group:
-        table = Table(expand=True, show_edge=False, pad_edge=False)
-        for column, justify in (
-            ("dataset", "left"),
-            ("state", "left"),
-            ("tokens", "right"),
-            ("", "left"),
-            ("samples", "right"),
-            ("tok/s", "right"),
-            ("in flight", "right"),
-            ("ETA", "right"),
-        ):
-            table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-        for d in snap.datasets:
-            fraction = d.fraction
-            bar = ProgressBar(total=1.0, completed=fraction or 0.0, width=24)
-            samples = f"{d.samples}" + (f"/{d.max_samples}" if d.max_samples else "")
-            table.add_row(
-                d.name,
-                str(d.state),
-                budget_text(d),
-                bar,
-                samples,
-                format_count(d.tok_s),
-                str(d.inflight),
-                format_duration(d.eta_s),
-            )
-        header = Text(
-            f"{format_count(snap.tokens)} tokens  {format_count(snap.tok_s)} tok/s  "
-            f"{snap.inflight}/{snap.concurrency} slots  utilisation {snap.utilisation * 100:.0f}%"
-            f"  elapsed {format_duration(snap.elapsed_s)}"
-            + (f"  spent {format_dollars(snap.cost)}" if snap.cost is not None else "")
-            + ("  [stopping: Ctrl-C again aborts]" if snap.stopping else ""),
-            style="bold",
-        )
-        return Group(header, table)
+    def _render(self, snap: RunSnapshot) -> RenderableType:
+        return live_table(snap, self.console.width)

@@ -101,12 +101,15 @@ def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, gra
     The command line is the process's own, whoever started it: one line, its control
     characters made visible, so what the dialog shows is what the kill would stop.
     """
+    from gen_tui.backends.hosts import kill_wait
+
     return (
         f"Stop pid {identity.pid} on {one_line(identity.host, 200)}?\n"
         f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"
         f"Command: {one_line(identity.command, 500)}\n"
-        f"SIGTERM to its process group: it drains in-flight requests for up to "
-        f"{grace_s:g} s, then SIGKILL. Completed responses are kept."
+        f"SIGTERM to its process group: it drains in-flight requests; SIGKILL if it is "
+        f"still there after {kill_wait(identity.cmdline, grace_s):g} s. "
+        "Completed responses are kept."
     )
 
 
@@ -254,7 +257,9 @@ class HostLink:
             name for name, run in ((n, monitor.writer(n)) for n in monitor.datasets)
             if run is not None and run.identity.same_process(identity)
         )  # fmt: skip
-        grace = self.grace_s
+        from gen_tui.backends.hosts import kill_wait
+
+        grace = kill_wait(identity.cmdline, self.grace_s)  # the run's own drain, when longer
         self._mark(names, busy=f"SIGTERM sent; SIGKILL in {grace:g} s", count=math.ceil(grace))
 
         def tick(left: int) -> None:

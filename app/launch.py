@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gen_tui.app.engine_run import ConfigSource
+from gen_tui.app.exits import EXIT_USAGE
 from gen_tui.app.hosts import (
     SHUTDOWN_GRACE_S,
     HostSource,
@@ -28,10 +29,6 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 from gen_tui.backends.untrusted import clean
-
-EXIT_USAGE = 2
-EXIT_ERROR = 1
-
 
 # ---- gen-tui (no subcommand) ----------------------------------------------------------------
 
@@ -67,7 +64,7 @@ def config_source(path: Path) -> ConfigSource:
 def _error(message: str) -> int:
     """One line on stderr; it may quote a config file or a host: no control characters."""
     print(f"gen-tui: error: {clean(message)}", file=sys.stderr)
-    return EXIT_ERROR
+    return EXIT_USAGE
 
 
 def main(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
-from gen_tui.backends.settings import DEFAULT_MAX_NEW_TOKENS, SettingError, settings_of
+from gen_tui.backends.settings import SettingError, settings_of
 
 RUN_SETTINGS = {spelled.setting.key: spelled.setting for spelled in settings_of(EngineConfig)}
 """The `[run]` keys that are engine settings: type, checks and default live with the field."""
@@ -314,11 +314,13 @@ def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
             value = file.run.get(spelled.setting.key)
         if value is not None:
             values[spelled.name] = value
-    if not values.get("tokenizer") and values.get("api", "sglang") == "sglang":
-        raise EngineError("no tokenizer: give --tokenizer DIR (the served model's tokenizer)")
     sampling = dict(file.sampling)
-    sampling.setdefault("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     sampling.update({name: flags[name] for name in SAMPLING_FLAGS if flags.get(name) is not None})
-    if sampling["max_new_tokens"] < 1:
+    if sampling.get("max_new_tokens", 1) < 1:
         raise EngineError("--max-new-tokens must be at least 1")
-    return EngineConfig(datasets=_datasets(file, flags), sampling=sampling, **values)
+    config = EngineConfig(datasets=_datasets(file, flags), sampling=sampling, **values)
+    # Checked last: a wrong value (--concurrency 0) or a missing prompt folder is the
+    # first thing to fix, and the message for it must not hide behind this one.
+    if not config.tokenizer and config.api == "sglang":
+        raise EngineError("no tokenizer: give --tokenizer DIR (the served model's tokenizer)")
+    return config

@@ -39,6 +39,8 @@ def parse_count(text: str | int, *, what: str = "count") -> int:
         return text
     if not isinstance(text, str):
         raise CountError(f"{what}: expected a number like 10M, 2.5e6 or 500k, got {text!r}")
+    if text.strip().startswith("-"):
+        raise CountError(f"{what}: {text!r} is negative; it must be a positive count like 10M")
     match = _PATTERN.match(text)
     if not match or match.group(1).startswith("_") or "__" in match.group(1):
         raise CountError(f"{what}: {text!r} is not a number (try 10M, 2.5e6, 500k or 10_000_000)")

@@ -7,6 +7,7 @@ text and saved in the transformers layout, so the real `AutoTokenizer` and
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,17 +36,38 @@ _WORDS = (
 
 @dataclass(frozen=True)
 class DemoDataset:
+    """One dataset of both demos (the control panel's and `gen-tui run --demo`): the seed's
+    answer length for it, the prompt layout its file is written in, and its token budget."""
+
     name: str
-    prompts: int
     mean_tokens: float
     layout: str
+    budget: int
 
+    @property
+    def prompts(self) -> int:
+        """Prompts enough for PROMPT_HEADROOM times the budget, so a resume to a higher
+        budget still has work."""
+        return math.ceil(PROMPT_HEADROOM * self.budget / self.mean_tokens)
+
+
+PROMPT_HEADROOM = 2.5
+STAR = "B2_opencodeinstruct"
+"""The dataset the control panel's demo makes visibly cross its budget within about a minute."""
 
 DEMO_DATASETS = (
-    DemoDataset("B1_glaive", 3000, 600.0, "conversations"),
-    DemoDataset("B2_opencodeinstruct", 3000, 3793.0, "messages"),
-    DemoDataset("B3_sharegpt", 3000, 1500.0, "prompt"),
+    DemoDataset("B1_glaive", 600.0, "conversations", 800_000),
+    DemoDataset(STAR, 3793.0, "messages", 10_000_000),
+    DemoDataset("B3_sharegpt", 1500.0, "prompt", 6_000_000),
+    DemoDataset("B4_magicoder", 1100.0, "messages", 8_000_000),
+    DemoDataset("B5_metamathqa", 700.0, "prompt", 4_000_000),
+    DemoDataset("B6_codefeedback", 2400.0, "messages", 12_000_000),
+    DemoDataset("B7_openhermes", 1000.0, "conversations", 8_000_000),
+    DemoDataset("B8_ultrachat", 1800.0, "messages", 10_000_000),
 )
+"""The one demo catalogue: names, lengths, layouts and budgets (the panel's demo shows all)."""
+HEADLESS_DATASETS = DEMO_DATASETS[:3]
+"""`gen-tui run --demo`: the first three, as a table on a terminal fits them."""
 
 
 def build_tokenizer(directory: Path, vocab_size: int = 2000) -> Path:
@@ -58,6 +80,12 @@ def build_tokenizer(directory: Path, vocab_size: int = 2000) -> Path:
     rng = random.Random(0)
     corpus = [" ".join(rng.choices(_WORDS, k=40)) for _ in range(2000)]
     corpus += ["abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 {}[]()<>.,;:!?"]
+    # The simulated model's words, so its answers tokenize one token a word as a model's own
+    # tokenizer would (added after the prompts' words: the vocabulary has room for all of
+    # them, so every prompt word stays one token and prompts keep their token counts).
+    from gen_tui.backends.sim.completion import WORDS
+
+    corpus += [" ".join(rng.sample(WORDS, len(WORDS))) for _ in range(200)]
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
@@ -107,24 +135,25 @@ def write_prompts(path: Path, count: int, layout: str = "messages", seed: int = 
     return path
 
 
-def write_demo_prompts(directory: Path) -> dict[str, Path]:
-    """The demo's datasets, one file each, in the three layouts."""
+def write_demo_prompts(
+    directory: Path, datasets: tuple[DemoDataset, ...] = HEADLESS_DATASETS
+) -> dict[str, Path]:
+    """One prompt file per dataset, in its layout, PROMPT_HEADROOM times its budget."""
     return {
         spec.name: write_prompts(directory / f"{spec.name}.jsonl", spec.prompts, spec.layout)
-        for spec in DEMO_DATASETS
+        for spec in datasets
     }
 
 
-DEMO_BUDGETS = {"B1_glaive": 1_000_000, "B2_opencodeinstruct": 4_000_000, "B3_sharegpt": 2_000_000}
-
-
 def demo_sim_config():
-    """A simulated 64-slot server whose per-dataset lengths mimic the seed's datasets."""
+    """A simulated 64-slot server whose per-dataset lengths mimic the seed's datasets, fast
+    enough that the headless demo's three budgets (16.8M tokens) are reached in about a
+    minute."""
     from gen_tui.backends.sim import LengthProfile, SimConfig
 
     return SimConfig(
         slots=64,
-        tokens_per_s=2500.0,
+        tokens_per_s=5000.0,
         prefill_s=0.05,
-        profiles={spec.name: LengthProfile(mean=spec.mean_tokens) for spec in DEMO_DATASETS},
+        profiles={spec.name: LengthProfile(mean=spec.mean_tokens) for spec in HEADLESS_DATASETS},
     )

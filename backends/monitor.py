@@ -20,6 +20,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
@@ -88,6 +89,17 @@ def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
     return found[0], found[1]
 
 
+def _truncation(progress: ProgressFile) -> dict[str, Any]:
+    """The writer's count of answers cut at max_new_tokens, as snapshot fields (the record
+    file is not read for it: the writer counts its own run's answers)."""
+    fields: dict[str, Any] = {}
+    if progress.truncated is not None and progress.truncated_of is not None:
+        fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
+    if progress.truncated_warn is not None:
+        fields["truncated_warn"] = progress.truncated_warn
+    return fields
+
+
 class HostMonitor:
     """Runs and per-dataset totals of one host (see the module docstring).
 
@@ -115,6 +127,8 @@ class HostMonitor:
         """Runs seen before and gone since, newest first: what `r` can start again."""
         self.totals: dict[str, DatasetTotals] = {}
         self.state = "connecting"
+        self.problem: str | None = None
+        """What the last survey found wrong with the output folder ("... does not exist")."""
         self.watch_state = ""
         self.output_dir = host.output_dir
         self.surveyed_at: float | None = None
@@ -198,6 +212,9 @@ class HostMonitor:
                 if name not in found:
                     found.append(name)
             self.datasets = tuple(found)
+        if survey.problem != self.problem:
+            self.problem = survey.problem
+            self._changed()
         self._set_state("connected")
         await self._keep_watch()
         self.ready.set()
@@ -252,6 +269,8 @@ class HostMonitor:
         """The host's state for a person: the survey's, unless the watch stream is down."""
         if self.state == "connected" and self.watch_state.startswith(("disconnected", "stale")):
             return self.watch_state
+        if self.state == "connected" and self.problem:
+            return self.problem
         return self.state
 
     def writer(self, dataset: str) -> RunProcess | None:
@@ -321,6 +340,7 @@ class HostMonitor:
             host=self.name,
             message=totals.problem or ((progress.message or "") if live else ""),
             cost=progress.cost if by_writer or writer is None else None,
+            **_truncation(progress if by_writer or writer is None else ProgressFile()),
         )
 
     # what the UI does

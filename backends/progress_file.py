@@ -46,6 +46,10 @@ class ProgressFile:
     errors: int | None = None
     message: str | None = None
     cost: float | None = None
+    truncated: int | None = None
+    """The writer's answers cut at max_new_tokens, of `truncated_of` (both or neither)."""
+    truncated_of: int | None = None
+    truncated_warn: float | None = None
     ignored: tuple[str, ...] = ()
     """The fields that were present but of the wrong type (for a note, never an error)."""
 
@@ -91,6 +95,11 @@ class ProgressFile:
         except ValueError:
             known = None
         cost = pick("cost", int, float)
+        truncated, truncated_of = pick("truncated", int), pick("truncated_of", int)
+        if truncated is not None and not 0 <= truncated <= (truncated_of or 0):
+            ignored.append("truncated")  # a share past 100% or below 0 is no share
+            truncated = truncated_of = None
+        warn = pick("truncated_warn", int, float)
         return cls(
             pid=pick("pid", int),
             state=known,
@@ -101,6 +110,9 @@ class ProgressFile:
             errors=pick("errors", int),
             message=pick("message", str),
             cost=float(cost) if cost is not None else None,
+            truncated=truncated,
+            truncated_of=truncated_of if truncated is not None else None,
+            truncated_warn=float(warn) if warn is not None and warn >= 0 else None,
             ignored=tuple(ignored),
         )
 

@@ -54,6 +54,8 @@ class Prompt:
     sample_id: SampleId
     messages: list[dict[str, str]]
     line: int
+    tokens: int | None = None
+    """The templated prompt's length, once a tokenizer has counted it (see answer_cap.py)."""
 
     @property
     def key(self) -> str:

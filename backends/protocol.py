@@ -17,7 +17,13 @@ import orjson
 
 @dataclass(frozen=True, slots=True)
 class Generation:
-    """A complete response; `output_ids` is None when neither server nor tokenizer gave ids."""
+    """A complete response; `output_ids` is None when neither server nor tokenizer gave ids.
+
+    `reasoning` is a thinking model's trace as an OpenAI-compatible server sends it apart
+    from the answer (None when it sent none). `ids_gap` is `len(output_ids) -
+    completion_tokens` when gen-tui built the ids itself from text (None when the server
+    gave them): set where they are built, as only there is it known which they are.
+    """
 
     output_ids: list[int] | None
     text: str | None
@@ -26,6 +32,8 @@ class Generation:
     finish_reason: str
     latency_s: float
     cost: float | None = None
+    reasoning: str | None = None
+    ids_gap: int | None = None
 
 
 class RequestFailed(Exception):

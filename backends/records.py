@@ -121,6 +121,12 @@ class Completion:
     latency_s: float | None = None
     server: str | None = None
     cost: float | None = None
+    reasoning: str | None = None
+    """A thinking model's trace, sent apart from the answer (OpenAI path); `output_ids`
+    then cover the whole turn, reasoning included."""
+    ids_gap: int | None = None
+    """`len(output_ids) - completion_tokens` where gen-tui tokenized the text itself: how
+    far its ids are from what the server counted (never on SGLang's native ids)."""
 
     def to_line(self) -> bytes:
         # Key order matters: the identifying counts come first so a scanner can stop early.
@@ -130,8 +136,12 @@ class Completion:
             "prompt_tokens": self.prompt_tokens,
             "finish_reason": self.finish_reason,
         }
+        if self.ids_gap is not None:
+            record["ids_gap"] = self.ids_gap
         if self.output_ids is not None:
             record["output_ids"] = self.output_ids
+        if self.reasoning is not None:
+            record["reasoning"] = self.reasoning
         if self.text is not None:
             record["text"] = self.text
         if self.latency_s is not None:

@@ -20,6 +20,7 @@ from gen_tui.backends.settings import (
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SERVER,
+    DEFAULT_TRUNCATED_WARN,
     SettingError,
     setting,
     settings_of,
@@ -105,9 +106,12 @@ class EngineConfig:
         minimum=1,
         help="requests in flight across all datasets",
     )
-    sampling: dict[str, Any] = field(
-        default_factory=lambda: {"max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
-    )
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """SGLang-style sampling parameters. Without `max_new_tokens` each request's cap comes
+    from the server's context length (see answer_cap.py)."""
+    server_max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    """The run's cap when `sampling` names none: DEFAULT_MAX_NEW_TOKENS until the engine has
+    asked the servers at start, then what they allow (see answer_cap.py)."""
     budget_mode: BudgetMode = setting(
         BudgetMode.PREDICTIVE,
         key="budget_mode",
@@ -134,6 +138,17 @@ class EngineConfig:
     costs a server a long prefill and a slot's share of its KV cache for an answer most
     servers refuse anyway once it is past their context window. 32k tokens is the context
     most served models take; a run on a long-context model raises it."""
+    truncated_warn: float = setting(
+        DEFAULT_TRUNCATED_WARN,
+        key="truncated_warn",
+        group="datasets",
+        flag="--warn-truncated",
+        kinds=(int, float),
+        minimum=0,
+        help="percent of a dataset's answers cut at max_new_tokens past which the run warns "
+        "(log and panel)",
+        flag_kwargs={"type": float, "metavar": "PERCENT"},
+    )
     stream: bool = setting(
         False,
         key="stream",
@@ -286,8 +301,16 @@ class EngineConfig:
         return planned
 
     @property
+    def max_new_tokens_given(self) -> int | None:
+        """The user's `max_new_tokens` (flag or [sampling]); None: the server's rule applies."""
+        given = self.sampling.get("max_new_tokens")
+        return None if given is None else int(given)
+
+    @property
     def max_new_tokens(self) -> int:
-        return int(self.sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+        """The longest answer any request of the run may get: the user's, else the servers'."""
+        given = self.max_new_tokens_given
+        return self.server_max_new_tokens if given is None else given
 
 
 def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:

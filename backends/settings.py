@@ -20,6 +20,20 @@ DEFAULT_GRACE_S = 30.0
 """How long a stopped run drains its in-flight answers, and so how long `k` waits for it
 before SIGKILL: the run and the panel must agree on it."""
 DEFAULT_MAX_NEW_TOKENS = 4096
+"""The cap on an answer's length when neither the user (`--max-new-tokens`) nor the server
+(its context length) says: the one fixed default (see answer_cap.py for the rule)."""
+MAX_NEW_TOKENS_CAP = 32768
+"""The most an answer may run when the cap comes from the server's context length.
+
+Why 32,768: long-tailed answers need room (B2 averages 3,793 tokens with a tail past
+16k, so a 4,096 cap cut about 3 answers in 10), yet an answer that loops without an end
+must not run to a 128k or 1M context: that costs a slot for minutes, and the strict budget
+reserves each request's cap. 32k keeps all but a very few real answers whole."""
+DEFAULT_TRUNCATED_WARN = 5.0
+"""The share (percent) of a dataset's answers cut at max_new_tokens past which the run says
+so (log and panel): a few cut answers are a long tail, more are a cap set too low."""
+TRUNCATED_MIN_ANSWERS = 20
+"""Answers a dataset must have before its truncated share is judged (1 cut of 3 is noise)."""
 DEFAULT_SERVER = "http://127.0.0.1:30000"
 DEFAULT_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT_S = 120.0

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
+
 
 class DatasetState(StrEnum):
     LOADING = "loading"
@@ -54,6 +56,12 @@ class DatasetSnapshot:
     cost: float | None = None
     cost_per_hour: float | None = None
     projected_cost: float | None = None
+    truncated: int = 0
+    """Answers cut at max_new_tokens (finish_reason "length") among `truncated_of`."""
+    truncated_of: int = 0
+    """The answers that count covers: this run's (not those resumed from the file)."""
+    truncated_warn: float = DEFAULT_TRUNCATED_WARN
+    """The percent past which the writer warns about the share (its --warn-truncated)."""
 
     @property
     def fraction(self) -> float | None:

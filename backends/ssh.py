@@ -186,6 +186,12 @@ async def connect(
         raise SSHError(
             f"cannot reach {target}: no answer within {options.connect_timeout_s:g} s"
         ) from None
+    except ConnectionRefusedError:
+        # asyncio says "Connect call failed ('10.0.0.7', 2222)": the word that tells the
+        # user what to check is "refused" (nothing listens there, or a firewall says no).
+        raise SSHError(
+            f"cannot reach {target}: connection refused (is sshd listening on that port?)"
+        ) from None
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise SSHError(f"cannot reach {target}: {reason}") from None

@@ -10,7 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.untrusted import truncate
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+"""A model directory holds at least one of these; without any, transformers' error is about
+converting slow tokenizers, which tells the user nothing about the wrong path they gave."""
+_REASON_CHARS = 400
 
 
 class TokenizerError(Exception):
@@ -27,6 +33,11 @@ def load_tokenizer(source: str) -> Any:
         raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
     if not path.exists() and not _HUB_ID.match(source):
         raise TokenizerError(f"tokenizer directory {source!r} does not exist")
+    if path.is_dir() and not any((path / name).exists() for name in _TOKENIZER_FILES):
+        raise TokenizerError(
+            f"tokenizer directory {source!r} holds no tokenizer (none of "
+            f"{', '.join(_TOKENIZER_FILES)}); give the served model's directory"
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:  # pragma: no cover - a broken install
@@ -34,9 +45,11 @@ def load_tokenizer(source: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else source)
     except Exception as exc:  # transformers raises many unrelated types here
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        raise TokenizerError(f"cannot load tokenizer {source!r}: {first}") from None
+        # transformers' messages run over several lines ("...from one of:\n(1) ..."): the
+        # first line alone can end mid-sentence, so the lines are joined, then bounded.
+        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        reason = truncate(text, _REASON_CHARS) if text else type(exc).__name__
+        raise TokenizerError(f"cannot load tokenizer {source!r}: {reason}") from None
     if not getattr(tokenizer, "chat_template", None):
         raise TokenizerError(
             f"tokenizer {source!r} has no chat_template; prompts are chat messages and need one"
@@ -85,3 +98,80 @@ def encode_many(tokenizer: Any, conversations: list[list[dict[str, str]]]) -> li
 def encode_text(tokenizer: Any, text: str) -> list[int]:
     """Ids of a generated answer as the target model would have produced them."""
     return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+THINK_OPEN = "<think>\n"
+THINK_CLOSE = "\n</think>\n\n"
+"""How the Qwen3, DeepSeek-R1 and Kimi families write reasoning into a turn's content; used
+for a template that has no `reasoning_content` of its own, and for the fallback."""
+_END = "\ue000gen-tui:end-of-answer\ue000"
+"""Put after the answer to find where the template's end-of-turn markup starts (a private-use
+character no template strips, so it survives `trim` and friends; never tokenized)."""
+
+
+def _render(tokenizer: Any, messages: list[dict[str, str]], **options: Any) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, **options)
+
+
+def _turn_text(
+    tokenizer: Any, messages: list[dict[str, str]], prompt: str, text: str, reasoning: str
+) -> str | None:
+    """The assistant turn as the template renders it after `prompt`, up to the end of the
+    answer; None when no form keeps the reasoning.
+
+    Two forms, in order: the `reasoning_content` field (Qwen3's, Kimi's and the trainers'
+    own conversation format), then `<think>..</think>` before the answer in `content`. A
+    form counts only when the full render begins with the generation prompt (so the turn
+    is what comes after it) and the turn holds the reasoning: a template that drops the
+    field, or strips the think block as DeepSeek-R1's does for past turns, is not used.
+    """
+    forms = (
+        {"role": "assistant", "content": text + _END, "reasoning_content": reasoning},
+        {"role": "assistant", "content": THINK_OPEN + reasoning + THINK_CLOSE + text + _END},
+    )
+    for turn in forms:
+        full = _render(tokenizer, [*messages, turn])
+        end = full.rfind(_END)
+        if full.startswith(prompt) and end >= len(prompt):
+            rendered = full[len(prompt) : end]
+            # Looked for before the answer: a trace that is a substring of it proves nothing.
+            before = rendered[: len(rendered) - len(text)] if rendered.endswith(text) else rendered
+            if reasoning.strip() in before:
+                return rendered
+    return None
+
+
+def encode_turn(
+    tokenizer: Any, messages: list[dict[str, str]], text: str, reasoning: str | None
+) -> list[int]:
+    """Ids of a generated assistant turn, reasoning included, as the model produced them.
+
+    Why: an OpenAI-compatible server hands back text, not ids, and a thinking model's trace
+    comes apart from the answer; a trainer needs the ids of the whole turn as the chat
+    template renders it (the model wrote `<think>`, its reasoning, `</think>`, then the
+    answer), or the ids cover the answer alone while `completion_tokens` counts both.
+
+    How: render the conversation with the assistant turn and take what follows the
+    generation prompt (`add_generation_prompt=True`), up to the end of the answer. The
+    template's end-of-turn markup after the answer (`<|im_end|>\\n`) is left out, as the
+    model's stop token is not part of an answer's ids on either path. The ids are those of
+    the whole render minus those of the prompt, checked to begin with them; where a token
+    straddles that boundary the turn's text is tokenized alone. When no form of the
+    template keeps the reasoning, the turn is `<think>\\n{reasoning}\\n</think>\\n\\n{text}`
+    tokenized alone (the convention of those model families).
+
+    Without reasoning the ids are the answer's alone, exactly as before: the generation
+    prompt already holds whatever a template puts before an answer (Qwen3 with thinking
+    off puts the empty think block there), so nothing else belongs to the turn.
+    """
+    if not reasoning:
+        return encode_text(tokenizer, text)
+    prompt = _render(tokenizer, messages, add_generation_prompt=True)
+    turn = _turn_text(tokenizer, messages, prompt, text, reasoning)
+    if turn is None:
+        return encode_text(tokenizer, THINK_OPEN + reasoning + THINK_CLOSE + text)
+    head = encode_text(tokenizer, prompt)
+    whole = encode_text(tokenizer, prompt + turn)
+    if whole[: len(head)] == head:
+        return whole[len(head) :]
+    return encode_text(tokenizer, turn)

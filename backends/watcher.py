@@ -74,6 +74,7 @@ RAW_FILE = "raw_responses.jsonl"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
 LOCK_FILE = "run.lock"
+MANIFEST_FILE = "run_manifest.json"  # what the run was run with: prompts, template, sampling
 LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
 START_SEQ = "start.seq"
 START_LOCK = "start.lock"
@@ -1251,6 +1252,18 @@ def start(spec: dict) -> dict:
     return {"type": "start", "pid": child.pid}
 
 
+def folder_missing(path: str) -> str | None:
+    """Why the watched output folder cannot hold datasets, or None: said on the panel, since
+    an empty screen for a mistyped path looks like a host with nothing running."""
+    if not os.path.exists(path):
+        return "does not exist"
+    if not os.path.isdir(path):
+        return "is not a directory"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
 def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
     """The `ps` report: matching (or given) processes, their prompt folders and the locks."""
     seq = start_seq(output_dir) if output_dir else None  # before the processes: see start
@@ -1295,8 +1308,10 @@ def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
         for name, entry in entries.items():
             entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
     uid = os.getuid()
+    asked = os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None
     return {
         "type": "ps",
+        "output_dir_problem": folder_missing(asked) if asked else None,
         "host": socket.gethostname(),
         "uid": uid,
         "user": user_name(uid),

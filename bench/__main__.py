@@ -22,6 +22,7 @@ NAMES = [
     "remote_attach",
     "tui_cost",
     "memory",
+    "export_speed",
 ]
 
 

@@ -4,7 +4,7 @@ gen-tui's path is the app's own: `SSHHost.connect()` then `SSHHost.watch(...)`, 
 the stdlib watcher over one channel and streams per-dataset counts, until every dataset's
 totals equal a recount made beforehand. The baseline is what a script without gen-tui would
 do: an asyncssh SFTP `get` of each `raw_responses.jsonl`, then `json.loads` per line. Both
-talk to a real OpenSSH sshd on loopback (tests/sshd.py), and both read files that sit in the
+talk to a real OpenSSH sshd on loopback (tests/support/sshd.py), and both read files that sit in the
 page cache (they are read once before timing), so neither pays for the disk.
 """
 
@@ -90,7 +90,7 @@ async def download(server, root: Path, expected: Expected) -> tuple[float, float
 
 
 def run(smoke: bool, write: bool) -> bool:
-    from tests.sshd import SSHD, start_sshd  # the tests' loopback sshd, keys and config
+    from tests.support.sshd import SSHD, start_sshd  # the tests' loopback sshd, keys and config
 
     count, megabytes, repeats = (8, 1, 1) if smoke else (8, 70, 3)
     if not Path(SSHD).exists():

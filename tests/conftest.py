@@ -1,11 +1,19 @@
-"""Shared fixtures: a real transformers tokenizer built offline, prompt files, the simulator."""
+"""The fixtures every kind of test shares: a real transformers tokenizer built offline, prompt
+files, the simulator, a real sshd on loopback, and a host (this machine or over that sshd).
+
+Fixtures live here (or in a kind's own conftest.py), helpers in tests/support/: a test module
+never imports from another test module (tests/unit/test_layout.py checks it), so moving or
+splitting one never breaks another.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import AsyncIterator, Callable
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,9 +22,20 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from gen_tui.backends.demo import build_tokenizer, write_prompts
+from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
+from tests.support import KINDS
+from tests.support.runs import STANDIN, AnyHost, alive
+from tests.support.sshd import Sshd, python38, start_sshd
 
-GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its folder's kind, so `-m unit` selects what `tests/unit` holds."""
+    root = Path(__file__).parent
+    for item in items:
+        path = Path(item.path)
+        if root in path.parents and path.relative_to(root).parts[0] in KINDS:
+            item.add_marker(path.relative_to(root).parts[0])
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +79,80 @@ async def sim(vocab_size: int) -> AsyncIterator[Callable[..., object]]:
     yield start
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture(scope="session")
+def finished_run(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, vocab_size: int
+) -> tuple[Path, Path]:
+    """(output dir, prompts dir) of one finished `gen-tui run` (see tests/support/run_output.py)."""
+    from tests.support.run_output import make_run
+
+    return make_run(tmp_path_factory.mktemp("finished_run"), tokenizer_dir, vocab_size)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """One sshd for the session (tests that break connections only kill session children)."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def users_sshd() -> Iterator[Sshd]:
+    """A test sshd whose folder other users can read: sshd reads a user's authorized_keys
+    as that user, and pytest's own temporary folders are root's alone."""
+    folder = Path(tempfile.mkdtemp(prefix="gen-tui-sshd-", dir="/tmp"))
+    folder.chmod(0o755)
+    server = start_sshd(folder / "sshd")
+    (folder / "sshd").chmod(0o755)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def host(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyHost]:
+    """Each test twice: on this machine, and over the session's sshd (Python 3.8 there when
+    installed). Whatever the test started is stopped after it, failed or not."""
+    out = tmp_path / "out"
+    out.mkdir()
+    made: AnyHost
+    if request.param == "local":
+        made = LocalHost(out)
+    else:
+        server: Sshd = request.getfixturevalue("sshd")
+        made = SSHHost(
+            "loopback",
+            server.alias,
+            str(out),
+            options=server.options(),
+            python=python38() or "python3",
+        )
+        await made.connect()
+    started: list[RunIdentity] = []
+    start = made.start
+
+    async def tracked_start(*args: Any, **kwargs: Any) -> RunIdentity:
+        identity = await start(*args, **kwargs)
+        started.append(identity)
+        return identity
+
+    made.start = tracked_start  # type: ignore[method-assign]
+    yield made
+    for identity in started:  # a failed test leaves nothing running (identity-checked kill)
+        if alive(identity.pid):
+            await made.kill(identity, grace_s=2)
+    await made.close()
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Path:
+    """A user's own `run_inference.py` (tests/support/runs.py STANDIN), written to a file."""
+    path = tmp_path / "scripts" / "run_inference.py"
+    path.parent.mkdir()
+    path.write_text(STANDIN)
+    return path

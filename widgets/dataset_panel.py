@@ -18,6 +18,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gen_tui.backends import truncation
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
@@ -97,6 +98,16 @@ def rate_label(snap: DatasetSnapshot) -> str:
     if snap.state.finished:
         return "0 tok/s 0.0 req/s"
     return f"{format_count(float(f'{snap.tok_s:.3g}'))} tok/s {snap.samples_s:.1f} req/s"
+
+
+def truncation_piece(snap: DatasetSnapshot) -> tuple[str, tuple[str, ...]] | None:
+    """`12% cut` (answers cut at max_new_tokens), highlighted past the writer's warning
+    share; None while no answer is cut."""
+    text = truncation.label(snap.truncated, snap.truncated_of)
+    if not text:
+        return None
+    over = truncation.over(snap.truncated, snap.truncated_of, snap.truncated_warn)
+    return f" {text} ", ("truncated-over",) if over else ("truncated",)
 
 
 def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -190,6 +201,8 @@ class DatasetPanel(Widget, can_focus=True):
         "panel--empty",
         "panel--spark",
         "panel--muted",
+        "panel--truncated",
+        "panel--truncated-over",
         *(f"panel--badge-{kind}" for kind in BADGE_KINDS),
     }
 
@@ -330,16 +343,23 @@ class DatasetPanel(Widget, can_focus=True):
         lines.append(self._bar(token_fraction, tokens, width, fill))
         lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
         first, second = detail_parts(view)
+        cut = truncation_piece(snap) if snap is not None else None
+        cut_width = len(cut[0]) if cut is not None else 0
         if height <= 5:
             rate_width = min(24, max(0, width - 10))
-            spark = spark_rows(self._history, max(0, width - rate_width - 1), 1)[0]
-            lines.append(
-                ((" " + rates[: rate_width - 2].ljust(rate_width - 1), ()), (spark, ("spark",)))
-            )
+            spark_width = max(0, width - rate_width - 1 - cut_width)
+            spark = spark_rows(self._history, spark_width, 1)[0]
+            rate: Line = ((" " + rates[: rate_width - 2].ljust(rate_width - 1), ()),)
+            if cut is not None and spark_width:
+                rate += (cut,)
+            lines.append((*rate, (spark, ("spark",))))
             lines.append(((" " + fit(first + second, width - 2), ("muted",)),))
         else:
             chart_rows = max(1, height - 6)
-            lines.append(((" " + rates[: width - 2], ()),))
+            rate = ((" " + rates[: width - 2], ()),)
+            if cut is not None and len(rates) + 1 + cut_width <= width:
+                rate += (cut,)
+            lines.append(rate)
             for row in spark_rows(self._history, max(0, width - 2), chart_rows):
                 lines.append(((" ", ()), (row, ("spark",))))
             lines.append(((" " + fit(first, width - 2), ("muted",)),))

@@ -100,7 +100,15 @@ class RunHeader(Widget):
         style = self.get_component_rich_style(f"header--{view.state}")
         text.append(state, style=style)
         used = len(text)
-        for part in header_parts(view):
+        troubled = sum(1 for _, state in view.hosts if state != "connected")
+        for index, part in enumerate(header_parts(view)):
+            if index < troubled:
+                # A host's problem must be seen: cut, never dropped, and to at most a third of
+                # what is left so the figures still fit (the board, the events log and `l`
+                # give it in full).
+                room = max(12, (width - used - 2) // 3)
+                if len(part) > room:
+                    part = part[: room - 1] + "…"
             if used + 2 + len(part) > width:
                 continue
             text.append("  " + part)

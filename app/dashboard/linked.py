@@ -72,9 +72,15 @@ class HostLinks(PanelSource):
         watching = not runs_here or any(link.source.remote for link in self.links)
         return "watching" if self.links and watching else "idle"
 
-    def remote_hosts(self) -> tuple[tuple[str, str], ...]:
-        """(name, state) of each host reached over SSH, for the header."""
-        return tuple((link.name, link.state) for link in self.links if link.source.remote)
+    def host_states(self) -> tuple[tuple[str, str], ...]:
+        """(name, state) for the header: every SSH host, and a local one when it has a
+        problem to say ("output folder /x does not exist"); a local link that works is
+        this machine, not worth a place."""
+        return tuple(
+            (link.name, link.state)
+            for link in self.links
+            if link.source.remote or link.state != "connected"
+        )
 
     # PanelSource
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from textual.containers import Grid, VerticalScroll
 from textual.dom import DOMNode
 from textual.widget import Widget
-from textual.widgets import Label, RichLog
+from textual.widgets import Label, RichLog, Static
 
 from gen_tui.app.board import Layout, panel_id
 from gen_tui.backends.untrusted import clean
@@ -33,10 +33,15 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
     label.display = bool(notice)
     yield label
     board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)
-    with board, Grid(id="panels", classes=layout.grid_classes):
-        for name in names:
-            yield DatasetPanel(name, id=panel_id(name))
-    log = RichLog(id="events", markup=False, wrap=False, max_lines=500)
+    with board:
+        empty = Static("", id="empty", markup=False)
+        empty.display = False
+        yield empty
+        with Grid(id="panels", classes=layout.grid_classes):
+            for name in names:
+                yield DatasetPanel(name, id=panel_id(name))
+    # Wrapped: an event's last words are often the figure that matters ("as pid 5380").
+    log = RichLog(id="events", markup=False, wrap=True, max_lines=500)
     log.can_focus = False
     log.border_title = "events"
     log.display = layout.log
@@ -57,6 +62,8 @@ class Parts:
     panels: Grid
     events: RichLog
     filter: FilterBar
+    empty: Static
+    """Said on the board while no panel shows: each host's state in full."""
 
     @classmethod
     def find(cls, screen: DOMNode) -> Parts:
@@ -67,6 +74,7 @@ class Parts:
             screen.query_one("#panels", Grid),
             screen.query_one("#events", RichLog),
             screen.query_one("#filter", FilterBar),
+            screen.query_one("#empty", Static),
         )
 
     @property

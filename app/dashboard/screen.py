@@ -8,6 +8,7 @@ a dialog is on top.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
@@ -25,11 +26,13 @@ from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, help_rows
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
-from gen_tui.app.dashboard.summary import header_view
+from gen_tui.app.dashboard.summary import empty_text, header_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
+
+_RETRY_IN = re.compile(r" \(retry in [^)]*\)$")
 
 
 class DashboardScreen(Screen[None]):
@@ -67,6 +70,8 @@ class DashboardScreen(Screen[None]):
         self._panels: list[DatasetPanel] = []
         self.parts: Parts | None = None
         """The widgets, from mount on."""
+        self._host_states: dict[str, str] = {}
+        self._empty_text = ""
 
     # layout
 
@@ -161,14 +166,31 @@ class DashboardScreen(Screen[None]):
                 views[panel.dataset] = view
                 panel.show(view)
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
+            hosts = self.linked.host_states()
             parts.header.view = header_view(
                 views,
                 activity,
                 quitting=self.quitting(),
                 idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
                 filter_text=parts.filter.value,
-                hosts=self.linked.remote_hosts(),
+                hosts=hosts,
             )
+            self._show_hosts(parts, hosts)
+
+    def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
+        """A host's state, whenever it changes, in the events log (in full, with the time);
+        and on the board while no panel shows."""
+        for name, state in hosts:
+            said = _RETRY_IN.sub("", state)  # a new countdown is not news
+            if self._host_states.get(name, "connecting") != said:
+                self.write_event(f"{time.strftime('%H:%M:%S')} {name}: {state}")
+                self._host_states[name] = said
+        empty = not self.panels(visible_only=True)
+        text = empty_text(hosts, filtered=bool(parts.filter.value.strip())) if empty else ""
+        if parts.empty.display != bool(text) or (text and text != self._empty_text):
+            self._empty_text = text
+            parts.empty.update(text)
+            parts.empty.display = bool(text)
 
     def _adopt_datasets(self, parts: Parts) -> None:
         """Give each dataset a source has found since (a host's, say) a panel of its own."""

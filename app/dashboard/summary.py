@@ -59,3 +59,17 @@ def header_view(
         )
         or None,
     )
+
+
+def empty_text(hosts: tuple[tuple[str, str], ...], filtered: bool) -> str:
+    """What the board says while it has no panel: each host's state in full (a host that
+    cannot be reached must be visible at 80×24, not only in a header part that may not fit),
+    then where to look next."""
+    if filtered:
+        return "No dataset matches the filter (/ to change it, Esc to clear)."
+    lines = [f"{name}: {state}" for name, state in hosts if state != "connected"]
+    if not lines:
+        lines = [f"{name}: connected; no dataset folders and no run found yet" for name, _ in hosts]
+    if not lines:
+        return ""
+    return "\n".join([*lines, "", "l lists the runs of every host · ? help · q quit"])

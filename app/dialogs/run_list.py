@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.hosts import Kill, Resume, ResumeRun, kill_question
@@ -100,6 +100,7 @@ class RunsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="runs-title", markup=False)
+        yield Static("", id="runs-hosts", markup=False)
         yield RunTable(id="runs")
         yield KeyLine()
 
@@ -141,14 +142,13 @@ class RunsScreen(Screen[None]):
 
     def refresh_rows(self) -> None:
         rows = self.rows()
-        states = ", ".join(f"{link.name}: {link.state}" for link in self.links)
         live = sum(1 for _, _, ended in self._rows.values() if not ended)
-        # A link's state quotes SSH and host failures: one line, no control characters.
-        self.query_one("#runs-title", Label).update(
-            one_line(
-                f" Runs: {live} live, {len(rows) - live} ended  ·  {states or 'no host watched'}"
-            )
-        )
+        self.query_one("#runs-title", Label).update(f" Runs: {live} live, {len(rows) - live} ended")
+        # Each host's state in full, a line each (wrapped, never cut: this is where a host
+        # error the header had to shorten is read). It quotes SSH and host failures: one
+        # line per host, no control characters.
+        states = [one_line(f"{link.name}: {link.state}") for link in self.links]
+        self.query_one("#runs-hosts", Static).update("\n".join(states) or "no host watched")
         self.query_one(RunTable).show(rows)
 
     def _selected(self) -> tuple[HostLink, RunProcess, bool] | None:

@@ -22,6 +22,20 @@ class Request:
     dataset: str
     messages: list[dict[str, str]]
     input_ids: list[int] | None = None
+    max_new_tokens: int | None = None
+    """This request's cap on its answer (the engine's rule, see answer_cap.py); None: the
+    client's sampling settings alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """What a server says about how long a request may be (None: it does not say)."""
+
+    context_length: int | None = None
+    """Prompt and answer together, in tokens."""
+    max_completion_tokens: int | None = None
+    """The longest answer it gives, when less than the context allows (OpenRouter's
+    `top_provider.max_completion_tokens`)."""
 
 
 class InferenceClient(ABC):
@@ -54,6 +68,10 @@ class InferenceClient(ABC):
     async def capacity(self, url: str) -> int | None:
         """How many requests `url` runs at once, when it says (None: unknown)."""
         return None
+
+    async def model_limits(self, url: str) -> ModelLimits:
+        """The context length `url` serves, when it says (asked once, at start)."""
+        return ModelLimits()
 
     async def abort(self, url: str, rid: str) -> None:  # noqa: B027 (optional: a no-op)
         """Ask `url` to stop request `rid`; best effort. Only called when `can_abort`."""

@@ -13,6 +13,7 @@ says why.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -67,6 +68,12 @@ class Limits:
         """The limits for answers sampled with `sampling` (its `max_new_tokens`)."""
         tokens = int(sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
         return cls(response_limit(tokens), idle_s)
+
+    def for_tokens(self, max_new_tokens: int | None) -> Limits:
+        """These limits for one request capped at `max_new_tokens` (None: as they are)."""
+        if max_new_tokens is None:
+            return self
+        return dataclasses.replace(self, max_bytes=response_limit(max_new_tokens))
 
     def too_big(self) -> RequestFailed:
         return RequestFailed(f"response over {self.max_bytes:,} bytes", retry=True)

@@ -1,6 +1,9 @@
 """Client side of OpenAI-compatible `POST /v1/chat/completions` (OpenRouter, vLLM, SGLang's /v1,
 `transformers serve`), streaming and not.
 
+A thinking model's reasoning, sent apart from `content`, is kept in `Generation.reasoning`
+(see `reasoning`); it counts against the same size bound as the answer.
+
 Servers disagree on how a stream ends: `data: [DONE]` or nothing at all, usage in a final
 chunk with or without `choices`, usage inside the last content chunk. All of them are
 accepted. A chunk with `finish_reason: "error"` (OpenRouter's mid-stream failure) is a failed
@@ -17,9 +20,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.base import ModelLimits, Request
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
+from gen_tui.backends.clients.models import models_limits
+from gen_tui.backends.clients.reasoning import reasoning_of
 from gen_tui.backends.protocol import (
     Generation,
     RequestFailed,
@@ -126,7 +131,9 @@ def _chunk_error(chunk: dict[str, Any], choices: list[dict[str, Any]]) -> Reques
     )
 
 
-def _result(text: str, finish: str | None, usage: Any, started: float) -> Generation:
+def _result(
+    text: str, reasoning: str | None, finish: str | None, usage: Any, started: float
+) -> Generation:
     if finish is None:
         raise RequestFailed("response ended without a finish_reason", retry=True)
     if finish == "error":
@@ -144,6 +151,7 @@ def _result(text: str, finish: str | None, usage: Any, started: float) -> Genera
         finish_reason=finish,
         latency_s=time.monotonic() - started,
         cost=cost,
+        reasoning=reasoning or None,  # an empty trace is no trace: the record omits it
     )
 
 
@@ -151,7 +159,8 @@ async def _read_stream(
     response: aiohttp.ClientResponse, started: float, limits: Limits, url: str
 ) -> Generation:
     parts: list[str] = []
-    kept = 0  # characters of answer held: endless small events must not grow it forever
+    thoughts: list[str] = []
+    kept = 0  # characters of answer and reasoning held: endless small events must not grow it
     finish: str | None = None
     usage: Any = None
     chunks = pieces(response, limits, url, cap=None)
@@ -164,17 +173,19 @@ async def _read_stream(
             for choice in choices:
                 delta = typed(choice, "delta", dict, "a stream chunk's choice") or {}
                 content = _content(delta, "a stream chunk's delta")
-                if content is not None:
-                    parts.append(content)
-                    kept += len(content)
-                    if kept > limits.max_bytes:
-                        raise limits.too_big()
+                thought = reasoning_of(delta, "a stream chunk's delta")
+                for held, piece in ((parts, content), (thoughts, thought)):
+                    if piece:
+                        held.append(piece)
+                        kept += len(piece)
+                if kept > limits.max_bytes:
+                    raise limits.too_big()
                 reason = typed(choice, "finish_reason", str, "a stream chunk's choice")
                 if reason:
                     finish = reason
             if chunk.get("usage"):
                 usage = chunk["usage"]
-    return _result("".join(parts), finish, usage, started)
+    return _result("".join(parts), "".join(thoughts), finish, usage, started)
 
 
 async def chat(
@@ -226,8 +237,9 @@ async def chat(
                 choice = (choices or [{}])[0]
                 message = typed(choice, "message", dict, "the response's choice") or {}
                 text = _content(message, "the response's message")
+                reasoning = reasoning_of(message, "the response's message")
                 finish = typed(choice, "finish_reason", str, "the response's choice")
-                return _result(text or "", finish, payload.get("usage"), started)
+                return _result(text or "", reasoning, finish, payload.get("usage"), started)
     except RequestFailed as exc:
         exc.reason = redact(exc.reason)
         raise
@@ -274,19 +286,26 @@ class OpenAIClient(HttpClient):
         """Name each request's dataset to the simulator (off: real providers never see it)."""
 
     async def generate(self, url: str, request: Request) -> Generation:
+        sampling = self.sampling
+        if request.max_new_tokens is not None:
+            sampling = {**sampling, "max_new_tokens": request.max_new_tokens}
         return await chat(
             self.session,
             url,
             messages=request.messages,
-            sampling=self.sampling,
+            sampling=sampling,
             model=self.model,
             api_key=self.secret,
             key_hint=self.key_hint,
             dataset=request.dataset if self.sim_dataset_header else None,
             stream=self.stream,
             timeout_s=self.timeout_s,
-            limits=self.limits,
+            limits=self.limits.for_tokens(request.max_new_tokens),
         )
 
     async def probe(self, url: str) -> str | None:
         return await check_reachable(self.session, url)
+
+    async def model_limits(self, url: str) -> ModelLimits:
+        headers = {"Authorization": f"Bearer {self.secret}"} if self.secret else None
+        return await models_limits(self.session, url, self.model, headers)

@@ -16,9 +16,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.base import ModelLimits, Request
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
+from gen_tui.backends.clients.models import (
+    SERVER_INFO_BYTES,
+    get_json,
+    models_limits,
+    positive_int,
+)
 from gen_tui.backends.protocol import (
     Aborted,
     Generation,
@@ -201,22 +207,18 @@ async def check_health(session: aiohttp.ClientSession, url: str) -> str | None:
 async def running_batch(session: aiohttp.ClientSession, url: str) -> int | None:
     """The server's `max_running_requests` from /get_server_info, if it says (best effort:
     SGLang leaves it null when it sizes the batch itself, and a router may not answer)."""
-    try:
-        async with session.get(
-            f"{url}/get_server_info", timeout=aiohttp.ClientTimeout(total=5)
-        ) as response:
-            if response.status != 200:
-                return None
-            raw = await head(response, SERVER_INFO_BYTES)
-            info = orjson.loads(raw) if raw is not None else None
-    except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-        return None
-    value = info.get("max_running_requests") if isinstance(info, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    info = await get_json(session, f"{url}/get_server_info", SERVER_INFO_BYTES)
+    return positive_int(info.get("max_running_requests")) if isinstance(info, dict) else None
 
 
-SERVER_INFO_BYTES = 1 << 20
-"""The most of /get_server_info read (SGLang's is a few KB: its settings and a model's)."""
+async def server_limits(session: aiohttp.ClientSession, url: str) -> ModelLimits:
+    """The context length SGLang serves: `context_length` from /get_server_info when its
+    flag set it (null otherwise), else `max_model_len` from /v1/models (always there)."""
+    info = await get_json(session, f"{url}/get_server_info", SERVER_INFO_BYTES)
+    context = positive_int(info.get("context_length")) if isinstance(info, dict) else None
+    if context is not None:
+        return ModelLimits(context_length=context)
+    return await models_limits(session, url)
 
 
 class SGLangClient(HttpClient):
@@ -242,15 +244,18 @@ class SGLangClient(HttpClient):
 
     async def generate(self, url: str, request: Request) -> Generation:
         assert request.input_ids is not None
+        sampling = self.sampling
+        if request.max_new_tokens is not None:
+            sampling = {**sampling, "max_new_tokens": request.max_new_tokens}
         return await generate(
             self.session,
             url,
             request.input_ids,
-            self.sampling,
+            sampling,
             request.rid,
             stream=self.stream,
             timeout_s=self.timeout_s,
-            limits=self.limits,
+            limits=self.limits.for_tokens(request.max_new_tokens),
         )
 
     async def probe(self, url: str) -> str | None:
@@ -258,6 +263,9 @@ class SGLangClient(HttpClient):
 
     async def capacity(self, url: str) -> int | None:
         return await running_batch(self.session, url)
+
+    async def model_limits(self, url: str) -> ModelLimits:
+        return await server_limits(self.session, url)
 
     async def abort(self, url: str, rid: str) -> None:
         await abort(self.session, url, rid)

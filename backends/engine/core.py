@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.aio import wait_event
+from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
 from gen_tui.backends.engine.allocator import Allocator
@@ -33,6 +34,8 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.snapshots import dataset_snapshot
+from gen_tui.backends.export.manifest import template_sha256
+from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.run_config import EngineConfig, EngineError
 from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
 
@@ -82,6 +85,7 @@ class Engine:
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opened = False
+        self._caps = AnswerCap(given=config.max_new_tokens_given)
         self.aborted = False
 
     # control: call on the engine's loop, or from another thread through `threadsafe`
@@ -161,8 +165,26 @@ class Engine:
 
     # setup
 
+    async def _learn_caps(self) -> None:
+        """Ask the servers how long an answer may be, before anything reads the run's cap
+        (the length model's prior, the strict budget's reservations)."""
+        self._caps = await self._runner.answer_cap()
+        self.config.server_max_new_tokens = self._caps.run_cap
+        self._report.event("info", self._caps.describe())
+
+    def _request_cap(self, prompt: Prompt, ids: list[int] | None) -> int:
+        """This prompt's `max_new_tokens`: the run's rule at the prompt's length, counted by
+        the tokenizer where one ran, else bounded from its bytes (see answer_cap.py)."""
+        if ids is not None:
+            tokens = len(ids)
+        elif prompt.tokens is not None:
+            tokens = prompt.tokens
+        else:
+            tokens = prompt_bound(prompt.messages)
+        return self._caps.for_prompt(tokens)
+
     async def _open_all(self) -> None:
-        await self._sink.open_all(self._executor)
+        await self._sink.open_all(self._executor, template_sha256(self._feeder.tokenizer))
         self._allocator.rebalance()
         for ds in self._datasets:
             if ds.samples:
@@ -219,9 +241,10 @@ class Engine:
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
         ds.state = DatasetState.ACTIVE
-        entry = InFlight(time.monotonic(), self.config.max_new_tokens)
+        cap = self._request_cap(prompt, ids)
+        entry = InFlight(time.monotonic(), cap)
         ds.inflight.append(entry)
-        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids))
+        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 
@@ -278,6 +301,7 @@ class Engine:
         try:
             async with self.client:
                 await self._runner.check_servers()
+                await self._learn_caps()
                 await self._feeder.load_tokenizer()
                 await self._open_all()
                 self._opened = True

@@ -17,6 +17,7 @@ from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.records import ERRORS_FILE, LOCK_FILE, RecordWriter
 from gen_tui.backends.run_config import DatasetSpec
 from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.truncation import TruncationWatch
 
 RATE_WINDOW_S = 60.0
 """The window a dataset's tokens/s and samples/s are measured over."""
@@ -65,6 +66,7 @@ class DatasetRun:
         """Its budget was set by the user mid-run: a total budget's split leaves it alone."""
         self.outlook_key: tuple[int, int] | None = None
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
+        self.truncation = TruncationWatch()
 
     @property
     def all_sent(self) -> bool:

@@ -19,7 +19,7 @@ from gen_tui.backends.engine.dataset import DatasetRun, Queued
 from gen_tui.backends.prompts import Prompt, PromptProblem, iter_prompts
 from gen_tui.backends.protocol import Generation
 from gen_tui.backends.run_config import EngineError
-from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_text, load_tokenizer
+from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
 BATCH = 32
 """Prompts tokenized per call into the tokenizer."""
@@ -99,7 +99,8 @@ class Feeder(RunPart):
                     )
                 )
             else:
-                out.append((prompt, ids if self.tokenize else None))
+                counted = dataclasses.replace(prompt, tokens=len(ids))
+                out.append((counted, ids if self.tokenize else None))
         return out
 
     async def _produce(self, ds: DatasetRun) -> None:
@@ -127,12 +128,26 @@ class Feeder(RunPart):
             ds.producer_done = True
             self.signals.wake.set()
 
-    async def attach_ids(self, generation: Generation) -> Generation:
-        """Training needs the target model's ids; an API gives text, so tokenize it here."""
+    async def attach_ids(
+        self, generation: Generation, messages: list[dict[str, str]]
+    ) -> Generation:
+        """Training needs the target model's ids; an API gives text, so tokenize it here.
+
+        The ids cover the whole turn as the chat template renders it after `messages`,
+        reasoning included (see `encode_turn`), and `ids_gap` records how far their count
+        is from the server's `completion_tokens`: a tokenizer that is not the model's, or
+        a template that renders the turn otherwise, shows up there, per answer.
+        """
         if generation.output_ids is not None or self.tokenizer is None:
             return generation
         loop = asyncio.get_running_loop()
         ids = await loop.run_in_executor(
-            self.executor, encode_text, self.tokenizer, generation.text or ""
+            self.executor,
+            encode_turn,
+            self.tokenizer,
+            messages,
+            generation.text or "",
+            generation.reasoning,
         )
-        return dataclasses.replace(generation, output_ids=ids)
+        gap = len(ids) - generation.completion_tokens
+        return dataclasses.replace(generation, output_ids=ids, ids_gap=gap)

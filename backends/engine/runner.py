@@ -12,6 +12,7 @@ import random
 import time
 import uuid
 
+from gen_tui.backends.answer_cap import AnswerCap
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.engine.checks import receive
@@ -107,6 +108,20 @@ class RequestRunner(RunPart):
                 "server and the slots full",
             )
 
+    async def answer_cap(self) -> AnswerCap:
+        """The run's rule for each answer's cap, from what the servers say of their model:
+        the smallest context and answer cap any of them gives (a request may go to any)."""
+        said = await asyncio.gather(*(self.client.model_limits(s.url) for s in self.servers))
+        contexts = [limits.context_length for limits in said if limits.context_length]
+        completions = [
+            limits.max_completion_tokens for limits in said if limits.max_completion_tokens
+        ]
+        return AnswerCap(
+            given=self.config.max_new_tokens_given,
+            context_length=min(contexts, default=None),
+            max_completion_tokens=min(completions, default=None),
+        )
+
     def statuses(self) -> dict[str, str]:
         return {server.url: server.status for server in self.servers}
 
@@ -129,12 +144,18 @@ class RequestRunner(RunPart):
         return min(BACKOFF_CAP_S, 0.25 * 2**attempt) * self._rng.uniform(0.5, 1.5)
 
     async def run(
-        self, ds: DatasetRun, entry: InFlight, prompt: Prompt, input_ids: list[int] | None
+        self,
+        ds: DatasetRun,
+        entry: InFlight,
+        prompt: Prompt,
+        input_ids: list[int] | None,
+        max_new_tokens: int | None = None,
     ) -> None:
         """Send one sample until it completes, fails for good, or the run stops.
 
         `entry` was registered by the dispatcher before this task first ran, so the budget
-        sees it at once; it is removed here whatever happens.
+        sees it at once; it is removed here whatever happens. `max_new_tokens` is this
+        request's cap (the client's sampling settings when None).
         """
         attempts = 0
         outages = 0
@@ -147,7 +168,7 @@ class RequestRunner(RunPart):
                 server.outstanding += 1
                 self.active[rid] = server
                 try:
-                    request = Request(rid, ds.name, prompt.messages, input_ids)
+                    request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
                     call = self.client.generate(server.url, request)
                     generation = await receive(call, server.url, self.client.secret)
                 except RequestFailed as exc:
@@ -188,7 +209,7 @@ class RequestRunner(RunPart):
                 server.down_until = 0.0
                 server.failures = 0
                 self.pool.grow()
-                generation = await self.feeder.attach_ids(generation)
+                generation = await self.feeder.attach_ids(generation, prompt.messages)
                 await self.sink.keep(ds, prompt, generation, server.url)
                 return
         finally:

@@ -21,6 +21,7 @@ from gen_tui.backends.budget import BudgetMode, LengthModel
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.export.manifest import RunSetup, file_sha256, public_url, record_setup
 from gen_tui.backends.lock import LockHeld
 from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.prompts import Prompt
@@ -68,8 +69,25 @@ class DatasetSink(RunPart):
 
     # opening: lock, scan, repair
 
-    def _open_dataset(self, ds: DatasetRun) -> None:
-        """Lock, scan and repair one dataset folder (runs in a worker thread)."""
+    def _setup(self, ds: DatasetRun, template_sha256: str | None) -> RunSetup:
+        """What this run generates `ds` with, for its manifest (export rebuilds ids from it)."""
+        tokenizer = self.config.tokenizer
+        if tokenizer and Path(tokenizer).expanduser().exists():
+            tokenizer = str(Path(tokenizer).expanduser().resolve())
+        return RunSetup(
+            prompts=str(ds.spec.prompts.resolve()),
+            prompts_sha256=file_sha256(ds.spec.prompts),
+            tokenizer=tokenizer,
+            chat_template_sha256=template_sha256,
+            sampling=dict(self.config.sampling),
+            api=self.config.api,
+            model=self.config.model,
+            servers=[public_url(url) for url in self.config.server_urls],
+        )
+
+    def _open_dataset(self, ds: DatasetRun, template_sha256: str | None = None) -> None:
+        """Lock, scan and repair one dataset folder, and note the run's setup in its
+        manifest (runs in a worker thread)."""
         if not ds.spec.prompts.is_file():
             raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} does not exist")
         try:
@@ -99,14 +117,17 @@ class DatasetSink(RunPart):
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
         ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
+        record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
 
-    async def open_all(self, executor: ThreadPoolExecutor) -> None:
+    async def open_all(
+        self, executor: ThreadPoolExecutor, template_sha256: str | None = None
+    ) -> None:
         """Open every folder in turn, off the loop; a folder that cannot be used ends the run."""
         loop = asyncio.get_running_loop()
         for ds in self.datasets:
             try:
-                await loop.run_in_executor(executor, self._open_dataset, ds)
+                await loop.run_in_executor(executor, self._open_dataset, ds, template_sha256)
             except LockHeld as exc:
                 raise EngineError(str(exc)) from None
             except OSError as exc:  # a read-only or full output folder, say
@@ -199,6 +220,8 @@ class DatasetSink(RunPart):
             latency_s=gen.latency_s,
             server=server,
             cost=cost,
+            reasoning=gen.reasoning,
+            ids_gap=gen.ids_gap,
         ).to_line()
         try:
             ds.writer.write(line)
@@ -213,9 +236,20 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:
             self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
             self.reporter.budget(ds, "crossed")
+
+    def _watch_truncation(self, ds: DatasetRun, gen: Generation) -> None:
+        """Count an answer cut at its cap; say so when the dataset's share passes the warning."""
+        ds.truncation.observe(gen.finish_reason)
+        answers = ds.samples - ds.resumed_samples
+        warning = ds.truncation.warning(
+            ds.name, answers, self.config.truncated_warn, self.config.max_new_tokens
+        )
+        if warning is not None:
+            self.reporter.event("warning", warning)
 
     def note_failure(
         self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int

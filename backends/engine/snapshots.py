@@ -42,5 +42,8 @@ def dataset_snapshot(
         pid=os.getpid(),
         host=host,
         message=ds.message,
+        truncated=ds.truncation.truncated,
+        truncated_of=ds.samples - ds.resumed_samples,
+        truncated_warn=config.truncated_warn,
         **CostMeter.fields(ds, now_mono),
     )

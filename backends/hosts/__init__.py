@@ -31,6 +31,7 @@ from gen_tui.backends.hosts.kill import (
     KillOutcome,
     KillResult,
     TickCallback,
+    kill_wait,
 )
 from gen_tui.backends.hosts.local import LocalHost
 from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey
@@ -69,6 +70,7 @@ __all__ = [
     "WatchItem",
     "WatchStatus",
     "is_gen_tui",
+    "kill_wait",
     "open_host",
     "resume_argv",
     "rquote",

@@ -12,11 +12,13 @@ import posixpath
 from collections.abc import Sequence
 
 from gen_tui.backends import watcher
+from gen_tui.backends.settings import DEFAULT_GRACE_S
 
 TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
 SAMPLE_FLAGS = ("--max-samples",)
 DATASET_FLAGS = ("--datasets",)
 PATH_FLAGS = ("--prompts-dir", "--output-dir", "--tokenizer", "--config")
+GRACE_FLAG = "--grace"
 # Programs a command line may begin with that exec the command itself in the same pid.
 _TRANSITIONAL = {"setsid", "nohup", "env"}
 
@@ -95,3 +97,20 @@ def relative_paths(argv: Sequence[str]) -> list[str]:
         for flag in PATH_FLAGS
         if (word := watcher.flag_value(list(argv), flag)) and not posixpath.isabs(word)
     ]
+
+
+def own_grace(argv: Sequence[str]) -> float | None:
+    """How long a run drains on SIGTERM by its own command line: a gen-tui run's `--grace`
+    (else the engine's default). None for a foreign script, whose SIGTERM handling is unknown.
+
+    A run given a config file may set its grace there; the command line is what can be read
+    from afar, so such a run counts as the default (the kill then waits at least that long).
+    """
+    if not is_gen_tui(argv):
+        return None
+    value = watcher.flag_value(list(argv), GRACE_FLAG)
+    try:
+        grace = float(value) if value is not None else DEFAULT_GRACE_S
+    except ValueError:
+        return DEFAULT_GRACE_S
+    return grace if 0 <= grace < float("inf") else DEFAULT_GRACE_S

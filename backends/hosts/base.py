@@ -27,7 +27,10 @@ from gen_tui.backends.hosts.kill import (
     KillOutcome,
     KillResult,
     TickCallback,
+    kill_wait,
+    killed_detail,
     signal_and_wait,
+    stopped_detail,
 )
 from gen_tui.backends.hosts.ps import (
     PsReport,
@@ -43,7 +46,13 @@ from gen_tui.backends.hosts.resume import (
     refuse_live_writers,
     resume_log_path,
 )
-from gen_tui.backends.hosts.scripts import parse_sizes, rquote, sizes_script
+from gen_tui.backends.hosts.scripts import (
+    appended_script,
+    parse_appended,
+    parse_sizes,
+    rquote,
+    sizes_script,
+)
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
@@ -141,9 +150,29 @@ class Host(ABC):
     ) -> tuple[str, str]:
         return await signal_and_wait(self._open_sh, self.name, identity, sig, wait_s, on_tick)
 
-    async def _sizes(self, paths: Sequence[str]) -> list[dict[str, int | None]]:
+    async def _sizes(self, paths: Sequence[str], samples: int = 3) -> list[dict[str, int | None]]:
         """Sizes of `paths`, sampled three times half a second apart."""
-        return parse_sizes(await self._sh(sizes_script(paths)), paths)
+        return parse_sizes(await self._sh(sizes_script(paths, samples)), paths)
+
+    async def _offsets(self, paths: Sequence[str]) -> dict[str, int]:
+        """The record files' sizes before a stop, to count what the drain writes after it
+        (empty when unknown: the count is then left out, the stop goes ahead)."""
+        if not paths:
+            return {}
+        try:
+            sizes = (await self._sizes(paths, samples=1))[-1]
+        except (SSHError, OSError, IndexError):
+            return {}
+        return {path: size for path, size in sizes.items() if size is not None}
+
+    async def _drained(self, offsets: Mapping[str, int]) -> int | None:
+        """Records appended past `offsets` (None: unknown)."""
+        if not offsets:
+            return None
+        try:
+            return parse_appended(await self._sh(appended_script(offsets)))
+        except (SSHError, OSError):
+            return None
 
     async def _log_tail(self, log_path: str) -> str:
         return await self._sh(f"tail -c 2000 {rquote(log_path)} 2>&1")
@@ -169,7 +198,13 @@ class Host(ABC):
         report = await self._ps(pattern or self.pattern, self.output_dir)
         runs = sorted(self._runs_from_report(report), key=lambda run: run.identity.start_time)
         out_dir = report.output_dir or self._abs_output_dir()
-        return Survey(tuple(runs), out_dir, tuple(report.folder(out_dir)))
+        problem = report.output_dir_problem
+        return Survey(
+            tuple(runs),
+            out_dir,
+            tuple(report.folder(out_dir)),
+            f"output folder {out_dir} {problem}" if problem else None,
+        )
 
     def known_run(self, identity: RunIdentity) -> RunProcess | None:
         run = self._runs.get((identity.pid, identity.start_ticks))
@@ -196,7 +231,9 @@ class Host(ABC):
             return _not_yours(identity.pid, run.uid, run.user)
         if files is None:
             files = run.record_files() if run is not None else []
-        verdict, detail = await self._signal_wait(identity, "TERM", grace_s, on_tick)
+        wait_s = kill_wait(identity.cmdline, grace_s)
+        offsets = await self._offsets(files)
+        verdict, detail = await self._signal_wait(identity, "TERM", wait_s, on_tick)
         if verdict == "refused":
             return KillOutcome(KillResult.REFUSED, detail)
         if verdict == "denied":
@@ -206,7 +243,7 @@ class Host(ABC):
             return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
         if verdict == "gone":
             result = KillResult.STOPPED
-            detail = f"pid {identity.pid} exited after SIGTERM"
+            detail = stopped_detail(identity.pid, identity.cmdline, await self._drained(offsets))
         else:
             verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
             if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile
@@ -217,9 +254,8 @@ class Host(ABC):
                 detail = f"pid {identity.pid} exited after SIGTERM, at the end of the grace"
             elif verdict == "gone":
                 result = KillResult.KILLED
-                detail = (
-                    f"pid {identity.pid} ignored SIGTERM for {grace_s:g} s and was killed (SIGKILL)"
-                )
+                drained = await self._drained(offsets)
+                detail = killed_detail(identity.pid, identity.cmdline, wait_s, drained)
             else:
                 return KillOutcome(
                     KillResult.STUCK,

@@ -9,13 +9,14 @@ run's record files must have stopped growing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 import asyncssh
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.argv import own_grace
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.hosts.scripts import VERDICTS, signal_script
@@ -23,6 +24,9 @@ from gen_tui.backends.hosts.watch import LineSource
 from gen_tui.backends.ssh import SSHError, describe
 
 KILL_WAIT_S = 10.0
+DRAIN_MARGIN_S = 5.0
+"""Beyond a gen-tui run's own grace: when its grace ends it aborts what is still in flight,
+closes its files and exits, which takes a moment; SIGKILL must not land in the middle."""
 
 TickCallback = Callable[[int], object]
 """Called with the seconds of grace left, once a second, while a run is given time to stop."""
@@ -48,6 +52,39 @@ class KillOutcome:
 
     def __str__(self) -> str:
         return f"{self.result}: {self.detail}"
+
+
+def kill_wait(cmdline: Sequence[str], grace_s: float) -> float:
+    """Seconds between SIGTERM and SIGKILL: at least `grace_s` (the panel's), and for a
+    gen-tui run at least its own drain plus a margin, so `k` never cuts a drain short that
+    the run was promised (and never blames the run for draining)."""
+    own = own_grace(cmdline)
+    return grace_s if own is None else max(grace_s, own + DRAIN_MARGIN_S)
+
+
+def _answers(count: int | None) -> str:
+    if count is None:
+        return ""
+    return f"; {count} answer{'s' if count != 1 else ''} written while it drained"
+
+
+def stopped_detail(pid: int, cmdline: Sequence[str], drained: int | None) -> str:
+    """What a run that exited after SIGTERM did."""
+    verb = "drained and exited" if own_grace(cmdline) is not None else "exited"
+    return f"pid {pid} {verb} after SIGTERM{_answers(drained)}"
+
+
+def killed_detail(pid: int, cmdline: Sequence[str], waited: float, drained: int | None) -> str:
+    """What a run that needed SIGKILL did: a gen-tui run was still draining (what it had
+    in flight is sent again on resume); a foreign script ignored SIGTERM."""
+    own = own_grace(cmdline)
+    if own is None:
+        return f"pid {pid} ignored SIGTERM for {waited:g} s and was killed (SIGKILL)"
+    return (
+        f"pid {pid} was still draining {waited:g} s after SIGTERM (its own grace: {own:g} s) "
+        f"and was killed (SIGKILL){_answers(drained)}; answers it still had in flight are "
+        "sent again on resume"
+    )
 
 
 async def call_tick(callback: TickCallback, value: int) -> None:

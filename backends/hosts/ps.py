@@ -182,6 +182,8 @@ class PsReport:
     procs: tuple[ProcRecord, ...]
     locks: Mapping[str, Mapping[str, LockRecord]]
     """{output folder: {dataset: lock}} for the asked folder and each run's."""
+    output_dir_problem: str | None = None
+    """Why the asked output folder holds no datasets ("does not exist"), or None."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], host: str) -> PsReport:
@@ -201,6 +203,7 @@ class PsReport:
                     }
                     for folder, entries in (raw.get("locks") or {}).items()
                 },
+                output_dir_problem=_str(raw.get("output_dir_problem")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RunError(f"{host}: the process listing is malformed ({exc!r})") from None
@@ -256,6 +259,8 @@ class Survey:
     output_dir: str
     """The output directory as the host resolved it (absolute, `~` expanded)."""
     folders: tuple[str, ...]
+    problem: str | None = None
+    """Why the output directory holds no datasets ("/x does not exist"), or None."""
 
 
 def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[RunProcess]:

@@ -14,7 +14,7 @@ is refused when it holds a line break or a NUL (:func:`check_remote_word`).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.ps import RunIdentity
@@ -67,11 +67,20 @@ echo alive
 
 _SIZES_SCRIPT = r"""
 k=0
-while [ $k -lt 3 ]; do
+while [ $k -lt {samples} ]; do
   for f in {files}; do stat -c %s "$f" 2>/dev/null || echo -; done
   echo --
   k=$((k + 1))
-  [ $k -lt 3 ] && sleep 0.5
+  [ $k -lt {samples} ] && sleep 0.5
+done
+exit 0
+"""
+# Lines appended past an offset: `tail -c +N` starts at byte N (1-based), so only what was
+# written since is read, however large the file is.
+_APPENDED_SCRIPT = r"""
+for pair in {pairs}; do
+  f=${{pair#*:}}; n=${{pair%%:*}}
+  if [ -f "$f" ]; then tail -c +$((n + 1)) "$f" | wc -l; else echo -; fi
 done
 exit 0
 """
@@ -146,9 +155,26 @@ def signal_script(identity: RunIdentity, sig: str, wait_s: float) -> str:
     )
 
 
-def sizes_script(paths: Sequence[str]) -> str:
-    """Print the sizes of `paths` (`-` for a missing one) three times, half a second apart."""
-    return _SIZES_SCRIPT.format(files=" ".join(rquote(p) for p in paths))
+def sizes_script(paths: Sequence[str], samples: int = 3) -> str:
+    """Print the sizes of `paths` (`-` for a missing one) `samples` times, 0.5 s apart."""
+    return _SIZES_SCRIPT.format(files=" ".join(rquote(p) for p in paths), samples=int(samples))
+
+
+def appended_script(offsets: Mapping[str, int]) -> str:
+    """Print, per path, how many lines were appended past its offset (`-`: missing)."""
+    # One word per file: "N:" then the quoted path ("123:"'/a b' is the word 123:/a b).
+    pairs = " ".join(f"{int(offset)}:" + rquote(path) for path, offset in offsets.items())
+    return _APPENDED_SCRIPT.format(pairs=pairs)
+
+
+def parse_appended(output: str) -> int | None:
+    """The total of :func:`appended_script`'s counts, or None if any file was missing."""
+    total = 0
+    for line in output.split():
+        if not line.isdigit():
+            return None
+        total += int(line)
+    return total
 
 
 def parse_sizes(output: str, paths: Sequence[str]) -> list[dict[str, int | None]]:

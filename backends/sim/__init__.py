@@ -8,15 +8,17 @@ deterministic per prompt, so a resumed or retried run can be checked against a s
 It also speaks OpenAI's `POST /v1/chat/completions` (and `GET /v1/models`) on the same slots,
 completions and faults, with what OpenRouter and `transformers serve` add: bearer-key auth,
 `usage.cost`, 402 for credits, 429 with `X-RateLimit-Reset`, the mid-stream error chunk, and each
-stream ending seen in the wild (`SimConfig.openai_stream_end`).
+stream ending seen in the wild (`SimConfig.openai_stream_end`), and a thinking model's reasoning
+in each shape servers send it (`SimConfig.openai_reasoning`).
 """
 
 from gen_tui.backends.sim.cli import main
 from gen_tui.backends.sim.config import (
-    DEFAULT_MAX_NEW_TOKENS,
     EOS_TOKEN_ID,
     FAULT_KINDS,
+    OPENAI_REASONING,
     OPENAI_STREAM_ENDS,
+    SERVER_DEFAULT_MAX_NEW_TOKENS,
     Faults,
     LengthProfile,
     SimConfig,
@@ -26,10 +28,11 @@ from gen_tui.backends.sim.config import (
 from gen_tui.backends.sim.server import SimServer, create_app
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
+    "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
+    "SERVER_DEFAULT_MAX_NEW_TOKENS",
     "Faults",
     "LengthProfile",
     "SimConfig",

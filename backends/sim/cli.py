@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from gen_tui.backends.sim.config import (
     FIRST_TOKEN_ID,
+    OPENAI_REASONING,
     OPENAI_STREAM_ENDS,
     Faults,
     LengthProfile,
@@ -171,6 +172,13 @@ def _build_parser() -> _Parser:
         help="/v1: how a stream ends (default: done)",
     )
     add("--openai-keepalive", action="store_true", help="/v1: open streams with an SSE comment")
+    add(
+        "--reasoning",
+        choices=OPENAI_REASONING,
+        default="none",
+        help="/v1: a thinking model: the first half of each answer is reasoning, sent in "
+        "this shape (default: none)",
+    )
     return parser
 
 
@@ -211,6 +219,7 @@ def _config_from_args(args: argparse.Namespace) -> SimConfig:
         cost_per_million=args.cost,
         openai_stream_end=args.openai_stream_end,
         openai_keepalive=args.openai_keepalive,
+        openai_reasoning=args.reasoning,
     )
     config.validate()
     return config

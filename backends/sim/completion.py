@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gen_tui.backends.sim.config import (
-    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_VOCAB_SIZE,
     EOS_TOKEN_ID,
     FIRST_TOKEN_ID,
+    SERVER_DEFAULT_MAX_NEW_TOKENS,
     SimConfig,
 )
 
 __all__ = [
+    "WORDS",
     "BadRequest",
     "Prompt",
     "check_lengths",
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 _TEXT_TOKEN = re.compile(r"\w+|[^\w\s]")
-_WORDS = (
+WORDS = (
     "the", "model", "returns", "a", "short", "answer", "with", "some", "code", "and", "text",
     "for", "each", "input", "value", "list", "of", "items", "in", "order", "then", "it",
     "checks", "that", "result", "is", "correct", "before", "writing", "output", "to", "file",
@@ -43,6 +44,9 @@ _WORDS = (
     "return", "error", "when", "empty", "string", "number", "count", "tokens", "index", "key",
     "map", "sum", "total", "step", "next", "line", "print", "call", "new", "old", "true", "false",
 )  # fmt: skip
+"""The simulated model's words, one token each: its text for token ids (`detokenize`). The
+demo tokenizer learns them too, so that a tokenizer meeting the simulator's text counts about
+as many tokens as it said it generated (`ids_gap` near 0), as a model's own tokenizer does."""
 
 
 class BadRequest(Exception):
@@ -79,7 +83,7 @@ def plan(config: SimConfig, prompt: Prompt) -> tuple[list[int], dict[str, Any]]:
     seed = int.from_bytes(digest.digest(), "big")
     rng = random.Random(seed)
     natural = profile.draw(rng)
-    cap = DEFAULT_MAX_NEW_TOKENS if prompt.max_new_tokens is None else prompt.max_new_tokens
+    cap = SERVER_DEFAULT_MAX_NEW_TOKENS if prompt.max_new_tokens is None else prompt.max_new_tokens
     cap = min(cap, config.context_length - prompt.prompt_tokens)
     length = cap if prompt.ignore_eos else min(natural, cap)
     vocab = config.vocab_size or DEFAULT_VOCAB_SIZE
@@ -106,7 +110,7 @@ def flag(params: Mapping[str, Any], name: str) -> bool:
 def detokenize(ids: list[int], leading_space: bool) -> str:
     """The simulator's text for token ids: one word each; `leading_space` when the text
     continues earlier frames of a stream."""
-    text = " ".join([_WORDS[token % len(_WORDS)] for token in ids])
+    text = " ".join([WORDS[token % len(WORDS)] for token in ids])
     return " " + text if leading_space and text else text
 
 

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeGuard
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "DEFAULT_VOCAB_SIZE",
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "FIRST_TOKEN_ID",
+    "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
+    "SERVER_DEFAULT_MAX_NEW_TOKENS",
     "Faults",
     "LengthProfile",
     "SimConfig",
@@ -37,7 +38,9 @@ __all__ = [
 EOS_TOKEN_ID = 2
 FIRST_TOKEN_ID = 3
 DEFAULT_VOCAB_SIZE = 32000
-DEFAULT_MAX_NEW_TOKENS = 128
+SERVER_DEFAULT_MAX_NEW_TOKENS = 128
+"""What SGLang itself generates for a /generate without `max_new_tokens` (seen on 0.5.23):
+the simulated server's default, not gen-tui's (which always sends a cap)."""
 # Precedence when several faults are drawn for the same request.
 FAULT_KINDS = (
     "reset",
@@ -56,6 +59,13 @@ FAULT_KINDS = (
 #   usage_with_choices usage on the last content chunk (the one with finish_reason), `[DONE]`;
 #   usage_no_choices   a separate usage chunk without a "choices" key at all, then `[DONE]`.
 OPENAI_STREAM_ENDS = ("done", "none", "usage_with_choices", "usage_no_choices")
+# How a /v1/chat/completions answer carries a thinking model's reasoning (see sim/reasoning.py):
+#   none               no reasoning: every token is answer;
+#   reasoning_content  SGLang's and vLLM's /v1 with a reasoning parser;
+#   reasoning          OpenRouter's text field alone;
+#   reasoning_details  OpenRouter's typed parts alone (and an encrypted part, unreadable);
+#   openrouter         both, the same text twice, as OpenRouter really answers.
+OPENAI_REASONING = ("none", "reasoning_content", "reasoning", "reasoning_details", "openrouter")
 
 
 @dataclass
@@ -143,6 +153,7 @@ class SimConfig:
     cost_per_million: tuple[float, float] | None = None  # ($/M input, $/M output) -> usage.cost
     openai_stream_end: str = "done"  # one of OPENAI_STREAM_ENDS
     openai_keepalive: bool = False  # open each stream with `: OPENROUTER PROCESSING` (a comment)
+    openai_reasoning: str = "none"  # one of OPENAI_REASONING: a thinking profile
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field: a config is checked before it is live."""
@@ -175,6 +186,11 @@ class SimConfig:
             raise ValueError(
                 f"openai_stream_end must be one of {', '.join(OPENAI_STREAM_ENDS)}, "
                 f"got {self.openai_stream_end!r}"
+            )
+        if self.openai_reasoning not in OPENAI_REASONING:
+            raise ValueError(
+                f"openai_reasoning must be one of {', '.join(OPENAI_REASONING)}, "
+                f"got {self.openai_reasoning!r}"
             )
         if not isinstance(self.profiles, dict):
             raise ValueError("profiles must map dataset names to LengthProfile")
@@ -215,6 +231,8 @@ class SimStats:
     total_cost: float = 0.0
     unauthorized: int = 0
     completed_rids: list[str] = field(default_factory=list)
+    max_new_tokens: dict[str, int | None] = field(default_factory=dict)
+    """The cap each accepted request asked for, by rid (a chat without one: the context left)."""
 
 
 def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
@@ -254,7 +272,13 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")
             setattr(candidate, key, value)
-        elif key in ("model_path", "model_name", "api_key", "openai_stream_end"):
+        elif key in (
+            "model_path",
+            "model_name",
+            "api_key",
+            "openai_stream_end",
+            "openai_reasoning",
+        ):
             setattr(candidate, key, value)
         elif key == "cost_per_million":
             candidate.cost_per_million = _cost_from_json(value)

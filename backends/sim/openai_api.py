@@ -29,6 +29,7 @@ from gen_tui.backends.sim.completion import (
 )
 from gen_tui.backends.sim.config import FAULT_KINDS, SimConfig, cost, is_number
 from gen_tui.backends.sim.pipeline import DONE, Frontend, Simulator, json_response, read_json, sse
+from gen_tui.backends.sim.reasoning import reasoning_fields, reasoning_tokens
 from gen_tui.backends.sim.slots import Job
 
 __all__ = ["OPENROUTER_KEEPALIVE", "OpenAIApi", "openai_error", "usage"]
@@ -53,7 +54,8 @@ def usage(config: SimConfig, job: Job, completion_tokens: int) -> dict[str, Any]
     if billed is not None:
         shown["cost"] = billed
     shown["prompt_tokens_details"] = {"cached_tokens": 0}
-    shown["completion_tokens_details"] = {"reasoning_tokens": 0}
+    thought = min(completion_tokens, reasoning_tokens(config, job))
+    shown["completion_tokens_details"] = {"reasoning_tokens": thought}
     return shown
 
 
@@ -99,10 +101,16 @@ class _Chat:
 
     def reply(self, results: list[tuple[Job, int]]) -> object:
         ((job, produced),) = results
-        message = {
+        config = self.sim.config
+        split = min(produced, reasoning_tokens(config, job))
+        answer = detokenize(job.output_ids[split:produced], leading_space=False)
+        message: dict[str, Any] = {
             "role": "assistant",
-            "content": detokenize(job.output_ids[:produced], leading_space=False),
+            "content": answer if answer or not split else None,  # all thought: no answer
         }
+        if split:
+            thought = detokenize(job.output_ids[:split], leading_space=False)
+            message.update(reasoning_fields(config.openai_reasoning, thought, whole=True))
         choice = {
             "index": 0,
             "message": message,
@@ -135,6 +143,10 @@ class _ChatStream:
         self._head = chat.head("chat.completion.chunk")
         self._started = False
         self._produced = 0
+        self._split: int | None = None
+        """Tokens before this are reasoning, after it answer: set at the first frame, as the
+        job's completion is planned only once it has a slot, and kept should the profile
+        change while the stream runs."""
 
     def _chunk(self, delta: dict[str, Any], reason: str | None, **extra: Any) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
@@ -155,13 +167,23 @@ class _ChatStream:
 
     def frame(self, start: int, end: int, *, last: bool) -> list[bytes]:
         job = self._job
-        lead = self._lead()
-        text = detokenize(job.output_ids[start:end], leading_space=start > 0)
+        events = self._lead()
+        if self._split is None:
+            self._split = reasoning_tokens(self._sim.config, job)
+        split = self._split
+        if start < split:  # reasoning first, in its own chunk, as servers send it
+            thought = detokenize(job.output_ids[start : min(end, split)], leading_space=start > 0)
+            shape = self._sim.config.openai_reasoning
+            events.append(self._chunk(reasoning_fields(shape, thought, whole=False), None))
+            if end <= split and not last:
+                return events
+        begin = max(start, split)
+        text = detokenize(job.output_ids[begin:end], leading_space=begin > split)
         if not last:
-            return [*lead, self._chunk({"content": text}, None)]
+            return [*events, self._chunk({"content": text}, None)]
         self._produced = end
         extra = {"usage": usage(self._sim.config, job, end)} if self._usage_on_last else {}
-        return [*lead, self._chunk({"content": text}, job.reason(end)["type"], **extra)]
+        return [*events, self._chunk({"content": text}, job.reason(end)["type"], **extra)]
 
     def failure(self, start: int, end: int) -> list[bytes]:
         """OpenRouter: a provider error after the 200 went out arrives as a last chunk with
@@ -202,6 +224,7 @@ class OpenAIApi(Frontend):
             "object": "model",
             "created": 0,
             "owned_by": "sim",
+            "max_model_len": self.sim.config.context_length,  # as vLLM and SGLang say it
         }
         return json_response({"object": "list", "data": [model]})
 

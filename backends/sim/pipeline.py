@@ -196,6 +196,8 @@ class Simulator:
                 return refusal
 
         jobs = [Job(prompt, received) for prompt in order.prompts]
+        for prompt in order.prompts:
+            self.stats.max_new_tokens[prompt.rid] = prompt.max_new_tokens
         for job in jobs:
             self.jobs.setdefault(job.rid, set()).add(job)
         if order.stream:

@@ -341,3 +341,8 @@ def flock_holders(path: Path) -> set[int]:
         if key == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino):
             holders.add(pid)
     return holders
+
+
+def prompt_ids(path: Path) -> set[str]:
+    """The sample ids of a prompt file, read with plain json (not the engine's parser)."""
+    return {str(json.loads(line)["id"]) for line in path.read_bytes().splitlines() if line}

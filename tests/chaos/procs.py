@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
+from tests.support.runs import GEN_TUI
 
 
 def child_env(**extra: str) -> dict[str, str]:

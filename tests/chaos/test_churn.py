@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.polling import wait_until_sync
 
-from .checker import FolderState, check_folder
+from .checker import FolderState, check_folder, prompt_ids
 from .procs import RunProcess, SimProcess, free_port, record_lines
-from .test_crash_loop import prompt_ids
 
 
 def test_servers_dying_and_returning_lose_and_duplicate_nothing(
@@ -57,10 +57,11 @@ def test_servers_dying_and_returning_lose_and_duplicate_nothing(
     try:
         for index in range(rounds):
             target = (index + 1) * count // (rounds + 2)
-            deadline = time.monotonic() + 120
-            while record_lines(out / "A") < target and run.alive():
-                assert time.monotonic() < deadline, "no progress"
-                time.sleep(0.05)
+            wait_until_sync(
+                lambda t=target: record_lines(out / "A") >= t or not run.alive(),
+                120,
+                f"{target} records (or the run's end)",
+            )
             if not run.alive():
                 break
             how = rng.choice([signal.SIGTERM, signal.SIGKILL])

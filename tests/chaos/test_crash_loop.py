@@ -15,7 +15,6 @@ Reproduce a failure with the seed it prints: `CHAOS_SEED=... pytest tests/chaos 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.polling import wait_until_sync
 
 from .checker import (
     CheckFailed,
@@ -32,6 +32,7 @@ from .checker import (
     check_folder,
     error_ids,
     inject_torn_tail,
+    prompt_ids,
     sample_of_rid,
 )
 from .procs import RunProcess, SimProcess, record_lines
@@ -64,17 +65,16 @@ TORN_BODY = (
 )
 
 
-def prompt_ids(path: Path) -> set[str]:
-    """The sample ids of a prompt file, read with plain json (not the engine's parser)."""
-    return {str(json.loads(line)["id"]) for line in path.read_bytes().splitlines() if line}
-
-
 def wait_for_records(run: RunProcess, folders: list[Path], target: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while run.alive() and time.monotonic() < deadline:
-        if sum(record_lines(folder) for folder in folders) >= target:
-            return
-        time.sleep(0.02)
+    """Until the folders hold `target` records or the run has ended (the kill comes next,
+    at that moment); a live run that writes nothing for `timeout` s is a hang: it fails."""
+    wait_until_sync(
+        lambda: not run.alive() or sum(record_lines(folder) for folder in folders) >= target,
+        timeout,
+        f"{target} records in {[f.name for f in folders]} (or the run's end)",
+        interval=0.02,
+        detail=lambda: run.stdout()[-1500:],
+    )
 
 
 def stop_run(run: RunProcess, kill: str, rng: random.Random) -> None:

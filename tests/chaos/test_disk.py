@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.polling import wait_until_sync
 
-from .checker import FolderState, check_folder
+from .checker import FolderState, check_folder, prompt_ids
 from .procs import RunProcess, SimProcess, record_lines
-from .test_crash_loop import prompt_ids
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess[str]:
@@ -129,11 +129,15 @@ def one_error_line(stderr: str, *needles: str) -> None:
 
 
 def _wait_until(check: Callable[[], bool], run: RunProcess, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
+    """Wait for `check` while the run lives: its exit fails at once, naming the wait."""
+
+    def held_while_alive() -> bool:
+        if check():
+            return True
         assert run.alive(), f"the run exited while waiting for {what}: {run.stderr()[-1500:]}"
-        assert time.monotonic() < deadline, f"no {what} in {timeout:g} s: {run.stdout()[-1500:]}"
-        time.sleep(0.05)
+        return False
+
+    wait_until_sync(held_while_alive, timeout, what, detail=lambda: run.stdout()[-1500:])
 
 
 def test_a_full_disk_pauses_the_run_holds_its_answers_and_it_resumes_when_space_returns(
@@ -250,10 +254,7 @@ def test_a_read_only_folder_is_refused_and_a_folder_turning_read_only_loses_noth
     try:
         # Turns read-only under a running engine: a read-only bind mount over the folder.
         run = RunProcess(tmp_path / "logs", "turning", args)
-        deadline = time.monotonic() + 90
-        while record_lines(out / "A") < 40:
-            assert run.alive() and time.monotonic() < deadline, run.stdout()[-1500:]
-            time.sleep(0.05)
+        _wait_until(lambda: record_lines(out / "A") >= 40, run, "40 records", 90)
         mounts(out, None)
         assert _mount("-o", "remount,bind,ro", str(out)).returncode == 0
         rc = run.wait(timeout=120)

@@ -109,12 +109,19 @@ def prompt_lines(draw: st.DrawFn) -> bytes:
 
 
 def timed(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """`call(...)`'s result or exception, after checking it came in time either way (the
+    check is not in a `finally`, where it would hide the call's own exception)."""
     started = time.perf_counter()
+    failure: Exception | None = None
     try:
-        return call(*args, **kwargs)
-    finally:
-        elapsed = time.perf_counter() - started
-        assert elapsed < SLOW_S, f"{call.__name__} took {elapsed:.2f} s on {args!r:.200}"
+        result = call(*args, **kwargs)
+    except Exception as exc:  # judged by the caller, once the time is checked
+        failure = exc
+    elapsed = time.perf_counter() - started
+    assert elapsed < SLOW_S, f"{call.__name__} took {elapsed:.2f} s on {args!r:.200}"
+    if failure is not None:
+        raise failure
+    return result
 
 
 # ---- prompt lines -----------------------------------------------------------------------

@@ -35,10 +35,9 @@ from gen_tui.backends.records import (
     scan_records,
 )
 from gen_tui.backends.snapshot import DatasetState
-from tests.sshd import python38, sshd
-from tests.test_runs import AnyHost, host, wait_until
-
-__all__ = ["host", "sshd"]  # fixtures, imported for pytest
+from tests.support.polling import wait_until
+from tests.support.runs import AnyHost
+from tests.support.sshd import python38
 
 KINDS = ["nested", "fifo", "big", "types"]
 DEEP = 100_000

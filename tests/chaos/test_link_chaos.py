@@ -42,14 +42,12 @@ import random
 import re
 import signal
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from gen_tui.backends.demo import write_prompts
@@ -65,207 +63,28 @@ from gen_tui.backends.hosts import (
 )
 from gen_tui.backends.monitor import HostMonitor
 from gen_tui.backends.ssh import Disconnected, SSHConnection, SSHError
+from tests.support.polling import wait_until
+from tests.support.sshd import Sshd, python38
 
-from ..sshd import Sshd, python38, sshd
 from .checker import (
     CheckFailed,
     FolderState,
     check_folder,
     error_ids,
-    flock_holders,
     prefix_counts,
+    prompt_ids,
     sample_of_rid,
     split_records,
 )
-from .procs import GEN_TUI, SimProcess, processes_with, writers_of
-from .test_crash_loop import prompt_ids
-
-__all__ = ["sshd"]  # the fixture, imported for pytest
+from .link import HEAL_TIMEOUT_S, KEEPALIVE, RAW, Faults, Truth, alive, shape
+from .procs import GEN_TUI, SimProcess, processes_with
 
 DATASETS = ("LinkA", "LinkB")  # names no other test uses: the monitor sees every run here
 FAULTS_PER_ITERATION = 3
-KEEPALIVE = {"keepalive_interval_s": 1, "keepalive_count_max": 2}
 GRACE_S = 20.0  # the engine drains in well under a second: every stop is a SIGTERM drain
 BUDGET = 10**9  # resumed runs never reach it: they stop only when told to
 ACTION_TIMEOUT_S = 120.0  # a kill or resume that outlasts this hangs: a failure
-HEAL_TIMEOUT_S = 60.0
 SIM_ARGS = ["--slots", "8", "--tokens-per-s", "400", "--default-mean", "50"]
-RAW = "raw_responses.jsonl"
-LOCK = "run.lock"
-
-
-def flag(cmdline: list[str], name: str) -> str | None:
-    for index, word in enumerate(cmdline[:-1]):
-        if word == name:
-            return cmdline[index + 1]
-    return None
-
-
-class Truth(threading.Thread):
-    """What really runs, sampled every 0.1 s from /proc, independently of gen-tui.
-
-    For each dataset: the live `gen-tui run` processes writing it (our output folder, its
-    name after `--datasets`), which of them hold its record file open for writing, and who
-    holds its `run.lock`. Two live runs of one dataset, two writers, or a writer that does
-    not hold the lock, seen twice 50 ms apart, is a violation.
-    """
-
-    def __init__(self, out: Path, datasets: tuple[str, ...]) -> None:
-        super().__init__(daemon=True)
-        self.out = out
-        self.datasets = datasets
-        self.seen: dict[str, dict[tuple[int, float], float]] = {name: {} for name in datasets}
-        self.violations: list[str] = []
-        self.samples = 0
-        self.max_helpers = 0
-        self._halt = threading.Event()
-
-    def scan(self) -> list[tuple[int, float, list[str]]]:
-        """Our processes: those naming our output folder (runs, watchers, listings) and the
-        signal scripts, which name it in hex (the command line they check)."""
-        return processes_with(str(self.out), str(self.out).encode().hex())
-
-    def runs_of(
-        self, name: str, procs: list[tuple[int, float, list[str]]] | None = None
-    ) -> list[tuple[int, float]]:
-        """(pid, start time) of the live gen-tui runs of `name` now."""
-        return [
-            (pid, started)
-            for pid, started, cmdline in (self.scan() if procs is None else procs)
-            if "gen_tui.app.cli" in cmdline[1:3]
-            and "run" in cmdline
-            and flag(cmdline, "--output-dir") == str(self.out)
-            and flag(cmdline, "--datasets") == name
-        ]
-
-    def helpers(self, procs: list[tuple[int, float, list[str]]] | None = None) -> list[int]:
-        """Remote watchers and listings (`python3 - ...`) and signal scripts (`sh -c ...`)."""
-        return [
-            pid
-            for pid, _, cmdline in (self.scan() if procs is None else procs)
-            if cmdline[1:2] == ["-"] or cmdline[:2] == ["sh", "-c"]
-        ]
-
-    def _problems(self, name: str, procs: list[tuple[int, float, list[str]]]) -> list[str]:
-        live = self.runs_of(name, procs)
-        now = time.monotonic()
-        for key in live:
-            self.seen[name].setdefault(key, now)
-        problems = []
-        if len(live) > 1:
-            problems.append(f"{name}: {len(live)} live gen-tui runs {[p for p, _ in live]}")
-        folder = self.out / name
-        writers = writers_of(folder / RAW, [pid for pid, _ in live])
-        if len(writers) > 1:
-            problems.append(f"{name}: {len(writers)} processes write {RAW}: {sorted(writers)}")
-        holders = flock_holders(folder / LOCK)
-        if writers and not writers <= holders:
-            problems.append(f"{name}: writer(s) {sorted(writers)}, {LOCK} held by {holders}")
-        return problems
-
-    def sample(self) -> None:
-        self.samples += 1
-        procs = self.scan()
-        for name in self.datasets:
-            if self._problems(name, procs):
-                time.sleep(0.05)  # a process between its exit and its reaping: look again
-                self.violations.extend(self._problems(name, self.scan()))
-        self.max_helpers = max(self.max_helpers, len(self.helpers(procs)))
-
-    def run(self) -> None:
-        while not self._halt.wait(0.1):
-            try:
-                self.sample()
-            except Exception as exc:  # keep sampling; say what went wrong
-                self.violations.append(f"sampler: {type(exc).__name__}: {exc}")
-
-    def halt(self) -> None:
-        self._halt.set()
-        self.join(timeout=10)
-
-    def started_since(self, name: str, since: float) -> list[tuple[int, float]]:
-        return [key for key, first in self.seen[name].items() if first >= since]
-
-
-def alive(key: tuple[int, float]) -> bool:
-    """Whether the process (pid, start time) still exists (a zombie counts as gone)."""
-    pid, started = key
-    try:
-        process = psutil.Process(pid)
-        return (
-            abs(process.create_time() - started) < 0.01 and process.status() != psutil.STATUS_ZOMBIE
-        )
-    except psutil.NoSuchProcess:
-        return False
-
-
-def serving(server: Sshd, local_port: int) -> list[psutil.Process]:
-    """The sshd session process(es) whose socket is connected to our client port."""
-    found = []
-    for process in server.sessions():
-        try:
-            sockets = process.net_connections(kind="tcp")
-        except psutil.Error:
-            continue
-        if any(s.raddr and s.raddr.port == local_port for s in sockets):
-            found.append(process)
-    return found
-
-
-class Faults:
-    """SIGKILL or SIGSTOP/SIGCONT the sshd process serving our connection, and count them."""
-
-    def __init__(self, server: Sshd, connection: SSHConnection) -> None:
-        self.server = server
-        self.connection = connection
-        self.frozen: set[int] = set()
-        self.counts: Counter[str] = Counter()
-        self.freeze_s: list[float] = []
-        self.last_end = 0.0  # wall clock of the last fault's end (a kill, or the SIGCONT)
-
-    async def victims(self) -> list[psutil.Process]:
-        deadline = time.monotonic() + HEAL_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with contextlib.suppress(SSHError):
-                conn = await self.connection.ready(HEAL_TIMEOUT_S)
-                sockname = conn.get_extra_info("sockname")
-                if sockname:
-                    found = serving(self.server, int(sockname[1]))
-                    if found:
-                        return found
-            await asyncio.sleep(0.05)
-        raise AssertionError("no sshd session serves our connection")
-
-    async def strike(self, kind: str, freeze_s: float) -> None:
-        victims = await self.victims()
-        if kind == "kill":
-            for process in victims:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.send_signal(signal.SIGKILL)
-        else:
-            for process in victims:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.send_signal(signal.SIGSTOP)
-                    self.frozen.add(process.pid)
-            try:
-                await asyncio.sleep(freeze_s)
-            finally:
-                self.thaw()
-            self.freeze_s.append(freeze_s)
-        self.counts[kind] += 1
-        self.last_end = time.time()
-
-    def thaw(self) -> None:
-        for pid in list(self.frozen):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-            self.frozen.discard(pid)
-
-
-def shape(message: str) -> str:
-    """An error message with its numbers, paths and addresses blurred, to count its kinds."""
-    message = re.sub(r"/\S+", "PATH", message)
-    return re.sub(r"\d+", "N", message)
 
 
 async def within(awaitable: Awaitable[Any], seconds: float, what: str) -> Any:
@@ -273,14 +92,6 @@ async def within(awaitable: Awaitable[Any], seconds: float, what: str) -> Any:
         return await asyncio.wait_for(awaitable, seconds)
     except TimeoutError:
         raise AssertionError(f"{what} did not finish within {seconds:g} s (a hang)") from None
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        await asyncio.sleep(0.1)
 
 
 async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted(

@@ -25,9 +25,8 @@ from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig, EngineErr
 from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.records import RecordFileError, scan_records
 
-from .checker import FolderState, check_folder
+from .checker import FolderState, check_folder, prompt_ids
 from .procs import openai_stub
-from .test_crash_loop import prompt_ids
 
 # ---- names: "$" matched before a final newline ------------------------------------------
 

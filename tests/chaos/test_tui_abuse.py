@@ -36,15 +36,13 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import SSHHost
 from gen_tui.widgets.dataset_panel import DatasetPanel
+from tests.support.polling import wait_until
+from tests.support.sshd import Sshd
+from tests.support.tui import SIZE, Notes, snap
 
-from ..sshd import Sshd, sshd
-from ..test_tui import SIZE, Notes, snap, wait_for
-from .checker import FolderState, check_folder, split_records
+from .checker import FolderState, check_folder, prompt_ids, split_records
+from .link import KEEPALIVE, Truth, alive, shape
 from .procs import SimProcess
-from .test_crash_loop import prompt_ids
-from .test_link_chaos import KEEPALIVE, Truth, alive, shape
-
-__all__ = ["sshd"]  # the fixture, imported for pytest
 
 NAME = "Abuse"  # a name no other test uses: the panel sees every run of it here
 STEPS_PER_ITERATION = 12
@@ -160,8 +158,10 @@ async def test_the_panel_survives_keys_hammered_while_its_link_drops(
 
     try:
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-            await wait_for(pilot, lambda: app.query(f"#{panel_id(NAME)}"), 60)
-            await wait_for(pilot, lambda: snap(app, NAME) and snap(app, NAME).samples, 60)
+            await wait_until(lambda: app.query(f"#{panel_id(NAME)}"), 60, pause=pilot.pause)
+            await wait_until(
+                lambda: snap(app, NAME) and snap(app, NAME).samples, 60, pause=pilot.pause
+            )
             for _ in range(STEPS_PER_ITERATION * chaos_iterations):
                 roll = rng.random()
                 if roll < 0.15:
@@ -184,21 +184,21 @@ async def test_the_panel_survives_keys_hammered_while_its_link_drops(
             faults.thaw()
             while app.screen is not app.screen_stack[0]:
                 await pilot.press("escape")
-            await wait_for(pilot, lambda: link.state == "connected", 90)
+            await wait_until(lambda: link.state == "connected", 90, pause=pilot.pause)
             # Stop every run directly (the panel's k may have been cut off half-way), then
             # the panel must settle on exactly what the file holds.
             for pid, _ in truth.runs_of(NAME):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGTERM)
-            await wait_for(pilot, lambda: not truth.runs_of(NAME), 60)
+            await wait_until(lambda: not truth.runs_of(NAME), 60, pause=pilot.pause)
             recount = file_totals(out / NAME)
-            await wait_for(
-                pilot,
+            await wait_until(
                 lambda: (
                     snap(app, NAME) and (snap(app, NAME).tokens, snap(app, NAME).samples) == recount
                 ),
                 60,
+                pause=pilot.pause,
             )
             watch_panel()
             assert isinstance(app.query_one(f"#{panel_id(NAME)}"), DatasetPanel)

@@ -1,0 +1,93 @@
+"""`gen-tui export` and `gen-tui verify`: the command-line ends of `backends/export`.
+
+Accounting and summary lines go to stderr, so that `--to -` leaves stdout to the rows. An
+export goes to a temporary file beside its target and is renamed into place only once
+complete: a refused or interrupted export never leaves a file a trainer could take whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_ABORTED = 130
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _error(message: str) -> int:
+    print(f"gen-tui: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def export_main(args: argparse.Namespace) -> int:
+    from gen_tui.backends.export.exporter import ExportError, ExportOptions, export_run
+
+    options = ExportOptions(args.format, args.max_length, args.drop_truncated)
+    try:
+        if args.to == "-":
+            out = sys.stdout.buffer
+            export_run(args.output_dir, args.datasets, options, out.write, _say)
+            out.flush()
+            return EXIT_OK
+        target = Path(args.to) if args.to else args.output_dir / f"export.{args.format}.jsonl"
+        _export_to_file(
+            target, lambda write: export_run(args.output_dir, args.datasets, options, write, _say)
+        )
+    except ExportError as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot write {exc.filename or args.to}: {exc.strerror or exc}")
+    except KeyboardInterrupt:  # the temporary file is gone already; nothing half-written
+        return EXIT_ABORTED
+    _say(f"wrote {target}")
+    return EXIT_OK
+
+
+def _export_to_file(target: Path, run: Any) -> None:
+    """Run the export into a temporary file beside `target`, then rename it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            run(handle.write)
+        os.replace(name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+
+
+def verify_main(args: argparse.Namespace) -> int:
+    from gen_tui.backends.export.exporter import ExportError, dataset_folders
+    from gen_tui.backends.export.verify import verify_dataset
+
+    try:
+        folders = dataset_folders(args.output_dir, args.datasets)
+    except ExportError as exc:
+        return _error(str(exc))
+    if not folders:
+        return _error(f"{args.output_dir} holds no dataset folder")
+    tokenizers: dict[str, Any] = {}
+    failed = 0
+    for folder in folders:
+        verdict = verify_dataset(folder, tokenizers)
+        _say(verdict.line())
+        for problem in verdict.first:
+            _say(f"  {problem}")
+        if verdict.problems > len(verdict.first):
+            _say(f"  ... and {verdict.problems - len(verdict.first)} more")
+        failed += not verdict.ok
+    if failed:
+        _say(f"{failed} of {len(folders)} datasets have problems")
+        return EXIT_ERROR
+    return EXIT_OK

@@ -1,0 +1,309 @@
+"""`gen-tui export`: a run's records as one trainer-format JSONL, with an exact accounting.
+
+Each dataset is read in two passes so that memory stays flat whatever the size: first the
+record file is indexed (each sample's byte offset, read off the line's head without
+parsing its ids), then the prompt file is streamed in order and each prompt that has a
+record is tokenized (in batches, with the run's own tokenizer and template, exactly as the
+engine sent it) and written with its record, read back by offset. Rows come out in the
+prompt file's order; memory holds the index (an offset per record) and one batch.
+
+Every record is either exported or skipped with a reason, and the accounting says
+`records = exported + skipped` per dataset and in all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
+from gen_tui.backends.export.lines import record_lines
+from gen_tui.backends.export.manifest import (
+    ManifestError,
+    RunSetup,
+    file_sha256,
+    read_manifest,
+    template_sha256,
+)
+from gen_tui.backends.prompts import Prompt, iter_prompts
+from gen_tui.backends.records import RAW_FILE, sample_key
+from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
+from gen_tui.backends.watcher import MANIFEST_FILE, record_counts
+
+BATCH = 64
+"""Prompts tokenized per call: the batch call encodes them in one pass of the Rust tokenizer."""
+
+TRUNCATED = "truncated"
+OVER_LENGTH = "over --max-length"
+PROMPT_MISSING = "prompt missing"
+IDS_MISMATCH = "ids mismatch"
+DUPLICATE = "duplicate"
+NO_IDS = "no output_ids"
+EMPTY = "empty answer"
+UNTOKENIZABLE = "prompt untokenizable"
+
+
+class ExportError(Exception):
+    """Export refused: one line naming the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    format: str
+    max_length: int | None = None
+    drop_truncated: bool = False
+
+
+@dataclass
+class Tally:
+    """One dataset's (or the whole export's) accounting: records = exported + skipped."""
+
+    records: int = 0
+    exported: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Tally) -> None:
+        self.records += other.records
+        self.exported += other.exported
+        self.skipped.update(other.skipped)
+
+    def line(self, name: str) -> str:
+        skipped = sum(self.skipped.values())
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(self.skipped.items()))
+        detail = f" ({reasons})" if reasons else ""
+        return (
+            f"{name}: {self.records} records = {self.exported} exported + {skipped} skipped{detail}"
+        )
+
+
+def _head_key(line: bytes) -> str | None:
+    """The sample key of a line in our own layout, read off its head (no full parse)."""
+    if not line.startswith(b'{"sample_id":'):
+        return None
+    rest = line[13:]
+    if rest[:1] == b'"':
+        end = rest.find(b'"', 1)
+        raw = rest[1:end]
+        if end < 0 or b"\\" in raw:
+            return None
+        return raw.decode("utf-8", "replace") if raw.isascii() else None
+    end = rest.find(b",")
+    digits = rest[:end]
+    if end < 0 or not digits.isdigit() or digits[:1] == b"0" != digits:
+        return None
+    return digits.decode()
+
+
+def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
+    """Each sample's (byte offset, line number) in `raw`; a second record of a sample is
+    counted as skipped. A line that is not a record stops the export: `gen-tui verify`
+    names every such line, and a crash's torn last line is moved aside by the next run."""
+    index: dict[str, tuple[int, int]] = {}
+    with open(raw, "rb") as handle:
+        for line_no, start, line in record_lines(handle):
+            if isinstance(line, int):
+                raise ExportError(
+                    f"{raw}:{line_no}: line is {line:,} bytes: no record is that long"
+                )
+            if not line.strip():
+                continue
+            key = _head_key(line)
+            if key is None:
+                try:
+                    key = sample_key(record_counts(orjson.loads(line))[0])
+                except (orjson.JSONDecodeError, ValueError) as exc:
+                    raise ExportError(
+                        f"{raw}:{line_no}: {exc}; `gen-tui verify` lists every damaged "
+                        "line (a torn last line is moved aside by the next run)"
+                    ) from None
+            tally.records += 1
+            if key in index:
+                tally.skipped[DUPLICATE] += 1
+            else:
+                index[key] = (start, line_no)
+    return index
+
+
+@dataclass
+class _Dataset:
+    """What one dataset's export works with."""
+
+    name: str
+    raw: Path
+    setup: RunSetup
+    tokenizer: Any
+    options: ExportOptions
+    tally: Tally
+    write: Callable[[bytes], Any]
+
+    @property
+    def facts(self) -> RunFacts:
+        return RunFacts(model=self.setup.model, sampling=self.setup.sampling)
+
+
+def checked_setup(folder: Path, tokenizers: dict[str, Any]) -> tuple[RunSetup, Any]:
+    """The dataset's one setup and its loaded tokenizer, or ExportError if the prompt file
+    or the chat template changed since the run (rebuilt ids would not be the sent ones)."""
+    try:
+        setup = read_manifest(folder).single_setup()
+    except ManifestError as exc:
+        raise ExportError(str(exc)) from None
+    prompts = Path(setup.prompts)
+    if not prompts.is_file():
+        raise ExportError(f"{folder.name}: the run's prompt file {prompts} is gone")
+    if file_sha256(prompts) != setup.prompts_sha256:
+        raise ExportError(
+            f"{folder.name}: the prompt file {prompts} changed since the run (sha256 differs); "
+            "export needs the file the run read"
+        )
+    if not setup.tokenizer:
+        raise ExportError(f"{folder.name}: the run had no --tokenizer, so no prompt ids to rebuild")
+    if setup.tokenizer not in tokenizers:
+        try:
+            tokenizers[setup.tokenizer] = load_tokenizer(setup.tokenizer)
+        except TokenizerError as exc:
+            raise ExportError(f"{folder.name}: {exc}") from None
+    tokenizer = tokenizers[setup.tokenizer]
+    if template_sha256(tokenizer) != setup.chat_template_sha256:
+        raise ExportError(
+            f"{folder.name}: the chat template of {setup.tokenizer} changed since the run "
+            "(sha256 differs); rebuilt prompt ids would not be the ones sent"
+        )
+    return setup, tokenizer
+
+
+def _skip_reason(
+    record: dict[str, Any], prompt_ids: Any, options: ExportOptions, sent_ids: bool
+) -> str | None:
+    """Why a record is not exported, or None. `sent_ids`: the run sent token ids (SGLang's
+    native API), so the rebuilt prompt must be exactly `prompt_tokens` long. An OpenAI-path
+    run sent messages and the provider's template counted them: its count may differ by its
+    own special tokens, so it cannot fail the rebuilt ids (the template hash still guards
+    them)."""
+    output_ids = record.get("output_ids")
+    if not isinstance(output_ids, list):
+        return NO_IDS
+    if options.drop_truncated and record.get("finish_reason") == "length":
+        return TRUNCATED
+    if isinstance(prompt_ids, Exception):
+        return UNTOKENIZABLE
+    if sent_ids and len(prompt_ids) != record.get("prompt_tokens"):
+        return IDS_MISMATCH
+    if not output_ids:
+        return EMPTY
+    if options.max_length is not None and len(prompt_ids) + len(output_ids) > options.max_length:
+        return OVER_LENGTH
+    return None
+
+
+def _flush(
+    ds: _Dataset,
+    batch: list[tuple[Prompt, tuple[int, int]]],
+    records: BinaryIO,
+    writer: Callable[[Item, RunFacts, Any], bytes],
+) -> None:
+    encoded = encode_many(ds.tokenizer, [prompt.messages for prompt, _ in batch])
+    facts = ds.facts
+    for (prompt, (offset, line_no)), prompt_ids in zip(batch, encoded, strict=True):
+        records.seek(offset)
+        try:
+            record = orjson.loads(records.readline())
+        except orjson.JSONDecodeError as exc:  # changed under us since the index
+            raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
+        reason = _skip_reason(record, prompt_ids, ds.options, ds.setup.api == "sglang")
+        if reason is not None:
+            ds.tally.skipped[reason] += 1
+            continue
+        item = Item(ds.name, record, prompt.messages, prompt_ids)
+        ds.write(writer(item, facts, ds.tokenizer) + b"\n")
+        ds.tally.exported += 1
+
+
+def _matching(
+    path: Path, index: dict[str, tuple[int, int]]
+) -> Iterator[tuple[Prompt, tuple[int, int]]]:
+    """The prompts of `path` that have a record, with where; each is taken out of `index`."""
+    for prompt in iter_prompts(path):
+        if isinstance(prompt, Prompt):
+            where = index.pop(prompt.key, None)
+            if where is not None:
+                yield prompt, where
+
+
+def export_dataset(
+    folder: Path,
+    checked: tuple[RunSetup, Any],
+    options: ExportOptions,
+    write: Callable[[bytes], Any],
+) -> Tally:
+    """Write the records of one dataset folder through `write`, given its checked setup
+    and tokenizer (:func:`checked_setup`); return its accounting."""
+    setup, tokenizer = checked
+    tally = Tally()
+    raw = folder / RAW_FILE
+    if not raw.exists():
+        return tally
+    index = index_records(raw, tally)
+    ds = _Dataset(folder.name, raw, setup, tokenizer, options, tally, write)
+    writer = WRITERS[options.format]
+    batch: list[tuple[Prompt, tuple[int, int]]] = []
+    with open(raw, "rb") as records:
+        for pair in _matching(Path(setup.prompts), index):
+            batch.append(pair)
+            if len(batch) >= BATCH:
+                _flush(ds, batch, records, writer)
+                batch.clear()
+        if batch:
+            _flush(ds, batch, records, writer)
+    tally.skipped[PROMPT_MISSING] += len(index)  # records whose sample the file lacks
+    if not tally.skipped[PROMPT_MISSING]:
+        del tally.skipped[PROMPT_MISSING]
+    return tally
+
+
+def dataset_folders(output_dir: Path, names: list[str] | None) -> list[Path]:
+    """The dataset folders of a run's output: `names` in that order, else every folder
+    holding records or a manifest, in name order. ExportError for a name with no folder."""
+    if not output_dir.is_dir():
+        raise ExportError(f"output directory {output_dir} does not exist")
+    if names:
+        folders = [output_dir / name for name in names]
+        for folder in folders:
+            if not folder.is_dir():
+                raise ExportError(f"no dataset folder {folder.name!r} in {output_dir}")
+        return folders
+    return sorted(
+        child
+        for child in output_dir.iterdir()
+        if child.is_dir()
+        and not child.name.startswith(".")
+        and ((child / RAW_FILE).exists() or (child / MANIFEST_FILE).exists())
+    )
+
+
+def export_run(
+    output_dir: Path,
+    names: list[str] | None,
+    options: ExportOptions,
+    write: Callable[[bytes], Any],
+    say: Callable[[str], Any],
+) -> Tally:
+    """Export every chosen dataset through `write`, saying each one's accounting line and
+    then the total's. Every dataset's setup is checked before the first row is written."""
+    folders = dataset_folders(output_dir, names)
+    if not folders:
+        raise ExportError(f"{output_dir} holds no dataset folder")
+    tokenizers: dict[str, Any] = {}
+    checked = [checked_setup(folder, tokenizers) for folder in folders]
+    total = Tally()
+    for folder, setup in zip(folders, checked, strict=True):
+        tally = export_dataset(folder, setup, options, write)
+        say(tally.line(folder.name))
+        total.add(tally)
+    say(total.line("all"))
+    return total

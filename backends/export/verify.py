@@ -1,0 +1,188 @@
+"""`gen-tui verify`: every record of a dataset checked completely.
+
+The resume scan reads only the head of each line (its sample_id and token count), which is
+what a budget needs and what keeps a resume fast. Verify is the full check that scan is
+not: each line parses, each field has its type, the ids are integers the tokenizer knows,
+their count is the server's count, no sample comes twice, every sample is in the prompt
+file and every finish_reason is one a server sends. Run it before an export and after a
+crash. It reads one line at a time; memory holds a line number per record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gen_tui.backends.export.lines import record_lines
+from gen_tui.backends.export.manifest import ManifestError, RunSetup, read_manifest
+from gen_tui.backends.prompts import Prompt, iter_prompts
+from gen_tui.backends.records import RAW_FILE, sample_key
+from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
+from gen_tui.backends.untrusted import one_line
+from gen_tui.backends.watcher import MAX_COMPLETION_TOKENS, SAMPLE_ID_MAX, SAMPLE_ID_MIN
+
+KNOWN_FINISH_REASONS = frozenset(
+    {"stop", "length", "content_filter", "tool_calls", "function_call"}
+)
+"""What SGLang (`stop`, `length`; an `abort` is never a record) and OpenAI-compatible servers
+finish an answer with."""
+FIRST_PROBLEMS = 10
+"""Problems listed per dataset; the summary line counts them all."""
+
+
+@dataclass
+class Verdict:
+    """One dataset's result: its counts, its first problems, what could not be checked."""
+
+    name: str
+    records: int = 0
+    problems: int = 0
+    first: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+    def problem(self, where: str, reason: str) -> None:
+        self.problems += 1
+        if len(self.first) < FIRST_PROBLEMS:
+            self.first.append(f"{where}: {one_line(reason)}")
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        state = "ok" if self.ok else f"{self.problems} problems"
+        extra = f" (not checked: {'; '.join(self.unchecked)})" if self.unchecked else ""
+        return f"{self.name}: {self.records} records, {state}{extra}"
+
+
+def _count(record: dict[str, Any], name: str, top: int) -> str | None:
+    value = record.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        return f"field '{name}' must be an integer from 0 to {top}, got {value!r:.40}"
+    return None
+
+
+def record_problem(record: Any, vocab: int | None, count_ids: bool) -> str | None:
+    """The first thing wrong with a parsed record, or None. `vocab`: ids must be below it
+    (None: not checked). `count_ids`: the ids are the server's, so there are
+    `completion_tokens` of them (on the OpenAI path they are the local tokenizer's)."""
+    if not isinstance(record, dict):
+        return "record is not a JSON object"
+    if "completion_tokens" not in record and ("usage" in record or "meta_info" in record):
+        return "the seed script's layout (no top-level completion_tokens, no output_ids)"
+    sample_id = record.get("sample_id")
+    if isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
+        return f"field 'sample_id' must be a string or integer, got {sample_id!r:.40}"
+    if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
+        return "field 'sample_id' is out of the 64-bit range"
+    for name in ("completion_tokens", "prompt_tokens"):
+        if (problem := _count(record, name, MAX_COMPLETION_TOKENS)) is not None:
+            return problem
+    reason = record.get("finish_reason")
+    if reason not in KNOWN_FINISH_REASONS:
+        return f"field 'finish_reason' is {reason!r:.40}, not one a server sends"
+    ids = record.get("output_ids")
+    if not isinstance(ids, list):
+        return "field 'output_ids' is missing or not a list"
+    if not all(type(token) is int for token in ids):
+        bad = next(token for token in ids if type(token) is not int)
+        return f"field 'output_ids' holds {bad!r:.40}, not an integer id"
+    if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
+        bad = min(ids) if min(ids) < 0 else max(ids)
+        top = "" if vocab is None else vocab - 1
+        return f"field 'output_ids' holds id {bad}, outside the tokenizer's range 0..{top}"
+    if count_ids and len(ids) != record["completion_tokens"]:
+        return (
+            f"field 'output_ids' holds {len(ids)} ids but completion_tokens is "
+            f"{record['completion_tokens']}"
+        )
+    for name in ("text", "reasoning"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            return f"field '{name}' must be a string"
+    return None
+
+
+def _setup(
+    folder: Path, verdict: Verdict, tokenizers: dict[str, Any]
+) -> tuple[RunSetup | None, int | None]:
+    """The dataset's setup and its tokenizer's size, noting what is missing."""
+    try:
+        setup = read_manifest(folder).single_setup()
+    except ManifestError as exc:
+        verdict.problem(str(folder), str(exc))
+        verdict.unchecked.append("ids' range and sample_ids against the prompt file")
+        return None, None
+    if not setup.tokenizer:
+        verdict.unchecked.append("ids' range (the run had no tokenizer)")
+        return setup, None
+    if setup.tokenizer not in tokenizers:
+        try:
+            tokenizers[setup.tokenizer] = len(load_tokenizer(setup.tokenizer))
+        except TokenizerError as exc:
+            tokenizers[setup.tokenizer] = None
+            verdict.problem(str(folder), str(exc))
+    vocab = tokenizers[setup.tokenizer]
+    if vocab is None:
+        verdict.unchecked.append("ids' range (tokenizer not loadable)")
+    return setup, vocab
+
+
+def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
+    """Check every record of one dataset folder."""
+    verdict = Verdict(folder.name)
+    setup, vocab = _setup(folder, verdict, tokenizers)
+    count_ids = setup is None or setup.api == "sglang"
+    raw = folder / RAW_FILE
+    first_line: dict[str, int] = {}
+    if raw.exists():
+        with open(raw, "rb") as handle:
+            for line_no, _, line in record_lines(handle):
+                where = f"{raw}:{line_no}"
+                if isinstance(line, int):
+                    verdict.records += 1
+                    verdict.problem(where, f"line is {line:,} bytes: no record is that long")
+                    continue
+                if not line.strip():
+                    continue
+                verdict.records += 1
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    torn = not line.endswith(b"\n")
+                    verdict.problem(
+                        where,
+                        "torn last line (a crash cut it; the next run moves it aside)"
+                        if torn
+                        else f"not valid JSON ({exc})",
+                    )
+                    continue
+                problem = record_problem(record, vocab, count_ids)
+                if problem is not None:
+                    verdict.problem(where, problem)
+                    continue
+                key = sample_key(record["sample_id"])
+                if key in first_line:
+                    verdict.problem(
+                        where, f"duplicate sample_id {key!r} (first at line {first_line[key]})"
+                    )
+                else:
+                    first_line[key] = line_no
+    if setup is not None:
+        _check_prompts(Path(setup.prompts), raw, first_line, verdict)
+    return verdict
+
+
+def _check_prompts(prompts: Path, raw: Path, first_line: dict[str, int], verdict: Verdict) -> None:
+    """Every record's sample_id must be a prompt of the run's prompt file."""
+    if not prompts.is_file():
+        verdict.problem(str(prompts), "the run's prompt file is gone")
+        return
+    missing = dict(first_line)
+    for prompt in iter_prompts(prompts):
+        if isinstance(prompt, Prompt):
+            missing.pop(prompt.key, None)
+    for key, line_no in sorted(missing.items(), key=lambda pair: pair[1]):
+        verdict.problem(f"{raw}:{line_no}", f"sample_id {key!r} is not in {prompts}")

@@ -1,0 +1,103 @@
+"""`gen-tui verify` on a real run's output: clean, it says ok and exits 0; with each kind of
+damage the chaos suite's record fuzzer makes (tests/chaos/test_fuzz_inputs.py: torn ends,
+writes cut short with the next record glued on, garbage, JSON that is no record, the seed's
+layouts) and each kind a field can go wrong, it names the file and line and exits 1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.run_output import copy_run, gen_tui
+
+Lines = list[bytes]
+
+
+def _edit(index: int, change: Callable[[dict, int], object]) -> Callable[[Lines, int], Lines]:
+    def apply(lines: Lines, vocab: int) -> Lines:
+        record = json.loads(lines[index])
+        change(record, vocab)
+        lines[index] = json.dumps(record).encode() + b"\n"
+        return lines
+
+    return apply
+
+
+def _set(field: str, value: object) -> Callable[[dict, int], None]:
+    return lambda record, vocab: record.__setitem__(field, value)
+
+
+DAMAGE: dict[str, tuple[Callable[[Lines, int], Lines], int, str]] = {
+    # kind: (damage, line named, words in the problem)
+    "torn end": (lambda ls, v: [*ls[:-1], ls[-1][: len(ls[-1]) // 2]], 60, "torn last line"),
+    "glued write": (lambda ls, v: [*ls[:9], ls[9][:40] + ls[10], *ls[11:]], 10, "not valid JSON"),
+    "garbage": (
+        lambda ls, v: [*ls[:4], b"\x00\xffgar\x1b[31mbage\n", *ls[4:]],
+        5,
+        "not valid JSON",
+    ),
+    "JSON, no record": (lambda ls, v: [*ls[:2], b"[1, 2]\n", *ls[2:]], 3, "not a JSON object"),
+    "seed layout": (
+        lambda ls, v: [*ls, b'{"sample_id": "A-0", "usage": {"completion_tokens": 3}}\n'],
+        61,
+        "seed script's layout",
+    ),
+    "meta layout": (
+        lambda ls, v: [b'{"id": 7, "meta_info": {"completion_tokens": 3}}\n', *ls],
+        1,
+        "seed script's layout",
+    ),
+    "id past the vocabulary": (
+        _edit(3, lambda r, v: r["output_ids"].__setitem__(0, v)),
+        4,
+        "outside the tokenizer's range",
+    ),
+    "id not an integer": (
+        _edit(3, lambda r, v: r["output_ids"].__setitem__(0, 1.5)),
+        4,
+        "not an integer id",
+    ),
+    "ids short of the count": (
+        _edit(5, lambda r, v: r["output_ids"].pop()),
+        6,
+        "ids but completion_tokens is",
+    ),
+    "duplicate": (lambda ls, v: [*ls, ls[7]], 61, "duplicate sample_id"),
+    "sample not in the prompts": (_edit(2, _set("sample_id", "A-999")), 3, "is not in"),
+    "unknown finish_reason": (
+        _edit(8, _set("finish_reason", "abort")),
+        9,
+        "not one a server sends",
+    ),
+    "negative count": (_edit(0, _set("completion_tokens", -1)), 1, "field 'completion_tokens'"),
+    "text not a string": (_edit(0, _set("text", 5)), 1, "field 'text' must be a string"),
+}
+
+
+def verify(out: Path) -> tuple[int, list[str]]:
+    done = gen_tui("verify", "--output-dir", str(out))
+    return done.returncode, done.stderr.decode().splitlines()
+
+
+def test_a_clean_run_verifies(finished_run: tuple[Path, Path]) -> None:
+    code, lines = verify(finished_run[0])
+    assert (code, lines) == (0, ["A: 60 records, ok", "B: 40 records, ok"])
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_verify_names_each_kind_of_damage(
+    finished_run: tuple[Path, Path], tmp_path: Path, vocab_size: int, kind: str
+) -> None:
+    damage, line_no, words = DAMAGE[kind]
+    out = copy_run(finished_run, tmp_path)
+    raw = out / "A" / "raw_responses.jsonl"
+    raw.write_bytes(b"".join(damage(raw.read_bytes().splitlines(keepends=True), vocab_size)))
+    code, lines = verify(out)
+    assert code == 1
+    assert lines[0].startswith("A: ") and lines[0].endswith("1 problems"), lines
+    assert lines[1].startswith(f"  {raw}:{line_no}: ") and words in lines[1], lines
+    assert "\x1b" not in "".join(lines)  # untrusted bytes are shown, never obeyed
+    assert lines[2:] == ["B: 40 records, ok", "1 of 2 datasets have problems"]

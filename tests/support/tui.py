@@ -1,0 +1,93 @@
+"""The control panel under Textual's Pilot: one app hosting the real engine, and how the tests
+read it (a dataset's panel, its snapshot and badge, the notifications it raised).
+
+Shared by the TUI tests and the chaos suite's abuse test, which drive the same app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.message import Message
+from textual.notifications import Notify
+
+from gen_tui.app.board import panel_id
+from gen_tui.app.demo_tui import SimSource
+from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.sim import LengthProfile, SimConfig
+from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
+
+SIZE = (80, 24)
+"""The smallest terminal gen-tui supports: what most tests run the app at."""
+
+
+def make_app(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    vocab_size: int,
+    *,
+    datasets: dict[str, tuple[int, int | None]],
+    mean: float = 300.0,
+    tokens_per_s: float = 1e6,
+    slots: int = 32,
+    grace_s: float = 30.0,
+    max_new_tokens: int = 4096,
+    stale_after_s: float = 60.0,
+    autostart: bool = True,
+) -> GenTuiApp:
+    """datasets: name -> (prompt count, token budget)."""
+    folder = prompts_dir(**{name: count for name, (count, _) in datasets.items()})
+    config = EngineConfig(
+        datasets=[
+            DatasetSpec(name, folder / f"{name}.jsonl", max_tokens=budget)
+            for name, (_, budget) in datasets.items()
+        ],
+        server_urls=[],
+        tokenizer=str(tokenizer_dir),
+        output_dir=tmp_path / "out",
+        concurrency=slots,
+        sampling={"max_new_tokens": max_new_tokens},
+        parallel_datasets=len(datasets),
+        grace_s=grace_s,
+    )
+    sim = SimConfig(
+        slots=slots,
+        tokens_per_s=tokens_per_s,
+        vocab_size=vocab_size,
+        default_profile=LengthProfile(mean=mean),
+    )
+    return GenTuiApp(SimSource(config, sim), autostart=autostart, stale_after_s=stale_after_s)
+
+
+def panel(app: GenTuiApp, name: str) -> DatasetPanel:
+    return app.query_one(f"#{panel_id(name)}", DatasetPanel)
+
+
+def snap(app: GenTuiApp, name: str) -> DatasetSnapshot | None:
+    view = panel(app, name).view
+    return view.snapshot if view else None
+
+
+def badge(app: GenTuiApp, name: str) -> str:
+    view = panel(app, name).view
+    assert view is not None
+    return badge_for(view)[0]
+
+
+class Notes:
+    """Collects the app's notifications through `message_hook`."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str]] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            n = message.notification
+            self.items.append((n.title, n.message, n.severity))
+
+    def find(self, *words: str) -> list[tuple[str, str, str]]:
+        return [i for i in self.items if all(w in f"{i[0]} {i[1]}" for w in words)]

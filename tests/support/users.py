@@ -1,0 +1,65 @@
+"""Second Unix users for the tests: another person on a shared GPU box, a csh login shell.
+
+GPU boxes are shared: the tests that check gen-tui never touches another user's run, or
+that its scripts survive a csh/tcsh login shell, need a real second account. Creating one
+needs root; without it those tests skip and say why. Accounts are made once (idempotent,
+safe when several test sessions race) and never removed: later sessions reuse them.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+OTHER_USER = "gentui-other"
+"""Someone else on the box: owns runs and files gen-tui must not run or stop."""
+CSH_USER = "gentui-csh"
+"""A login whose shell is csh or tcsh (set per test)."""
+
+
+def ensure_user(name: str, shell: str = "/bin/sh") -> pwd.struct_passwd:
+    """The account `name` with login shell `shell`, created if missing (root only).
+
+    Its password field is `*` (no password, not locked): sshd without PAM refuses a locked
+    account even with a valid key.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a second Unix user (useradd)")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not installed")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-s", shell, name], capture_output=True, check=False)
+        entry = pwd.getpwnam(name)  # made by us or by a concurrent session
+    if entry.pw_shell != shell:
+        subprocess.run(["usermod", "-s", shell, name], capture_output=True, check=True)
+    subprocess.run(["usermod", "-p", "*", name], capture_output=True, check=True)
+    return pwd.getpwnam(name)
+
+
+@contextmanager
+def folder_of(user: pwd.struct_passwd, prefix: str) -> Iterator[Path]:
+    """A fresh folder under /tmp owned by `user` (pytest's own are root-only), removed after."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def give(path: Path, user: pwd.struct_passwd) -> Path:
+    """`path` (and what is under it) owned by `user`."""
+    for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        os.chown(item, user.pw_uid, user.pw_gid)
+    return path

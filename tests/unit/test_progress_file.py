@@ -1,0 +1,98 @@
+"""progress.json: the one writer keeps today's bytes; the one reader never raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+
+
+def snapshot(name: str = "B1", **changes: Any) -> DatasetSnapshot:
+    fields: dict[str, Any] = dict(
+        name=name, state=DatasetState.ACTIVE, tokens=1200, samples=7, max_tokens=5000,
+        max_samples=None, budget_mode="strict", inflight=3, errors=1, malformed=0,
+        mean_tokens=171.4, tok_s=55.5, samples_s=0.3, eta_s=68.0, resumed_tokens=0,
+        resumed_samples=0, started_at=1.0, updated_at=2.0, last_record_at=None, pid=4242,
+        host="box", message="ok", cost=0.25,
+    )  # fmt: skip
+    fields.update(changes)
+    return DatasetSnapshot(**fields)
+
+
+def run(*datasets: DatasetSnapshot) -> RunSnapshot:
+    return RunSnapshot(
+        datasets=datasets,
+        concurrency=8,
+        inflight=3,
+        utilisation=0.5,
+        elapsed_s=10.0,
+        active_s=9.0,
+        stopping=False,
+        paused=False,
+        servers={"http://a": "ok"},
+        max_total_tokens=9000,
+    )
+
+
+def test_the_writer_writes_the_snapshot_the_servers_and_the_pool(tmp_path: Path) -> None:
+    ds = snapshot()
+    whole = run(ds, snapshot("B2", state=DatasetState.WAITING))
+    path = tmp_path / "progress.json"
+    ProgressFile.write(path, whole, ds)
+    expected = {**ds.to_json(), "servers": whole.servers, "pool": whole.pool_json()}
+    assert path.read_bytes() == orjson.dumps(expected, option=orjson.OPT_INDENT_2)
+    assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary left
+
+
+def test_the_reader_gets_back_what_the_writer_wrote(tmp_path: Path) -> None:
+    ds = snapshot()
+    path = tmp_path / "progress.json"
+    ProgressFile.write(path, run(ds), ds)
+    read = ProgressFile.read(path)
+    assert read == ProgressFile(
+        pid=4242,
+        state=DatasetState.ACTIVE,
+        max_tokens=5000,
+        max_samples=None,
+        budget_mode="strict",
+        inflight=3,
+        errors=1,
+        message="ok",
+        cost=0.25,
+        truncated=0,
+        truncated_of=0,
+        truncated_warn=5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"{", b"[1, 2]", b"null", b'"text"', b"\xff\xfe", b"{" * 10_000]
+)
+def test_the_reader_never_raises_on_a_file_that_is_no_object(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "progress.json"
+    path.write_bytes(content)
+    assert ProgressFile.read(path) is None
+    assert ProgressFile.read(tmp_path / "absent.json") is None
+
+
+def test_a_field_of_a_wrong_type_costs_that_field_alone() -> None:
+    read = ProgressFile.parse(
+        {"pid": "12", "state": "done", "max_tokens": True, "inflight": 2, "cost": "x",
+         "message": ["no"], "errors": 1.5, "budget_mode": "drain"}
+    )  # fmt: skip
+    assert read is not None
+    assert (read.pid, read.max_tokens, read.cost, read.message, read.errors) == (None,) * 5
+    assert (read.state, read.inflight, read.budget_mode) == (DatasetState.DONE, 2, "drain")
+    assert set(read.ignored) == {"pid", "max_tokens", "cost", "message", "errors"}
+
+
+def test_a_state_of_another_version_is_unknown_not_an_error() -> None:
+    read = ProgressFile.parse({"state": "levitating", "pid": 5})
+    assert read is not None and read.state is None and read.pid == 5
