@@ -26,8 +26,48 @@ from dataclasses import dataclass
 GROWTH = 1.1
 """Each bin is this much wider than the one before (after unit-wide bins for tiny lengths)."""
 
+MIN_AT_RISK = 10
+"""Past the length where fewer answers than this are at risk, the prior's tail replaces the
+estimate: the hazard of a bin with one or two answers at risk says little, and when the
+longest answer back passed every one in flight, those answers' outlook fell from the
+prior's to that of one or two long answers, and a burst of requests went out on it
+(measured: overshoots of ten mean answers at concurrency 150)."""
+
 PRIOR_ANSWERS = 4
 """How many answers' weight the prior's spread has against the estimate's (`spread`)."""
+
+
+PRIOR_SHARE = 0.25
+"""With no history, an answer is expected to be this share of `max_new_tokens` long."""
+
+
+def prior_mean(cap: int) -> float:
+    """The mean answer length assumed with no history: PRIOR_SHARE of the cap.
+
+    Why a share of the cap and not the cap's half (a uniform law): the cap is the server's
+    context (up to 32,768) more often than the user's guess at the longest answer, and a
+    prior mean of 16,384 sends a first wave of a handful of requests where the lengths
+    are a few thousand. A quarter still errs long for the chat and code datasets we
+    measured (means 600 to 3,793 against a 16,384 or 32,768 cap), so the first wave stays
+    within the budget, and the first answers back replace it (it weighs PRIOR_ANSWERS).
+    """
+    return max(1.0, cap * PRIOR_SHARE)
+
+
+def truncated_exponential(low: float, scale: float, cap: float) -> tuple[float, float]:
+    """(mean, variance) of `low` plus an exponential of mean `scale`, cut off at `cap`."""
+    width = cap - low
+    if width <= 0 or scale <= 0:
+        return max(low, 0.0) if width > 0 else cap, 0.0
+    ratio = width / scale
+    if ratio < 1e-3:  # nearly flat over so short a stretch: uniform
+        return low + width / 2, width * width / 12
+    rest = math.exp(-ratio)
+    kept = 1.0 - rest
+    first = (scale - (width + scale) * rest) / kept
+    square = scale * scale
+    second = (2 * square - (width * width + 2 * scale * width + 2 * square) * rest) / kept
+    return low + first, max(0.0, second - first * first)
 
 
 def bin_edges(cap: int) -> list[int]:
@@ -53,31 +93,49 @@ class Survival:
     upper: list[tuple[float, float, float, float]]
     frontier: float
     cap: int
+    prior: float
 
     def tail(self, start: float) -> tuple[float, float]:
-        """(mean, variance) of an answer longer than `start` and than anything seen: the prior."""
-        low = min(max(start, self.frontier), self.cap)
-        return (low + self.cap) / 2, (self.cap - low) ** 2 / 12
+        """(mean, variance) of an answer longer than `start` and than anything seen: the prior.
+
+        Past the frontier the answer runs on for an exponential stretch (truncated at the
+        cap) whose mean is the larger of the prior's scale (`prior_mean`, shrunk as answers
+        come back) and how far it has got: an answer that has run as long as nearly all
+        seen is expected to run about as long again (a heavy-tailed rule of thumb,
+        pessimistic for a lognormal), and with nothing seen the answer is the prior's.
+        """
+        low = min(max(start, self.frontier), float(self.cap))
+        return truncated_exponential(low, max(low, self.prior), float(self.cap))
 
     def quantile(self, share: float) -> float:
         """A length that about `share` of the answers stay under (a bin edge: on the high side)."""
         for index, (weight, *_) in enumerate(self.upper):
             if weight <= 1.0 - share:
                 return float(self.edges[index])
-        mean, variance = self.tail(0.0)
-        return min(float(self.cap), mean + 2 * variance**0.5)
+        # In the tail: low + an exponential of mean `scale` past the frontier.
+        low = min(self.frontier, float(self.cap))
+        alive = self.upper[-1][0] if self.upper else 1.0
+        past = alive / max(1.0 - share, 1e-9)
+        if past <= 1.0:
+            return low
+        return min(float(self.cap), low + max(low, self.prior) * math.log(past))
+
+    def bin_after(self, produced: float) -> int:
+        """The first bin an answer that has produced `produced` may still end in: the one
+        after its own (it ends above it, so this errs long by under a bin's width, 10%: the
+        safe side for a budget); an answer not begun may end in any bin."""
+        return bisect.bisect_right(self.edges, produced) if produced > 0 else 0
 
     def outlook(self, produced: float) -> tuple[float, float, float]:
         """(mean, variance, variance of the mean) of the final length of an answer that has
-        produced `produced`.
+        produced `produced`."""
+        return self.outlook_from(self.bin_after(produced))
 
-        The answer's own bin is left out (it ends above it), which errs long by under one
-        bin's width (10%): the safe side for a budget.
-        """
-        # The bin after the answer's own; an answer not begun may end in any bin.
-        index = bisect.bisect_right(self.edges, produced) if produced > 0 else 0
-        if index >= len(self.upper) or self.upper[index][0] <= 1e-12:
-            mean, variance = self.tail(produced)
+    def outlook_from(self, index: int) -> tuple[float, float, float]:
+        """`outlook` of an answer that ends in bin `index` or above (`bin_after`)."""
+        start = float(self.edges[index]) if index < len(self.edges) else float(self.cap)
+        if index >= len(self.upper) or self.upper[index][0] <= 1e-12 or start > self.frontier:
+            mean, variance = self.tail(start)
             return mean, variance, variance
         weight, first, second, shared = self.upper[index]
         mean = first / weight
@@ -107,7 +165,7 @@ class CensoredLengths:
         self.squares[index] += sign * float(length) * length
         self.events += sign
 
-    def survival(self, produced: list[float], frontier: float) -> Survival:
+    def survival(self, produced: list[float], frontier: float, prior: float) -> Survival:
         """The life-table estimate over the finished lengths and the in-flight `produced`.
 
         Each bin's hazard is its events over those at risk in it, the answers censored in
@@ -122,8 +180,12 @@ class CensoredLengths:
         alive = 1.0
         mass = [0.0] * size
         noise = [0.0] * size  # Greenwood's d / (n (n - d)) of each bin's hazard
+        edge = None  # where the estimate stops and the prior's tail takes over
         for index in range(size):
             if at_risk <= 0:
+                break
+            if at_risk < MIN_AT_RISK:
+                edge = self.edges[index]
                 break
             events, lost = self.count[index], censored[index]
             if events:
@@ -134,7 +196,11 @@ class CensoredLengths:
                 mass[index] = alive * hazard
                 alive *= 1.0 - hazard
             at_risk -= events + lost
-        estimate = Survival(self.edges, [], max(frontier, max(produced, default=0.0)), self.cap)
+        if edge is None:
+            edge = max(frontier, max(produced, default=0.0))
+        # The prior gives way to the answers back: worth PRIOR_ANSWERS of them.
+        scale = prior * PRIOR_ANSWERS / (self.events + PRIOR_ANSWERS)
+        estimate = Survival(self.edges, [], edge, self.cap, scale)
         tail_mean, tail_variance = estimate.tail(0.0)
         weight = alive
         first = alive * tail_mean
@@ -168,10 +234,10 @@ class LengthModel:
     WINDOW = 4096
 
     def __init__(
-        self, prior_mean: float, lengths: list[int] | None = None, cap: int | None = None
+        self, cap: float, lengths: list[int] | None = None, prior: float | None = None
     ) -> None:
-        self.prior_mean = max(1.0, prior_mean)
-        self.cap = max(1, int(cap if cap is not None else prior_mean))
+        self.cap = max(1, int(cap))
+        self.prior_mean = max(1.0, prior if prior is not None else prior_mean(self.cap))
         self.finished = CensoredLengths(self.cap)
         self._window: list[int] = list(lengths or [])[-self.WINDOW :]
         for length in self._window:
@@ -259,14 +325,36 @@ class LengthModel:
             done = max(done, float(self._pace[index - 1][1]))
         return min(done, float(self.cap))
 
+    def produced_all(self, ages: list[float], known: list[int]) -> list[float]:
+        """`produced` of many requests at once (the latency line fitted once, not per request)."""
+        line = self.latency_line()
+        pace = self._pace
+        cap = float(self.cap)
+        top = self.cap + 1
+        result = []
+        for age_s, done in zip(ages, known, strict=True):
+            best = float(done)
+            if line is not None and age_s > line[0]:
+                best = max(best, (age_s - line[0]) / line[1])
+            if pace:
+                index = bisect.bisect_right(pace, (age_s, top))
+                if index:
+                    best = max(best, float(pace[index - 1][1]))
+            result.append(min(best, cap))
+        return result
+
     def spread(self, variance: float) -> float:
-        """`variance` (of a length, from the estimate) widened toward the prior's when few
+        """`variance` (of a length, from the estimate) widened toward a prior's when few
         answers are back: from one or two short answers the estimate has a spread of about
-        nothing, which would let a whole wave go out on their word. The prior (uniform up to
-        `cap`) counts as PRIOR_ANSWERS answers."""
-        prior = self.cap * self.cap / 12
+        nothing, which would let a whole wave go out on their word. The prior (an
+        exponential of `prior_mean`) counts as PRIOR_ANSWERS answers. Its spread weighs
+        long on short answers (a mean of 600 against a prior of 8,192): the rate pays for
+        that (BENCHMARKS.md, the budget sweep), and the first answers back, the short ones,
+        cannot let a flood go out on their word (the spread of the mean seen instead was
+        measured: seven times the overshoot)."""
+        prior = self.prior_mean * self.prior_mean
         return (self._count * variance + PRIOR_ANSWERS * prior) / (self._count + PRIOR_ANSWERS)
 
     def survival(self, produced: list[float]) -> Survival:
         """The length law over the finished answers and those in flight (at `produced`)."""
-        return self.finished.survival(produced, float(self.max_seen))
+        return self.finished.survival(produced, float(self.max_seen), self.prior_mean)

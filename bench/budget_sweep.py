@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import shutil
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from bench import budget_precision
@@ -28,13 +30,15 @@ from gen_tui.backends.clients.scripted import ScriptedClient
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.protocol import Generation
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.settings import MAX_NEW_TOKENS_CAP
 from gen_tui.backends.sim.config import LengthProfile
 from gen_tui.backends.snapshot import BudgetEvent
 
 PROFILES = {"B1-like": 600.0, "B2-like": 3793.0}
 """The demo's B1 and B2 means; the simulator's lognormal with its default cv (0.95)."""
 TOK_S = 2000.0
-CAP = 16384
+CAP = MAX_NEW_TOKENS_CAP
+LONE_BUDGET = 10_000_000
 MODES = (BudgetMode.DRAIN, BudgetMode.PREDICTIVE, BudgetMode.STRICT)
 
 
@@ -84,7 +88,7 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, list[float]
 async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
     """(final tokens, seconds from the first dispatch to the budget) of one virtual run."""
     name = cell.profile.split("-")[0]
-    output = CACHE / "out-sweep" / mode.value
+    output = CACHE / "out-sweep" / f"{mode.value}-{os.getpid()}"
     shutil.rmtree(output, ignore_errors=True)
     client, first = scripted_server(cell.mean, seed)
     crossed: list[float] = []
@@ -115,21 +119,32 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def _job(job: tuple[Cell, BudgetMode, int]) -> tuple[int, float]:
+    cell, mode, seed = job
+    return run_virtual(one(cell, mode, seed))
+
+
 def sweep(cells: list[Cell], seeds: int) -> dict[tuple[str, int, float, BudgetMode], dict]:
+    """Every (cell, mode, seed) run, in one process per core: the runs are independent, each
+    on its own virtual clock and output folder, so the figures do not depend on the split."""
+    for cell in cells:  # written once here, not raced by the workers
+        prompts(cell.profile.split("-")[0], cell.prompt_count())
+    jobs = [(cell, mode, seed) for cell in cells for mode in MODES for seed in range(seeds)]
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+        outcomes = list(pool.map(_job, jobs, chunksize=1))
+    runs: dict[tuple[str, int, float, BudgetMode], list[tuple[int, float]]] = {}
+    for (cell, mode, _), outcome in zip(jobs, outcomes, strict=True):
+        runs.setdefault((cell.profile, cell.concurrency, cell.ratio, mode), []).append(outcome)
     results = {}
-    for cell in cells:
-        for mode in MODES:
-            overs, rates = [], []
-            for seed in range(seeds):
-                tokens, seconds = run_virtual(one(cell, mode, seed))
-                overs.append(tokens - cell.budget)
-                rates.append(cell.budget / seconds)
-            results[cell.profile, cell.concurrency, cell.ratio, mode] = {
-                "p95": p95(overs),
-                "worst": max(overs),
-                "least": min(overs),
-                "rate": statistics.fmean(rates),
-            }
+    for (profile, concurrency, ratio, mode), outcomes in runs.items():
+        budget = Cell(profile, concurrency, ratio).budget
+        overs = [tokens - budget for tokens, _ in outcomes]
+        results[profile, concurrency, ratio, mode] = {
+            "p95": p95(overs),
+            "worst": max(overs),
+            "least": min(overs),
+            "rate": statistics.fmean(budget / seconds for _, seconds in outcomes),
+        }
     return results
 
 
@@ -165,6 +180,8 @@ def run(smoke: bool, write: bool) -> bool:
         for concurrency in concurrencies
         for ratio in ratios
     ]
+    if not smoke:  # the lone-dataset rate of issue 18: B2-like, 150 in flight, 10M
+        cells.append(Cell("B2-like", 150, LONE_BUDGET / (150 * PROFILES["B2-like"])))
     results = sweep(cells, seeds)
     table = Table(
         "budget_sweep",

@@ -66,9 +66,9 @@ class Engine:
         self.config = config
         self.client = client if client is not None else client_for(config)
         self._on_snapshot = on_snapshot
-        prior = float(config.max_new_tokens)
+        cap = float(config.max_new_tokens)
         self._datasets = [
-            DatasetRun(spec, config.output_dir / spec.name, prior) for spec in config.datasets
+            DatasetRun(spec, config.output_dir / spec.name, cap) for spec in config.datasets
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop)

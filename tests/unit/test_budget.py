@@ -106,7 +106,7 @@ def test_a_short_or_capped_dataset_hands_its_share_on() -> None:
 
 
 def test_a_grown_share_wakes_a_finished_dataset_only_with_room_for_an_answer() -> None:
-    model = LengthModel(prior_mean=500)
+    model = LengthModel(1000, prior=500)
     assert room_for_one(BudgetMode.DRAIN, Budget(10_500), 10_000, 20, model, 4096)
     assert not room_for_one(BudgetMode.DRAIN, Budget(10_499), 10_000, 20, model, 4096)
     # Predictive: room enough that the answer likely ends within a mean answer (167) past
