@@ -200,8 +200,7 @@ def lone_room(remaining: int, model: LengthModel) -> bool:
     """
     if model.observed < MIN_AT_RISK:
         return remaining >= model.mean * (1 + TAPER_Z)
-    longest = model.survival([]).quantile(LONE_QUANTILE)
-    return remaining + model.mean >= longest
+    return remaining + model.mean >= model.finished_quantile(LONE_QUANTILE)
 
 
 def room_for_one(

@@ -291,6 +291,13 @@ class LengthModel:
         """The mean of the finished lengths: unbiased only when none are in flight."""
         return self._sum / len(self._window) if self._window else self.prior_mean
 
+    def finished_quantile(self, share: float) -> float:
+        """A length `share` of the finished answers in the window stay under (or equal)."""
+        if not self._window:
+            return self.prior_mean
+        ordered = sorted(self._window)
+        return float(ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)])
+
     def latency_line(self) -> tuple[float, float] | None:
         """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
 

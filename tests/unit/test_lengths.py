@@ -2,6 +2,8 @@
 censored at what they have produced, and a prior fills what neither tells."""
 
 import itertools
+import math
+import random
 
 import pytest
 
@@ -23,10 +25,29 @@ def test_with_nothing_in_flight_the_estimate_is_the_finished_mean() -> None:
     assert variance == pytest.approx(450**2)
 
 
-def test_no_history_means_the_prior_half_the_cap() -> None:
+def test_no_history_means_the_prior_a_quarter_of_the_cap() -> None:
+    """An exponential of a quarter of the cap, cut at the cap: long-tailed, mean under 4,096."""
     mean, variance, _ = LengthModel(16384).survival([]).outlook(0.0)
-    assert mean == pytest.approx(8192)
-    assert variance == pytest.approx(16384**2 / 12)
+    assert 3500 < mean < 4096
+    assert 3000**2 < variance < 4096**2
+
+
+def test_a_censored_estimate_converges_to_the_true_mean() -> None:
+    """Lognormal lengths (mean 1,000, cv 0.95): 2,000 answers back and 150 still running,
+    each as far as it has got. The mean of what the running ones will end at is their own
+    conditional mean, which the estimate must find within 10%."""
+    rng = random.Random(7)
+    sigma2 = math.log1p(0.95**2)
+    draw = [rng.lognormvariate(math.log(1000) - sigma2 / 2, sigma2**0.5) for _ in range(2150)]
+    model = LengthModel(32768, [round(x) for x in draw[:2000]])
+    running = draw[2000:]
+    produced = [x * rng.random() for x in running]
+    law = model.survival(produced)
+    assert law.outlook(0.0)[0] == pytest.approx(1000, rel=0.1)
+    # The running ones: never short, and long by a bounded margin (a bin's width, and the
+    # prior's tail past the last 10 at risk: the safe side, BENCHMARKS.md says what it costs).
+    estimate = sum(law.outlook(p)[0] for p in produced)
+    assert sum(running) <= estimate <= 1.7 * sum(running)
 
 
 def test_answers_still_running_raise_the_estimate_above_the_short_ones_back() -> None:
@@ -61,11 +82,11 @@ def test_produced_is_read_from_age_or_a_streamed_count() -> None:
 def test_the_estimate_is_less_sure_after_fewer_answers() -> None:
     few = LengthModel(4096, [100, 1000] * 5).survival([]).outlook(0.0)[2]
     many = LengthModel(4096, [100, 1000] * 500).survival([]).outlook(0.0)[2]
-    assert many < few / 50
+    assert many < few / 10
 
 
 def test_the_first_wave_is_sized_by_the_prior_not_the_concurrency() -> None:
-    """No history, cap 16384 (prior mean 8192): a 200k budget lets far fewer than 150 go."""
+    """No history, cap 16384 (prior mean 4096): a 200k budget lets far fewer than 150 go."""
     model = LengthModel(16384)
     budget = Budget(200_000)
     count = 0
@@ -73,7 +94,7 @@ def test_the_first_wave_is_sized_by_the_prior_not_the_concurrency() -> None:
         BudgetMode.PREDICTIVE, budget, 0, 0, [InFlight(0.0, 16384)] * count, model, 16384, 0.0
     ):
         count += 1
-    assert 1 <= count <= 200_000 / 8192
+    assert 1 <= count <= 200_000 / 4096
 
 
 def test_a_window_forgets_old_lengths() -> None:
@@ -82,4 +103,4 @@ def test_a_window_forgets_old_lengths() -> None:
     model._window = []
     for length in [1000] * 4 + [10] * 4:
         model.observe(length, None)
-    assert model.survival([]).outlook(0.0)[0] == pytest.approx(10)
+    assert model.mean == pytest.approx(10)
