@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
         return _error(f"config file {path} does not exist")
     try:
         source = config_source(path)
-        entries = load_config(path).hosts
+        file = load_config(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
     config = source.config
@@ -130,8 +130,8 @@ def main(args: argparse.Namespace) -> int:
         grace_s=grace,
     )
     extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
-    hosts = [local, *sources_from_config(entries, options, grace), *extra]
-    app = GenTuiApp(source, autostart=False, hosts=hosts, stale_after_s=stale)
+    hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
+    app = GenTuiApp(source, autostart=False, hosts=hosts, stale_after_s=stale, alerts=file.alerts)
     app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
     return _finish(app, app.run())
 

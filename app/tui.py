@@ -48,6 +48,8 @@ from gen_tui.app.engine_run import (
 )
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
+from gen_tui.app.tui_alerts import TuiAlerts
+from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.untrusted import clean, one_line
@@ -91,11 +93,14 @@ class GenTuiApp(App[int]):
         refresh_hz: float = REFRESH_HZ,
         hosts: Sequence[HostSource] = (),
         sources: Sequence[PanelSource] = (),
+        alerts: AlertConfig | None = None,
     ) -> None:
         """`source`: the run this process can start; `hosts`: hosts to watch; `sources`:
         further panel sources, after those two in precedence; `names`: the panels to show
-        (the source's datasets by default; the hosts' are added as they are found)."""
+        (the source's datasets by default; the hosts' are added as they are found);
+        `alerts`: the config's `[alerts]` (the terminal rings whether or not)."""
         super().__init__()
+        self.alerts = TuiAlerts(self, alerts, self.record_event)
         self.autostart = autostart and source is not None
         self.stale = StaleWatch(stale_after_s)
         self.announcer = BudgetAnnouncer(self._budget_toast, self.record_event)
@@ -146,6 +151,7 @@ class GenTuiApp(App[int]):
             refresh_hz=self.refresh_hz,
             quitting=lambda: self.quitting,
             app_keys=self.BINDINGS,
+            on_refresh=self.alerts.observe,
         )
         return self.dashboard
 
@@ -204,6 +210,7 @@ class GenTuiApp(App[int]):
 
     def _budget_toast(self, text: str, title: str) -> None:
         self.notify(text, title=title, timeout=BUDGET_TOAST_S)
+        self.alerts.alert(AlertEvent.BUDGET, title, text)
 
     # engine runs: one worker thread each
 
@@ -352,6 +359,7 @@ class GenTuiApp(App[int]):
     def on_unmount(self) -> None:
         if self.dashboard is not None:
             self.dashboard.leaving = True
+        self.alerts.close()
         # asyncio's remove_signal_handler leaves the default action (die at once); put back
         # what was there before, so the launcher's handlers (the demo's folder) still run
         # for a signal that comes while the app's threads are being waited for.

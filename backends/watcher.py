@@ -75,6 +75,7 @@ ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
 LOCK_FILE = "run.lock"
 MANIFEST_FILE = "run_manifest.json"  # what the run was run with: prompts, template, sampling
+HISTORY_FILE = "history.jsonl"  # a point every few seconds of every run, compacted (history.py)
 LOG_DIR = ".gen-tui-logs"  # starts with '.', so it can never be taken for a dataset folder
 START_SEQ = "start.seq"
 START_LOCK = "start.lock"

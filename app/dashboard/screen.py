@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -52,6 +52,8 @@ class DashboardScreen(Screen[None]):
         refresh_hz: float,
         quitting: Callable[[], bool],
         app_keys: Sequence[Binding] = (),
+        on_refresh: Callable[[Mapping[str, PanelView], tuple[tuple[str, str], ...]], None]
+        | None = None,
     ) -> None:
         super().__init__()
         self.hosted = hosted
@@ -64,6 +66,8 @@ class DashboardScreen(Screen[None]):
         self.refresh_hz = refresh_hz
         self.quitting = quitting
         self.app_keys = tuple(app_keys)
+        self.on_refresh = on_refresh
+        """Told each refresh's panel views and host states (the app's alerts watch them)."""
         self.leaving = False
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
@@ -176,6 +180,8 @@ class DashboardScreen(Screen[None]):
                 hosts=hosts,
             )
             self._show_hosts(parts, hosts)
+        if self.on_refresh is not None:
+            self.on_refresh(views, hosts)
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);

@@ -38,6 +38,14 @@ class ModelLimits:
     `top_provider.max_completion_tokens`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One server behind a router, as the router lists it."""
+
+    url: str
+    healthy: bool
+
+
 class InferenceClient(ABC):
     """Sends requests to servers by URL; one instance serves a whole run.
 
@@ -72,6 +80,11 @@ class InferenceClient(ABC):
     async def model_limits(self, url: str) -> ModelLimits:
         """The context length `url` serves, when it says (asked once, at start)."""
         return ModelLimits()
+
+    async def workers(self, url: str) -> tuple[Worker, ...] | None:
+        """The servers behind `url` when it is a router that spreads requests over them
+        (None: `url` serves requests itself, or the client cannot tell)."""
+        return None
 
     async def abort(self, url: str, rid: str) -> None:  # noqa: B027 (optional: a no-op)
         """Ask `url` to stop request `rid`; best effort. Only called when `can_abort`."""

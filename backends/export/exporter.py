@@ -22,7 +22,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
-from gen_tui.backends.export.lines import record_lines
 from gen_tui.backends.export.manifest import (
     ManifestError,
     RunSetup,
@@ -31,7 +30,7 @@ from gen_tui.backends.export.manifest import (
     template_sha256,
 )
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, sample_key
+from gen_tui.backends.records import RAW_FILE, record_lines, sample_key
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
 from gen_tui.backends.watcher import MANIFEST_FILE, record_counts
 
