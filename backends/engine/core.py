@@ -195,7 +195,8 @@ class Engine:
                     "info",
                     f"{ds.name}: resuming with {ds.samples} records, {ds.tokens} tokens on disk",
                 )
-            if ds.reached:
+            # Not only at it: predictive may have ended short, with no room for one more.
+            if ds.reached or (ds.samples and not self._scheduler.may_send(ds, [])):
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(
