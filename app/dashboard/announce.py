@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gen_tui.app.board import crossing_text
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot
+from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
 
 Toast = Callable[[str, str], None]
 """(text, title): a budget toast."""
@@ -26,6 +26,7 @@ class BudgetAnnouncer:
         self._record = record
         self._crossed: dict[str, int | None] = {}
         self._seen: dict[str, int] = {}
+        self._done: set[str] = set()
 
     def crossed(self, name: str, budget: int | None, tokens: int, where: str = "") -> None:
         """`name` is at or past its budget; `where`: the host it was seen on, if not here."""
@@ -56,6 +57,18 @@ class BudgetAnnouncer:
         if budget is None:
             return
         before = self._seen.get(name)
+        was_done = name in self._done
         self._seen[name] = snap.tokens
+        done = snap.state is DatasetState.DONE
+        if done:
+            self._done.add(name)
+        else:
+            self._done.discard(name)
         if before is not None and before < budget <= snap.tokens:
             self.crossed(name, budget, snap.tokens, where)
+        elif done and not was_done and before is not None and snap.tokens < budget:
+            # Predictive mode may stop short, when the next answer would most likely pass
+            # the budget by more than one answer: no crossing to see, but it is done.
+            text = f"budget reached: {snap.tokens:,} of {budget:,} tokens (no room for one more)"
+            self._record("budget", f"{name} on {where}: {text}")
+            self._toast(text, name)
