@@ -22,6 +22,7 @@ __all__ = [
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "FIRST_TOKEN_ID",
+    "METRICS_NAMES",
     "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
     "SERVER_DEFAULT_MAX_NEW_TOKENS",
@@ -66,6 +67,11 @@ OPENAI_STREAM_ENDS = ("done", "none", "usage_with_choices", "usage_no_choices")
 #   reasoning_details  OpenRouter's typed parts alone (and an encrypted part, unreadable);
 #   openrouter         both, the same text twice, as OpenRouter really answers.
 OPENAI_REASONING = ("none", "reasoning_content", "reasoning", "reasoning_details", "openrouter")
+# Which Prometheus names `GET /metrics` speaks (see sim/metrics.py):
+#   sglang  SGLang started with --enable-metrics: `sglang:*`, labelled per rank;
+#   vllm    vLLM's `vllm:*` (no throughput gauge: a client takes the counter's rate);
+#   off     SGLang without --enable-metrics: /metrics answers 404.
+METRICS_NAMES = ("sglang", "vllm", "off")
 
 
 @dataclass
@@ -154,6 +160,7 @@ class SimConfig:
     openai_stream_end: str = "done"  # one of OPENAI_STREAM_ENDS
     openai_keepalive: bool = False  # open each stream with `: OPENROUTER PROCESSING` (a comment)
     openai_reasoning: str = "none"  # one of OPENAI_REASONING: a thinking profile
+    metrics: str = "sglang"  # one of METRICS_NAMES: what GET /metrics speaks
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field: a config is checked before it is live."""
@@ -192,6 +199,10 @@ class SimConfig:
                 f"openai_reasoning must be one of {', '.join(OPENAI_REASONING)}, "
                 f"got {self.openai_reasoning!r}"
             )
+        if self.metrics not in METRICS_NAMES:
+            raise ValueError(
+                f"metrics must be one of {', '.join(METRICS_NAMES)}, got {self.metrics!r}"
+            )
         if not isinstance(self.profiles, dict):
             raise ValueError("profiles must map dataset names to LengthProfile")
         for name, profile in self.profiles.items():
@@ -227,6 +238,10 @@ class SimStats:
     in_flight: int = 0
     queued: int = 0
     max_in_flight: int = 0
+    generated_tokens: int = 0
+    """Tokens decoded by requests that left their slot, finished or not (what a GPU did);
+    /metrics adds the running ones' to it."""
+    retracted: int = 0
     total_completion_tokens: int = 0
     total_cost: float = 0.0
     unauthorized: int = 0
@@ -278,6 +293,7 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             "api_key",
             "openai_stream_end",
             "openai_reasoning",
+            "metrics",
         ):
             setattr(candidate, key, value)
         elif key == "cost_per_million":

@@ -111,9 +111,10 @@ class Slots:
 
     def release(self, job: Job) -> None:
         if job.state == "running":
+            now = asyncio.get_running_loop().time()
+            self._sim.stats.generated_tokens += job.produced(now)
             self._sim.stats.in_flight -= 1
             job.state = "done"
-            now = asyncio.get_running_loop().time()
             self.wake(now if job.free_at is None else min(now, job.free_at))
         elif job.state == "queued":
             self._leave_queue(job, "done")
