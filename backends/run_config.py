@@ -269,6 +269,9 @@ class EngineConfig:
     )
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
+    metrics_interval_s: float = 2.0
+    """Seconds between reads of each server's /metrics: fresh enough to watch a queue form,
+    and a cost no server notices (SGLang renders it in about a millisecond)."""
     seed: int | None = None
     sim_dataset_header: bool = False
     """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo

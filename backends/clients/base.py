@@ -73,5 +73,10 @@ class InferenceClient(ABC):
         """The context length `url` serves, when it says (asked once, at start)."""
         return ModelLimits()
 
+    async def metrics(self, url: str) -> str | None:
+        """The server's Prometheus text (`GET /metrics`); None when it serves none or this
+        client cannot ask. Raises MetricsError (telemetry/metrics.py) when the read fails."""
+        return None
+
     async def abort(self, url: str, rid: str) -> None:  # noqa: B027 (optional: a no-op)
         """Ask `url` to stop request `rid`; best effort. Only called when `can_abort`."""

@@ -34,6 +34,7 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.snapshots import dataset_snapshot
+from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.export.manifest import template_sha256
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.run_config import EngineConfig, EngineError
@@ -81,6 +82,9 @@ class Engine:
         self._scheduler = Scheduler(run, self._allocator)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self._telemetry = ServerTelemetry(
+            run, self.client, [server.url for server in self._runner.servers]
+        )
         self._started = time.monotonic()
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,6 +152,7 @@ class Engine:
             servers=self._runner.statuses(),
             concurrency_limit=int(self._pool.limit),
             max_total_tokens=self.config.max_total_tokens,
+            server_metrics=dict(self._telemetry.latest),
         )
 
     async def _ticker(self) -> None:
@@ -298,9 +303,11 @@ class Engine:
         """Run to completion (or until stopped); returns the final snapshot."""
         self._loop = asyncio.get_running_loop()
         ticker: asyncio.Task[None] | None = None
+        telemetry: asyncio.Task[None] | None = None
         try:
             async with self.client:
                 await self._runner.check_servers()
+                telemetry = asyncio.create_task(self._telemetry.run())
                 await self._learn_caps()
                 await self._feeder.load_tokenizer()
                 await self._open_all()
@@ -323,8 +330,9 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            if ticker is not None:
-                ticker.cancel()
+            for task in (ticker, telemetry):
+                if task is not None:
+                    task.cancel()
             await self._feeder.stop()
             final = self.snapshot()
             self._close(final)
