@@ -40,7 +40,7 @@ from gen_tui.backends.hosts import (
     Watch,
     WatchStatus,
 )
-from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
+from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile, ServerReport
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.ssh import HostKeyError, SSHError
 
@@ -342,6 +342,21 @@ class HostMonitor:
             cost=progress.cost if by_writer or writer is None else None,
             **_truncation(progress if by_writer or writer is None else ProgressFile()),
         )
+
+    def servers(self) -> dict[str, ServerReport]:
+        """The load of the servers this host's live runs use, as their writers last said in
+        progress.json (a server shared by several datasets is said once)."""
+        found: dict[str, ServerReport] = {}
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or not progress.servers or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            for url, report in progress.servers.items():
+                found.setdefault(url, report)
+        return found
 
     # what the UI does
 

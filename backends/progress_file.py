@@ -43,7 +43,9 @@ class ServerReport:
     state: str
     """"ok" or why not (the writer's words: untrusted, shown through untrusted.one_line)."""
     metrics: ServerMetrics | None = None
-    """None: the server serves no /metrics, or the file predates them (version 1)."""
+    """None: the server serves no /metrics (or, when not `told`, nobody asked it)."""
+    told: bool = True
+    """Whether the writer says the load at all: a version 1 file does not."""
 
 
 def _servers(value: Any) -> dict[str, ServerReport] | None:
@@ -56,7 +58,7 @@ def _servers(value: Any) -> dict[str, ServerReport] | None:
         if not isinstance(url, str):
             continue
         if isinstance(entry, str):
-            servers[url] = ServerReport(entry)
+            servers[url] = ServerReport(entry, told=False)
         elif isinstance(entry, Mapping):
             state = entry.get("state")
             servers[url] = ServerReport(

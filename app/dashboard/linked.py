@@ -22,6 +22,7 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
+from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
 
@@ -81,6 +82,16 @@ class HostLinks(PanelSource):
             for link in self.links
             if link.source.remote or link.state != "connected"
         )
+
+    def servers(self) -> dict[str, ServerReport]:
+        """The load of the servers the watched runs use, over every host."""
+        found: dict[str, ServerReport] = {}
+        for link in self.links:
+            monitor = link.monitor
+            if monitor is not None:
+                for url, report in monitor.servers().items():
+                    found.setdefault(url, report)
+        return found
 
     # PanelSource
 

@@ -20,6 +20,7 @@ from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.header import RunHeader
 from gen_tui.widgets.key_line import KeyLine
+from gen_tui.widgets.server_strip import ServerStrip
 
 
 def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]:
@@ -29,6 +30,9 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
     subtree, which for eight panels costs a visible fraction of a second.
     """
     yield RunHeader(id="header")
+    strip = ServerStrip(id="servers")
+    strip.display = False
+    yield strip
     label = Label(clean(notice), id="notice", markup=False)
     label.display = bool(notice)
     yield label
@@ -57,6 +61,7 @@ class Parts:
     """The widgets `build` made, found once the screen is mounted."""
 
     header: RunHeader
+    servers: ServerStrip
     notice: Label
     board: VerticalScroll
     panels: Grid
@@ -69,6 +74,7 @@ class Parts:
     def find(cls, screen: DOMNode) -> Parts:
         return cls(
             screen.query_one("#header", RunHeader),
+            screen.query_one("#servers", ServerStrip),
             screen.query_one("#notice", Label),
             screen.query_one("#board", VerticalScroll),
             screen.query_one("#panels", Grid),

@@ -26,11 +26,12 @@ from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, help_rows
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
-from gen_tui.app.dashboard.summary import empty_text, header_view
+from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
+from gen_tui.widgets.server_strip import TALL_SCREEN
 
 _RETRY_IN = re.compile(r" \(retry in [^)]*\)$")
 
@@ -174,6 +175,10 @@ class DashboardScreen(Screen[None]):
                 idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
                 filter_text=parts.filter.value,
                 hosts=hosts,
+            )
+            parts.servers.show(
+                server_view(activity, self.linked.servers()),
+                tall=self.app.size.height >= TALL_SCREEN,
             )
             self._show_hosts(parts, hosts)
 

@@ -59,7 +59,7 @@ def test_version_2_writes_each_servers_state_and_load(tmp_path: Path) -> None:
 def test_a_version_1_file_still_reads() -> None:
     read = ProgressFile.parse({"version": 1, "pid": 3, "servers": {"http://a": "ok"}})
     assert read is not None and read.pid == 3
-    assert read.servers == {"http://a": ServerReport("ok")}
+    assert read.servers == {"http://a": ServerReport("ok", told=False)}
 
 
 def test_odd_server_entries_cost_themselves_alone() -> None:
