@@ -25,6 +25,7 @@ from gen_tui.app.hosts import (
 from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.gpu_strip import GpuLine
 
 
 class HostLinks(PanelSource):
@@ -92,6 +93,18 @@ class HostLinks(PanelSource):
                 for url, report in monitor.servers().items():
                     found.setdefault(url, report)
         return found
+
+    def gpus(self) -> tuple[GpuLine, ...]:
+        """Every watched host's GPUs, with their recent utilisation."""
+        lines = []
+        for link in self.links:
+            monitor = link.monitor
+            if monitor is None:
+                continue
+            board = monitor.telemetry.board
+            for gpu in board.gpus:
+                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0]))
+        return tuple(lines)
 
     # PanelSource
 

@@ -176,10 +176,9 @@ class DashboardScreen(Screen[None]):
                 filter_text=parts.filter.value,
                 hosts=hosts,
             )
-            parts.servers.show(
-                server_view(activity, self.linked.servers()),
-                tall=self.app.size.height >= TALL_SCREEN,
-            )
+            tall = self.app.size.height >= TALL_SCREEN
+            parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
+            parts.gpus.show(self.linked.gpus(), tall=tall)
             self._show_hosts(parts, hosts)
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
