@@ -22,6 +22,7 @@ NAMES = [
     "tui_cost",
     "memory",
     "export_speed",
+    "concurrency_auto",
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from gen_tui.backends.clients.base import InferenceClient
 from gen_tui.backends.engine.context import RunContext, RunPart
@@ -26,10 +27,19 @@ from gen_tui.backends.untrusted import one_line
 class ServerTelemetry(RunPart):
     """Polls each server's /metrics through the client; `latest` holds what was read."""
 
-    def __init__(self, run: RunContext, client: InferenceClient, urls: list[str]) -> None:
+    def __init__(
+        self,
+        run: RunContext,
+        client: InferenceClient,
+        urls: list[str],
+        on_read: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(run)
         self.client = client
         self.urls = urls
+        self.on_read = on_read
+        """Called after each round of reads (the concurrency tuner's cue)."""
+        self.interval_s = run.config.metrics_interval_s
         self.latest: dict[str, ServerMetrics | None] = {}
         """Each server's last load (None: it serves no /metrics); absent until first read."""
         self._readers = {url: MetricsReader() for url in urls}
@@ -40,13 +50,15 @@ class ServerTelemetry(RunPart):
         await asyncio.gather(*(self._read(url) for url in self.urls))
 
     async def run(self) -> None:
-        """Poll until cancelled, every `metrics_interval_s`."""
+        """Poll until cancelled, every `interval_s`."""
         while True:
             try:
                 await self.poll()
+                if self.on_read is not None:
+                    self.on_read()
             except Exception as exc:  # the load is a view: its failure must not end the run
                 self._say("", "warning", f"reading the servers' /metrics failed: {exc!r}")
-            await asyncio.sleep(self.config.metrics_interval_s)
+            await asyncio.sleep(self.interval_s)
 
     async def _read(self, url: str) -> None:
         try:

@@ -181,6 +181,11 @@ def _build_parser() -> _Parser:
         "this shape (default: none)",
     )
     add(
+        "--kv-tokens",
+        type=_whole(1),
+        help="the KV cache in tokens: past it, requests are retracted and recomputed",
+    )
+    add(
         "--metrics",
         choices=METRICS_NAMES,
         default="sglang",
@@ -229,6 +234,7 @@ def _config_from_args(args: argparse.Namespace) -> SimConfig:
         openai_keepalive=args.openai_keepalive,
         openai_reasoning=args.reasoning,
         metrics=args.metrics,
+        kv_tokens=args.kv_tokens,
     )
     config.validate()
     return config

@@ -161,12 +161,18 @@ class SimConfig:
     openai_keepalive: bool = False  # open each stream with `: OPENROUTER PROCESSING` (a comment)
     openai_reasoning: str = "none"  # one of OPENAI_REASONING: a thinking profile
     metrics: str = "sglang"  # one of METRICS_NAMES: what GET /metrics speaks
+    kv_tokens: int | None = None
+    """The KV cache, in tokens (None: slots x context, never full). When the requests in the
+    batch would need more than this by their ends, an admission retracts one: that work is
+    recomputed, so each request admitted over the limit decodes slower (see slots.py)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field: a config is checked before it is live."""
         _check_int(self.slots, "slots", 1)
         _check_int(self.context_length, "context_length", 2)
         _check_int(self.frame_tokens, "frame_tokens", 1)
+        if self.kv_tokens is not None:
+            _check_int(self.kv_tokens, "kv_tokens", 1)
         _check_int(self.seed, "seed", None)
         if self.vocab_size is not None:
             _check_int(self.vocab_size, "vocab_size", FIRST_TOKEN_ID + 1)
@@ -281,8 +287,8 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             setattr(candidate, key, _patch_number(value, key))
         elif key in ("slots", "context_length", "frame_tokens", "seed"):
             setattr(candidate, key, _patch_int(value, key))
-        elif key == "vocab_size":
-            candidate.vocab_size = None if value is None else _patch_int(value, key)
+        elif key in ("vocab_size", "kv_tokens"):
+            setattr(candidate, key, None if value is None else _patch_int(value, key))
         elif key in ("stream_output", "strict_model", "openai_keepalive"):
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")

@@ -31,7 +31,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def kv_capacity(config: SimConfig) -> int:
     """The tokens the simulated KV cache holds (SGLang's `max_total_num_tokens`)."""
-    return config.slots * config.context_length
+    return config.kv_tokens or config.slots * config.context_length
 
 
 class SimLoad:
@@ -84,7 +84,7 @@ class _SglangNames(Collector):
             ("max_total_num_tokens", "Maximum total number of tokens.", now.capacity),
             ("gen_throughput", "The generation throughput (token/s).", now.gen_tok_s),
             ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
-            ("num_retracted_reqs", "The number of retracted requests.", 0),
+            ("num_retracted_reqs", "The number of retracted requests.", 0),  # (per step)
         )
         for name, documentation, value in gauges:
             family = GaugeMetricFamily(f"sglang:{name}", documentation, labels=names)
