@@ -36,7 +36,7 @@ START = 16
 """Where auto starts: low, so a server is never flooded before its metrics are read."""
 MIN_TARGET = 2
 KV_FULL = 0.95
-BACK_OFF = 0.75
+BACK_OFF = 0.85
 GROW = 0.15
 PROBE = 0.02
 NEAR = 0.9
@@ -61,6 +61,7 @@ class ConcurrencyTuner:
         self._climb: tuple[float, float, float] | None = None  # (since, tokens, target)
         self._direction = 1.0
         self._last_rate: float | None = None
+        self._cuts = 0
         self._signalled = False
         """Whether the servers have pushed back yet: until then the target doubles at each
         look (TCP's slow start), so a run finds its level in seconds, not minutes."""
@@ -88,7 +89,8 @@ class ConcurrencyTuner:
     def _by_metrics(self, loads: list[ServerMetrics], now: float) -> None:
         retracted_now = [load.retracted for load in loads]
         retracted = sum(r for r in retracted_now if r is not None)
-        more = self._retracted is not None and retracted > self._retracted
+        first = self._retracted is None  # no baseline for the retraction count yet
+        more = not first and retracted > (self._retracted or 0)
         self._retracted = retracted
         kv = max((load.kv_usage for load in loads if load.kv_usage is not None), default=0.0)
         running = sum(load.running or 0 for load in loads)
@@ -98,11 +100,18 @@ class ConcurrencyTuner:
         if more or kv >= KV_FULL:
             self.ceiling = self.target
             self._ceiling_at = now
-            self.target = max(MIN_TARGET, self.target * BACK_OFF)
+            self._cuts += 1  # pushed back look after look: far over, cut deeper each time
+            self.target = max(MIN_TARGET, self.target * BACK_OFF**self._cuts)
             self.reason = "retractions" if more else f"KV cache {kv:.0%} full"
-        elif queued > max(4.0, QUEUE_ALLOWED * running):
+            self._signalled = True
+            return
+        self._cuts = 0
+        if queued > max(4.0, QUEUE_ALLOWED * running):
             self.target = max(MIN_TARGET, min(self.target, queued_concurrency(int(running))))
             self.reason = f"{queued:.0f} queued at the server"
+            self._signalled = True
+        elif first:
+            self.reason = "reading the servers"
         elif len(self.pool) >= 0.9 * int(self.target):
             if not self._signalled:
                 self.target = min(float(self.ceiling_max), self.target * 2)
@@ -110,10 +119,11 @@ class ConcurrencyTuner:
             else:
                 near = self.ceiling is not None and self.target >= NEAR * self.ceiling
                 step = PROBE if near else GROW
-                self.target = min(float(self.ceiling_max), self.target * (1 + step) + 1)
+                grown = self.target * (1 + step) + 1
+                if self.ceiling is not None and not near:
+                    grown = min(grown, NEAR * self.ceiling)  # fast to near it, then probe
+                self.target = min(float(self.ceiling_max), grown)
                 self.reason = "probing" if near else "growing"
-        if more or kv >= KV_FULL or queued > max(4.0, QUEUE_ALLOWED * running):
-            self._signalled = True
 
     def _by_rate(self, tokens: int, now: float) -> None:
         """Hill climb on the records' token rate, one step per CLIMB_WINDOW_S."""
