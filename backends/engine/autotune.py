@@ -6,7 +6,9 @@ the KV cache, and the server retracts requests and recomputes them (tokens a sec
 again, plus latency). SGLang's /metrics say which side a run is on, every second or two:
 
 - a retraction since the last look, or the KV cache past KV_FULL: too many. Back off to
-  BACK_OFF of the target and remember where it hurt (`ceiling`);
+  BACK_OFF of the target (a step back when probing near the last place it hurt, deeper
+  cuts while it keeps hurting) and remember where it hurt (`ceiling`); the next look,
+  which still sees requests admitted before the cut, is not counted;
 - requests queued at the server beyond a few: its own batch is full, more in flight only
   waits there; settle at what it runs plus a small queue (one that hides the round trip
   between an answer and the next request, see run_config.queued_concurrency);
@@ -37,6 +39,8 @@ START = 16
 MIN_TARGET = 2
 KV_FULL = 0.95
 BACK_OFF = 0.85
+PROBE_BACK_OFF = 0.95
+"""A retraction met while probing just past the last place it hurt: a step back, not a cut."""
 GROW = 0.15
 PROBE = 0.02
 NEAR = 0.9
@@ -62,6 +66,7 @@ class ConcurrencyTuner:
         self._direction = 1.0
         self._last_rate: float | None = None
         self._cuts = 0
+        self._hold = False
         self._signalled = False
         """Whether the servers have pushed back yet: until then the target doubles at each
         look (TCP's slow start), so a run finds its level in seconds, not minutes."""
@@ -97,13 +102,20 @@ class ConcurrencyTuner:
         queued = sum(load.queued or 0 for load in loads)
         if self.ceiling is not None and now - self._ceiling_at > FORGET_S:
             self.ceiling = None
+        if self._hold and kv < KV_FULL:
+            # The look after a cut still sees requests admitted before it: not new evidence.
+            self._hold = False
+            return
         if more or kv >= KV_FULL:
+            probing = self.ceiling is not None and self.target >= NEAR * self.ceiling
+            self._cuts += 1  # pushed back again after a cut took effect: far over, cut deeper
+            factor = PROBE_BACK_OFF if probing and self._cuts == 1 else BACK_OFF**self._cuts
             self.ceiling = self.target
             self._ceiling_at = now
-            self._cuts += 1  # pushed back look after look: far over, cut deeper each time
-            self.target = max(MIN_TARGET, self.target * BACK_OFF**self._cuts)
+            self.target = max(MIN_TARGET, self.target * factor)
             self.reason = "retractions" if more else f"KV cache {kv:.0%} full"
             self._signalled = True
+            self._hold = True
             return
         self._cuts = 0
         if queued > max(4.0, QUEUE_ALLOWED * running):

@@ -49,8 +49,8 @@ def test_from_below_it_finds_the_kv_limit_and_stays_under_it() -> None:
     targets = _run(tuner, ModelServer(slots=256, knee=60), 80)
     assert max(targets[:10]) > 60  # it found the limit within seconds (doubling)
     late = targets[40:]
-    assert sum(late) / len(late) >= 0.8 * 60, late
-    assert sum(t > 60 for t in late) <= len(late) // 4, late  # over it only to probe
+    assert sum(late) / len(late) >= 0.9 * 60, late
+    assert all(0.85 * 60 <= t <= 1.1 * 60 for t in late), late  # a step past it, then back
     assert tuner.ceiling is not None
 
 
