@@ -15,6 +15,9 @@ PANEL_WIDTH = 38
 """Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
 MAX_COLUMNS = 4
 COMPACT_ROWS = 5
+SHORT_ROWS = 4
+"""Panels shrink to this when compact ones would not all fit: every panel whole beats
+the last row cut to its title (9 datasets at 80x24)."""
 ROOMY_ROWS = 9
 TALL_ROWS = 13
 MIN_LOG_ROWS = 6
@@ -98,10 +101,16 @@ class Layout:
     roomy: bool
     tall: bool
     log: bool
+    short: bool = False
 
     @property
     def grid_classes(self) -> str:
-        return " ".join([f"-cols-{self.columns}"] + ["-roomy"] * self.roomy + ["-tall"] * self.tall)
+        return " ".join(
+            [f"-cols-{self.columns}"]
+            + ["-roomy"] * self.roomy
+            + ["-tall"] * self.tall
+            + ["-short"] * self.short
+        )
 
     @property
     def board_classes(self) -> str:
@@ -117,4 +126,5 @@ def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layou
     chrome = 2 + extra_rows  # header and footer
     roomy = rows * ROOMY_ROWS + chrome + MIN_LOG_ROWS <= height
     tall = rows * TALL_ROWS + chrome + 2 * MIN_LOG_ROWS <= height
-    return Layout(columns, roomy, tall, roomy)
+    short = rows * COMPACT_ROWS + chrome > height and rows * SHORT_ROWS + chrome <= height
+    return Layout(columns, roomy, tall, roomy, short)

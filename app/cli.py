@@ -17,7 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gen_tui.app.alert_cli import add_alert, alerts_of
 from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from gen_tui.app.report_cli import add_report
+from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.config import (
     SAMPLING_FLAGS,
     ConfigError,
@@ -107,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--demo", action="store_true", dest="tui_demo", help="the control panel on a built-in demo"
+    )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        dest="tui_readonly",
+        help="watch only: the keys that change a run (k, r, s, p) are off",
     )
     hosts = parser.add_argument_group("watching and controlling runs elsewhere")
     hosts.add_argument(
@@ -200,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_export(commands)
     _add_verify(commands)
+    add_report(commands)
+    add_alert(commands)
     return parser
 
 
@@ -262,24 +273,38 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     return merge_run(file, _flags(args))
 
 
-async def run_engine(config: EngineConfig, plain: bool = False) -> int:
-    """Run the engine with signal handling and the headless display; return the exit code."""
-    from gen_tui.app.headless import HeadlessDisplay
+async def run_engine(
+    config: EngineConfig, plain: bool = False, alerts: AlertConfig | None = None
+) -> int:
+    """Run the engine with signal handling, the headless display and the `[alerts]`;
+    return the exit code."""
+    from gen_tui.app.alert_cli import RunAlerts
+    from gen_tui.app.headless import HeadlessDisplay, summary_line
     from gen_tui.backends.engine import Engine
 
     display = HeadlessDisplay(status_every_s=10.0)
     if plain:
         display.live_mode = False
-    with display:
-        engine = Engine(config, on_snapshot=display.snapshot, on_event=display.event)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, engine.request_stop)
-        try:
-            final = await engine.run()
-        finally:
+    pings = RunAlerts(alerts or AlertConfig(), display.event)
+    try:
+        with display:
+            engine = Engine(
+                config, on_snapshot=display.snapshot, on_event=display.event, on_alert=pings
+            )
+            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
+                loop.add_signal_handler(sig, engine.request_stop)
+            try:
+                final = await engine.run()
+            except EngineError as exc:
+                pings(AlertEvent.ENDED, f"the run failed: {exc}")
+                raise
+            finally:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+        pings(AlertEvent.ENDED, summary_line(final))
+    finally:
+        await pings.close()
     if not display.live_mode:
         display.write_status(final)
     display.write_summary(final)
@@ -375,6 +400,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.app.export_cli import export_main, verify_main
 
         return (export_main if args.command == "export" else verify_main)(args)
+    if args.command == "report":
+        from gen_tui.app.report_cli import report_main
+
+        return report_main(args)
+    if args.command == "alert":
+        from gen_tui.app.alert_cli import alert_main
+
+        return alert_main(args)
     try:
         if args.demo:
             refusal = demo_refusal(args)
@@ -383,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_USAGE
         try:
             config = demo_config(args) if args.demo else engine_config(args)
+            alerts = alerts_of(args.config)
         except (ConfigError, EngineError, CountError) as exc:
             # Nothing ran: what the user asked for cannot be run as given (exit 2, as
             # argparse's own usage errors); failures once the run starts exit 1.
@@ -390,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         if args.demo:
             return asyncio.run(run_headless_demo(config, plain=args.plain))
-        return asyncio.run(run_engine(config, plain=args.plain))
+        return asyncio.run(run_engine(config, plain=args.plain, alerts=alerts))
     except (ConfigError, EngineError, CountError) as exc:
         print(f"gen-tui: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

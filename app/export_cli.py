@@ -8,25 +8,14 @@ complete: a refused or interrupted export never leaves a file a trainer could ta
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_ABORTED = 130
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _error(message: str) -> int:
-    print(f"gen-tui: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
+from gen_tui.app.cli_io import error as _error
+from gen_tui.app.cli_io import say as _say
+from gen_tui.app.cli_io import write_whole
+from gen_tui.app.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK
 
 
 def export_main(args: argparse.Namespace) -> int:
@@ -40,7 +29,7 @@ def export_main(args: argparse.Namespace) -> int:
             out.flush()
             return EXIT_OK
         target = Path(args.to) if args.to else args.output_dir / f"export.{args.format}.jsonl"
-        _export_to_file(
+        write_whole(
             target, lambda write: export_run(args.output_dir, args.datasets, options, write, _say)
         )
     except ExportError as exc:
@@ -51,20 +40,6 @@ def export_main(args: argparse.Namespace) -> int:
         return EXIT_ABORTED
     _say(f"wrote {target}")
     return EXIT_OK
-
-
-def _export_to_file(target: Path, run: Any) -> None:
-    """Run the export into a temporary file beside `target`, then rename it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-            run(handle.write)
-        os.replace(name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
 
 
 def verify_main(args: argparse.Namespace) -> int:

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.settings import DEFAULT_GRACE_S
@@ -32,8 +33,21 @@ if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
 SHUTDOWN_GRACE_S = 5.0
 """How long a process the app itself started gets to drain when the app exits."""
 
+T = TypeVar("T")
+
 Say = Callable[["HostLink", str, str], None]
 """(link, severity, text): something the user should read, called from the link's thread."""
+
+
+def leaving_answers(links: Sequence[HostLink]) -> int:
+    """Answers in flight in the datasets of `links`, as last seen (what quitting drains)."""
+    now, answers = time.monotonic(), 0
+    for link in links:
+        monitor = link.monitor
+        for name in link.datasets if monitor is not None else ():
+            snap = monitor.snapshot(name, now) if monitor is not None else None
+            answers += snap.inflight if snap is not None else 0
+    return answers
 
 
 # ---- what the UI asks of a link ----------------------------------------------------------
@@ -198,6 +212,21 @@ class HostLink:
             loop, queue = self._loop, self._queue
         with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
             loop.call_soon_threadsafe(queue.put_nowait, command)
+
+    def call(self, work: Callable[[Host], Awaitable[T]], timeout: float) -> T:
+        """Run `work(host)` on the link's loop and wait for its result: blocks, so only from
+        a thread worker (the sample viewer, the log tail). Raises ConnectionError when the
+        link is not up, TimeoutError, or what `work` raises."""
+        with self._lock:
+            loop, monitor = self._loop, self.monitor
+        if loop is None or monitor is None:
+            raise ConnectionError(f"{self.name}: {self.state}")
+        future = asyncio.run_coroutine_threadsafe(work(monitor.host), loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     # the worker thread
 

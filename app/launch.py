@@ -76,11 +76,12 @@ def main(args: argparse.Namespace) -> int:
     if demo and (path is not None or target is not None):
         print("gen-tui: error: --demo runs on its own: no --config or --host", file=sys.stderr)
         return EXIT_USAGE
+    readonly = bool(getattr(args, "tui_readonly", False))
     stale = float(getattr(args, "tui_stale_after", DEFAULT_STALE_AFTER_S))
     if stale <= 0:
         return _error(f"--stale-after must be more than 0 seconds, got {stale:g}")
     if demo:
-        return run_dashboard_demo(stale)
+        return run_dashboard_demo(stale, readonly=readonly)
     if (target is None) != (remote_dir is None):
         print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
         return EXIT_USAGE
@@ -100,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
                 grace_s=grace,
             )
             if path is None:
-                return _watch_only([source], stale)
+                return _watch_only([source], stale, readonly=readonly)
         except (ValueError, re.error) as exc:
             return _error(str(exc))
     if path is None:
@@ -117,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         return _error(f"config file {path} does not exist")
     try:
         source = config_source(path)
-        entries = load_config(path).hosts
+        file = load_config(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
     config = source.config
@@ -130,31 +131,48 @@ def main(args: argparse.Namespace) -> int:
         grace_s=grace,
     )
     extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
-    hosts = [local, *sources_from_config(entries, options, grace), *extra]
-    app = GenTuiApp(source, autostart=False, hosts=hosts, stale_after_s=stale)
+    hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
+    app = GenTuiApp(
+        source,
+        autostart=False,
+        hosts=hosts,
+        stale_after_s=stale,
+        alerts=file.alerts,
+        readonly=readonly,
+    )
     app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
     return _finish(app, app.run())
 
 
-def _watch_only(hosts: Sequence[HostSource], stale_after_s: float) -> int:
+def _watch_only(hosts: Sequence[HostSource], stale_after_s: float, *, readonly: bool) -> int:
     """`gen-tui --host ...`: no run of its own; watch, kill and resume what runs there."""
-    app = GenTuiApp(None, hosts=hosts, stale_after_s=stale_after_s)
+    app = GenTuiApp(None, hosts=hosts, stale_after_s=stale_after_s, readonly=readonly)
     return _finish(app, app.run())
 
 
 def demo_app(
-    root: Path, stale_after_s: float = DEFAULT_STALE_AFTER_S, *, autostart: bool = True
+    root: Path,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    *,
+    autostart: bool = True,
+    readonly: bool = False,
 ) -> GenTuiApp:
     """The demo's app working in `root` (tokenizer, prompts, output), not yet running."""
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
     source = DemoSource(root)
     return GenTuiApp(
-        source, autostart=autostart, hosts=[stale_source(source)], stale_after_s=stale_after_s
+        source,
+        autostart=autostart,
+        hosts=[stale_source(source)],
+        stale_after_s=stale_after_s,
+        readonly=readonly,
     )
 
 
-def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
+def run_dashboard_demo(
+    stale_after_s: float = DEFAULT_STALE_AFTER_S, *, readonly: bool = False
+) -> int:
     """`gen-tui --demo`: the app over a temporary folder that goes whatever ends it.
 
     The folder (a few hundred MB once the runs have written) goes on a normal quit, on an
@@ -171,7 +189,7 @@ def run_dashboard_demo(stale_after_s: float = DEFAULT_STALE_AFTER_S) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix=DEMO_PREFIX, ignore_cleanup_errors=True) as tmp:
             mark_owner(Path(tmp))
-            app = demo_app(Path(tmp), stale_after_s)
+            app = demo_app(Path(tmp), stale_after_s, readonly=readonly)
             app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
             with _leave_on_signals(app, caught):
                 result: int | None = None

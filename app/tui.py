@@ -47,7 +47,9 @@ from gen_tui.app.engine_run import (
     RunSource,
 )
 from gen_tui.app.heap import HeapSettler
-from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource
+from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource, leaving_answers
+from gen_tui.app.tui_alerts import TuiAlerts
+from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.untrusted import clean, one_line
@@ -56,6 +58,8 @@ TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 HEAP_TICK_S = 1.0  # how long the loaded modules must hold still before the heap is frozen
 BUDGET_TOAST_S = 6.0
+LEAVE_MARGIN_S = 10.0
+"""On its way out, the app waits for the runs it started up to their grace and this much."""
 
 
 class HostEvent(Message):
@@ -91,11 +95,17 @@ class GenTuiApp(App[int]):
         refresh_hz: float = REFRESH_HZ,
         hosts: Sequence[HostSource] = (),
         sources: Sequence[PanelSource] = (),
+        alerts: AlertConfig | None = None,
+        readonly: bool = False,
     ) -> None:
         """`source`: the run this process can start; `hosts`: hosts to watch; `sources`:
         further panel sources, after those two in precedence; `names`: the panels to show
-        (the source's datasets by default; the hosts' are added as they are found)."""
+        (the source's datasets by default; the hosts' are added as they are found);
+        `alerts`: the config's `[alerts]` (the terminal rings whether or not); `readonly`:
+        k, r, s and p off (watching someone else's box)."""
         super().__init__()
+        self.alerts = TuiAlerts(self, alerts, self.record_event)
+        self.readonly = readonly
         self.autostart = autostart and source is not None
         self.stale = StaleWatch(stale_after_s)
         self.announcer = BudgetAnnouncer(self._budget_toast, self.record_event)
@@ -114,6 +124,8 @@ class GenTuiApp(App[int]):
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
         self.dashboard: DashboardScreen | None = None
+        self._leaving_since: float | None = None
+        """When the app began waiting for the runs it started to stop, on its way out."""
         self._outer_handlers: dict[int, Any] = {}
         """The signal handlers in place before the app's own (put back at unmount)."""
 
@@ -146,6 +158,8 @@ class GenTuiApp(App[int]):
             refresh_hz=self.refresh_hz,
             quitting=lambda: self.quitting,
             app_keys=self.BINDINGS,
+            on_refresh=self.alerts.observe,
+            readonly=self.readonly,
         )
         return self.dashboard
 
@@ -203,7 +217,14 @@ class GenTuiApp(App[int]):
         )
 
     def _budget_toast(self, text: str, title: str) -> None:
-        self.notify(text, title=title, timeout=BUDGET_TOAST_S)
+        """A budget crossed or reached: said on the line under the header (the events log
+        keeps them all). A toast per dataset stacked over the panels whose badges said it."""
+        dashboard = self.dashboard
+        if dashboard is not None and dashboard.dashboard_up:
+            dashboard.set_notice(f"{title}: {text}")
+        else:
+            self.notify(text, title=title, timeout=BUDGET_TOAST_S)
+        self.alerts.alert(AlertEvent.BUDGET, title, text)
 
     # engine runs: one worker thread each
 
@@ -345,13 +366,46 @@ class GenTuiApp(App[int]):
         )
 
     def exit(self, *args: Any, **kwargs: Any) -> None:
+        if self._stop_started_first(args, kwargs):
+            return
         if self.dashboard is not None:
             self.dashboard.leaving = True
         super().exit(*args, **kwargs)
 
+    def _stop_started_first(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Runs this session started on a host (the demo's) drain before the app goes, with
+        the screen saying so: the seconds they take used to pass on a blank terminal.
+        True: exiting once they have ended (or once their kill's wait is over, whatever
+        they do; `q` again leaves at once)."""
+        links = [link for link in self.links if link.started and not link.done.is_set()]
+        if self._leaving_since is not None or not links or self.dashboard is None:
+            return False
+        self._leaving_since = time.monotonic()
+        self.quitting = True
+        answers = leaving_answers(links)
+        self.dashboard.set_notice(
+            f"quitting: stopping the runs this session started, draining {answers:,} "
+            f"answer{'s' * (answers != 1)}… (q again leaves now)"
+        )
+        self.stop_links()
+        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
+
+        limit = LEAVE_MARGIN_S + max(
+            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
+        )
+
+        def check() -> None:
+            waited = time.monotonic() - (self._leaving_since or 0.0)
+            if all(link.done.is_set() for link in links) or waited > limit:
+                self.exit(*args, **kwargs)
+
+        self.set_interval(0.2, check, name="leaving")
+        return True
+
     def on_unmount(self) -> None:
         if self.dashboard is not None:
             self.dashboard.leaving = True
+        self.alerts.close()
         # asyncio's remove_signal_handler leaves the default action (die at once); put back
         # what was there before, so the launcher's handlers (the demo's folder) still run
         # for a signal that comes while the app's threads are being waited for.

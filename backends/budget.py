@@ -250,15 +250,38 @@ def room_for_one(
 
 
 def eta_seconds(
-    budget: Budget, tokens: int, samples: int, tok_s: float, samples_s: float
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    tok_s: float,
+    samples_s: float,
+    prompts_left: int | None = None,
 ) -> float | None:
-    """Seconds to the nearest limit at the current rates, or None when unknowable."""
+    """Seconds to the nearest limit at the current rates, or None when unknowable.
+
+    A prompt file that runs out first is a limit too (`prompts_left` more answers)."""
     estimates = []
+    if prompts_left is not None and samples_s > 0:
+        estimates.append(prompts_left / samples_s)
     if budget.max_tokens is not None and tok_s > 0:
         estimates.append(max(0, budget.max_tokens - tokens) / tok_s)
     if budget.max_samples is not None and samples_s > 0:
         estimates.append(max(0, budget.max_samples - samples) / samples_s)
     return min(estimates) if estimates else None
+
+
+def runs_out_at(
+    tokens: int, max_tokens: int | None, prompts_left: int | None, mean: float | None
+) -> int | None:
+    """The token count at which the prompt file is likely to run out, when that comes
+    before the token budget (prompts left x mean length < tokens to go); None otherwise.
+
+    Why: a resumed budget past what the file can give used to end silently "exhausted".
+    """
+    if max_tokens is None or prompts_left is None or not mean or tokens >= max_tokens:
+        return None
+    reach = tokens + round(prompts_left * mean)
+    return reach if reach < max_tokens else None
 
 
 def overshoot(tokens: int, budget: int | None) -> float | None:

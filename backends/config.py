@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.alerts import AlertConfig, AlertConfigError
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
@@ -90,6 +91,7 @@ class FileConfig:
     sampling: dict[str, Any] = field(default_factory=dict)
     datasets: list[DatasetEntry] = field(default_factory=list)
     hosts: list[HostEntry] = field(default_factory=list)
+    alerts: AlertConfig = field(default_factory=AlertConfig)
 
 
 def _check_table(path: Path, where: str, table: Any, allowed: dict[str, Any]) -> dict[str, Any]:
@@ -145,11 +147,11 @@ def load_config(path: Path) -> FileConfig:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"run", "sampling", "datasets", "hosts"}
+    unknown = set(data) - {"run", "sampling", "datasets", "hosts", "alerts"}
     if unknown:
         names = ", ".join(sorted(unknown))
         raise ConfigError(
-            f"{path}: unknown table(s) {names} (known: run, sampling, datasets, hosts)"
+            f"{path}: unknown table(s) {names} (known: run, sampling, datasets, hosts, alerts)"
         )
     config = FileConfig(path=path)
     config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
@@ -209,6 +211,13 @@ def load_config(path: Path) -> FileConfig:
             )
         )
     config.hosts = _hosts(path, data.get("hosts", []))
+    alerts = data.get("alerts", {})
+    if not isinstance(alerts, dict):
+        raise ConfigError(f"{path}: [alerts] must be a table")
+    try:
+        config.alerts = AlertConfig.parse(alerts)
+    except AlertConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return config
 
 

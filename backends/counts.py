@@ -78,3 +78,25 @@ def format_count(value: float) -> str:
             shown = f"{value / scale:.2f}".rstrip("0").rstrip(".")
             return f"{sign}{shown}{suffix}"
     return f"{sign}{int(value)}"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def format_dollars(amount: float) -> str:
+    """`$0.042`, `$12.30`, `$1,234`: cents matter below a hundred dollars, not above."""
+    if amount < 1:
+        return f"${amount:.3f}"
+    if amount < 100:
+        return f"${amount:.2f}"
+    return f"${amount:,.0f}"

@@ -93,14 +93,19 @@ def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
     return found[0], found[1]
 
 
-def _truncation(progress: ProgressFile) -> dict[str, Any]:
-    """The writer's count of answers cut at max_new_tokens, as snapshot fields (the record
-    file is not read for it: the writer counts its own run's answers)."""
+def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
+    """What only the writer counts, as snapshot fields: answers cut at max_new_tokens, the
+    data-quality figures and the prompts left (the record file is not read for them: the
+    writer counts its own run's answers)."""
     fields: dict[str, Any] = {}
     if progress.truncated is not None and progress.truncated_of is not None:
         fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
     if progress.truncated_warn is not None:
         fields["truncated_warn"] = progress.truncated_warn
+    if progress.quality is not None:
+        fields["quality"] = progress.quality
+    if progress.prompts_left is not None:
+        fields["prompts_left"] = progress.prompts_left
     return fields
 
 
@@ -342,7 +347,14 @@ class HostMonitor:
             mean_tokens=tokens / samples if samples else None,
             tok_s=tok_s,
             samples_s=samples_s,
-            eta_s=eta_seconds(Budget(max_tokens, max_samples), tokens, samples, tok_s, samples_s)
+            eta_s=eta_seconds(
+                Budget(max_tokens, max_samples),
+                tokens,
+                samples,
+                tok_s,
+                samples_s,
+                progress.prompts_left if live else None,
+            )
             if writer is not None
             else None,
             resumed_tokens=0,
@@ -354,7 +366,7 @@ class HostMonitor:
             host=self.name,
             message=totals.problem or ((progress.message or "") if live else ""),
             cost=progress.cost if by_writer or writer is None else None,
-            **_truncation(progress if by_writer or writer is None else ProgressFile()),
+            **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
         )
 
     def servers(self) -> dict[str, ServerReport]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.quality import Quality
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
@@ -86,6 +87,9 @@ class ProgressFile:
     """The writer's answers cut at max_new_tokens, of `truncated_of` (both or neither)."""
     truncated_of: int | None = None
     truncated_warn: float | None = None
+    quality: Quality | None = None
+    """Finish reasons, length and latency histograms, top errors (bounded; see quality.py)."""
+    prompts_left: int | None = None
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -138,6 +142,13 @@ class ProgressFile:
             ignored.append("truncated")  # a share past 100% or below 0 is no share
             truncated = truncated_of = None
         warn = pick("truncated_warn", int, float)
+        prompts_left = pick("prompts_left", int)
+        if prompts_left is not None and prompts_left < 0:
+            ignored.append("prompts_left")
+            prompts_left = None
+        quality = Quality.parse(value.get("quality"))
+        if quality is None and value.get("quality") is not None:
+            ignored.append("quality")
         servers = _servers(value.get("servers"))
         if servers is None and value.get("servers") is not None:
             ignored.append("servers")
@@ -154,6 +165,8 @@ class ProgressFile:
             truncated=truncated,
             truncated_of=truncated_of if truncated is not None else None,
             truncated_warn=float(warn) if warn is not None and warn >= 0 else None,
+            quality=quality,
+            prompts_left=prompts_left,
             servers=servers,
             ignored=tuple(ignored),
         )

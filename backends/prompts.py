@@ -7,6 +7,7 @@ number, so it is stable across runs as long as the file is only appended to.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +185,22 @@ def iter_prompts(
             if skip is not None and key in skip:
                 continue
             yield prompt
+
+
+_BLANK = re.compile(rb"\n(?=\n)")
+"""A line break that ends a blank line (the next one starts at once)."""
+
+
+def count_lines(path: Path, chunk: int = 1 << 20) -> int:
+    """Non-empty lines of `path` (read in chunks, never held): the prompts it can give at
+    most, for the "runs out of prompts" forecast. Raises OSError."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while data := handle.read(chunk):
+            blank = sum(1 for _ in _BLANK.finditer(data)) + (last == data[:1] == b"\n")
+            lines += data.count(b"\n") - blank
+            last = data[-1:]
+    return lines + (last != b"\n")
 
 
 def discover_datasets(prompts_dir: Path) -> dict[str, Path]:

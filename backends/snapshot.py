@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gen_tui.backends.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
@@ -67,6 +68,12 @@ class DatasetSnapshot:
     """The answers that count covers: this run's (not those resumed from the file)."""
     truncated_warn: float = DEFAULT_TRUNCATED_WARN
     """The percent past which the writer warns about the share (its --warn-truncated)."""
+    quality: Quality | None = None
+    """Finish reasons, lengths, latency and errors of this run's answers (None: unknown,
+    e.g. a writer that is not gen-tui)."""
+    prompts_left: int | None = None
+    """Prompts of its file not yet answered (None: unknown): with the mean length, whether
+    the file runs out before the budget."""
 
     @property
     def fraction(self) -> float | None:
@@ -79,6 +86,7 @@ class DatasetSnapshot:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = str(self.state)
+        data["quality"] = self.quality.to_json() if self.quality is not None else None
         data["version"] = PROGRESS_VERSION
         return data
 

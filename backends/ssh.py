@@ -224,7 +224,9 @@ async def _run_bounded(
     """`conn.run(command, input=input)`, its output read in pieces and counted: past
     `max_output` the channel is closed (the remote's next write fails) and
     :class:`OutputTooLarge` raised."""
-    process = await conn.create_process(command, input=input)
+    # errors="replace": a remote file or process name need not be UTF-8, and a strict
+    # decoder would turn one bad byte in a log tail into a failed command.
+    process = await conn.create_process(command, input=input, errors="replace")
     parts: dict[str, list[str]] = {"stdout": [], "stderr": []}
     size = 0
 
@@ -420,7 +422,7 @@ class SSHConnection:
         """Start a long-running command whose stdout the caller reads line by line."""
         conn = await self.ready(timeout)
         try:
-            return await conn.create_process(command, window=MAX_LINE_BYTES)
+            return await conn.create_process(command, window=MAX_LINE_BYTES, errors="replace")
         except (OSError, asyncssh.Error) as exc:
             raise Disconnected(f"{self.target}: {describe(exc)}") from None
 

@@ -23,6 +23,7 @@ NAMES = [
     "memory",
     "export_speed",
     "concurrency_auto",
+    "scale",
 ]
 
 

@@ -8,14 +8,17 @@ splitting one never breaks another.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -25,6 +28,7 @@ from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
 from tests.support import KINDS
+from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive
 from tests.support.sshd import Sshd, python38, start_sshd
 
@@ -79,6 +83,24 @@ async def sim(vocab_size: int) -> AsyncIterator[Callable[..., object]]:
     yield start
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture
+async def router(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+    """Start a real sglang-router in front of servers: `url = await router(a.url, b.url)`
+    (round-robin unless `policy=` says otherwise). Skipped, saying why, where the router is
+    not installed (tests/support/router.py)."""
+    problem = router_problem()
+    if problem:
+        pytest.skip(problem)
+    started = itertools.count()
+    async with AsyncExitStack() as stack:
+
+        async def start(*worker_urls: str, policy: str = "round_robin") -> str:
+            log = tmp_path / f"router-{next(started)}.log"
+            return await stack.enter_async_context(start_router(worker_urls, log, policy=policy))
+
+        yield start
 
 
 @pytest.fixture(scope="session")
@@ -156,3 +178,23 @@ def standin(tmp_path: Path) -> Path:
     path.parent.mkdir()
     path.write_text(STANDIN)
     return path
+
+
+@pytest.fixture
+async def hook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """(json:// URL, the alerts it received): a push target of the test's own, for apprise."""
+    received: list[dict[str, Any]] = []
+
+    async def take(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/hook", take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"json://127.0.0.1:{port}/hook", received
+    await runner.cleanup()

@@ -19,13 +19,24 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gen_tui.backends import truncation
+from gen_tui.backends.budget import runs_out_at
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration
 
-HISTORY_POINTS = 60
-"""Points of tok/s history kept for the sparkline (one per second of snapshot time)."""
+HISTORY_POINTS = 240
+"""Points of tok/s history kept for the sparkline (one per second of snapshot time): as
+many as the widest chart (a panel alone on a 240-column terminal) shows."""
+WIDE_PANEL = 76
+"""From this width on, the figures keep LEFT_WIDTH columns and the chart takes the rest,
+beside them and as tall as the panel (bars stretched across 150 columns read no better,
+while the chart gains from every column)."""
+LEFT_WIDTH = 46
+COMPACT = 5
+"""A panel this short or shorter has one line of details."""
+SHORT_ROWS = 4
+"""A panel this short (many datasets on a small terminal) has no samples bar."""
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,13 @@ def sample_label(snap: DatasetSnapshot) -> str:
 def rate_label(snap: DatasetSnapshot) -> str:
     """`161k tok/s 42.5 req/s`: three significant digits are plenty for a rate.
 
-    A finished dataset writes nothing, whatever the engine's trailing window still says.
+    A finished dataset writes nothing, whatever the engine's trailing window still says; a
+    paused one sends nothing new (its trailing window would show a rate that is not there).
     """
     if snap.state.finished:
         return "0 tok/s 0.0 req/s"
+    if snap.state is DatasetState.PAUSED:
+        return "paused: nothing sent"
     return f"{format_count(float(f'{snap.tok_s:.3g}'))} tok/s {snap.samples_s:.1f} req/s"
 
 
@@ -121,7 +135,10 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if snap is None:
         return ((one_line(view.failure or ""),), ())
     first: list[str] = []
-    if not snap.state.finished:
+    end = runs_out_at(snap.tokens, snap.max_tokens, snap.prompts_left, snap.mean_tokens)
+    if end is not None and not snap.state.finished:
+        first.append(f"prompts run out ~{format_count(end)}")
+    if not snap.state.finished and snap.state is not DatasetState.PAUSED:
         first.append(f"ETA {format_duration(snap.eta_s)}")
     first.append(f"{snap.inflight} in flight")
     first.append(f"{snap.errors} err")
@@ -317,18 +334,42 @@ class DatasetPanel(Widget, can_focus=True):
         )
 
     def lines(self) -> list[Line]:
-        """What each line of the panel shows, as plain data, at the panel's current size."""
+        """What each line of the panel shows, as plain data, at the panel's current size.
+
+        A wide panel keeps its bars and rate to LEFT_WIDTH columns and gives the chart the
+        rest beside them; its details keep the whole width below."""
+        width, height = self.size.width, self.size.height
+        if width < WIDE_PANEL or height < 3:
+            return self._lines_at(width, height, chart=True)
+        figures = self._lines_at(width, height, chart=False, figures=LEFT_WIDTH)
+        below = 1 if height <= COMPACT else 2
+        details = self._lines_at(width, height, chart=False)[-below:]
+        top = figures[1:-below]
+        rows = spark_rows(self._history, width - LEFT_WIDTH - 2, max(1, height - 1 - below))
+        merged = [figures[0]]
+        for y, row in enumerate(rows):
+            line = top[y] if y < len(top) else ()
+            used = sum(len(text) for text, _ in line)
+            pad = max(0, LEFT_WIDTH - used)
+            merged.append((*line, (" " * pad + " ", ()), (row, ("spark",))))
+        return merged + details
+
+    def _lines_at(
+        self, width: int, height: int, *, chart: bool, figures: int | None = None
+    ) -> list[Line]:
+        """The lines at `width`; without `chart`, the figures alone, `figures` wide (the
+        title keeps the whole width)."""
         view = self.view or PanelView()
         snap = view.snapshot
-        width, height = self.size.width, self.size.height
         badge, kind = badge_for(view)
         title = "title-focus" if self.has_focus else "title"
         badge_text = f" {badge} "
         name_width = max(1, width - len(badge_text) - 1)
         name = one_line(self.dataset)[: name_width - 1].ljust(name_width - 1)
         lines: list[Line] = [
-            ((" " + name, (title, "name")), (" ", (title,)), (badge_text, (title, f"badge-{kind}")))
+            ((" " + name, ("name", title)), (" ", (title,)), (badge_text, (title, f"badge-{kind}")))
         ]
+        width = figures or width
         if snap is None:
             tokens, token_fraction, samples, sample_fraction, rates = "-", None, "", None, ""
         else:
@@ -341,11 +382,24 @@ class DatasetPanel(Widget, can_focus=True):
             rates = rate_label(snap)
         fill = {"done": "filled-done", "stale": "filled-stale"}.get(kind, "filled")
         lines.append(self._bar(token_fraction, tokens, width, fill))
-        lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
         first, second = detail_parts(view)
+        if height > SHORT_ROWS:
+            lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
+        elif samples:  # no row for the samples bar: its count leads the details
+            first = (samples, *first)
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
-        if height <= 5:
+        if not chart:
+            rate = ((" " + rates[: width - 2], ()),)
+            if cut is not None and len(rates) + 1 + cut_width <= width:
+                rate += (cut,)
+            lines.append(rate)
+            if height <= 5:
+                lines.append(((" " + fit(first + second, width - 2), ("muted",)),))
+            else:
+                lines.append(((" " + fit(first, width - 2), ("muted",)),))
+                lines.append(((" " + fit(second, width - 2), ("muted",)),))
+        elif height <= 5:
             rate_width = min(24, max(0, width - 10))
             spark_width = max(0, width - rate_width - 1 - cut_width)
             spark = spark_rows(self._history, spark_width, 1)[0]

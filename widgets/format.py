@@ -6,32 +6,12 @@ display (`gen_tui.app.headless`) imports it from here.
 
 from __future__ import annotations
 
-from gen_tui.backends.counts import format_count
+from gen_tui.backends.counts import format_count, format_dollars, format_duration
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.untrusted import one_line
 
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    if seconds >= 86400:
-        return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
-
-
-def format_dollars(amount: float) -> str:
-    """`$0.042`, `$12.30`, `$1,234`: cents matter below a hundred dollars, not above."""
-    if amount < 1:
-        return f"${amount:.3f}"
-    if amount < 100:
-        return f"${amount:.2f}"
-    return f"${amount:,.0f}"
+__all__ = ["cost_text", "format_dollars", "format_duration", "server_name", "server_text"]
 
 
 def cost_text(snap: DatasetSnapshot) -> str:

@@ -38,6 +38,8 @@ class HeaderView:
     cost_per_hour: float | None = None
     hosts: tuple[tuple[str, str], ...] = ()
     """(name, connection state) of each watched host: "connected", "disconnected: ...", ..."""
+    readonly: bool = False
+    """Opened with --readonly: k, r, s and p are off (said next to the state)."""
 
 
 def state_text(view: HeaderView) -> str:
@@ -99,6 +101,9 @@ class RunHeader(Widget):
         state = f" {state_text(view).upper()} "
         style = self.get_component_rich_style(f"header--{view.state}")
         text.append(state, style=style)
+        if view.readonly:
+            text.append(" ")
+            text.append(" READ-ONLY ", style=self.get_component_rich_style("header--paused"))
         used = len(text)
         troubled = sum(1 for _, state in view.hosts if state != "connected")
         for index, part in enumerate(header_parts(view)):

@@ -14,13 +14,22 @@ from dataclasses import dataclass, field
 from textual.worker import WorkerState
 
 from gen_tui.app.board import StaleWatch, names_title
-from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dashboard.sources import (
+    Action,
+    Activity,
+    AskBudget,
+    Confirm,
+    Note,
+    PanelSource,
+    Peek,
+)
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.app.headless import summary_line
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import DatasetSpec, EngineError
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.tails import Tail, local_tail, record_spec
 from gen_tui.widgets.dataset_panel import PanelView
 
 Budget = tuple[int | None, int | None]
@@ -252,6 +261,8 @@ class HostedRuns(PanelSource):
             tok_s=snap.tok_s if snap else 0.0,
             running=running and snap is not None and not snap.state.finished,
             where=self._backend(run),
+            prompts_left=snap.prompts_left if snap else None,
+            mean_tokens=snap.mean_tokens if snap else None,
         )
         return AskBudget(target, lambda budget: self._resume(target, budget))
 
@@ -282,6 +293,21 @@ class HostedRuns(PanelSource):
         urls = ", ".join(config.server_urls[:2]) + (" ..." if len(config.server_urls) > 2 else "")
         model = f", model {config.model}" if config.model else ""
         return f"in this process: {api} at {urls}{model}"
+
+    def peek(self, name: str) -> Peek | None:
+        run = self.owner.get(name)
+        engine = run.engine if run is not None else None
+        config = engine.config if engine is not None else None
+        if config is None and isinstance(self.source, ConfigSource):
+            config = self.source.config
+        if config is None or name not in (run.names if run is not None else self.names):
+            return None
+        folder = str(config.output_dir)
+
+        def records(count: int) -> Tail:
+            return local_tail(record_spec(folder, name, count), count)
+
+        return Peek(records, None, config.tokenizer or None)
 
     def _spec(self, name: str) -> DatasetSpec | None:
         if isinstance(self.source, ConfigSource):

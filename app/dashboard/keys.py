@@ -8,6 +8,12 @@ from textual.binding import Binding
 
 from gen_tui.app.dialogs.modals import HelpRow
 
+CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
+"""What --readonly turns off: every key that changes a run."""
+
+LOOK_KEYS = frozenset({"quality", "samples", "log"})
+"""Keys left off the key line (no room at 80 columns) but listed in help."""
+
 DASHBOARD_KEYS: list[Binding] = [
     Binding(
         "k",
@@ -39,6 +45,30 @@ DASHBOARD_KEYS: list[Binding] = [
         id="pause",
     ),
     Binding(
+        "d",
+        "quality",
+        "Quality",
+        tooltip="The selected dataset's data quality: finish reasons, lengths, latency, errors",
+        id="quality",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
+        "v",
+        "samples",
+        "Samples",
+        tooltip="The selected dataset's last answers, read from the end of its record file",
+        id="samples",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
+        "L",
+        "log",
+        "Log",
+        tooltip="The end of the selected dataset's run log, followed",
+        id="log",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
         "slash",
         "filter",
         "Filter",
@@ -66,7 +96,7 @@ def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
     """One row per shown binding, then the keys that are not bindings of their own."""
     rows = []
     for binding in bindings:
-        if not binding.show:
+        if not binding.show and binding.id not in LOOK_KEYS:
             continue
         key = binding.key_display or binding.key
         rows.append(HelpRow(key, binding.description, binding.tooltip))

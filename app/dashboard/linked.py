@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Peek
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.hosts import (
     HostLink,
@@ -24,8 +24,12 @@ from gen_tui.app.hosts import (
 )
 from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
+
+PEEK_TIMEOUT_S = 40.0
+"""The longest a look at a host's records or log waits (an SSH link that heals takes ~30 s)."""
 
 
 class HostLinks(PanelSource):
@@ -145,6 +149,19 @@ class HostLinks(PanelSource):
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote
 
+    def peek(self, name: str) -> Peek | None:
+        link = self.remote.get(name)
+        if link is None:
+            return None
+
+        def records(count: int) -> Tail:
+            return link.call(lambda host: host.tail_records(name, count), PEEK_TIMEOUT_S)
+
+        def log(lines: int) -> Tail:
+            return link.call(lambda host: host.tail_log(name, lines), PEEK_TIMEOUT_S)
+
+        return Peek(records, log)
+
     def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
         link = self.remote[name]
         monitor = link.monitor
@@ -185,6 +202,8 @@ class HostLinks(PanelSource):
             tok_s=snap.tok_s,
             running=False,
             where=f"on {link.name}, as a new detached process",
+            prompts_left=snap.prompts_left,
+            mean_tokens=snap.mean_tokens,
             **resume_shown(monitor.host.resume_preview(name, snap.max_samples), name),
         )
         return AskBudget(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -22,12 +23,22 @@ from textual.widgets import Input
 
 from gen_tui.app.board import Layout, plan_layout
 from gen_tui.app.dashboard.hosted import HostedRuns
-from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, help_rows
+from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS, help_rows
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
-from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Plan
+from gen_tui.app.dashboard.sources import (
+    Action,
+    AskBudget,
+    Confirm,
+    Note,
+    PanelSource,
+    Peek,
+    Plan,
+)
 from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
+from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
+from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
@@ -53,6 +64,9 @@ class DashboardScreen(Screen[None]):
         refresh_hz: float,
         quitting: Callable[[], bool],
         app_keys: Sequence[Binding] = (),
+        on_refresh: Callable[[Mapping[str, PanelView], tuple[tuple[str, str], ...]], None]
+        | None = None,
+        readonly: bool = False,
     ) -> None:
         super().__init__()
         self.hosted = hosted
@@ -65,6 +79,8 @@ class DashboardScreen(Screen[None]):
         self.refresh_hz = refresh_hz
         self.quitting = quitting
         self.app_keys = tuple(app_keys)
+        self.on_refresh = on_refresh
+        """Told each refresh's panel views and host states (the app's alerts watch them)."""
         self.leaving = False
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
@@ -73,6 +89,10 @@ class DashboardScreen(Screen[None]):
         """The widgets, from mount on."""
         self._host_states: dict[str, str] = {}
         self._empty_text = ""
+        self.readonly = readonly
+        """--readonly: k, r, s and p are off (for watching someone else's box)."""
+        self.events: deque[str] = deque(maxlen=500)
+        """The events pane's last lines, for `L` on a run of this process."""
 
     # layout
 
@@ -140,6 +160,7 @@ class DashboardScreen(Screen[None]):
 
     def write_event(self, line: str) -> None:
         """A line in the events pane (visible on tall terminals), as plain text."""
+        self.events.append(one_line(line))
         if (parts := self.live_parts()) is not None:
             parts.events.write(Text(one_line(line)))
 
@@ -175,11 +196,14 @@ class DashboardScreen(Screen[None]):
                 idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
                 filter_text=parts.filter.value,
                 hosts=hosts,
+                readonly=self.readonly,
             )
             tall = self.app.size.height >= TALL_SCREEN
             parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
             parts.gpus.show(self.linked.gpus(), tall=tall)
             self._show_hosts(parts, hosts)
+        if self.on_refresh is not None:
+            self.on_refresh(views, hosts)
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);
@@ -233,11 +257,46 @@ class DashboardScreen(Screen[None]):
         if not isinstance(self.focused, DatasetPanel):
             visible[index].focus()
             return
+        column = index % self.columns + dx
+        if not 0 <= column < self.columns:
+            return  # → in the right column stays in its row (it used to wrap to the next)
         target = index + dx + dy * self.columns
         if 0 <= target < len(visible):
             visible[target].focus()
 
     # keys on the selected dataset: its source decides what they mean
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """With --readonly, the keys that change a run are shown dimmed and do nothing."""
+        return not (self.readonly and action in CONTROL_ACTIONS)
+
+    def action_quality(self) -> None:
+        panel = self.selected()
+        if panel is not None:
+
+            def snapshot() -> DatasetSnapshot | None:
+                return panel.view.snapshot if panel.view is not None else None
+
+            self.app.push_screen(QualityScreen(panel.dataset, snapshot))
+
+    def _peek(self, name: str) -> Peek | None:
+        return next((p for s in self.sources if (p := s.peek(name)) is not None), None)
+
+    def action_samples(self) -> None:
+        panel = self.selected()
+        if panel is None:
+            return
+        peek = self._peek(panel.dataset)
+        if peek is None:
+            self.notify(f"{panel.dataset}: no record file known yet", severity="warning")
+            return
+        self.app.push_screen(SampleScreen(panel.dataset, peek))
+
+    def action_log(self) -> None:
+        panel = self.selected()
+        if panel is not None:
+            peek = self._peek(panel.dataset)
+            self.app.push_screen(LogScreen(panel.dataset, peek, lambda: tuple(self.events)))
 
     def _source(self, name: str, action: Action) -> PanelSource:
         """The source that carries out `action` on `name`; this process's runs by default
@@ -303,7 +362,7 @@ class DashboardScreen(Screen[None]):
             return
         from gen_tui.app.dialogs.run_list import RunsScreen
 
-        self.app.push_screen(RunsScreen(self.linked.links))
+        self.app.push_screen(RunsScreen(self.linked.links, readonly=self.readonly))
 
     def action_pause(self) -> None:
         self.say(self.hosted.pause())

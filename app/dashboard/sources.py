@@ -16,6 +16,7 @@ from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
 
 Action = Literal["kill", "resume"]
@@ -59,6 +60,20 @@ Plan = Note | Confirm | AskBudget
 
 
 @dataclass(frozen=True)
+class Peek:
+    """How to read the end of a dataset's record file (`v`) and of its run's log (`L`).
+
+    Both block (a disk read, an SSH round trip): the screens call them in thread workers.
+    `log` None: the run is this process's, whose log is the events pane.
+    """
+
+    records: Callable[[int], Tail]
+    log: Callable[[int], Tail] | None = None
+    tokenizer: str | None = None
+    """The run's tokenizer, to decode answers recorded as ids only (None: not known)."""
+
+
+@dataclass(frozen=True)
 class Activity:
     """What the header says a source is doing, when it is doing something.
 
@@ -98,4 +113,8 @@ class PanelSource(ABC):
 
     def activity(self, now: float) -> Activity | None:
         """What the header reports for this source, or None when it has nothing running."""
+        return None
+
+    def peek(self, name: str) -> Peek | None:
+        """Where `name`'s records and log are read from; None: not this source's."""
         return None

@@ -20,6 +20,7 @@ def header_view(
     idle: str,
     filter_text: str,
     hosts: tuple[tuple[str, str], ...],
+    readonly: bool = False,
 ) -> HeaderView:
     """The header for panels showing `views`.
 
@@ -29,10 +30,10 @@ def header_view(
     snaps = [v.snapshot for v in views.values() if v.snapshot is not None]
     latest = list(activity.pools) if activity is not None else []
     countdowns = list(activity.countdowns) if activity is not None else []
-    if activity is None:
+    if quitting and (activity is None or activity.live):
+        state = "quitting"  # the app's own runs drain, or those it started elsewhere
+    elif activity is None:
         state = idle
-    elif quitting and activity.live:
-        state = "quitting"
     else:
         state = activity.state
     where = ""
@@ -55,6 +56,7 @@ def header_view(
         servers=sum(len(s.servers) for s in latest),
         servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
         hosts=hosts,
+        readonly=readonly,
         cost=sum(costs) if (costs := [s.cost for s in snaps if s.cost is not None]) else None,
         cost_per_hour=sum(
             s.cost_per_hour for s in snaps if s.cost_per_hour and not s.state.finished

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
+from gen_tui.backends.budget import runs_out_at
 from gen_tui.backends.counts import CountError, format_count, parse_count
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.format import format_duration
@@ -92,6 +93,9 @@ class ResumeTarget:
     whole before Enter, so nobody starts a command line they have not read."""
     cwd: str = ""
     """The folder it will run in."""
+    prompts_left: int | None = None
+    """Answers its prompt file can still give (None: unknown)."""
+    mean_tokens: float | None = None
 
 
 def resume_shown(
@@ -122,11 +126,20 @@ def resume_preview(target: ResumeTarget, budget: int) -> str:
                 "it stops dispatching now"
             )
         return f"already reached: {format_count(target.tokens)} tokens are written; nothing to do"
+    end = runs_out_at(target.tokens, budget, target.prompts_left, target.mean_tokens)
+    short = ""
+    if end is not None:
+        # The file runs out first: the run ends "exhausted" there, and that is the time.
+        short = (
+            f"; its prompts run out at ~{format_count(end)} ({target.prompts_left:,} left), "
+            f"short of {format_count(budget)}"
+        )
+        togo = end - target.tokens
     if target.tok_s > 0:
         eta = format_duration(togo / target.tok_s)
         rate = format_count(float(f"{target.tok_s:.3g}"))
-        return f"{format_count(togo)} to go, about {eta} at the current {rate} tok/s"
-    return f"{format_count(togo)} to go (no rate yet to estimate the time)"
+        return f"{format_count(togo)} to go, about {eta} at the current {rate} tok/s{short}"
+    return f"{format_count(togo)} to go (no rate yet to estimate the time){short}"
 
 
 class ResumeScreen(ModalScreen[int | None]):

@@ -93,10 +93,15 @@ class RunsScreen(Screen[None]):
         ),
     ]
 
-    def __init__(self, links: list[HostLink]) -> None:
+    def __init__(self, links: list[HostLink], *, readonly: bool = False) -> None:
         super().__init__()
         self.links = links
+        self.readonly = readonly
+        """--readonly: k, r and s are off here too."""
         self._rows: dict[str, tuple[HostLink, RunProcess, bool]] = {}
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (self.readonly and action in ("kill", "resume", "start"))
 
     def compose(self) -> ComposeResult:
         yield Label("", id="runs-title", markup=False)

@@ -38,6 +38,14 @@ class ModelLimits:
     `top_provider.max_completion_tokens`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One server behind a router, as the router lists it."""
+
+    url: str
+    healthy: bool
+
+
 class InferenceClient(ABC):
     """Sends requests to servers by URL; one instance serves a whole run.
 
@@ -76,6 +84,11 @@ class InferenceClient(ABC):
     async def metrics(self, url: str) -> str | None:
         """The server's Prometheus text (`GET /metrics`); None when it serves none or this
         client cannot ask. Raises MetricsError (telemetry/metrics.py) when the read fails."""
+        return None
+
+    async def workers(self, url: str) -> tuple[Worker, ...] | None:
+        """The servers behind `url` when it is a router that spreads requests over them
+        (None: `url` serves requests itself, or the client cannot tell)."""
         return None
 
     async def abort(self, url: str, rid: str) -> None:  # noqa: B027 (optional: a no-op)

@@ -8,6 +8,7 @@ the protocol.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from contextlib import aclosing
@@ -16,7 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import ModelLimits, Request
+from gen_tui.backends.clients.base import ModelLimits, Request, Worker
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import (
@@ -25,6 +26,7 @@ from gen_tui.backends.clients.models import (
     models_limits,
     positive_int,
 )
+from gen_tui.backends.clients.router import Routers
 from gen_tui.backends.protocol import (
     Aborted,
     Generation,
@@ -222,7 +224,12 @@ async def server_limits(session: aiohttp.ClientSession, url: str) -> ModelLimits
 
 
 class SGLangClient(HttpClient):
-    """SGLang's native API: token ids in, ids out; a request can be aborted by its rid."""
+    """SGLang's native API: token ids in, ids out; a request can be aborted by its rid.
+
+    A URL may be SGLang's router rather than a server (see router.py): requests go through
+    it as through one server, but aborts, capacity and context length are asked of each of
+    its workers, because the router does not pass those on.
+    """
 
     can_abort = True
     needs_input_ids = True
@@ -241,6 +248,7 @@ class SGLangClient(HttpClient):
         self.stream = stream
         self.timeout_s = timeout_s
         self.limits = limits or Limits.for_sampling(sampling)
+        self.routers = Routers()
 
     async def generate(self, url: str, request: Request) -> Generation:
         assert request.input_ids is not None
@@ -261,11 +269,34 @@ class SGLangClient(HttpClient):
     async def probe(self, url: str) -> str | None:
         return await check_health(self.session, url)
 
+    async def workers(self, url: str) -> tuple[Worker, ...] | None:
+        return await self.routers.workers(self.session, url)
+
     async def capacity(self, url: str) -> int | None:
-        return await running_batch(self.session, url)
+        """A server's running batch; behind a router, the sum of its healthy workers' (None
+        when any of them does not say: a part of a sum is no capacity)."""
+        workers = await self.workers(url)
+        if workers is None:
+            return await running_batch(self.session, url)
+        healthy = [worker.url for worker in workers if worker.healthy]
+        batches = await asyncio.gather(*(running_batch(self.session, w) for w in healthy))
+        if not batches or None in batches:
+            return None
+        return sum(batch for batch in batches if batch is not None)
 
     async def model_limits(self, url: str) -> ModelLimits:
-        return await server_limits(self.session, url)
+        """A server's context length; behind a router, the smallest its workers serve (a
+        request may go to any of them)."""
+        workers = await self.workers(url)
+        if not workers:
+            return await server_limits(self.session, url)
+        said = await asyncio.gather(*(server_limits(self.session, w.url) for w in workers))
+        contexts = [limits.context_length for limits in said if limits.context_length]
+        return ModelLimits(context_length=min(contexts, default=None))
 
     async def abort(self, url: str, rid: str) -> None:
-        await abort(self.session, url, rid)
+        """Abort `rid` at `url`; behind a router, at each of its workers, since the router
+        answers /abort_request with 404 and only the worker running `rid` knows it."""
+        workers = await self.workers(url)
+        targets = [worker.url for worker in workers] if workers else [url]
+        await asyncio.gather(*(abort(self.session, target, rid) for target in targets))

@@ -60,9 +60,9 @@ class Allocator(RunPart):
                 ds.pinned = max_tokens is not None
                 self.apply(ds, Budget(max_tokens, max_samples))
                 self.rebalance()
-                self.reporter.event(
-                    "info", f"{name}: budget set to {max_tokens} tokens, {max_samples} samples"
-                )
+                tokens = f"{max_tokens:,.0f} tokens" if max_tokens is not None else "no token cap"
+                samples = f", {max_samples:,.0f} samples" if max_samples is not None else ""
+                self.reporter.event("info", f"{name}: budget set to {tokens}{samples}")
                 return
         raise EngineError(f"unknown dataset {name!r}")
 

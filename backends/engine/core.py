@@ -28,7 +28,7 @@ from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
-from gen_tui.backends.engine.report import Event, Reporter
+from gen_tui.backends.engine.report import Alert, Event, Reporter
 from gen_tui.backends.engine.runner import RequestRunner
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.signals import RunSignals
@@ -50,6 +50,8 @@ class Engine:
     prompt lines, servers going away, budget crossings. `on_budget` receives the crossings
     and finishes again as :class:`BudgetEvent` data, for a UI to announce without parsing.
     `client` replaces the client `config.api` names (a test's scripted one, say).
+    `on_alert` receives what `[alerts]` may ping about (budget reached, failed, out of
+    credits, disk full; the run's end is the caller's to say).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Engine:
         on_budget: Callable[[BudgetEvent], None] | None = None,
         *,
         client: InferenceClient | None = None,
+        on_alert: Alert | None = None,
     ) -> None:
         if not config.datasets:
             raise EngineError("no datasets selected")
@@ -73,7 +76,7 @@ class Engine:
             DatasetRun(spec, config.output_dir / spec.name, prior) for spec in config.datasets
         ]
         self._signals = RunSignals()
-        self._report = Reporter(on_event, on_budget, self._signals.request_stop)
+        self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
         run = RunContext(config, self._datasets, self._signals, self._report)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._pool = SlotPool(config.max_concurrency)

@@ -14,6 +14,7 @@ from pathlib import Path
 from gen_tui.backends.budget import Budget, InFlight, LengthModel
 from gen_tui.backends.lock import DatasetLock
 from gen_tui.backends.prompts import Prompt
+from gen_tui.backends.quality import QualityWatch
 from gen_tui.backends.records import ERRORS_FILE, LOCK_FILE, RecordWriter
 from gen_tui.backends.run_config import DatasetSpec
 from gen_tui.backends.snapshot import DatasetState
@@ -67,6 +68,19 @@ class DatasetRun:
         self.outlook_key: tuple[int, int] | None = None
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
         self.truncation = TruncationWatch()
+        self.quality = QualityWatch()
+        self.prompt_lines: int | None = None
+        """Non-empty lines of its prompt file, once counted (the feeder counts them)."""
+
+    @property
+    def prompts_left(self) -> int | None:
+        """Answers its prompt file can still give (None: not counted yet): exact once every
+        prompt is read, else the file's lines less those done, skipped and given up."""
+        if self.producer_done and self.queue is not None:
+            return self.queue.qsize() + len(self.inflight)
+        if self.prompt_lines is None:
+            return None
+        return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
 
     @property
     def all_sent(self) -> bool:

@@ -8,6 +8,7 @@ enough that a free slot never waits for a tokenizer, few enough that a stop is q
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from typing import Any
 
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
-from gen_tui.backends.prompts import Prompt, PromptProblem, iter_prompts
+from gen_tui.backends.prompts import Prompt, PromptProblem, count_lines, iter_prompts
 from gen_tui.backends.protocol import Generation
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
@@ -106,6 +107,11 @@ class Feeder(RunPart):
     async def _produce(self, ds: DatasetRun) -> None:
         assert ds.queue is not None
         loop = asyncio.get_running_loop()
+        if ds.prompt_lines is None:
+            with contextlib.suppress(OSError):  # the read below says what is wrong
+                ds.prompt_lines = await loop.run_in_executor(
+                    self.executor, count_lines, ds.spec.prompts
+                )
         items = iter_prompts(ds.spec.prompts, skip=ds.done)
         try:
             while not self.signals.stopping:

@@ -6,12 +6,16 @@ sink, and when it is long enough it ends the run like any other fatal reason.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from gen_tui.backends.alerts import REPEAT_S, AlertEvent
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.snapshot import BudgetEvent
 
 Event = Callable[[str, str], None]
+Alert = Callable[[AlertEvent, str], None]
+"""(event, message): something the user asked to be pinged about (`[alerts]`)."""
 
 REFUSAL_STREAK = 20
 """Requests refused outright (4xx, not 429) in a row, with no success between, that end a run."""
@@ -25,8 +29,11 @@ class Reporter:
         on_event: Event | None,
         on_budget: Callable[[BudgetEvent], None] | None,
         stop: Callable[[], None],
+        on_alert: Alert | None = None,
     ) -> None:
         self._on_event = on_event
+        self._on_alert = on_alert
+        self._alerted: dict[AlertEvent, float] = {}
         self._on_budget = on_budget
         self._stop = stop
         self.fatal: str | None = None
@@ -36,9 +43,22 @@ class Reporter:
         if self._on_event is not None:
             self._on_event(level, message)
 
+    def alert(self, event: AlertEvent, message: str, repeat: bool = True) -> None:
+        """Hand `message` to the alerts; with `repeat` False, at most once per REPEAT_S
+        (a disk at the edge, or credits probed every minute, must not ping all night)."""
+        if self._on_alert is None:
+            return
+        now = time.monotonic()
+        if not repeat and now - self._alerted.get(event, -REPEAT_S) < REPEAT_S:
+            return
+        self._alerted[event] = now
+        self._on_alert(event, message)
+
     def budget(self, ds: DatasetRun, kind: str) -> None:
         if self._on_budget is not None:
             self._on_budget(BudgetEvent(ds.name, kind, ds.tokens, ds.samples, ds.budget.max_tokens))
+        if kind == "crossed":
+            self.alert(AlertEvent.BUDGET, f"{ds.name} reached its budget at {ds.tokens:,} tokens")
 
     def fail(self, reason: str) -> None:
         """End the run for `reason` (said once, the first one wins): stop dispatching, drain,
@@ -46,6 +66,7 @@ class Reporter:
         if self.fatal is None:
             self.fatal = reason
             self.event("error", reason)
+            self.alert(AlertEvent.FAILED, reason)
             self._stop()
 
     def refused(self, refused: bool, reason: str) -> None:

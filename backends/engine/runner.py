@@ -12,6 +12,7 @@ import random
 import time
 import uuid
 
+from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.answer_cap import AnswerCap
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
@@ -26,6 +27,8 @@ from gen_tui.backends.protocol import RequestFailed
 from gen_tui.backends.run_config import EngineError, queued_concurrency
 
 BACKOFF_CAP_S = 30.0
+ROUTER_WORKERS_NAMED = 8
+"""How many of a router's workers the start-up line names (the rest are counted)."""
 MAX_OUTAGE_RETRIES = 240
 """Tries to reach an unreachable server before a sample is given up (about 2 h at the cap).
 
@@ -84,7 +87,33 @@ class RequestRunner(RunPart):
                 server.last_error = problem
                 server.down_until = time.monotonic() + 5
                 self.reporter.event("warning", f"server {server.url} not answering yet: {problem}")
+        await self._announce_routers()
         await self._check_queue()
+
+    async def _announce_routers(self) -> None:
+        """Say once, at start, which URLs are routers and over which workers: aborts and
+        the capacity advice then go to those workers, and a router listing none is a
+        warning (an abort through it would reach nothing)."""
+        found = await asyncio.gather(*(self.client.workers(s.url) for s in self.servers))
+        for server, workers in zip(self.servers, found, strict=True):
+            if workers is None:
+                continue
+            if not workers:
+                self.reporter.event(
+                    "warning",
+                    f"{server.url} is an SGLang router that lists no workers (GET /workers): "
+                    "requests it holds cannot be aborted",
+                )
+                continue
+            names = ", ".join(worker.url for worker in workers[:ROUTER_WORKERS_NAMED])
+            more = len(workers) - ROUTER_WORKERS_NAMED
+            healthy = sum(worker.healthy for worker in workers)
+            self.reporter.event(
+                "info",
+                f"{server.url} is an SGLang router over {len(workers)} workers, {healthy} "
+                f"healthy ({names}{f' and {more} more' if more > 0 else ''}): aborts go to "
+                "each worker, since the router does not pass /abort_request on",
+            )
 
     async def _check_queue(self) -> None:
         """Say so when the pool cannot keep a queue at the servers.
@@ -228,15 +257,16 @@ class RequestRunner(RunPart):
         elif exc.kind == RequestFailed.PAYMENT and self.signals.credits.is_set():
             self.signals.credits.clear()
             probe = self.config.credit_probe_s
-            self.reporter.event(
-                "error", f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
-            )
+            message = f"{exc.reason}: dispatch paused; add credits (retrying every {probe:g} s)"
+            self.reporter.event("error", message)
+            self.reporter.alert(AlertEvent.CREDITS, message, repeat=False)
             asyncio.get_running_loop().call_later(probe, self.signals.credits.set)
         elif exc.kind == RequestFailed.AUTH:
             self.reporter.fail(exc.reason)
 
     def _give_up(self, ds: DatasetRun, prompt: Prompt, exc: RequestFailed, attempts: int) -> None:
         ds.errors += 1
+        ds.quality.error(exc.reason)
         refused = not exc.retry and exc.status is not None and 400 <= exc.status < 500
         self.reporter.refused(refused, exc.reason)
         self.sink.note_failure(ds, prompt, exc, attempts)

@@ -17,11 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
+from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget import BudgetMode, LengthModel
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.export.manifest import RunSetup, file_sha256, public_url, record_setup
+from gen_tui.backends.history import HistoryPoint, HistoryWriter
 from gen_tui.backends.lock import LockHeld
 from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.prompts import Prompt
@@ -66,6 +68,8 @@ class DatasetSink(RunPart):
         super().__init__(run)
         self.cost = cost
         self._full_said_at = -FULL_NOTE_S
+        self._history = {ds.name: HistoryWriter(ds.folder) for ds in self.datasets}
+        self._history_failed: set[str] = set()
 
     # opening: lock, scan, repair
 
@@ -119,6 +123,10 @@ class DatasetSink(RunPart):
         ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
+        try:
+            self._history[ds.name].open()
+        except OSError as exc:  # the timeline is a view: the run goes on without it
+            self._history_trouble(ds, exc)
 
     async def open_all(
         self, executor: ThreadPoolExecutor, template_sha256: str | None = None
@@ -182,6 +190,9 @@ class DatasetSink(RunPart):
                     f"{self.config.disk_probe_s:g} s): make room, or stop the run and resume "
                     "it later",
                 )
+                self.reporter.alert(
+                    AlertEvent.DISK_FULL, f"{ds.name}: {exc}; dispatch paused", repeat=False
+                )
             self._full_said_at = now
         ds.held += 1
         ds.message = _held_message(ds.held)
@@ -236,6 +247,7 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        ds.quality.answer(gen.completion_tokens, gen.finish_reason, gen.latency_s)
         self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:
             self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
@@ -303,6 +315,27 @@ class DatasetSink(RunPart):
                     ds.progress_failed = True
                 else:
                     ds.progress_failed = False
+                self._append_history(ds, HistoryPoint.of(snap))
+
+    def _append_history(self, ds: DatasetRun, point: HistoryPoint) -> None:
+        history = self._history[ds.name]
+        if ds.name in self._history_failed or not history.due(point):
+            return
+        try:
+            history.append(point)
+        except OSError as exc:
+            self._history_trouble(ds, exc)
+
+    def _history_trouble(self, ds: DatasetRun, exc: OSError) -> None:
+        """Say once that the timeline cannot be kept, and stop trying: the records are
+        what must not be lost, and they do not depend on it."""
+        if ds.name not in self._history_failed:
+            self._history_failed.add(ds.name)
+            self.reporter.event(
+                "warning",
+                f"{ds.name}: cannot keep its history in {self._history[ds.name].path}: "
+                f"{exc.strerror or exc}; the run goes on without it",
+            )
 
     async def sync(self) -> None:
         """fsync every record file in a worker thread; a failure ends the run."""

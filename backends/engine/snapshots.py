@@ -33,7 +33,7 @@ def dataset_snapshot(
         samples_s=samples_s,
         eta_s=None
         if ds.state.finished
-        else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s),
+        else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s, ds.prompts_left),
         resumed_tokens=ds.resumed_tokens,
         resumed_samples=ds.resumed_samples,
         started_at=ds.started_at,
@@ -45,5 +45,7 @@ def dataset_snapshot(
         truncated=ds.truncation.truncated,
         truncated_of=ds.samples - ds.resumed_samples,
         truncated_warn=config.truncated_warn,
+        quality=ds.quality.published(),
+        prompts_left=ds.prompts_left,
         **CostMeter.fields(ds, now_mono),
     )

@@ -22,7 +22,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
-from gen_tui.backends.export.lines import record_lines
 from gen_tui.backends.export.manifest import (
     ManifestError,
     RunSetup,
@@ -31,7 +30,7 @@ from gen_tui.backends.export.manifest import (
     template_sha256,
 )
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, sample_key
+from gen_tui.backends.records import RAW_FILE, record_lines, sample_key
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
 from gen_tui.backends.watcher import MANIFEST_FILE, record_counts
 
@@ -177,7 +176,14 @@ def checked_setup(folder: Path, tokenizers: dict[str, Any]) -> tuple[RunSetup, A
     return setup, tokenizer
 
 
-def _skip_reason(record: dict[str, Any], prompt_ids: Any, options: ExportOptions) -> str | None:
+def _skip_reason(
+    record: dict[str, Any], prompt_ids: Any, options: ExportOptions, sent_ids: bool
+) -> str | None:
+    """Why a record is not exported, or None. `sent_ids`: the run sent token ids (SGLang's
+    native API), so the rebuilt prompt must be exactly `prompt_tokens` long. An OpenAI-path
+    run sent messages and the provider's template counted them: its count may differ by its
+    own special tokens, so it cannot fail the rebuilt ids (the template hash still guards
+    them)."""
     output_ids = record.get("output_ids")
     if not isinstance(output_ids, list):
         return NO_IDS
@@ -185,7 +191,7 @@ def _skip_reason(record: dict[str, Any], prompt_ids: Any, options: ExportOptions
         return TRUNCATED
     if isinstance(prompt_ids, Exception):
         return UNTOKENIZABLE
-    if len(prompt_ids) != record.get("prompt_tokens"):
+    if sent_ids and len(prompt_ids) != record.get("prompt_tokens"):
         return IDS_MISMATCH
     if not output_ids:
         return EMPTY
@@ -208,7 +214,7 @@ def _flush(
             record = orjson.loads(records.readline())
         except orjson.JSONDecodeError as exc:  # changed under us since the index
             raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
-        reason = _skip_reason(record, prompt_ids, ds.options)
+        reason = _skip_reason(record, prompt_ids, ds.options, ds.setup.api == "sglang")
         if reason is not None:
             ds.tally.skipped[reason] += 1
             continue

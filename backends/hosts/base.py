@@ -23,21 +23,15 @@ from gen_tui.backends import watcher
 from gen_tui.backends.hosts.argv import exec_done, template_argv
 from gen_tui.backends.hosts.errors import RunError, StartError
 from gen_tui.backends.hosts.kill import (
-    KILL_WAIT_S,
     KillOutcome,
-    KillResult,
     TickCallback,
-    kill_wait,
-    killed_detail,
     signal_and_wait,
-    stopped_detail,
 )
 from gen_tui.backends.hosts.ps import (
     PsReport,
     RunIdentity,
     RunProcess,
     Survey,
-    owner_text,
     runs_in,
 )
 from gen_tui.backends.hosts.resume import (
@@ -47,16 +41,15 @@ from gen_tui.backends.hosts.resume import (
     resume_log_path,
 )
 from gen_tui.backends.hosts.scripts import (
-    appended_script,
-    parse_appended,
     parse_sizes,
-    rquote,
     sizes_script,
 )
+from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.tails import Tail, log_spec, record_spec
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 START_WAIT_S = 10.0
@@ -129,6 +122,10 @@ class Host(ABC):
     async def _open_watcher(self, args: list[str]) -> LineSource:
         """Start the watcher on the host with `args`; its JSON lines."""
 
+    @abstractmethod
+    async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The watcher's `--tail` report (`watcher.tail_request`) as run on the host."""
+
     async def close(self) -> None:
         return None
 
@@ -154,28 +151,24 @@ class Host(ABC):
         """Sizes of `paths`, sampled three times half a second apart."""
         return parse_sizes(await self._sh(sizes_script(paths, samples)), paths)
 
-    async def _offsets(self, paths: Sequence[str]) -> dict[str, int]:
-        """The record files' sizes before a stop, to count what the drain writes after it
-        (empty when unknown: the count is then left out, the stop goes ahead)."""
-        if not paths:
-            return {}
-        try:
-            sizes = (await self._sizes(paths, samples=1))[-1]
-        except (SSHError, OSError, IndexError):
-            return {}
-        return {path: size for path, size in sizes.items() if size is not None}
-
-    async def _drained(self, offsets: Mapping[str, int]) -> int | None:
-        """Records appended past `offsets` (None: unknown)."""
-        if not offsets:
-            return None
-        try:
-            return parse_appended(await self._sh(appended_script(offsets)))
-        except (SSHError, OSError):
-            return None
-
     async def _log_tail(self, log_path: str) -> str:
-        return await self._sh(f"tail -c 2000 {rquote(log_path)} 2>&1")
+        report = Tail.parse(await self._tail_raw({"path": log_path, "max_bytes": 2000}), 20)
+        return report.error or "\n".join(report.lines)
+
+    # the ends of files
+
+    async def tail_records(self, dataset: str, count: int) -> Tail:
+        """The last `count` whole records of `dataset`, read from the end of its file."""
+        check_dataset_name(dataset)
+        spec = record_spec(self._abs_output_dir(), dataset, count)
+        return Tail.parse(await self._tail_raw(spec), count)
+
+    async def tail_log(self, dataset: str, lines: int) -> Tail:
+        """The end of the log of the run writing `dataset` (or of its last start)."""
+        check_dataset_name(dataset)
+        run = self._by_dataset.get(dataset)
+        spec = log_spec(self._abs_output_dir(), dataset, run.pid if run else None, lines)
+        return Tail.parse(await self._tail_raw(spec), lines)
 
     # list
 
@@ -222,59 +215,12 @@ class Host(ABC):
         """SIGTERM the run's group, wait up to `grace_s` (ticking), then SIGKILL; verify.
 
         The identity is checked right before each signal. `files` are the record files to
-        watch stop growing (default: those of the datasets the run list gave it).
+        watch stop growing (default: those of the datasets the run list gave it). The
+        algorithm is :func:`stop.stop_run`, over this host's primitives.
         """
         if identity.host != self.name:
             raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
-        run = self.known_run(identity)
-        if run is not None and not run.mine:
-            return _not_yours(identity.pid, run.uid, run.user)
-        if files is None:
-            files = run.record_files() if run is not None else []
-        wait_s = kill_wait(identity.cmdline, grace_s)
-        offsets = await self._offsets(files)
-        verdict, detail = await self._signal_wait(identity, "TERM", wait_s, on_tick)
-        if verdict == "refused":
-            return KillOutcome(KillResult.REFUSED, detail)
-        if verdict == "denied":
-            uid = int(detail) if detail.isdigit() else None
-            return _not_yours(identity.pid, uid, run.user if run and run.uid == uid else None)
-        if verdict == "absent":
-            return KillOutcome(KillResult.ALREADY_GONE, f"pid {identity.pid} had already exited")
-        if verdict == "gone":
-            result = KillResult.STOPPED
-            detail = stopped_detail(identity.pid, identity.cmdline, await self._drained(offsets))
-        else:
-            verdict, detail = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
-            if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile
-                return _not_yours(identity.pid, int(detail) if detail.isdigit() else None, None)
-            if verdict in ("absent", "refused"):
-                # It went away by itself between the grace period's end and the check.
-                result = KillResult.STOPPED
-                detail = f"pid {identity.pid} exited after SIGTERM, at the end of the grace"
-            elif verdict == "gone":
-                result = KillResult.KILLED
-                drained = await self._drained(offsets)
-                detail = killed_detail(identity.pid, identity.cmdline, wait_s, drained)
-            else:
-                return KillOutcome(
-                    KillResult.STUCK,
-                    f"pid {identity.pid} is still there {KILL_WAIT_S:g} s after SIGKILL "
-                    "(uninterruptible I/O?)",
-                )
-        if not files:
-            return KillOutcome(result, detail)
-        try:
-            samples = await self._sizes(files)
-        except SSHError as exc:
-            # The run is gone (the signal script saw it): say so, not the link's error.
-            return KillOutcome(
-                result, f"{detail}; its record files could not be checked ({describe(exc)})"
-            )
-        stable = len(samples) >= 2 and samples[-1] == samples[-2]
-        if not stable:
-            detail += "; its record files are STILL GROWING: another writer?"
-        return KillOutcome(result, detail, stable, samples[-1] if samples else {})
+        return await stop_run(self, identity, grace_s, on_tick, files)
 
     # start
 
@@ -436,11 +382,3 @@ class Host(ABC):
         return Watch(
             self._open_watcher, output_dir, datasets, resume=resume, metrics_urls=metrics_urls
         )
-
-
-def _not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
-    """A kill refused because the run is another user's (said before any signal)."""
-    return KillOutcome(
-        KillResult.NOT_YOURS,
-        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
-    )

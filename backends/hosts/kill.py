@@ -18,7 +18,7 @@ import asyncssh
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.argv import own_grace
 from gen_tui.backends.hosts.errors import RunError
-from gen_tui.backends.hosts.ps import RunIdentity
+from gen_tui.backends.hosts.ps import RunIdentity, owner_text
 from gen_tui.backends.hosts.scripts import VERDICTS, signal_script
 from gen_tui.backends.hosts.watch import LineSource
 from gen_tui.backends.ssh import SSHError, describe
@@ -142,3 +142,11 @@ async def _read_verdict(
             await call_tick(on_tick, max(0, round(wait_s - int(rest))))
         elif word in VERDICTS:
             return word, rest
+
+
+def not_yours(pid: int, uid: int | None, user: str | None) -> KillOutcome:
+    """A kill refused because the run is another user's (said before any signal)."""
+    return KillOutcome(
+        KillResult.NOT_YOURS,
+        f"pid {pid} belongs to {owner_text(uid, user)}: gen-tui never stops another user's run",
+    )

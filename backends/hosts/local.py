@@ -74,6 +74,9 @@ class LocalHost(Host):
             watcher.ps, pattern, output_dir, list(pids) if pids is not None else None
         )
 
+    async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return await asyncio.to_thread(watcher.tail_request, dict(spec))
+
     async def _open_sh(self, script: str) -> LineSource:
         return ProcessLines(await _start_sh(script))
 

@@ -119,6 +119,9 @@ class SSHHost(Host):
             raise RunError(f"{self.name}: the process listing printed nothing usable")
         return report
 
+    async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return _report(await self._python([f"--tail={json.dumps(spec)}"], timeout=30), "tail")
+
     async def _open_sh(self, script: str) -> LineSource:
         process = await self.connection.open_process(sh_command())
         process.stdin.write(script)

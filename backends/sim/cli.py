@@ -25,7 +25,7 @@ from gen_tui.backends.sim.config import (
     LengthProfile,
     SimConfig,
 )
-from gen_tui.backends.sim.server import SimServer
+from gen_tui.backends.sim.server import SimServer, quiet_bad_requests
 
 __all__ = ["main"]
 
@@ -246,6 +246,7 @@ async def _serve(config: SimConfig, host: str, port: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
+    quiet_bad_requests()
     server = SimServer(config, host, port)
     await server.start()
     try:

@@ -231,8 +231,10 @@ class SimStats:
     and client disconnects (`disconnected` is the latter part); `rejected` counts HTTP 400s;
     `total_completion_tokens` counts only completed answers, the ones a client can record, and
     `total_cost` what they were billed (chat completions with `cost_per_million` set).
-    `unauthorized` counts 401s. Chat completions count in the same fields, with rids
-    `oa/<dataset>/<hex>`.
+    `unauthorized` counts 401s. `abort_requests` counts the rids named in POST
+    /abort_request, live or not (what a client asked, apart from what a disconnect ended:
+    behind a router, only this shows the abort reached the worker). Chat completions count
+    in the same fields, with rids `oa/<dataset>/<hex>`.
     """
 
     requests: int = 0
@@ -251,6 +253,7 @@ class SimStats:
     total_completion_tokens: int = 0
     total_cost: float = 0.0
     unauthorized: int = 0
+    abort_requests: int = 0
     completed_rids: list[str] = field(default_factory=list)
     max_new_tokens: dict[str, int | None] = field(default_factory=dict)
     """The cap each accepted request asked for, by rid (a chat without one: the context left)."""

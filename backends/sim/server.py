@@ -5,11 +5,13 @@ config of a running server.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gen_tui.backends.sim.config import SimConfig, SimStats, config_json
 from gen_tui.backends.sim.metrics import metrics_handler
@@ -17,10 +19,35 @@ from gen_tui.backends.sim.openai_api import OpenAIApi
 from gen_tui.backends.sim.pipeline import Simulator, json_response
 from gen_tui.backends.sim.sglang_api import SglangApi, error_response
 
-__all__ = ["SimServer", "create_app"]
+__all__ = ["SimServer", "create_app", "quiet_bad_requests"]
 
 _CLIENT_MAX_SIZE = 256 * 2**20
 _SIM = web.AppKey("gen_tui_sim", Simulator)
+
+
+class _OneLine(logging.Filter):
+    """aiohttp's log of a request it could not parse, as one line instead of a traceback.
+
+    SGLang's router opens every worker with an HTTP/2 (gRPC) preface to learn which protocol
+    it speaks, then falls back to HTTP/1.1; aiohttp answers 400 and logs the attempt with
+    its traceback and the raw bytes. A uvicorn-served SGLang logs one warning line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "refused a request that is not HTTP/1.1 (%s %s) from %s"
+            record.args = (exc.code, type(exc).__name__, *(record.args or ("?",))[-1:])
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def quiet_bad_requests() -> None:
+    """Log unparseable requests as one line each (see _OneLine); for the `gen-tui sim`
+    process, whose stderr a user reads."""
+    logging.getLogger("aiohttp.server").addFilter(_OneLine())
 
 
 async def _sim_stats(request: web.Request) -> web.Response:

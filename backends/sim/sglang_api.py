@@ -268,6 +268,7 @@ class SglangApi(Frontend):
             return error_response(400, f"Invalid JSON body: {exc}")
         if not isinstance(payload, dict):
             return error_response(400, "The request body must be a JSON object")
+        self.sim.stats.abort_requests += 1
         self.sim.abort(payload.get("rid"), abort_all=payload.get("abort_all") is True)
         return web.Response(status=200)
 

@@ -8,6 +8,7 @@ must hold the trace and ids that decode to the turn as the chat template renders
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from gen_tui.backends.sim.cli import main as sim_main
 from gen_tui.backends.tokenizer import encode_text, encode_turn, load_tokenizer
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
+from tests.support.run_output import gen_tui
 from tests.support.runs import ENV, finish, run_args, spawn
 
 THINKING = [shape for shape in OPENAI_REASONING if shape != "none"]
@@ -417,3 +419,26 @@ async def test_gen_tui_run_records_the_reasoning(
     for record in records:
         assert record["reasoning"] and "ids_gap" in record
         assert tokenizer.decode(record["output_ids"]) == think(record["reasoning"], record["text"])
+
+    # The trainer gets the thinking too: apart in sharegpt, in the trained ids in specforge.
+    by_id = {f"A/{record['sample_id']}": record for record in records}
+    checked = gen_tui("verify", "--output-dir", str(out))
+    assert checked.returncode == 0, checked.stderr.decode()
+    shared = gen_tui("export", "--output-dir", str(out), "--format", "sharegpt", "--to", "-")
+    assert shared.returncode == 0, shared.stderr.decode()
+    rows = [json.loads(line) for line in shared.stdout.splitlines()]
+    assert sorted(row["id"] for row in rows) == sorted(by_id), shared.stderr.decode()
+    for row in rows:
+        answer = row["conversations"][-1]
+        record = by_id[row["id"]]
+        assert answer["role"] == "assistant"
+        assert (answer["content"], answer["reasoning_content"]) == (
+            record["text"],
+            record["reasoning"],
+        )
+    pretokenized = gen_tui("export", "--output-dir", str(out), "--format", "specforge", "--to", "-")
+    assert pretokenized.returncode == 0, pretokenized.stderr.decode()
+    for row in map(json.loads, pretokenized.stdout.splitlines()):
+        trained = [i for i, mask in zip(row["input_ids"], row["loss_mask"], strict=True) if mask]
+        record = by_id[row["id"]]
+        assert tokenizer.decode(trained) == think(record["reasoning"], record["text"])

@@ -71,3 +71,18 @@ async def test_a_line_without_end_comes_in_pieces_of_at_most_the_window(
         process.close()
     assert longest <= MAX_LINE_BYTES + (64 << 10)
     assert peak < 8 * MAX_LINE_BYTES, f"peak {peak:,} bytes"
+
+
+async def test_output_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(
+    connection: SSHConnection,
+) -> None:
+    # A log tail or a process name in latin-1: one bad byte must not fail the command.
+    result = await connection.run("printf 'caf\\351 ok\\n'; printf '\\377err\\n' >&2")
+    assert result.exit_status == 0
+    assert result.stdout == "caf\ufffd ok\n" and result.stderr == "\ufffderr\n"
+    process = await connection.open_process("printf 'na\\351me\\nnext\\n'")
+    try:
+        assert await process.stdout.readline() == "na\ufffdme\n"
+        assert await process.stdout.readline() == "next\n"
+    finally:
+        process.close()

@@ -11,19 +11,32 @@ from pathlib import Path
 
 import pytest
 
+from gen_tui.backends.records import seal
 from tests.support.run_output import copy_run, gen_tui
 
 Lines = list[bytes]
 
 
 def _edit(index: int, change: Callable[[dict, int], object]) -> Callable[[Lines, int], Lines]:
+    """A record written wrong and sealed anyway (a buggy writer): the field checks name it."""
+
     def apply(lines: Lines, vocab: int) -> Lines:
         record = json.loads(lines[index])
+        record.pop("crc32", None)
         change(record, vocab)
-        lines[index] = json.dumps(record).encode() + b"\n"
+        lines[index] = seal(json.dumps(record, separators=(",", ":")).encode()) + b"\n"
         return lines
 
     return apply
+
+
+def _flip_a_digit(lines: Lines, vocab: int) -> Lines:
+    """Rot inside a body: one digit of an id changed, still valid JSON and a plausible id."""
+    line = lines[5]
+    at = line.index(b'"output_ids":[') + len(b'"output_ids":[')
+    digit = line[at : at + 1]
+    lines[5] = line[:at] + (b"1" if digit != b"1" else b"2") + line[at + 1 :]
+    return lines
 
 
 def _set(field: str, value: object) -> Callable[[dict, int], None]:
@@ -66,6 +79,7 @@ DAMAGE: dict[str, tuple[Callable[[Lines, int], Lines], int, str]] = {
         "ids but completion_tokens is",
     ),
     "duplicate": (lambda ls, v: [*ls, ls[7]], 61, "duplicate sample_id"),
+    "a flipped digit in the ids": (_flip_a_digit, 6, "do not match its crc32"),
     "sample not in the prompts": (_edit(2, _set("sample_id", "A-999")), 3, "is not in"),
     "unknown finish_reason": (
         _edit(8, _set("finish_reason", "abort")),

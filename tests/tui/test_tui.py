@@ -127,12 +127,14 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
         await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
         assert badge(app, "A") == "budget reached"
-        # the crossing, as a notification naming the dataset and the count
-        crossing = notes.find("A", "crossed its 20k budget at")
-        assert crossing, notes.items
+        # the crossing, in the events log naming the dataset and the count, and the final
+        # count on the line under the header (not a toast over the panels)
+        crossing = [text for _, text in app.events if "A: crossed its budget at" in text]
+        assert crossing, app.events
+        assert not notes.find("A", "crossed its"), "a budget toast covers the panels"
         first_tokens, _ = recount(tmp_path / "out" / "A")
         assert first_tokens >= 20_000
-        assert f"{first_tokens:,}" in crossing[0][1] or notes.find("A", f"{first_tokens:,}")
+        assert app.dashboard is not None and f"{first_tokens:,}" in app.dashboard.notice
         summary = [text for _, text in app.events if text.startswith("summary: ")]
         assert len(summary) == 1 and f"A done {first_tokens:,}/20,000 (+" in summary[0]
 

@@ -103,7 +103,11 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             second: RunIdentity = link.started[0]
             pids.append(second.pid)
             assert second.cmdline == (*first.cmdline, "--max-tokens-per-dataset", str(budget))
-            await wait_until(lambda: notes.find("B2", "crossed its"), 90, pause=pilot.pause)
+            await wait_until(
+                lambda: any("B2" in t and "crossed its" in t for _, t in app.events),
+                90,
+                pause=pilot.pause,
+            )
             await wait_until(lambda: badge(app, "B2") == "budget reached", 60, pause=pilot.pause)
             await wait_until(lambda: not alive(second.pid), 30, pause=pilot.pause)
             final = recount(out / "B2")

@@ -78,7 +78,7 @@ def test_a_budget_set_mid_run_holds_and_the_others_share_the_rest(tmp_path: Path
     alloc.set_budget("A", 700, None)
     assert ds["A"].pinned
     assert [ds[n].budget.max_tokens for n in "ABC"] == [700, 150, 150]
-    assert events[-1] == "A: budget set to 700 tokens, None samples"
+    assert events[-1] == "A: budget set to 700 tokens"
 
 
 def test_a_dataset_done_at_its_share_is_reopened_only_with_room_for_an_answer(

@@ -152,3 +152,16 @@ def test_fast_scan_does_not_accept_a_damaged_line(tmp_path: Path) -> None:
     path.write_bytes(_new("x", 1) + damaged + _new("y", 1))
     with pytest.raises(RecordFileError, match=":2: not valid JSON"):
         scan_records(path)
+
+
+def test_a_record_carries_a_crc32_of_its_bytes_that_catches_a_flipped_digit() -> None:
+    from gen_tui.backends.records import Completion, seal_problem, sealed
+
+    line = Completion("s1", 3, 5, "stop", [101, 202, 303], text="hi").to_line()
+    assert sealed(line) and seal_problem(line) is None
+    assert orjson.loads(line)["crc32"] == line[-11:-3].decode()
+    flipped = line.replace(b"202", b"207")
+    assert orjson.loads(flipped)["output_ids"] == [101, 207, 303]  # still a fine record
+    assert "do not match its crc32" in (seal_problem(flipped) or "")
+    unsealed = orjson.dumps({"sample_id": "s1", "completion_tokens": 3})
+    assert not sealed(unsealed) and seal_problem(unsealed) is None

@@ -1,0 +1,223 @@
+"""A closer look at one dataset: its data quality (`d`), its last answers (`v`), its run's log
+(`L`).
+
+Each is a screen of its own over the dashboard (80x24 has no room beside the panels). What
+they show is read off the UI's loop: the quality figures come with the panel's snapshot
+(the dashboard refreshes them), the answers and the log through the source's
+:class:`Peek` in thread workers, since a record file may be 10 GB behind an SSH link and a
+tokenizer takes seconds to load. Text from files and servers is drawn as plain `Text`, after
+`untrusted.clean`: never markup, never an escape sequence.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Label, Static
+
+from gen_tui.app.dashboard.sources import Peek
+from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
+from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.tails import Tail
+from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.key_line import KeyLine
+from gen_tui.widgets.quality_view import quality_text, seconds
+
+REFRESH_S = 0.5
+LOG_POLL_S = 1.0
+LOG_LINES = 200
+
+
+def _close(keys: str) -> Binding:
+    return Binding(keys, "close", "Panels", tooltip="Back to the dataset panels")
+
+
+class PeekScreen(Screen[None]):
+    """A title line, a scrolling body, the key line; Escape goes back."""
+
+    title_text = ""
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__()
+        self.dataset = dataset
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.title_text, id="peek-title", markup=False)
+        with VerticalScroll(id="peek-scroll"):
+            yield Static("", id="peek-body", markup=False)
+        yield KeyLine()
+
+    def on_mount(self) -> None:
+        self.query_one("#peek-scroll").focus()
+
+    def show(self, body: Text | str) -> None:
+        self.query_one("#peek-body", Static).update(body)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class QualityScreen(PeekScreen):
+    """The data quality of one dataset, live: it follows the panel's snapshots."""
+
+    BINDINGS: ClassVar[list[Binding]] = [_close("escape,d")]
+
+    def __init__(self, dataset: str, snapshot: Callable[[], DatasetSnapshot | None]) -> None:
+        super().__init__(dataset)
+        self.snapshot = snapshot
+        self.title_text = f"{dataset} · data quality (this run's answers)"
+        self._shown: DatasetSnapshot | None = None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.refresh_view()
+        self.set_interval(REFRESH_S, self.refresh_view, name="quality-refresh")
+
+    def refresh_view(self) -> None:
+        snap = self.snapshot()
+        if snap is self._shown and snap is not None:
+            return
+        self._shown = snap
+        self.show(quality_text(snap, max(40, self.size.width - 2)))
+
+
+@functools.lru_cache(maxsize=2)
+def _tokenizer(source: str) -> Any:
+    """A run's tokenizer, loaded once per app (seconds the first time: a worker's)."""
+    from gen_tui.backends.tokenizer import load_tokenizer
+
+    return load_tokenizer(source)
+
+
+def sample_text(samples: Sequence[Sample], tail: Tail) -> Text:
+    """The answers, newest first, each with its figures on a heading line."""
+    if tail.error:
+        return Text(f"Cannot read the answers: {one_line(tail.error)}")
+    if not samples:
+        return Text("No answer written yet." if not tail.cut else "The last answer is too big.")
+    out = Text()
+    for sample in samples:
+        tokens = f"{sample.tokens:,} tokens" if sample.tokens is not None else "? tokens"
+        prompt = f"prompt {sample.prompt_tokens:,}" if sample.prompt_tokens is not None else ""
+        latency = seconds(sample.latency_s) if sample.latency_s is not None else ""
+        head = " · ".join(
+            p for p in (f"#{sample.sample_id}", sample.finish_reason, tokens, prompt, latency) if p
+        )
+        cut = sample.finish_reason == "length"
+        out.append(f" {head} \n", style="bold black on yellow" if cut else "bold reverse")
+        if sample.reasoning:
+            out.append("reasoning\n", style="bold dim")
+            out.append(sample.reasoning.strip() + "\n", style="dim")
+        out.append("answer\n", style="bold")
+        if sample.answer:
+            out.append(sample.answer.strip() + "\n")
+        else:
+            out.append("(ids only, and no tokenizer to decode them)\n", style="italic")
+        out.append("\n")
+    return out
+
+
+class SampleScreen(PeekScreen):
+    """The last answers of one dataset, read from the end of its record file."""
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        _close("escape,v"),
+        Binding("R", "reload", "Reload", tooltip="Read the newest answers again"),
+    ]
+
+    def __init__(self, dataset: str, peek: Peek, count: int = DEFAULT_SAMPLES) -> None:
+        super().__init__(dataset)
+        self.peek = peek
+        self.count = count
+        self.title_text = f"{dataset} · the last {count} answers, newest first"
+        self.samples: list[Sample] = []
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self.show("reading the end of the record file…")
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="samples")
+    def load(self) -> None:
+        try:
+            tail = self.peek.records(self.count)
+        except Exception as exc:  # a link down, a timeout: said on the screen
+            tail = Tail(error=str(exc) or type(exc).__name__)
+        tokenizer = None
+        if self.peek.tokenizer and any('"text":' not in line for line in tail.lines):
+            try:
+                tokenizer = _tokenizer(self.peek.tokenizer)
+            except Exception:  # without it, the ids stay undecoded and the screen says so
+                tokenizer = None
+        samples = parse_samples(tail.lines, tokenizer)
+        self.app.call_from_thread(self._loaded, samples, tail)
+
+    def _loaded(self, samples: list[Sample], tail: Tail) -> None:
+        self.samples = samples
+        self.show(sample_text(samples, tail))
+
+
+class LogScreen(PeekScreen):
+    """The end of the log of the run writing one dataset, followed once a second."""
+
+    BINDINGS: ClassVar[list[Binding]] = [_close("escape,L")]
+
+    def __init__(
+        self, dataset: str, peek: Peek | None, events: Callable[[], Sequence[str]]
+    ) -> None:
+        super().__init__(dataset)
+        self.peek = peek
+        self.events = events
+        self.title_text = (
+            f"{dataset} · its run's log (following)"
+            if peek is not None and peek.log is not None
+            else f"{dataset} · this process's events (its run is in this process)"
+        )
+        self.lines: tuple[str, ...] = ()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.show("reading the log…")
+        self.poll()
+        self.set_interval(LOG_POLL_S, self.poll, name="log-poll")
+
+    def poll(self) -> None:
+        if self.peek is None or self.peek.log is None:
+            self._show_lines(tuple(self.events()), None)
+        else:
+            self.read()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="log")
+    def read(self) -> None:
+        assert self.peek is not None and self.peek.log is not None
+        try:
+            tail = self.peek.log(LOG_LINES)
+        except Exception as exc:  # a link down, a timeout: said on the screen
+            tail = Tail(error=str(exc) or type(exc).__name__)
+        self.app.call_from_thread(self._show_lines, tail.lines, tail)
+
+    def _show_lines(self, lines: Sequence[str], tail: Tail | None) -> None:
+        lines = tuple(one_line(line, 1000) for line in lines[-LOG_LINES:])
+        if tail is not None and tail.error:
+            self.show(f"No log to show: {one_line(tail.error)}")
+            return
+        if lines == self.lines and self.lines:
+            return
+        scroll = self.query_one("#peek-scroll", VerticalScroll)
+        at_end = scroll.scroll_y >= scroll.max_scroll_y - 1
+        self.lines = lines
+        head = f"{tail.path}\n" if tail is not None and tail.path else ""
+        self.show(Text(head, style="dim") + Text("\n".join(lines) or "(empty so far)"))
+        if at_end:
+            scroll.call_after_refresh(scroll.scroll_end, animate=False)

@@ -1,0 +1,211 @@
+"""Alerts: a ping on the user's phone or desktop when a night's run needs them, or is over.
+
+Push services go through apprise (one URL each: Slack, ntfy, Discord, Telegram, email,
+`json://` to any HTTP endpoint) rather than clients of our own. The `[alerts]` table of the
+TOML names the URLs and which events to send; by default every event.
+
+A send never stops or slows the run: it happens in a thread of its own, one at a time, and
+a failure is said once (through `on_failure`) and then only counted. URLs carry tokens, so
+anything said about one shows apprise's privacy form of it (secrets masked).
+
+The terminal half (the bell, and an OSC 9 / OSC 777 desktop notification where the
+terminal has one) is built here as text, and written by the TUI through Textual's driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gen_tui.backends.untrusted import one_line
+
+TITLE_CHARS = 80
+BODY_CHARS = 400
+"""An alert is a glance: a message longer than this is cut (and said to be)."""
+REPEAT_S = 600.0
+"""A condition that comes and goes (a full disk, no credits) pings once per this long."""
+FLUSH_S = 10.0
+"""How long a finishing run waits for its last alerts (the "run ended" one) to go out."""
+
+
+class AlertEvent(StrEnum):
+    """What can raise an alert; the `[alerts] events` names."""
+
+    BUDGET = "budget"
+    """A dataset reached its budget."""
+    STALE = "stale"
+    FAILED = "failed"
+    CREDITS = "credits"
+    """The API answered 402: out of credits."""
+    DISK_FULL = "disk_full"
+    HOST_LOST = "host_lost"
+    ENDED = "ended"
+    """The run is over, however it ended."""
+    TEST = "test"
+    """`gen-tui alert --test`: always sent."""
+
+
+class AlertConfigError(ValueError):
+    """An `[alerts]` value that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """The `[alerts]` table: where alerts go and which events raise one."""
+
+    urls: tuple[str, ...] = ()
+    events: frozenset[AlertEvent] = field(default_factory=lambda: frozenset(AlertEvent))
+
+    @classmethod
+    def parse(cls, table: Mapping[str, Any], where: str = "alerts") -> AlertConfig:
+        """The config of a parsed `[alerts]` table; AlertConfigError names a wrong key."""
+        unknown = set(table) - {"urls", "events"}
+        if unknown:
+            raise AlertConfigError(
+                f"unknown key {where}.{sorted(unknown)[0]} (known: events, urls)"
+            )
+        urls = table.get("urls", [])
+        if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+            raise AlertConfigError(f"{where}.urls must be a list of apprise URLs (strings)")
+        for index, url in enumerate(urls):
+            if not _apprise_accepts(url):
+                raise AlertConfigError(
+                    f"{where}.urls[{index}] is no URL apprise knows (such as ntfy://topic, "
+                    "slack://..., json://host:port/path)"
+                )
+        known = [str(event) for event in AlertEvent if event is not AlertEvent.TEST]
+        names = table.get("events", known)
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise AlertConfigError(f"{where}.events must be a list of event names")
+        wrong = [name for name in names if name not in known]
+        if wrong:
+            raise AlertConfigError(
+                f"{where}.events: unknown event {wrong[0]!r} (known: {', '.join(known)})"
+            )
+        return cls(tuple(urls), frozenset(AlertEvent(name) for name in names))
+
+    def wants(self, event: AlertEvent) -> bool:
+        return event is AlertEvent.TEST or event in self.events
+
+
+def _apprise() -> Any:
+    """apprise, imported when first needed (it costs a few hundred ms), its own log lines
+    kept out of the user's terminal: a failure is said once, by us."""
+    import apprise
+
+    log = logging.getLogger("apprise")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    return apprise
+
+
+def _apprise_accepts(url: str) -> bool:
+    return bool(url) and "\x00" not in url and _apprise().Apprise().add(url)
+
+
+def _private(url: str) -> str:
+    """`url` with its secrets masked, as apprise shows it."""
+    targets = _apprise().Apprise()
+    targets.add(url)
+    return one_line(targets[0].url(privacy=True), 200) if len(targets) else "(a URL)"
+
+
+class Alerter:
+    """Sends alerts to the configured URLs, one at a time in a thread, never raising."""
+
+    def __init__(
+        self, config: AlertConfig, on_failure: Callable[[str], None] | None = None
+    ) -> None:
+        self.config = config
+        self._on_failure = on_failure
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future[bool]] = []
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.failed = 0
+
+    def send(self, event: AlertEvent, title: str, body: str) -> Future[bool] | None:
+        """Queue an alert (returns at once); None when no URL wants it."""
+        if not self.config.urls or not self.config.wants(event):
+            return None
+        title = one_line(title, TITLE_CHARS)
+        body = one_line(body, BODY_CHARS)
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="gen-tui-alerts")
+            future = self._executor.submit(self._deliver, title, body)
+            self._pending = [f for f in self._pending if not f.done()] + [future]
+        return future
+
+    def _deliver(self, title: str, body: str) -> bool:
+        failures = []
+        for url in self.config.urls:
+            try:
+                targets = _apprise().Apprise()
+                targets.add(url)
+                ok = bool(targets.notify(title=title, body=body))
+            except Exception as exc:  # a push service is never worth a run
+                ok = False
+                reason = f"{type(exc).__name__}: {exc}"
+            else:
+                reason = "the service refused it or could not be reached"
+            if not ok:
+                failures.append(f"{_private(url)} ({one_line(reason, 200)})")
+        if failures:
+            self.failed += 1
+            if self.failed == 1 and self._on_failure is not None:
+                self._on_failure(
+                    f"an alert could not be sent to {'; '.join(failures)}; the run goes on "
+                    "(later failures are not said again)"
+                )
+            return False
+        self.sent += 1
+        return True
+
+    def close(self, timeout: float = FLUSH_S) -> None:
+        """Wait up to `timeout` for queued alerts, then let the thread go."""
+        with self._lock:
+            pending, executor = list(self._pending), self._executor
+            self._executor = None
+        for future in pending:
+            try:
+                future.result(timeout=timeout)
+            except Exception:  # timed out: the thread is a daemon's, the process may end
+                break
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def terminal_notification(title: str, body: str, env: Mapping[str, str] | None = None) -> str:
+    """The escape sequence that raises a desktop notification in this terminal, or "" when
+    it is not known to have one (the bell alone then).
+
+    OSC 9 (iTerm2, WezTerm, Windows Terminal, kitty, ConEmu, Ghostty) takes one text; OSC
+    777 (urxvt, foot, Ghostty, VTE terminals) a title and a body. Inside tmux the sequence
+    is wrapped for passthrough (tmux needs `allow-passthrough on` to let it out). The texts
+    are from servers and files: control characters and `;` are taken out, so nothing can
+    end the sequence early and write to the terminal itself.
+    """
+    env = os.environ if env is None else env
+    program = env.get("TERM_PROGRAM", "")
+    term = env.get("TERM", "")
+    title, body = (
+        one_line(text, limit).replace(";", ",").replace("\ufffd", "?")
+        for text, limit in ((title, TITLE_CHARS), (body, BODY_CHARS))
+    )
+    if program in ("iTerm.app", "WezTerm", "ghostty") or "kitty" in term or env.get("WT_SESSION"):
+        sequence = f"\x1b]9;{title}: {body}\x07"
+    elif term.startswith(("rxvt", "foot")) or env.get("VTE_VERSION"):
+        sequence = f"\x1b]777;notify;{title};{body}\x07"
+    else:
+        return ""
+    if env.get("TMUX"):
+        sequence = "\x1bPtmux;" + sequence.replace("\x1b", "\x1b\x1b") + "\x1b\\"
+    return sequence

@@ -1,0 +1,305 @@
+"""Reading record files: the one scan that counts a dataset's tokens and done samples, the
+bounded line reader, and moving a crash's torn last line aside.
+
+Every count of tokens on disk, by the engine on resume, by the TUI and by the tests, goes
+through :func:`scan_records`. Records come in two layouts: the current one (top-level
+`completion_tokens` and `output_ids`) and the seed script's older one
+(`usage.completion_tokens` and text). Record files are data from elsewhere once copied
+around: no line is held past MAX_RECORD_LINE, no torn tail read whole.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import orjson
+
+from gen_tui.backends.watcher import (
+    MAX_COMPLETION_TOKENS,
+    SAMPLE_ID_MAX,
+    BadFile,
+    open_own,
+    record_counts,
+)
+
+TORN_SUFFIX = ".torn"
+
+SampleId = str | int
+
+
+class RecordFileError(Exception):
+    """A record file that cannot be trusted as it stands; the message names file, line and field."""
+
+
+def _open_existing(path: Path, flags: int) -> int:
+    """An fd of the regular file `path` (no symlink followed); a planted one is refused in
+    the record file's own words."""
+    try:
+        return open_own(os.fspath(path), flags, 0o644)
+    except BadFile as exc:
+        raise RecordFileError(f"{exc}: refusing to read or write it") from None
+
+
+def sample_key(sample_id: SampleId) -> str:
+    """Identity of a sample across prompt files and both record layouts ("7" and 7 are one)."""
+    return str(sample_id)
+
+
+@dataclass
+class ScanResult:
+    """What a record file holds: the done samples and their token total."""
+
+    done: set[str] = field(default_factory=set)
+    tokens: int = 0
+    records: int = 0
+    duplicates: int = 0
+    lengths: list[int] = field(default_factory=list)
+    valid_bytes: int = 0
+    torn_tail: bytes = b""
+    missing_newline: bool = False
+
+    @property
+    def mean(self) -> float | None:
+        return self.tokens / self.records if self.records else None
+
+
+_CHUNK = 1 << 20
+_FAST_HEAD = b'{"sample_id":'
+_FAST_TOKENS = b',"completion_tokens":'
+
+
+def _fast_counts(line: bytes) -> tuple[str, int] | None:
+    """(key, tokens) read off the head of a line in our own layout, without parsing the body.
+
+    Our writer puts `sample_id` and `completion_tokens` first, so a resume scan need not
+    decode thousands of output ids per record. Anything unusual (escapes, other layouts,
+    a line not ending in `}`, a key seen twice) returns None and gets a full parse.
+    """
+    if not line.startswith(_FAST_HEAD) or not line.rstrip().endswith(b"}"):
+        return None
+    start = len(_FAST_HEAD)
+    if line[start : start + 1] == b'"':
+        end = line.find(b'"', start + 1)
+        if end < 0:
+            return None
+        raw = line[start + 1 : end]
+        if b"\\" in raw:
+            return None
+        try:
+            key = raw.decode("utf-8", "strict")
+        except UnicodeDecodeError:
+            return None
+        end += 1
+    else:
+        end = line.find(b",", start)
+        digits = line[start:end]
+        # The counting rule's bounds (`record_counts`), checked inline (this runs per line):
+        # no leading zero (not JSON), nothing past the bound (the full parse then decides).
+        if end < 0 or not digits.isdigit() or len(digits) > 19 or digits[:1] == b"0" != digits:
+            return None
+        number = int(digits)
+        if number > SAMPLE_ID_MAX:
+            return None
+        key = str(number)
+    if not line.startswith(_FAST_TOKENS, end):
+        return None
+    start = end + len(_FAST_TOKENS)
+    end = line.find(b",", start)
+    digits = line[start:end]
+    if end < 0 or not digits.isdigit() or len(digits) > 8 or digits[:1] == b"0" != digits:
+        return None
+    tokens = int(digits)
+    if tokens > MAX_COMPLETION_TOKENS:  # 10**30 once marked a dataset done
+        return None
+    if line.find(b'"sample_id":', end) >= 0 or line.find(b'"completion_tokens":', end) >= 0:
+        # Two records on one line: a write cut short (a full disk) with the next one glued
+        # on. Only a full parse can tell; the head alone would count the cut one instead.
+        # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
+        return None
+    return key, tokens
+
+
+_KEEP_LENGTHS = 4096
+
+
+MAX_RECORD_LINE = 256 << 20
+"""Far beyond the longest record the engine writes (an answer is bounded by 16 bytes a
+token of max_new_tokens, eight times over, plus 4 MiB; its ids take about as much). A longer
+line is no record: it is read past, never held (a file without newlines, copied in from
+elsewhere, must not take the memory)."""
+TORN_KEPT = 1 << 20
+"""Of a torn last line, what the scan keeps in memory; the rest is copied aside from disk."""
+
+
+def _lines(path: Path) -> Iterator[tuple[int, int, bytes | int, bool]]:
+    """Yield (line number, byte offset, line without newline, ended by newline); a line over
+    MAX_RECORD_LINE bytes is given as its length instead of its bytes."""
+    offset = 0  # of the chunk in the file
+    start_of_line = 0
+    line_no = 0
+    pieces: list[bytes] = []  # the line so far, when it spans chunks
+    held = 0
+    skipped = -1  # the bytes of an over-long line read past (-1: not in one)
+    with os.fdopen(_open_existing(path, os.O_RDONLY), "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                line_no += 1
+                if skipped >= 0:
+                    yield line_no, start_of_line, skipped + end - start, True
+                    skipped = -1
+                elif pieces:
+                    yield line_no, start_of_line, b"".join([*pieces, chunk[start:end]]), True
+                    pieces, held = [], 0
+                else:
+                    yield line_no, start_of_line, chunk[start:end], True
+                start = end + 1
+                start_of_line = offset + start
+            if start < len(chunk):
+                if skipped >= 0:
+                    skipped += len(chunk) - start
+                else:
+                    pieces.append(chunk[start:])
+                    held += len(chunk) - start
+                    if held > MAX_RECORD_LINE:
+                        skipped, pieces, held = held, [], 0
+            offset += len(chunk)
+    if skipped >= 0:
+        yield line_no + 1, start_of_line, skipped, False
+    elif pieces:
+        yield line_no + 1, start_of_line, b"".join(pieces), False
+
+
+def scan_records(path: Path) -> ScanResult:
+    """Count the records of `path` (absent means empty) without keeping their bodies.
+
+    A last line that is cut off or unparseable is a crash's torn write: it is reported in
+    `torn_tail` (with `valid_bytes` the length of the good prefix) for the caller to move aside.
+    Any other bad line raises :class:`RecordFileError` naming file, line and field: a file we
+    cannot read completely is never silently partially counted.
+    """
+    result = ScanResult()
+    if not os.path.lexists(path):
+        return result
+    pending_error: tuple[int, int, bytes, str] | None = None
+    for line_no, offset, line, ended in _lines(path):
+        if pending_error is not None:
+            bad_no, _, _, reason = pending_error
+            raise RecordFileError(f"{path}:{bad_no}: {reason}")
+        if isinstance(line, int):
+            reason = f"a line of {line:,} bytes, longer than any record ({MAX_RECORD_LINE:,})"
+            pending_error = (line_no, offset, b"", reason)
+            continue
+        if not line.strip():
+            result.valid_bytes = offset + len(line) + (1 if ended else 0)
+            continue
+        fast = _fast_counts(line) if ended else None
+        if fast is not None:
+            key, tokens = fast
+        else:
+            try:
+                parsed = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                pending_error = (line_no, offset, line, f"not valid JSON ({exc})")
+                continue
+            try:
+                sample_id, tokens = record_counts(parsed)
+            except ValueError as exc:
+                pending_error = (line_no, offset, line, str(exc))
+                continue
+            key = sample_key(sample_id)
+        if key in result.done:
+            result.duplicates += 1
+        result.done.add(key)
+        result.tokens += tokens
+        result.records += 1
+        if len(result.lengths) < _KEEP_LENGTHS:
+            result.lengths.append(tokens)
+        else:
+            result.lengths[result.records % _KEEP_LENGTHS] = tokens
+        result.valid_bytes = offset + len(line) + (1 if ended else 0)
+        result.missing_newline = not ended
+    if pending_error is not None:
+        _, offset, _, _ = pending_error
+        result.valid_bytes = offset
+        with os.fdopen(_open_existing(path, os.O_RDONLY), "rb") as handle:
+            handle.seek(offset)
+            result.torn_tail = handle.read(TORN_KEPT) or b"\n"  # non-empty: there is one
+        result.missing_newline = False
+    return result
+
+
+def quarantine_torn_tail(path: Path, scan: ScanResult) -> Path | None:
+    """Move a torn last line to a side file and cut it from `path`; return the side file.
+
+    The side file is written and synced before the record file is truncated, so the bytes
+    exist somewhere at every instant. A complete last record lacking only its newline gets one.
+    """
+    if scan.torn_tail:
+        fd, side = _new_side_file(path)
+        with (
+            os.fdopen(fd, "wb") as handle,
+            os.fdopen(_open_existing(path, os.O_RDONLY), "rb") as source,
+        ):
+            source.seek(scan.valid_bytes)  # copied from disk: the scan kept only its head
+            while chunk := source.read(_CHUNK):
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        fd = _open_existing(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, scan.valid_bytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        scan.torn_tail = b""
+        return side
+    if scan.missing_newline:
+        with os.fdopen(_open_existing(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
+            handle.write(b"\n")
+        scan.valid_bytes += 1
+        scan.missing_newline = False
+    return None
+
+
+def _new_side_file(path: Path) -> tuple[int, Path]:
+    """(fd, path) of a new 0600 `<record file>.torn.<ms>`: created with O_EXCL, so a name
+    someone planted in advance (the milliseconds are guessable) is never followed; then the
+    name gets a random part no one can guess. The torn line may hold anything."""
+    stamp = int(time.time() * 1000)
+    for attempt in range(100):
+        suffix = f"{stamp}" if attempt == 0 else f"{stamp}-{os.urandom(6).hex()}"
+        side = path.with_name(f"{path.name}{TORN_SUFFIX}.{suffix}")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            return open_own(os.fspath(side), flags, 0o600), side
+        except (FileExistsError, BadFile):
+            continue
+    raise RecordFileError(f"{path}: cannot make a side file for its torn last line")
+
+
+def record_lines(
+    handle: BinaryIO, limit: int = MAX_RECORD_LINE
+) -> Iterator[tuple[int, int, bytes | int]]:
+    """(line number, byte offset, line) for each line of `handle`; a line over `limit` bytes
+    is read past in chunks and given as its length instead."""
+    offset = 0
+    line_no = 0
+    while raw := handle.readline(limit + 1):
+        line_no += 1
+        start = offset
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            offset += len(raw)
+            yield line_no, start, raw
+            continue
+        size = len(raw)
+        while (chunk := handle.readline(1 << 20)) and not chunk.endswith(b"\n"):
+            size += len(chunk)
+        size += len(chunk)
+        offset += size
+        yield line_no, start, size

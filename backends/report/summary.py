@@ -1,0 +1,231 @@
+"""What a finished (or running) dataset amounts to, computed from its files alone.
+
+`gen-tui report` reads the record file once, streamed: a night's record file may be 10 GB,
+so nothing per record is kept. Latency quantiles come from a log-scaled histogram (about
+1% relative error, a fixed few thousand counters), answer lengths from bins of
+LENGTH_BIN tokens. The timeline (wall time, throughput, the plots) comes from
+history.jsonl, the budget from progress.json, failures from errors.jsonl. A line that
+cannot be read is named (file, line, field) and counted, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gen_tui.backends.budget import overshoot
+from gen_tui.backends.history import MAX_PROBLEMS, HistoryPoint, read_history
+from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.record_scan import record_lines
+from gen_tui.backends.untrusted import one_line
+from gen_tui.backends.watcher import (
+    ERRORS_FILE,
+    HISTORY_FILE,
+    PROGRESS_FILE,
+    RAW_FILE,
+    BadFile,
+    open_regular,
+    record_counts,
+)
+
+LENGTH_BIN = 16
+"""Answer lengths are counted in bins this many tokens wide (a 32k cap: 2,048 counters)."""
+LATENCY_BINS_PER_DECADE = 100
+HISTORY_POINTS = 2000
+"""Points per dataset kept for the plots (a longer history is thinned while read)."""
+REASON_CHARS = 120
+REASONS_KEPT = 1000
+"""Distinct error reasons counted; past that, new ones go under "(other)"."""
+
+
+class LogHistogram:
+    """Counts of positive values in log-spaced bins: quantiles in fixed memory."""
+
+    def __init__(self, per_decade: int = LATENCY_BINS_PER_DECADE) -> None:
+        self.per_decade = per_decade
+        self.bins: Counter[int] = Counter()
+        self.count = 0
+
+    def add(self, value: float) -> None:
+        if value > 0 and math.isfinite(value):
+            self.bins[math.floor(math.log10(value) * self.per_decade)] += 1
+            self.count += 1
+
+    def quantile(self, q: float) -> float | None:
+        """The value below which a share `q` of the values lie (a bin's geometric middle)."""
+        if not self.count:
+            return None
+        rank = q * self.count
+        seen = 0
+        for index in sorted(self.bins):
+            seen += self.bins[index]
+            if seen >= rank:
+                return 10 ** ((index + 0.5) / self.per_decade)
+        return 10 ** ((max(self.bins) + 0.5) / self.per_decade)
+
+
+@dataclass
+class DatasetReport:
+    """One dataset's summary; None where its files do not say."""
+
+    name: str
+    tokens: int = 0
+    samples: int = 0
+    truncated: int = 0
+    cost: float | None = None
+    errors: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    budget: int | None = None
+    state: str | None = None
+    lengths: Counter[int] = field(default_factory=Counter)
+    """Answers per LENGTH_BIN-token bin (key: the bin's first length // LENGTH_BIN)."""
+    latency: LogHistogram = field(default_factory=LogHistogram)
+    history: list[HistoryPoint] = field(default_factory=list)
+    first_created: float | None = None
+    last_created: float | None = None
+    bad_lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def mean_length(self) -> float | None:
+        return self.tokens / self.samples if self.samples else None
+
+    @property
+    def truncated_share(self) -> float | None:
+        return self.truncated / self.samples if self.samples else None
+
+    @property
+    def overshoot(self) -> float | None:
+        return overshoot(self.tokens, self.budget) if self.state == "done" else None
+
+    @property
+    def runs(self) -> int:
+        """How many processes wrote the history (1 + the resumes it saw)."""
+        return len({point.pid for point in self.history})
+
+    @property
+    def wall_s(self) -> float | None:
+        """Seconds the dataset was being worked on: each run's first to last point, summed
+        (a night it lay killed is not counted); without a history, first to last record."""
+        if len(self.history) >= 2:
+            total = 0.0
+            start = previous = self.history[0]
+            for point in self.history[1:]:
+                if point.pid != previous.pid:
+                    total += previous.t - start.t
+                    start = point
+                previous = point
+            return total + previous.t - start.t
+        if self.first_created is not None and self.last_created is not None:
+            return self.last_created - self.first_created
+        return None
+
+    @property
+    def tok_s(self) -> float | None:
+        wall = self.wall_s
+        if not wall:
+            return None
+        generated = self.tokens
+        if self.history:  # what was there before the first point came from an older run
+            generated = max(0, self.tokens - self.history[0].tokens)
+        return generated / wall
+
+    def note(self, where: str) -> None:
+        """Count an unreadable line, naming the first few."""
+        self.bad_lines += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(where)
+
+
+def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int) -> None:
+    report.tokens += tokens
+    report.samples += 1
+    report.lengths[tokens // LENGTH_BIN] += 1
+    if record.get("finish_reason") == "length":
+        report.truncated += 1
+    latency = record.get("latency_s")
+    if isinstance(latency, int | float) and not isinstance(latency, bool):
+        report.latency.add(float(latency))
+    cost = record.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        report.cost = (report.cost or 0.0) + cost
+    created = record.get("created")
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        if report.first_created is None or created < report.first_created:
+            report.first_created = float(created)
+        if report.last_created is None or created > report.last_created:
+            report.last_created = float(created)
+
+
+def _read_records(report: DatasetReport, path: Path) -> None:
+    for line_no, _, raw in _lines(report, path):
+        if isinstance(raw, int):
+            report.note(f"{path}:{line_no}: a line of {raw} bytes")
+            continue
+        try:
+            record = orjson.loads(raw)
+            _, tokens = record_counts(record)
+        except orjson.JSONDecodeError:
+            last = "" if raw.endswith(b"\n") else " (a torn last line: a run is writing it)"
+            report.note(f"{path}:{line_no}: not JSON{last}")
+            continue
+        except ValueError as exc:
+            report.note(f"{path}:{line_no}: {exc}")
+            continue
+        _add_record(report, record, tokens)
+
+
+def _read_errors(report: DatasetReport, path: Path) -> None:
+    for line_no, _, raw in _lines(report, path, limit=1 << 20):
+        try:
+            entry = orjson.loads(raw) if not isinstance(raw, int) else None
+        except orjson.JSONDecodeError:
+            entry = None
+        if not isinstance(entry, dict):
+            report.note(f"{path}:{line_no}: not a JSON object")
+            continue
+        report.errors += 1
+        reason = entry.get("reason")
+        text = one_line(reason[:REASON_CHARS]) if isinstance(reason, str) else "(no reason)"
+        if text not in report.reasons and len(report.reasons) >= REASONS_KEPT:
+            text = "(other)"
+        report.reasons[text] += 1
+
+
+def _lines(report: DatasetReport, path: Path, limit: int | None = None) -> Any:
+    """record_lines of `path`, or nothing (said once) when it cannot be opened."""
+    try:
+        fd = open_regular(os.fspath(path))
+    except FileNotFoundError:
+        return
+    except (OSError, BadFile) as exc:
+        report.problems.append(str(exc) if isinstance(exc, BadFile) else f"{path}: {exc}")
+        return
+    with os.fdopen(fd, "rb") as handle:
+        yield from record_lines(handle) if limit is None else record_lines(handle, limit)
+
+
+def summarize(folder: Path) -> DatasetReport:
+    """The report of the dataset folder `folder` (its name is the dataset's)."""
+    report = DatasetReport(folder.name)
+    progress = ProgressFile.read(folder / PROGRESS_FILE)
+    if progress is not None:
+        report.budget = progress.max_tokens
+        report.state = str(progress.state) if progress.state is not None else None
+    _read_records(report, folder / RAW_FILE)
+    _read_errors(report, folder / ERRORS_FILE)
+    try:
+        read = read_history(folder / HISTORY_FILE, max_points=HISTORY_POINTS)
+    except (OSError, BadFile) as exc:
+        report.problems.append(f"{folder / HISTORY_FILE}: {exc}")
+    else:
+        report.history = read.points
+        report.bad_lines += read.bad
+        report.problems.extend(read.problems[: max(0, MAX_PROBLEMS - len(report.problems))])
+    return report

@@ -1,0 +1,71 @@
+"""Alerts reach a stub push target (apprise's json:// to an HTTP server of the test's own),
+from `gen-tui alert --test` and from a real `gen-tui run`; a target that fails is said
+once and never stops the run."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.runs import finish, run_args, spawn
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def write_config(path: Path, *urls: str, events: str = "") -> Path:
+    quoted = ", ".join(f'"{url}"' for url in urls)
+    path.write_text(f"[alerts]\nurls = [{quoted}]\n{events}")
+    return path
+
+
+async def test_alert_test_reaches_the_target(hook: Any, tmp_path: Path) -> None:
+    url, received = hook
+    config = write_config(tmp_path / "gen-tui.toml", url)
+    code, stdout, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
+    assert code == 0, stderr
+    assert "sent a test alert to 1 URL(s)" in stdout
+    assert len(received) == 1
+    assert received[0]["title"].endswith(": test") and "alerts reach you" in received[0]["message"]
+
+
+async def test_alert_test_to_a_dead_target_is_one_clear_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", f"json://user:secret@127.0.0.1:{closed_port()}/x")
+    code, _, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
+    assert code == 1
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gen-tui: error: an alert could not be sent")
+    assert "secret" not in stderr, "a URL's secret never reaches the terminal"
+
+
+async def test_a_bad_alerts_table_is_named(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", "json://127.0.0.1:1/x", events='events = ["nap"]\n')
+    code, _, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
+    assert code == 2
+    assert stderr.strip() == (
+        f"gen-tui: error: {config}: alerts.events: unknown event 'nap' (known: budget, stale, "
+        "failed, credits, disk_full, host_lost, ended)"
+    )
+
+
+async def test_a_run_pings_budget_and_end_and_survives_a_dead_target(
+    hook: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    url, received = hook
+    dead = f"json://127.0.0.1:{closed_port()}/x"
+    config = write_config(tmp_path / "c.toml", url, dead)
+    server = await sim(tokens_per_s=20000, slots=16)
+    args = run_args(tokenizer_dir, prompts_dir(A=200), tmp_path / "out", server.url)
+    process = await spawn(*args, "--config", str(config), "--max-tokens-per-dataset", "3000")
+    code, stdout, stderr = await finish(process)
+    assert code == 0, stderr
+    titles = [alert["title"].rsplit(": ", 1)[1] for alert in received]
+    assert titles == ["budget", "ended"], received
+    assert "A reached its budget" in received[0]["message"]
+    assert received[1]["message"].startswith("summary: ")
+    assert stdout.count("an alert could not be sent") + stderr.count("could not be sent") == 1

@@ -1,0 +1,51 @@
+"""The [alerts] table's checks, the once-only failure line, and the terminal's notification
+sequence, which no server text can break out of."""
+
+from __future__ import annotations
+
+import pytest
+
+from gen_tui.backends.alerts import (
+    AlertConfig,
+    AlertConfigError,
+    AlertEvent,
+    terminal_notification,
+)
+
+HOSTILE = "done\x07\x1b]0;pwned\x1b\\; rm -rf"
+
+
+def test_alerts_table_defaults_to_every_event_and_checks_its_keys() -> None:
+    config = AlertConfig.parse({"urls": ["ntfy://topic"]})
+    assert config.wants(AlertEvent.BUDGET) and config.wants(AlertEvent.HOST_LOST)
+    only = AlertConfig.parse({"urls": ["ntfy://topic"], "events": ["ended"]})
+    assert only.wants(AlertEvent.ENDED) and not only.wants(AlertEvent.STALE)
+    assert only.wants(AlertEvent.TEST), "a test alert is always sent"
+    with pytest.raises(AlertConfigError, match=r"alerts.urls\[1\] is no URL apprise knows"):
+        AlertConfig.parse({"urls": ["ntfy://topic", "nosuch://x"]})
+    with pytest.raises(AlertConfigError, match=r"unknown key alerts\.url "):
+        AlertConfig.parse({"url": "ntfy://topic"})
+
+
+@pytest.mark.parametrize(
+    ("env", "start"),
+    [
+        ({"TERM_PROGRAM": "iTerm.app"}, "\x1b]9;"),
+        ({"TERM": "xterm-kitty"}, "\x1b]9;"),
+        ({"TERM": "foot"}, "\x1b]777;notify;"),
+        ({"TERM": "xterm-256color", "VTE_VERSION": "7600"}, "\x1b]777;notify;"),
+    ],
+)
+def test_notification_sequence_per_terminal_carries_no_control(env: dict, start: str) -> None:
+    sequence = terminal_notification("B1 " + HOSTILE, HOSTILE, env)
+    assert sequence.startswith(start) and sequence.endswith("\x07")
+    inner = sequence[len(start) : -1]
+    assert not any(ord(c) < 32 for c in inner), "a server's text ends no sequence early"
+    fields = inner.split(";")
+    assert len(fields) == (2 if "777" in start else 1), "no `;` forges a field"
+
+
+def test_notification_inside_tmux_is_wrapped_and_unknown_terminals_get_none() -> None:
+    wrapped = terminal_notification("t", "b", {"TERM_PROGRAM": "WezTerm", "TMUX": "/tmp/x"})
+    assert wrapped == "\x1bPtmux;\x1b\x1b]9;t: b\x07\x1b\\"
+    assert terminal_notification("t", "b", {"TERM": "xterm-256color"}) == ""
