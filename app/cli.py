@@ -45,8 +45,10 @@ from gen_tui.backends.settings import (
 )
 
 
-def _count_arg(what: str):
-    def parse(text: str) -> int:
+def _count_arg(what: str, words: tuple[str, ...] = ()):
+    def parse(text: str) -> int | str:
+        if text in words:
+            return text
         try:
             return parse_count(text, what=what)
         except CountError as exc:
@@ -71,7 +73,7 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
         "metavar": flag.flag.lstrip("-").replace("-", "_").upper(),
     }
     if flag.count:
-        kwargs["type"] = _count_arg(flag.flag)
+        kwargs["type"] = _count_arg(flag.flag, flag.words)
     if flag.choices is not None:
         kwargs["choices"] = flag.choices
     kwargs.update(flag.flag_kwargs)

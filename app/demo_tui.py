@@ -84,6 +84,11 @@ class DemoSource(RunSource):
         self.scale = 1.0
         self.original = self.budgets[STAR]
 
+    @property
+    def gpu_urls(self) -> Path:
+        """The servers the demo's simulated GPUs follow (see sim/nvidia_smi.py)."""
+        return self.root / "gpu-servers"
+
     def tokenizer(self) -> Path:
         """The demo's tokenizer, built once whichever thread asks first."""
         with self._tokenizer_lock:
@@ -112,6 +117,7 @@ class DemoSource(RunSource):
         from gen_tui.backends.sim import SimServer
 
         server = await stack.enter_async_context(SimServer(self.sim_config()))
+        self.gpu_urls.write_text(server.url + "\n")  # what the simulated GPUs follow
         return EngineConfig(
             datasets=[
                 DatasetSpec(d.name, prompts[d.name], max_tokens=self.budgets[d.name])
@@ -196,6 +202,7 @@ class SimProcessSource(HostSource):
         files: Callable[[], tuple[Path, Path]],
         run_args: Sequence[str] = (),
         grace_s: float = 30.0,
+        gpu_urls: Path | None = None,
     ) -> None:
         super().__init__(datasets=[dataset], discover=False, grace_s=grace_s, label="local")
         self.dataset = dataset
@@ -203,6 +210,8 @@ class SimProcessSource(HostSource):
         self.sim = sim
         self.files = files
         self.run_args = tuple(run_args)
+        self.gpu_urls = gpu_urls
+        """Simulated GPUs for this host's watcher, following the servers listed there."""
         self.launched: RunIdentity | None = None
 
     async def open(self, stack: AsyncExitStack) -> OwnRunsHost:
@@ -215,6 +224,11 @@ class SimProcessSource(HostSource):
         server = await stack.enter_async_context(SimServer(sim))
         self.output_dir.mkdir(parents=True, exist_ok=True)
         host = OwnRunsHost(self.output_dir)
+        if self.gpu_urls is not None:
+            from gen_tui.backends.sim.nvidia_smi import write_standin
+
+            folder = self.output_dir.parent / "simulated-gpus"
+            host.watcher_path = [str(await asyncio.to_thread(write_standin, folder, self.gpu_urls))]
         argv = [
             *(sys.executable, "-m", "gen_tui.app.cli", "run"),
             *("--prompts-dir", str(prompts_dir), "--tokenizer", str(tokenizer)),
@@ -250,4 +264,5 @@ def stale_source(main: DemoSource) -> SimProcessSource:
         files,
         ("--concurrency", "1", "--max-new-tokens", "16384"),
         grace_s=10.0,
+        gpu_urls=main.gpu_urls,
     )

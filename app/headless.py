@@ -21,7 +21,7 @@ from gen_tui.backends.budget import overshoot
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_duration
+from gen_tui.widgets.format import cost_text, format_duration, server_text
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
 
@@ -49,6 +49,16 @@ def pool_line(snap: RunSnapshot) -> str:
         f"{snap.inflight}/{snap.concurrency} slots busy, utilisation "
         f"{snap.utilisation * 100:.1f}%"
     )
+
+
+def server_lines(snap: RunSnapshot, *, detail: bool) -> list[str]:
+    """Each server's load as its /metrics say (the short form unless `detail`); a server
+    not read yet is left out unless it is down."""
+    return [
+        server_text(url, state, snap.server_metrics.get(url), detail=detail)
+        for url, state in snap.servers.items()
+        if url in snap.server_metrics or state != "ok"
+    ]
 
 
 def _over(tokens: int, budget: int | None) -> str:
@@ -127,6 +137,8 @@ class HeadlessDisplay:
             print(f"{stamp} status: {status_line(dataset)}", file=self.stream, flush=True)
         if len(snap.datasets) > 1:
             print(f"{stamp} status: {pool_line(snap)}", file=self.stream, flush=True)
+        for line in server_lines(snap, detail=False):
+            print(f"{stamp} status: server {line}", file=self.stream, flush=True)
 
     def write_summary(self, snap: RunSnapshot) -> None:
         self.event("info", summary_line(snap))

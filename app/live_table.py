@@ -18,7 +18,7 @@ from rich.text import Text
 
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, RunSnapshot
-from gen_tui.widgets.format import format_dollars, format_duration
+from gen_tui.widgets.format import format_dollars, format_duration, server_text
 
 GAP = 1
 """Spaces between columns."""
@@ -106,7 +106,12 @@ def live_table(snap: RunSnapshot, width: int) -> RenderableType:
             cells.append(ProgressBar(total=1.0, completed=d.fraction or 0.0, width=bar))
         cells += [col.cells[row] for col in columns[3:]]
         table.add_row(*cells)
-    return Group(Text(_header(snap), style="bold", overflow="fold"), table)
+    servers = [
+        Text(server_text(url, state, snap.server_metrics.get(url), detail=False), overflow="fold")
+        for url, state in snap.servers.items()
+        if url in snap.server_metrics or state != "ok"
+    ]
+    return Group(Text(_header(snap), style="bold", overflow="fold"), *servers, table)
 
 
 def _header(snap: RunSnapshot) -> str:

@@ -30,19 +30,23 @@ from gen_tui.backends.hosts import (
     SAMPLE_FLAGS,
     TOKEN_FLAGS,
     DatasetTotals,
+    GpuSample,
     Host,
     KillOutcome,
     RunError,
     RunIdentity,
     RunProcess,
+    ServerLoad,
     Survey,
     TickCallback,
     Watch,
     WatchStatus,
+    server_urls,
 )
-from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
+from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile, ServerReport
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.ssh import HostKeyError, SSHError
+from gen_tui.backends.telemetry.host import HostTelemetry
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
@@ -139,6 +143,8 @@ class HostMonitor:
         self.surveyed_at: float | None = None
         self.failure: str | None = None
         self.ready = asyncio.Event()
+        self.telemetry = HostTelemetry()
+        """The servers' load and the GPUs, as the watcher reads them on the host."""
         self._rates: dict[str, RateMeter] = {}
         self._budgets: dict[str, tuple[int | None, int | None]] = {}
         self._watch: Watch | None = None
@@ -228,19 +234,27 @@ class HostMonitor:
 
     async def _keep_watch(self) -> None:
         names = self.datasets
-        if self._watch is not None and self._watch.datasets == names:
+        mine = [run for run in self.runs if run.output_dir == self.output_dir]
+        urls = tuple(sorted({url for run in mine for url in server_urls(run.identity.cmdline)}))
+        watch = self._watch
+        if watch is not None and (watch.datasets, watch.metrics_urls) == (names, urls):
             return
-        offsets = self._watch.offsets() if self._watch is not None else None
+        offsets = watch.offsets() if watch is not None else None
         await self._close_watch()
+        self.telemetry.keep_only(urls)
         if not names:
             return
-        self._watch = self.host.watch(self.output_dir, names, resume=offsets)
+        self._watch = self.host.watch(self.output_dir, names, resume=offsets, metrics_urls=urls)
         self._pump = asyncio.create_task(self._consume(self._watch))
 
     async def _consume(self, watch: Watch) -> None:
         async for item in watch:
             if isinstance(item, WatchStatus):
                 self.watch_state = item.state
+            elif isinstance(item, ServerLoad):
+                self.telemetry.server(item.url, item.report)
+            elif isinstance(item, GpuSample):
+                self.telemetry.gpus(item.gpus, item.absent, item.problem)
             else:
                 self._rates.setdefault(item.dataset, RateMeter()).add(
                     time.monotonic(), item.tokens, item.samples
@@ -354,6 +368,21 @@ class HostMonitor:
             cost=progress.cost if by_writer or writer is None else None,
             **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
         )
+
+    def servers(self) -> dict[str, ServerReport]:
+        """The load of the servers this host's live runs use: as the watcher read it on the
+        host, else as their writers last said in progress.json (each server once)."""
+        found: dict[str, ServerReport] = dict(self.telemetry.loads)
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or not progress.servers or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            for url, report in progress.servers.items():
+                found.setdefault(url, report)
+        return found
 
     # what the UI does
 

@@ -20,6 +20,7 @@ from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.quality import Quality
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.watcher import (
     PROGRESS_FILE,
     PROGRESS_MAX_BYTES,
@@ -30,7 +31,42 @@ from gen_tui.backends.watcher import (
 # A file that names no budget mode comes from a writer that had only this one.
 DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
 
-__all__ = ["DEFAULT_BUDGET_MODE", "PROGRESS_FILE", "ProgressFile"]
+__all__ = ["DEFAULT_BUDGET_MODE", "PROGRESS_FILE", "ProgressFile", "ServerReport"]
+
+MAX_SERVERS = 64
+"""The most servers read from one file (a run names a few; a hostile file could name 1e6)."""
+
+
+@dataclass(frozen=True)
+class ServerReport:
+    """What a run's writer says of one of its servers: its state and its load."""
+
+    state: str
+    """"ok" or why not (the writer's words: untrusted, shown through untrusted.one_line)."""
+    metrics: ServerMetrics | None = None
+    """None: the server serves no /metrics (or, when not `told`, nobody asked it)."""
+    told: bool = True
+    """Whether the writer says the load at all: a version 1 file does not."""
+
+
+def _servers(value: Any) -> dict[str, ServerReport] | None:
+    """progress.json's `servers`: version 2 maps a URL to {"state", "metrics"}, version 1
+    to the state alone; entries of another shape are left out."""
+    if not isinstance(value, Mapping):
+        return None
+    servers: dict[str, ServerReport] = {}
+    for url, entry in list(value.items())[:MAX_SERVERS]:
+        if not isinstance(url, str):
+            continue
+        if isinstance(entry, str):
+            servers[url] = ServerReport(entry, told=False)
+        elif isinstance(entry, Mapping):
+            state = entry.get("state")
+            servers[url] = ServerReport(
+                state if isinstance(state, str) else "",
+                ServerMetrics.from_json(entry.get("metrics")),
+            )
+    return servers
 
 
 @dataclass(frozen=True)
@@ -54,6 +90,8 @@ class ProgressFile:
     quality: Quality | None = None
     """Finish reasons, length and latency histograms, top errors (bounded; see quality.py)."""
     prompts_left: int | None = None
+    servers: dict[str, ServerReport] | None = None
+    """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
     """The fields that were present but of the wrong type (for a note, never an error)."""
 
@@ -63,7 +101,7 @@ class ProgressFile:
     def payload(run: RunSnapshot, dataset: DatasetSnapshot) -> dict[str, Any]:
         """What a dataset's progress.json holds: its snapshot, the servers and the pool."""
         payload = dataset.to_json()
-        payload["servers"] = run.servers
+        payload["servers"] = run.servers_json()
         payload["pool"] = run.pool_json()
         return payload
 
@@ -111,6 +149,9 @@ class ProgressFile:
         quality = Quality.parse(value.get("quality"))
         if quality is None and value.get("quality") is not None:
             ignored.append("quality")
+        servers = _servers(value.get("servers"))
+        if servers is None and value.get("servers") is not None:
+            ignored.append("servers")
         return cls(
             pid=pick("pid", int),
             state=known,
@@ -126,6 +167,7 @@ class ProgressFile:
             truncated_warn=float(warn) if warn is not None and warn >= 0 else None,
             quality=quality,
             prompts_left=prompts_left,
+            servers=servers,
             ignored=tuple(ignored),
         )
 

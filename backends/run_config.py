@@ -14,6 +14,8 @@ from typing import Any
 from gen_tui.backends.budget import BudgetMode, share_total
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import (
+    AUTO,
+    AUTO_MAX_CONCURRENCY,
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -97,14 +99,16 @@ class EngineConfig:
         help="dataset folders go here",
         flag_kwargs={"type": Path},
     )
-    concurrency: int = setting(
+    concurrency: int | str = setting(
         DEFAULT_CONCURRENCY,
         key="concurrency",
         flag="--concurrency",
         kinds=(int, str),
         count=True,
         minimum=1,
-        help="requests in flight across all datasets",
+        words=(AUTO,),
+        help="requests in flight across all datasets, or auto: tuned to the servers' load "
+        "(their /metrics: queue, KV use, retractions; else the token rate)",
     )
     sampling: dict[str, Any] = field(default_factory=dict)
     """SGLang-style sampling parameters. Without `max_new_tokens` each request's cap comes
@@ -269,6 +273,11 @@ class EngineConfig:
     )
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
+    auto_start: int | None = None
+    """Where `--concurrency auto` starts (None: autotune.START); tests and benchmarks set it."""
+    metrics_interval_s: float = 2.0
+    """Seconds between reads of each server's /metrics: fresh enough to watch a queue form,
+    and a cost no server notices (SGLang renders it in about a millisecond)."""
     seed: int | None = None
     sim_dataset_header: bool = False
     """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo
@@ -299,6 +308,16 @@ class EngineConfig:
                 )
             )
         return planned
+
+    @property
+    def auto_concurrency(self) -> bool:
+        """`--concurrency auto`: the engine picks the requests in flight (see autotune.py)."""
+        return self.concurrency == AUTO
+
+    @property
+    def max_concurrency(self) -> int:
+        """The most requests in flight: the user's number, or auto's ceiling."""
+        return AUTO_MAX_CONCURRENCY if self.concurrency == AUTO else int(self.concurrency)
 
     @property
     def max_new_tokens_given(self) -> int | None:

@@ -36,6 +36,11 @@ TRUNCATED_MIN_ANSWERS = 20
 """Answers a dataset must have before its truncated share is judged (1 cut of 3 is noise)."""
 DEFAULT_SERVER = "http://127.0.0.1:30000"
 DEFAULT_CONCURRENCY = 64
+AUTO = "auto"
+"""`--concurrency auto`: the engine tunes the requests in flight to the servers' load."""
+AUTO_MAX_CONCURRENCY = 512
+"""The most `--concurrency auto` ever sends at once, when the servers do not say their batch
+size (SGLang's max_running_requests caps it when they do)."""
 DEFAULT_IDLE_TIMEOUT_S = 120.0
 """The longest a server may go quiet in the middle of an answer (see clients/limits.py)."""
 DEFAULT_MAX_PROMPT_TOKENS = 32768
@@ -68,11 +73,15 @@ class Setting:
     """Extra argparse arguments (an alias, `action="append"`, a metavar)."""
     group: str = "server"
     """Where `gen-tui run --help` lists it."""
+    words: tuple[str, ...] = ()
+    """Words taken as they are instead of a value (`auto` for --concurrency)."""
 
     def convert(self, value: Any, name: str | None = None) -> Any:
         """The value as the engine takes it, checked; raise :class:`SettingError` naming
         it as `name` (the flag by default, `run.KEY` for a config file)."""
         name = name or self.flag
+        if isinstance(value, str) and value in self.words:
+            return value
         if self.count and isinstance(value, str):
             try:
                 value = parse_count(value, what=name)

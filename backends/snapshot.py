@@ -12,6 +12,11 @@ from typing import Any
 
 from gen_tui.backends.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
+from gen_tui.backends.telemetry.metrics import ServerMetrics
+
+PROGRESS_VERSION = 2
+"""progress.json's shape: 2 made `servers` map a URL to `{"state", "metrics"}` (1: to the
+state alone); readers take both."""
 
 
 class DatasetState(StrEnum):
@@ -82,7 +87,7 @@ class DatasetSnapshot:
         data = asdict(self)
         data["state"] = str(self.state)
         data["quality"] = self.quality.to_json() if self.quality is not None else None
-        data["version"] = 1
+        data["version"] = PROGRESS_VERSION
         return data
 
 
@@ -112,8 +117,19 @@ class RunSnapshot:
     stopping: bool
     paused: bool
     servers: dict[str, str] = field(default_factory=dict)
+    """Each server URL's state: "ok", or why it is not."""
     concurrency_limit: int | None = None
     max_total_tokens: int | None = None
+    server_metrics: dict[str, ServerMetrics | None] = field(default_factory=dict)
+    """Each server's load from its /metrics, when it serves them (None: it serves none)."""
+
+    def servers_json(self) -> dict[str, dict[str, Any]]:
+        """`servers` as progress.json carries them: the state and the load of each."""
+        result: dict[str, dict[str, Any]] = {}
+        for url, state in self.servers.items():
+            metrics = self.server_metrics.get(url)
+            result[url] = {"state": state, "metrics": metrics.to_json() if metrics else None}
+        return result
 
     def pool_json(self) -> dict[str, Any]:
         """The shared pool as each dataset's progress.json carries it: one file tells which

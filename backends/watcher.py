@@ -22,7 +22,9 @@ Modes (all print JSON lines on stdout):
   progress change, and a `heartbeat` line every `--heartbeat` seconds so the client can tell
   a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
   argument that lets a later watcher continue from the same byte offset without recounting
-  or double counting. `--once` prints one line per dataset and exits.
+  or double counting. `--once` prints one line per dataset and exits. With `--telemetry
+  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box) and a
+  `gpus` line (nvidia-smi) that often, from a thread of their own.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
   whose command line matches (or the given pids) with each one's owner uid and name, and
   the watcher's own uid (the login user's: a client then tells another user's run from
@@ -70,10 +72,14 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 
 PROTOCOL = 1
 # A dataset folder's files: gen-tui's and every client's one definition of them.
@@ -100,6 +106,21 @@ SEQ_MAX_BYTES = 64
 # The deepest nesting a progress.json or run.lock may have: a client parses what we forward
 # with a recursive parser (a real file nests 4 deep).
 MAX_DEPTH = 32
+
+# Telemetry (watch mode, `--telemetry SECONDS`): the servers' /metrics read on the box
+# itself (no port needs exposing) and the GPUs from nvidia-smi, forwarded as `metrics` and
+# `gpus` lines. A /metrics answer is read up to METRICS_MAX_BYTES; what is forwarded drops
+# the histograms and help texts (the bulk of SGLang's ~100 KB) and must fit in
+# METRICS_SENT_BYTES, under the client's line limit.
+TELEMETRY_S = 2.0
+METRICS_MAX_BYTES = 4 << 20
+METRICS_SENT_BYTES = 48 << 10
+METRICS_TIMEOUT_S = 3.0
+MAX_METRICS_URLS = 16
+NVIDIA_SMI_QUERY = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
+NVIDIA_SMI_TIMEOUT_S = 5.0
+MAX_GPUS = 64
+_HISTOGRAM_PARTS = ("_bucket", "_sum", "_count", "_created")
 
 # The counting rule's bounds. No answer is ten million tokens long, so a bigger count is a
 # damaged or hostile line (malformed, never a total: 10**30 once marked a dataset done),
@@ -873,9 +894,14 @@ def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
     return DatasetTail(output_dir, name, *numbers)
 
 
+_EMIT_LOCK = threading.Lock()
+
+
 def _emit(payload: dict) -> None:
-    sys.stdout.write(json.dumps(payload, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(payload, separators=(",", ":")) + "\n"
+    with _EMIT_LOCK:  # the telemetry thread writes too: never half a line of each
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def boot_id() -> str:
@@ -892,8 +918,11 @@ def watch(
     once: bool = False,
     interval: float = POLL_S,
     heartbeat: float = HEARTBEAT_S,
+    telemetry: float = 0.0,
+    metrics_urls: list | None = None,
 ) -> None:
-    """Poll every `interval` s; print changes and a heartbeat; run until stdout goes away."""
+    """Poll every `interval` s; print changes and a heartbeat; run until stdout goes away.
+    With `telemetry` > 0, also read `metrics_urls` and the GPUs that often (see Telemetry)."""
     _emit(
         {
             "type": "hello",
@@ -906,6 +935,8 @@ def watch(
             "time": time.time(),
         }
     )
+    if telemetry > 0 and not once:
+        Telemetry(list(metrics_urls or []), telemetry).start()
     seq = 0
     last_beat = time.monotonic()
     while True:
@@ -928,6 +959,143 @@ def watch(
             _emit({"type": "heartbeat", "seq": seq, "time": time.time()})
             last_beat = time.monotonic()
         time.sleep(interval)
+
+
+# -- telemetry (servers and GPUs) ------------------------------------------------------
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""The servers are on this box or its network: a user's HTTP proxy must not see them."""
+
+
+def _metric_line(line: str) -> bool:
+    """Whether a /metrics line is forwarded: samples and their TYPE lines, but no help texts
+    and no histogram or summary parts (buckets are most of the text and no panel shows them)."""
+    if not line or line.startswith("# HELP"):
+        return False
+    if line.startswith("#"):
+        return line.startswith("# TYPE")
+    name = line.split("{", 1)[0].split(" ", 1)[0]
+    return not name.endswith(_HISTOGRAM_PARTS)
+
+
+def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict:
+    """One `metrics` line for `url`: its /metrics text (`text`), or `absent` (404: SGLang
+    without --enable-metrics), or `error`: one line saying why not."""
+    message = {"type": "metrics", "url": url}
+    if not url.startswith(("http://", "https://")):
+        message["error"] = "not an http(s) URL"
+        return message
+    deadline = time.monotonic() + timeout
+    try:
+        with _NO_PROXY.open(url.rstrip("/") + "/metrics", timeout=timeout) as response:
+            parts = []
+            size = 0
+            while size <= METRICS_MAX_BYTES and time.monotonic() < deadline:
+                piece = response.read(64 << 10)
+                if not piece:
+                    break
+                parts.append(piece)
+                size += len(piece)
+            else:
+                message["error"] = "more than %d MB or %g s" % (METRICS_MAX_BYTES >> 20, timeout)
+                return message
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 405):
+            message["absent"] = True
+        else:
+            message["error"] = "HTTP %d" % exc.code
+        return message
+    except (OSError, ValueError, urllib.error.URLError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        message["error"] = str(reason)[:200] or type(exc).__name__
+        return message
+    text = b"".join(parts).decode("utf-8", "replace")
+    kept = "\n".join(line for line in text.splitlines() if _metric_line(line)) + "\n"
+    if len(kept) > METRICS_SENT_BYTES:
+        message["error"] = "more than %d KB of metrics besides histograms" % (
+            METRICS_SENT_BYTES >> 10
+        )
+        return message
+    message["text"] = kept
+    return message
+
+
+def _number(text: str):
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]": the GPU does not say
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
+    """One `gpus` line: each GPU's index, name, utilisation %, memory used and total (MiB),
+    power (W) and temperature (C) from nvidia-smi; `absent` without it; `error` if it fails."""
+    message = {"type": "gpus"}
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        message["absent"] = True
+        return message
+    argv = [exe, "--query-gpu=" + NVIDIA_SMI_QUERY, "--format=csv,noheader,nounits"]
+    try:
+        done = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        message["error"] = ("nvidia-smi: %s" % exc)[:200]
+        return message
+    out = done.stdout[:PROGRESS_MAX_BYTES].decode("utf-8", "replace")
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout)[:200].decode("utf-8", "replace").strip()
+        message["error"] = "nvidia-smi exited %d: %s" % (done.returncode, said)
+        return message
+    gpus = []
+    for line in out.splitlines()[:MAX_GPUS]:
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != 7:
+            continue
+        index = _number(fields[0])
+        if index is None:
+            continue
+        gpus.append(
+            {
+                "index": int(index),
+                "name": fields[1][:80],
+                "util": _number(fields[2]),
+                "mem_used": _number(fields[3]),
+                "mem_total": _number(fields[4]),
+                "power": _number(fields[5]),
+                "temp": _number(fields[6]),
+            }
+        )
+    message["gpus"] = gpus
+    return message
+
+
+class Telemetry(threading.Thread):
+    """Reads the servers' /metrics and the GPUs every `every` s, beside the watch loop (a
+    slow server must not hold up the totals or the heartbeat). A GPU report that says the
+    same "absent" or error as the last one is not sent again."""
+
+    def __init__(self, urls: list, every: float = TELEMETRY_S) -> None:
+        super().__init__(name="gen-tui-telemetry", daemon=True)
+        self.urls = urls[:MAX_METRICS_URLS]
+        self.every = every
+
+    def run(self) -> None:
+        last_gpus = None
+        try:
+            while True:
+                for url in self.urls:
+                    _emit(fetch_metrics(url))
+                gpus = gpu_report()
+                if "gpus" in gpus or gpus != last_gpus:
+                    _emit(gpus)
+                last_gpus = gpus
+                time.sleep(self.every)
+        except (OSError, ValueError):
+            return  # stdout went away: the watch loop ends the process
 
 
 # -- processes (the run list) ------------------------------------------------------------
@@ -1431,6 +1599,8 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--interval", type=float, default=POLL_S)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S)
+    parser.add_argument("--telemetry", type=float, default=0.0, metavar="SECONDS")
+    parser.add_argument("--metrics-url", action="append", default=[], metavar="URL")
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args(argv)
     try:
@@ -1454,7 +1624,15 @@ def main(argv: list | None = None) -> int:
             parser.error("give OUTPUT_DIR and at least one DATASET")
         output_dir = os.path.expanduser(args.rest[0])
         tails = [parse_dataset_arg(output_dir, arg) for arg in args.rest[1:]]
-        watch(output_dir, tails, args.once, args.interval, args.heartbeat)
+        watch(
+            output_dir,
+            tails,
+            args.once,
+            args.interval,
+            args.heartbeat,
+            args.telemetry,
+            args.metrics_url,
+        )
     except ValueError as exc:
         _emit({"type": "error", "message": str(exc)})
         return 2

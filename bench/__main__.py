@@ -23,6 +23,7 @@ NAMES = [
     "tui_cost",
     "memory",
     "export_speed",
+    "concurrency_auto",
     "scale",
 ]
 

@@ -6,10 +6,12 @@ display (`gen_tui.app.headless`) imports it from here.
 
 from __future__ import annotations
 
-from gen_tui.backends.counts import format_dollars, format_duration
+from gen_tui.backends.counts import format_count, format_dollars, format_duration
 from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.telemetry.metrics import ServerMetrics
+from gen_tui.backends.untrusted import one_line
 
-__all__ = ["cost_text", "format_dollars", "format_duration"]
+__all__ = ["cost_text", "format_dollars", "format_duration", "server_name", "server_text"]
 
 
 def cost_text(snap: DatasetSnapshot) -> str:
@@ -20,3 +22,38 @@ def cost_text(snap: DatasetSnapshot) -> str:
     if snap.projected_cost is not None and not snap.state.finished:
         text += f" → {format_dollars(snap.projected_cost)}"
     return text
+
+
+def server_name(url: str) -> str:
+    """A server URL as a panel names it: host and port (`http://` and a path say little)."""
+    name = url.split("://", 1)[-1].rstrip("/")
+    return one_line(name, 60)
+
+
+def server_text(url: str, state: str, metrics: ServerMetrics | None, *, detail: bool) -> str:
+    """One server's load: `gpu:30000 run 64 q 3 KV 82% 2.9k tok/s retr 2`.
+
+    Compact (`detail` False) leaves out what is zero or unknown, for an 80-column line that
+    holds a server or two; `detail` says every field (cache hits too, "?" where the server
+    does not say). A server without /metrics says how to get them, once per line.
+    """
+    name = server_name(url)
+    if state != "ok":
+        return f"{name} {one_line(state, 80)}"
+    if metrics is None:
+        return f"{name} no /metrics (SGLang: --enable-metrics)"
+
+    def count(value: float | None) -> str:
+        return "?" if value is None else format_count(value)
+
+    def percent(value: float | None) -> str:
+        return "?" if value is None else f"{value * 100:.0f}%"
+
+    parts = [name, f"run {count(metrics.running)}", f"q {count(metrics.queued)}"]
+    parts.append(f"KV {percent(metrics.kv_usage)}")
+    parts.append(f"{count(metrics.gen_tok_s)} tok/s")
+    if detail:
+        parts += [f"retr {count(metrics.retracted)}", f"cache {percent(metrics.cache_hit)}"]
+    elif metrics.retracted:
+        parts.append(f"retr {count(metrics.retracted)}")
+    return " ".join(parts)

@@ -22,9 +22,11 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
+from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.gpu_strip import GpuLine
 
 PEEK_TIMEOUT_S = 40.0
 """The longest a look at a host's records or log waits (an SSH link that heals takes ~30 s)."""
@@ -85,6 +87,28 @@ class HostLinks(PanelSource):
             for link in self.links
             if link.source.remote or link.state != "connected"
         )
+
+    def servers(self) -> dict[str, ServerReport]:
+        """The load of the servers the watched runs use, over every host."""
+        found: dict[str, ServerReport] = {}
+        for link in self.links:
+            monitor = link.monitor
+            if monitor is not None:
+                for url, report in monitor.servers().items():
+                    found.setdefault(url, report)
+        return found
+
+    def gpus(self) -> tuple[GpuLine, ...]:
+        """Every watched host's GPUs, with their recent utilisation."""
+        lines = []
+        for link in self.links:
+            monitor = link.monitor
+            if monitor is None:
+                continue
+            board = monitor.telemetry.board
+            for gpu in board.gpus:
+                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0]))
+        return tuple(lines)
 
     # PanelSource
 

@@ -18,8 +18,10 @@ from gen_tui.app.board import Layout, panel_id
 from gen_tui.backends.untrusted import clean
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.filter_bar import FilterBar
+from gen_tui.widgets.gpu_strip import GpuStrip
 from gen_tui.widgets.header import RunHeader
 from gen_tui.widgets.key_line import KeyLine
+from gen_tui.widgets.server_strip import ServerStrip
 
 
 def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]:
@@ -29,6 +31,9 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
     subtree, which for eight panels costs a visible fraction of a second.
     """
     yield RunHeader(id="header")
+    for strip in (ServerStrip(id="servers"), GpuStrip(id="gpus")):
+        strip.display = False
+        yield strip
     label = Label(clean(notice), id="notice", markup=False)
     label.display = bool(notice)
     yield label
@@ -57,6 +62,8 @@ class Parts:
     """The widgets `build` made, found once the screen is mounted."""
 
     header: RunHeader
+    servers: ServerStrip
+    gpus: GpuStrip
     notice: Label
     board: VerticalScroll
     panels: Grid
@@ -69,6 +76,8 @@ class Parts:
     def find(cls, screen: DOMNode) -> Parts:
         return cls(
             screen.query_one("#header", RunHeader),
+            screen.query_one("#servers", ServerStrip),
+            screen.query_one("#gpus", GpuStrip),
             screen.query_one("#notice", Label),
             screen.query_one("#board", VerticalScroll),
             screen.query_one("#panels", Grid),

@@ -35,13 +35,14 @@ from gen_tui.app.dashboard.sources import (
     Peek,
     Plan,
 )
-from gen_tui.app.dashboard.summary import empty_text, header_view
+from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
+from gen_tui.widgets.server_strip import TALL_SCREEN
 
 _RETRY_IN = re.compile(r" \(retry in [^)]*\)$")
 
@@ -197,6 +198,9 @@ class DashboardScreen(Screen[None]):
                 hosts=hosts,
                 readonly=self.readonly,
             )
+            tall = self.app.size.height >= TALL_SCREEN
+            parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
+            parts.gpus.show(self.linked.gpus(), tall=tall)
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gen_tui.app.dashboard.sources import Activity
+from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.header import HeaderView
+from gen_tui.widgets.server_strip import ServerLine
 
 
 def header_view(
@@ -61,6 +63,23 @@ def header_view(
         )
         or None,
     )
+
+
+def server_view(
+    activity: Activity | None, watched: Mapping[str, ServerReport]
+) -> tuple[ServerLine, ...]:
+    """The servers' load for the strip: this process's runs' (their last snapshots), then
+    those the watched runs' progress.json files report; each URL once, in that order. A
+    server not read yet is left out unless it is down (nothing to say yet is no news)."""
+    lines: dict[str, ServerLine] = {}
+    for pool in activity.pools if activity is not None else ():
+        for url, state in pool.servers.items():
+            if url in pool.server_metrics or state != "ok":
+                lines.setdefault(url, ServerLine(url, state, pool.server_metrics.get(url)))
+    for url, report in watched.items():
+        if report.state and (report.told or report.state != "ok"):
+            lines.setdefault(url, ServerLine(url, report.state, report.metrics))
+    return tuple(lines.values())
 
 
 def empty_text(hosts: tuple[tuple[str, str], ...], filtered: bool) -> str:

@@ -81,6 +81,11 @@ class InferenceClient(ABC):
         """The context length `url` serves, when it says (asked once, at start)."""
         return ModelLimits()
 
+    async def metrics(self, url: str) -> str | None:
+        """The server's Prometheus text (`GET /metrics`); None when it serves none or this
+        client cannot ask. Raises MetricsError (telemetry/metrics.py) when the read fails."""
+        return None
+
     async def workers(self, url: str) -> tuple[Worker, ...] | None:
         """The servers behind `url` when it is a router that spreads requests over them
         (None: `url` serves requests itself, or the client cannot tell)."""

@@ -7,6 +7,12 @@ from typing import Self
 import aiohttp
 
 from gen_tui.backends.clients.base import InferenceClient
+from gen_tui.backends.clients.limits import head
+from gen_tui.backends.telemetry.metrics import METRICS_BYTES, MetricsError
+
+METRICS_TIMEOUT_S = 5.0
+"""The longest a /metrics read may take: it is polled every few seconds, and a server too
+busy to answer in 5 s has its load shown as unknown rather than a poll piling up."""
 
 
 class HttpClient(InferenceClient):
@@ -34,3 +40,24 @@ class HttpClient(InferenceClient):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def metrics(self, url: str) -> str | None:
+        """The Prometheus text at `url`/metrics (SGLang's and vLLM's both serve it at the
+        root); None when there is none (404: SGLang without `--enable-metrics`, or an API
+        such as OpenRouter). No API key is sent: the load is not the key's business."""
+        try:
+            async with self.session.get(
+                f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT_S)
+            ) as response:
+                if response.status in (404, 405):
+                    return None
+                if response.status != 200:
+                    raise MetricsError(f"HTTP {response.status}")
+                raw = await head(response, METRICS_BYTES)
+        except aiohttp.ClientConnectorError as exc:
+            raise MetricsError(f"cannot connect: {exc.os_error}") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise MetricsError(str(exc) or type(exc).__name__) from None
+        if raw is None:
+            raise MetricsError(f"more than {METRICS_BYTES >> 20} MB of metrics")
+        return raw.decode("utf-8", "replace")

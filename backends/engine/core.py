@@ -23,6 +23,7 @@ from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
 from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.autotune import ConcurrencyTuner
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
@@ -34,6 +35,7 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.snapshots import dataset_snapshot
+from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.export.manifest import template_sha256
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.run_config import EngineConfig, EngineError
@@ -77,13 +79,23 @@ class Engine:
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
         run = RunContext(config, self._datasets, self._signals, self._report)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
-        self._pool = SlotPool(config.concurrency)
+        self._pool = SlotPool(config.max_concurrency)
+        self._tuner = (
+            ConcurrencyTuner(self._pool, config.max_concurrency, config.auto_start)
+            if config.auto_concurrency
+            else None
+        )
         self._cost = CostMeter(config, self._datasets)
         self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
         self._allocator = Allocator(run, self._feeder.reopen)
         self._scheduler = Scheduler(run, self._allocator)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self._telemetry = ServerTelemetry(
+            run, self.client, [server.url for server in self._runner.servers], self._tune
+        )
+        if self._tuner is not None:  # auto reads the servers every second
+            self._telemetry.interval_s = min(1.0, config.metrics_interval_s)
         self._started = time.monotonic()
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,7 +153,7 @@ class Engine:
         ]
         return RunSnapshot(
             datasets=tuple(datasets),
-            concurrency=self.config.concurrency,
+            concurrency=self._pool.concurrency,
             inflight=len(self._pool),
             utilisation=self.utilisation(),
             active_s=self.active_seconds(),
@@ -151,6 +163,7 @@ class Engine:
             servers=self._runner.statuses(),
             concurrency_limit=int(self._pool.limit),
             max_total_tokens=self.config.max_total_tokens,
+            server_metrics=dict(self._telemetry.latest),
         )
 
     async def _ticker(self) -> None:
@@ -165,6 +178,16 @@ class Engine:
             if tick % every == 0:
                 self._sink.write_progress(snapshot)
                 await self._sink.sync()
+
+    def _tune(self) -> None:
+        """`--concurrency auto`: move the pool's target after each read of the servers."""
+        if self._tuner is None:
+            return
+        loads = [self._telemetry.latest.get(url) for url in self._telemetry.urls]
+        before = self._pool.concurrency
+        self._tuner.observe(loads, sum(ds.tokens for ds in self._datasets), time.monotonic())
+        if self._pool.concurrency > before:
+            self._signals.wake.set()  # room for more: dispatch now, not at the next answer
 
     # setup
 
@@ -302,9 +325,13 @@ class Engine:
         """Run to completion (or until stopped); returns the final snapshot."""
         self._loop = asyncio.get_running_loop()
         ticker: asyncio.Task[None] | None = None
+        telemetry: asyncio.Task[None] | None = None
         try:
             async with self.client:
                 await self._runner.check_servers()
+                if self._tuner is not None:
+                    self._tuner.limit_to(await self._runner.capacities())
+                telemetry = asyncio.create_task(self._telemetry.run())
                 await self._learn_caps()
                 await self._feeder.load_tokenizer()
                 await self._open_all()
@@ -327,8 +354,9 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            if ticker is not None:
-                ticker.cancel()
+            for task in (ticker, telemetry):
+                if task is not None:
+                    task.cancel()
             await self._feeder.stop()
             final = self.snapshot()
             self._close(final)

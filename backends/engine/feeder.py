@@ -55,7 +55,7 @@ class Feeder(RunPart):
             raise EngineError("SGLang's /generate needs input ids: give --tokenizer DIR")
 
     def open_queue(self, ds: DatasetRun) -> None:
-        ds.queue = asyncio.Queue(maxsize=self.config.lookahead or 2 * self.config.concurrency)
+        ds.queue = asyncio.Queue(maxsize=self.config.lookahead or 2 * self.config.max_concurrency)
 
     def start(self, ds: DatasetRun) -> None:
         """Start feeding `ds` (its queue exists)."""

@@ -124,8 +124,8 @@ class RequestRunner(RunPart):
         hide it; the concurrency stays the user's choice. Said only when every server
         tells its capacity.
         """
-        batches = await asyncio.gather(*(self.client.capacity(s.url) for s in self.servers))
-        if None in batches:
+        batches = await self.capacities()
+        if None in batches or self.config.auto_concurrency:
             return
         running = sum(b for b in batches if b is not None)
         if self.config.concurrency <= running:
@@ -136,6 +136,10 @@ class RequestRunner(RunPart):
                 f"between answers; about {queued_concurrency(running)} keeps a queue at the "
                 "server and the slots full",
             )
+
+    async def capacities(self) -> list[int | None]:
+        """Each server's max_running_requests, where it says."""
+        return list(await asyncio.gather(*(self.client.capacity(s.url) for s in self.servers)))
 
     async def answer_cap(self) -> AnswerCap:
         """The run's rule for each answer's cap, from what the servers say of their model:

@@ -22,6 +22,7 @@ from gen_tui.backends.hosts.argv import (
     TOKEN_FLAGS,
     is_gen_tui,
     resume_argv,
+    server_urls,
     set_flag,
 )
 from gen_tui.backends.hosts.base import DEFAULT_PATTERN, START_SETTLE_S, Host
@@ -37,7 +38,14 @@ from gen_tui.backends.hosts.local import LocalHost
 from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey
 from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh import SSHHost
-from gen_tui.backends.hosts.watch import DatasetTotals, Watch, WatchItem, WatchStatus
+from gen_tui.backends.hosts.watch import (
+    DatasetTotals,
+    GpuSample,
+    ServerLoad,
+    Watch,
+    WatchItem,
+    WatchStatus,
+)
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHOptions
 from gen_tui.backends.watcher import LOG_DIR
@@ -53,6 +61,7 @@ __all__ = [
     "START_SETTLE_S",
     "TOKEN_FLAGS",
     "DatasetTotals",
+    "GpuSample",
     "Host",
     "KillOutcome",
     "KillResult",
@@ -63,6 +72,7 @@ __all__ = [
     "RunIdentity",
     "RunProcess",
     "SSHHost",
+    "ServerLoad",
     "StartError",
     "Survey",
     "TickCallback",
@@ -74,6 +84,7 @@ __all__ = [
     "open_host",
     "resume_argv",
     "rquote",
+    "server_urls",
     "set_flag",
 ]
 

@@ -9,10 +9,11 @@ way they launched it.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 
 from gen_tui.backends import watcher
-from gen_tui.backends.settings import DEFAULT_GRACE_S
+from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_SERVER
 
 TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
 SAMPLE_FLAGS = ("--max-samples",)
@@ -114,3 +115,23 @@ def own_grace(argv: Sequence[str]) -> float | None:
     except ValueError:
         return DEFAULT_GRACE_S
     return grace if 0 <= grace < float("inf") else DEFAULT_GRACE_S
+
+
+SERVER_FLAG = "--server-url"
+_SAFE_URL = re.compile(r"\Ahttps?://[A-Za-z0-9.\-_:\[\]]{1,255}(/[A-Za-z0-9._~/\-]{0,200})?\Z")
+"""A server URL the watcher may be told to read: scheme, host, port and a plain path; nothing
+a shell or a URL parser could take two ways (another user's command line is untrusted)."""
+
+
+def server_urls(argv: Sequence[str]) -> list[str]:
+    """The servers a run's command line names (every `--server-url`; gen-tui's default for a
+    gen-tui run that names none and no config file, which could name them), plain URLs only."""
+    urls: list[str] = []
+    for index, word in enumerate(argv):
+        if word == SERVER_FLAG and index + 1 < len(argv):
+            urls.append(argv[index + 1])
+        elif word.startswith(SERVER_FLAG + "="):
+            urls.append(word[len(SERVER_FLAG) + 1 :])
+    if not urls and is_gen_tui(argv) and watcher.flag_value(list(argv), "--config") is None:
+        urls.append(DEFAULT_SERVER)
+    return [url.rstrip("/") for url in urls if _SAFE_URL.match(url)]

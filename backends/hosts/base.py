@@ -372,9 +372,13 @@ class Host(ABC):
         output_dir: str,
         datasets: Sequence[str],
         resume: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
     ) -> Watch:
-        """Live per-dataset totals of `datasets` under `output_dir` (names checked first).
+        """Live per-dataset totals of `datasets` under `output_dir` (names checked first),
+        the load of the servers at `metrics_urls` and the GPUs, all read on the host.
 
         `resume` is an earlier Watch's `offsets()`, to carry on where it stopped.
         """
-        return Watch(self._open_watcher, output_dir, datasets, resume=resume)
+        return Watch(
+            self._open_watcher, output_dir, datasets, resume=resume, metrics_urls=metrics_urls
+        )

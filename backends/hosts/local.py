@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,8 @@ class LocalHost(Host):
     ) -> None:
         super().__init__(name, str(Path(output_dir).expanduser().resolve()), pattern, template)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.watcher_path: list[str] = []
+        """Folders put before PATH for the watcher (the demo's simulated nvidia-smi)."""
 
     def _reap(self) -> None:
         """Collect the exit status of runs this host started and that have ended since."""
@@ -100,6 +103,12 @@ class LocalHost(Host):
         self._children[child.pid] = child
         return child.pid
 
+    def _watcher_env(self) -> dict[str, str] | None:
+        if not self.watcher_path:
+            return None
+        path = os.pathsep.join([*self.watcher_path, os.environ.get("PATH", os.defpath)])
+        return {**os.environ, "PATH": path}
+
     async def _open_watcher(self, args: list[str]) -> LineSource:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -108,6 +117,7 @@ class LocalHost(Host):
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
+            env=self._watcher_env(),
         )
         assert process.stdin is not None
         process.stdin.write(watcher.source().encode())

@@ -160,11 +160,14 @@ class SSHHost(Host):
         output_dir: str,
         datasets: Sequence[str],
         resume: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
     ) -> Watch:
         """As :meth:`Host.watch`; an output folder that cannot go on the remote command line
         is refused here, once, rather than by every reconnect of the stream."""
         check_remote_word(output_dir, "the output folder")
-        return super().watch(output_dir, datasets, resume)
+        for url in metrics_urls:
+            check_remote_word(url, "the server URL")
+        return super().watch(output_dir, datasets, resume, metrics_urls)
 
     async def close(self) -> None:
         await self.connection.close()

@@ -20,9 +20,11 @@ import asyncssh
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.errors import RunError
-from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.progress_file import ProgressFile, ServerReport
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.telemetry.gpus import Gpu, parse_gpus
+from gen_tui.backends.telemetry.metrics import MetricsError, MetricsReader
 from gen_tui.backends.untrusted import one_line
 
 
@@ -55,7 +57,25 @@ class WatchStatus:
     state: str
 
 
-WatchItem = DatasetTotals | WatchStatus
+@dataclass(frozen=True)
+class ServerLoad:
+    """A server's load as the watcher read its /metrics on the box (None: it serves none)."""
+
+    url: str
+    report: ServerReport
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """The box's GPUs from nvidia-smi; `absent` (once) when it has none or no nvidia-smi,
+    `problem` when nvidia-smi failed."""
+
+    gpus: tuple[Gpu, ...]
+    absent: bool = False
+    problem: str | None = None
+
+
+WatchItem = DatasetTotals | WatchStatus | ServerLoad | GpuSample
 
 
 class LineSource(Protocol):
@@ -86,8 +106,14 @@ class Watch:
         interval_s: float = watcher.POLL_S,
         stale_after_s: float | None = None,
         resume: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
+        telemetry_s: float = watcher.TELEMETRY_S,
     ) -> None:
         self._opener = opener
+        self.metrics_urls = tuple(metrics_urls)
+        """The servers whose /metrics the watcher reads on the box (see argv.server_urls)."""
+        self.telemetry_s = telemetry_s
+        self._readers = {url: MetricsReader() for url in self.metrics_urls}
         self.output_dir = output_dir
         self.datasets = tuple(check_dataset_name(name) for name in datasets)
         self.heartbeat_s = heartbeat_s
@@ -112,6 +138,8 @@ class Watch:
         return [
             f"--interval={self.interval_s:g}",
             f"--heartbeat={self.heartbeat_s:g}",
+            f"--telemetry={self.telemetry_s:g}",
+            *(f"--metrics-url={url}" for url in self.metrics_urls),
             "--",
             self.output_dir,
             *(self._resume[name] for name in self.datasets),
@@ -197,6 +225,10 @@ class Watch:
                 self._set_status("watching")
             elif kind == "dataset":
                 self._dataset(message)
+            elif kind == "metrics":
+                self._metrics(message)
+            elif kind == "gpus":
+                self._queue.put_nowait(_gpus(message))
             elif kind == "error":
                 self._set_status(f"failed: {message.get('message')}")
                 self._queue.put_nowait(None)
@@ -226,3 +258,30 @@ class Watch:
         )
         self.totals[name] = totals
         self._queue.put_nowait(totals)
+
+    def _metrics(self, message: dict[str, Any]) -> None:
+        """A server's /metrics as read on the box, parsed here (the box has no parser)."""
+        url = message.get("url")
+        reader = self._readers.get(url) if isinstance(url, str) else None
+        if reader is None or url is None:
+            return
+        text, error = message.get("text"), message.get("error")
+        if message.get("absent"):
+            report = ServerReport("ok", None)
+        elif isinstance(text, str):
+            try:
+                report = ServerReport("ok", reader.read(text, time.monotonic()))
+            except MetricsError as exc:
+                report = ServerReport(f"/metrics: {exc}", None)
+        else:
+            report = ServerReport(one_line(f"unreachable: {error}", 300), None)
+        self._queue.put_nowait(ServerLoad(url, report))
+
+
+def _gpus(message: dict[str, Any]) -> GpuSample:
+    error = message.get("error")
+    return GpuSample(
+        parse_gpus(message.get("gpus")),
+        absent=bool(message.get("absent")),
+        problem=one_line(error, 300) if isinstance(error, str) else None,
+    )

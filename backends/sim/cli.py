@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from gen_tui.backends.sim.config import (
     FIRST_TOKEN_ID,
+    METRICS_NAMES,
     OPENAI_REASONING,
     OPENAI_STREAM_ENDS,
     Faults,
@@ -179,6 +180,18 @@ def _build_parser() -> _Parser:
         help="/v1: a thinking model: the first half of each answer is reasoning, sent in "
         "this shape (default: none)",
     )
+    add(
+        "--kv-tokens",
+        type=_whole(1),
+        help="the KV cache in tokens: past it, requests are retracted and recomputed",
+    )
+    add(
+        "--metrics",
+        choices=METRICS_NAMES,
+        default="sglang",
+        help="GET /metrics in SGLang's Prometheus names (as with --enable-metrics), vLLM's, "
+        "or off (404, as SGLang without the flag) (default: sglang)",
+    )
     return parser
 
 
@@ -220,6 +233,8 @@ def _config_from_args(args: argparse.Namespace) -> SimConfig:
         openai_stream_end=args.openai_stream_end,
         openai_keepalive=args.openai_keepalive,
         openai_reasoning=args.reasoning,
+        metrics=args.metrics,
+        kv_tokens=args.kv_tokens,
     )
     config.validate()
     return config

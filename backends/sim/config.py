@@ -22,6 +22,7 @@ __all__ = [
     "EOS_TOKEN_ID",
     "FAULT_KINDS",
     "FIRST_TOKEN_ID",
+    "METRICS_NAMES",
     "OPENAI_REASONING",
     "OPENAI_STREAM_ENDS",
     "SERVER_DEFAULT_MAX_NEW_TOKENS",
@@ -66,6 +67,11 @@ OPENAI_STREAM_ENDS = ("done", "none", "usage_with_choices", "usage_no_choices")
 #   reasoning_details  OpenRouter's typed parts alone (and an encrypted part, unreadable);
 #   openrouter         both, the same text twice, as OpenRouter really answers.
 OPENAI_REASONING = ("none", "reasoning_content", "reasoning", "reasoning_details", "openrouter")
+# Which Prometheus names `GET /metrics` speaks (see sim/metrics.py):
+#   sglang  SGLang started with --enable-metrics: `sglang:*`, labelled per rank;
+#   vllm    vLLM's `vllm:*` (no throughput gauge: a client takes the counter's rate);
+#   off     SGLang without --enable-metrics: /metrics answers 404.
+METRICS_NAMES = ("sglang", "vllm", "off")
 
 
 @dataclass
@@ -154,12 +160,19 @@ class SimConfig:
     openai_stream_end: str = "done"  # one of OPENAI_STREAM_ENDS
     openai_keepalive: bool = False  # open each stream with `: OPENROUTER PROCESSING` (a comment)
     openai_reasoning: str = "none"  # one of OPENAI_REASONING: a thinking profile
+    metrics: str = "sglang"  # one of METRICS_NAMES: what GET /metrics speaks
+    kv_tokens: int | None = None
+    """The KV cache, in tokens (None: slots x context, never full). When the requests in the
+    batch would need more than this by their ends, an admission retracts one: that work is
+    recomputed, so each request admitted over the limit decodes slower (see slots.py)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field: a config is checked before it is live."""
         _check_int(self.slots, "slots", 1)
         _check_int(self.context_length, "context_length", 2)
         _check_int(self.frame_tokens, "frame_tokens", 1)
+        if self.kv_tokens is not None:
+            _check_int(self.kv_tokens, "kv_tokens", 1)
         _check_int(self.seed, "seed", None)
         if self.vocab_size is not None:
             _check_int(self.vocab_size, "vocab_size", FIRST_TOKEN_ID + 1)
@@ -191,6 +204,10 @@ class SimConfig:
             raise ValueError(
                 f"openai_reasoning must be one of {', '.join(OPENAI_REASONING)}, "
                 f"got {self.openai_reasoning!r}"
+            )
+        if self.metrics not in METRICS_NAMES:
+            raise ValueError(
+                f"metrics must be one of {', '.join(METRICS_NAMES)}, got {self.metrics!r}"
             )
         if not isinstance(self.profiles, dict):
             raise ValueError("profiles must map dataset names to LengthProfile")
@@ -229,6 +246,10 @@ class SimStats:
     in_flight: int = 0
     queued: int = 0
     max_in_flight: int = 0
+    generated_tokens: int = 0
+    """Tokens decoded by requests that left their slot, finished or not (what a GPU did);
+    /metrics adds the running ones' to it."""
+    retracted: int = 0
     total_completion_tokens: int = 0
     total_cost: float = 0.0
     unauthorized: int = 0
@@ -269,8 +290,8 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             setattr(candidate, key, _patch_number(value, key))
         elif key in ("slots", "context_length", "frame_tokens", "seed"):
             setattr(candidate, key, _patch_int(value, key))
-        elif key == "vocab_size":
-            candidate.vocab_size = None if value is None else _patch_int(value, key)
+        elif key in ("vocab_size", "kv_tokens"):
+            setattr(candidate, key, None if value is None else _patch_int(value, key))
         elif key in ("stream_output", "strict_model", "openai_keepalive"):
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")
@@ -281,6 +302,7 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             "api_key",
             "openai_stream_end",
             "openai_reasoning",
+            "metrics",
         ):
             setattr(candidate, key, value)
         elif key == "cost_per_million":

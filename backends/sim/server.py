@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from gen_tui.backends.sim.config import SimConfig, SimStats, config_json
+from gen_tui.backends.sim.metrics import metrics_handler
 from gen_tui.backends.sim.openai_api import OpenAIApi
 from gen_tui.backends.sim.pipeline import Simulator, json_response
 from gen_tui.backends.sim.sglang_api import SglangApi, error_response
@@ -75,6 +76,7 @@ def create_app(config: SimConfig) -> web.Application:
     app[_SIM] = sim
     SglangApi(sim).add_routes(app.router)
     OpenAIApi(sim).add_routes(app.router)
+    app.router.add_get("/metrics", metrics_handler(sim))
     app.router.add_get("/_sim/stats", _sim_stats)
     app.router.add_get("/_sim/config", _sim_config)
     app.router.add_post("/_sim/config", _sim_config)

@@ -32,6 +32,7 @@ from gen_tui.backends.sim.config import (
     SimConfig,
     config_json,
 )
+from gen_tui.backends.sim.metrics import kv_capacity
 from gen_tui.backends.sim.pipeline import (
     DONE,
     MIDWAY_FAILURE,
@@ -298,7 +299,7 @@ class SglangApi(Frontend):
                 "served_model_name": config.model_path,
                 "context_length": config.context_length,
                 "max_running_requests": config.slots,
-                "max_total_num_tokens": config.slots * config.context_length,
+                "max_total_num_tokens": kv_capacity(config),
                 "random_seed": config.seed,
                 "stream_output": config.stream_output,
                 "stream_interval": config.frame_tokens,

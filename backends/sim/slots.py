@@ -111,9 +111,10 @@ class Slots:
 
     def release(self, job: Job) -> None:
         if job.state == "running":
+            now = asyncio.get_running_loop().time()
+            self._sim.stats.generated_tokens += job.produced(now)
             self._sim.stats.in_flight -= 1
             job.state = "done"
-            now = asyncio.get_running_loop().time()
             self.wake(now if job.free_at is None else min(now, job.free_at))
         elif job.state == "queued":
             self._leave_queue(job, "done")
@@ -135,6 +136,30 @@ class Slots:
                 self._admit(job, free_at)
                 job.waiter.set_result(True)
 
+    def _kv_share(self, job: Job) -> float:
+        """The share of its decode speed a newly admitted job gets from the KV cache.
+
+        SGLang admits on the KV its requests hold now and retracts (frees a request, to be
+        recomputed later) when their growth no longer fits. Here the batch's need is what its
+        requests will hold at their ends, this job included: within `kv_tokens` nothing is
+        lost; past it the admission costs a retraction, and the recomputed work makes this
+        job slower by the square of the overcommit, so that past the point where the KV
+        cache is full, more requests in flight give fewer tokens a second: a real optimum.
+        """
+        capacity = self._sim.config.kv_tokens
+        if capacity is None:
+            return 1.0
+        need = sum(
+            other.prompt.prompt_tokens + len(other.output_ids)
+            for peers in self._sim.jobs.values()
+            for other in peers
+            if other.state == "running"
+        )
+        if need <= capacity:
+            return 1.0
+        self._sim.stats.retracted += 1
+        return (capacity / need) ** 2
+
     def _leave_queue(self, job: Job, state: str) -> None:
         if job.state == "queued":
             self._waiting.remove(job)
@@ -148,7 +173,7 @@ class Slots:
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         job.state = "running"
         job.output_ids, job.finish_reason = plan(config, job.prompt)
-        job.tokens_per_s = config.tokens_per_s
+        job.tokens_per_s = config.tokens_per_s * self._kv_share(job)
         now = asyncio.get_running_loop().time()
         start = now if free_at is None else min(now, max(free_at, job.received))
         job.decode_start = start + config.prefill_s

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,8 +127,9 @@ class Sshd:
                 self.process.wait(timeout=5)
 
 
-def start_sshd(folder: Path) -> Sshd:
-    """Generate keys and config in `folder`, start sshd on a free loopback port, wait for it."""
+def start_sshd(folder: Path, extra_config: Sequence[str] = ()) -> Sshd:
+    """Generate keys and config in `folder`, start sshd on a free loopback port, wait for it.
+    `extra_config`: more sshd_config lines (`SetEnv PATH=...` for a stand-in program)."""
     if not Path(SSHD).exists():
         pytest.skip("OpenSSH server not installed (apt-get install -y openssh-server)")
     folder.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,7 @@ def start_sshd(folder: Path) -> Sshd:
                 "PrintMotd no",
                 "Subsystem sftp internal-sftp",
                 "LogLevel VERBOSE",
+                *extra_config,
                 "",
             ]
         )

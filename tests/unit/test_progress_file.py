@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.progress_file import ProgressFile, ServerReport
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 
 
@@ -44,7 +44,7 @@ def test_the_writer_writes_the_snapshot_the_servers_and_the_pool(tmp_path: Path)
     whole = run(ds, snapshot("B2", state=DatasetState.WAITING))
     path = tmp_path / "progress.json"
     ProgressFile.write(path, whole, ds)
-    expected = {**ds.to_json(), "servers": whole.servers, "pool": whole.pool_json()}
+    expected = {**ds.to_json(), "servers": whole.servers_json(), "pool": whole.pool_json()}
     assert path.read_bytes() == orjson.dumps(expected, option=orjson.OPT_INDENT_2)
     assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary left
 
@@ -67,6 +67,7 @@ def test_the_reader_gets_back_what_the_writer_wrote(tmp_path: Path) -> None:
         truncated=0,
         truncated_of=0,
         truncated_warn=5.0,
+        servers={"http://a": ServerReport("ok")},
     )
 
 

@@ -1,0 +1,80 @@
+"""The servers' load, read from their /metrics every few seconds while a run is live.
+
+Off the hot path: its own task, one read per server per interval (bounded in time and
+size by the client), so a slow or silent /metrics never holds a request back. What it reads
+goes into the run's snapshots (and so progress.json and every panel); a server without
+metrics is said once, with how to turn them on, and a failing read is said once per new
+reason, never once per poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from gen_tui.backends.clients.base import InferenceClient
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.telemetry.metrics import (
+    ENABLE_HINT,
+    MetricsError,
+    MetricsReader,
+    ServerMetrics,
+)
+from gen_tui.backends.untrusted import one_line
+
+
+class ServerTelemetry(RunPart):
+    """Polls each server's /metrics through the client; `latest` holds what was read."""
+
+    def __init__(
+        self,
+        run: RunContext,
+        client: InferenceClient,
+        urls: list[str],
+        on_read: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(run)
+        self.client = client
+        self.urls = urls
+        self.on_read = on_read
+        """Called after each round of reads (the concurrency tuner's cue)."""
+        self.interval_s = run.config.metrics_interval_s
+        self.latest: dict[str, ServerMetrics | None] = {}
+        """Each server's last load (None: it serves no /metrics); absent until first read."""
+        self._readers = {url: MetricsReader() for url in urls}
+        self._said: dict[str, str] = {}
+
+    async def poll(self) -> None:
+        """Read every server once, side by side."""
+        await asyncio.gather(*(self._read(url) for url in self.urls))
+
+    async def run(self) -> None:
+        """Poll until cancelled, every `interval_s`."""
+        while True:
+            try:
+                await self.poll()
+                if self.on_read is not None:
+                    self.on_read()
+            except Exception as exc:  # the load is a view: its failure must not end the run
+                self._say("", "warning", f"reading the servers' /metrics failed: {exc!r}")
+            await asyncio.sleep(self.interval_s)
+
+    async def _read(self, url: str) -> None:
+        try:
+            text = await self.client.metrics(url)
+            if text is None:
+                self.latest[url] = None
+                self._say(url, "info", f"server {url} serves no /metrics: {ENABLE_HINT}")
+                return
+            self.latest[url] = self._readers[url].read(text, time.monotonic())
+            self._said.pop(url, None)  # working again: a new failure is news
+        except MetricsError as exc:
+            self.latest.pop(url, None)  # unknown now, which is not "serves none"
+            self._say(url, "warning", f"server {url}: cannot read /metrics: {exc}")
+
+    def _say(self, url: str, level: str, message: str) -> None:
+        """Report `message` unless it is what was last said of `url`."""
+        if self._said.get(url) != message:
+            self._said[url] = message
+            self.reporter.event(level, one_line(message))

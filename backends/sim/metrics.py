@@ -1,0 +1,147 @@
+"""`GET /metrics` on the simulator: its load in SGLang's (or vLLM's) Prometheus names.
+
+What a real server would report is computed from the simulated batch at the moment of the
+read: the running and queued requests, the KV cache their prompts and tokens so far fill,
+the decode rate of the requests still generating, and the counters of tokens generated and
+requests retracted. Rendered by `prometheus_client` itself, with SGLang's labels (one
+series per rank: `model_name`, `engine_type`, `tp_rank`, `pp_rank`), so a client parses
+exactly what it would parse from SGLang started with `--enable-metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gen_tui.backends.sim.config import SimConfig
+
+if TYPE_CHECKING:
+    from gen_tui.backends.sim.pipeline import Simulator
+
+__all__ = ["SimLoad", "kv_capacity", "load", "metrics_handler"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def kv_capacity(config: SimConfig) -> int:
+    """The tokens the simulated KV cache holds (SGLang's `max_total_num_tokens`)."""
+    return config.kv_tokens or config.slots * config.context_length
+
+
+class SimLoad:
+    """The simulator's load at one moment, in the quantities both servers report."""
+
+    def __init__(self, sim: Simulator, now: float) -> None:
+        config = sim.config
+        jobs = [job for peers in sim.jobs.values() for job in peers]
+        running = [job for job in jobs if job.state == "running"]
+        self.running = len(running)
+        self.queued = sum(1 for job in jobs if job.state == "queued")
+        produced = [job.produced(now) for job in running]
+        self.used_tokens = sum(
+            job.prompt.prompt_tokens + done for job, done in zip(running, produced, strict=True)
+        )
+        self.capacity = kv_capacity(config)
+        self.gen_tok_s = sum(
+            job.tokens_per_s
+            for job, done in zip(running, produced, strict=True)
+            if job.decode_start <= now and done < len(job.output_ids)
+        )
+        self.generated = sim.stats.generated_tokens + sum(produced)
+        self.retracted = sim.stats.retracted
+
+
+def load(sim: Simulator) -> SimLoad:
+    return SimLoad(sim, asyncio.get_running_loop().time())
+
+
+class _SglangNames(Collector):
+    """SGLang's scheduler metrics (srt/metrics/collector.py), one rank."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+
+    def collect(self) -> Iterator[Metric]:
+        now = load(self._sim)
+        labels = {
+            "model_name": self._sim.config.model_path,
+            "engine_type": "unified",
+            "tp_rank": "0",
+            "pp_rank": "0",
+        }
+        names, values = list(labels), list(labels.values())
+        gauges = (
+            ("num_running_reqs", "The number of running requests.", now.running),
+            ("num_queue_reqs", "The number of requests in the waiting queue.", now.queued),
+            ("num_used_tokens", "The number of used tokens.", now.used_tokens),
+            ("token_usage", "The token usage.", now.used_tokens / now.capacity),
+            ("max_total_num_tokens", "Maximum total number of tokens.", now.capacity),
+            ("gen_throughput", "The generation throughput (token/s).", now.gen_tok_s),
+            ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
+            ("num_retracted_reqs", "The number of retracted requests.", 0),  # (per step)
+        )
+        for name, documentation, value in gauges:
+            family = GaugeMetricFamily(f"sglang:{name}", documentation, labels=names)
+            family.add_metric(values, value)
+            yield family
+        counters = (
+            ("generation_tokens", "Number of generation tokens processed.", now.generated),
+            ("num_retracted_requests", "Total number of retracted requests.", now.retracted),
+        )
+        for name, documentation, value in counters:
+            family = CounterMetricFamily(f"sglang:{name}", documentation, labels=names)
+            family.add_metric(values, value)
+            yield family
+
+
+class _VllmNames(Collector):
+    """vLLM's engine metrics (v1): no throughput gauge, preemptions for retractions."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+
+    def collect(self) -> Iterator[Metric]:
+        now = load(self._sim)
+        labels = ["model_name", "engine"]
+        values = [self._sim.config.model_name, "0"]
+        gauges = (
+            ("num_requests_running", "Number of requests in model execution batches.", now.running),
+            ("num_requests_waiting", "Number of requests waiting to be processed.", now.queued),
+            ("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+             now.used_tokens / now.capacity),
+        )  # fmt: skip
+        for name, documentation, value in gauges:
+            family = GaugeMetricFamily(f"vllm:{name}", documentation, labels=labels)
+            family.add_metric(values, value)
+            yield family
+        counters = (
+            ("generation_tokens", "Number of generation tokens processed.", now.generated),
+            ("num_preemptions", "Cumulative number of preemption from the engine.", now.retracted),
+        )
+        for name, documentation, value in counters:
+            family = CounterMetricFamily(f"vllm:{name}", documentation, labels=labels)
+            family.add_metric(values, value)
+            yield family
+
+
+def metrics_handler(sim: Simulator) -> web.Handler:
+    """The /metrics endpoint: rendered afresh at each read, 404 when `metrics` is off."""
+    registries = {}
+    for name, collector in (("sglang", _SglangNames), ("vllm", _VllmNames)):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector(sim))
+        registries[name] = registry
+
+    async def handle(_request: web.Request) -> web.Response:
+        registry = registries.get(sim.config.metrics)
+        if registry is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE})
+
+    return handle

@@ -1,0 +1,106 @@
+"""The GPUs of a box as the remote watcher reads them from nvidia-smi, and their recent past.
+
+The watcher (stdlib only, on the box) sends each GPU's fields as numbers or null; this
+module types them (a field of a wrong type reads as unknown, a name is untrusted text) and
+keeps a short history per GPU, as nvitop shows it: a bar says "now", the history says
+whether "now" is a dip or a plateau.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gen_tui.backends.untrusted import one_line
+
+__all__ = ["HISTORY", "Gpu", "GpuBoard", "parse_gpus"]
+
+HISTORY = 30
+"""Samples kept per GPU: a minute at the watcher's 2 s telemetry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU now; None where nvidia-smi does not say ("[N/A]")."""
+
+    index: int
+    name: str
+    util: float | None = None
+    """Percent of the last sample period a kernel ran, 0..100."""
+    mem_used: float | None = None
+    """MiB."""
+    mem_total: float | None = None
+    power: float | None = None
+    """W."""
+    temp: float | None = None
+    """°C."""
+
+    @property
+    def mem_fraction(self) -> float | None:
+        if self.mem_used is None or not self.mem_total:
+            return None
+        return min(1.0, max(0.0, self.mem_used / self.mem_total))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def parse_gpus(rows: Any) -> tuple[Gpu, ...]:
+    """The GPUs of a watcher `gpus` line (its `gpus` list); rows of another shape are left out."""
+    if not isinstance(rows, list):
+        return ()
+    gpus = []
+    for row in rows[:64]:
+        if not isinstance(row, dict):
+            continue
+        index = row.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            continue
+        name = row.get("name")
+        util = _number(row.get("util"))
+        gpus.append(
+            Gpu(
+                index=index,
+                name=one_line(name, 60) if isinstance(name, str) else "",
+                util=min(util, 100.0) if util is not None else None,
+                mem_used=_number(row.get("mem_used")),
+                mem_total=_number(row.get("mem_total")),
+                power=_number(row.get("power")),
+                temp=_number(row.get("temp")),
+            )
+        )
+    return tuple(gpus)
+
+
+class GpuBoard:
+    """A box's GPUs now and each one's recent utilisation and memory use (0..1 each).
+
+    Written by a host link's thread and read by the UI's: every add replaces the published
+    objects whole (tuples in a new dict), so a reader never sees one half-updated.
+    """
+
+    def __init__(self) -> None:
+        self.gpus: tuple[Gpu, ...] = ()
+        self._history: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+
+    def add(self, gpus: Iterable[Gpu]) -> None:
+        current = tuple(gpus)
+        history = {}
+        for gpu in current:
+            util, memory = self._history.get(gpu.index, ((), ()))
+            if gpu.util is not None:
+                util = (*util, gpu.util / 100)[-HISTORY:]
+            if (fraction := gpu.mem_fraction) is not None:
+                memory = (*memory, fraction)[-HISTORY:]
+            history[gpu.index] = (util, memory)
+        self._history = history
+        self.gpus = current
+
+    def history(self, index: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(utilisation, memory) of GPU `index`, oldest first."""
+        return self._history.get(index, ((), ()))

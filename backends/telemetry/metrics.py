@@ -1,0 +1,218 @@
+"""A server's load from its Prometheus `/metrics`, in one typed shape for SGLang and vLLM.
+
+Both servers speak Prometheus text but name things their own way, and label every series
+per rank (SGLang: `tp_rank`, `dp_rank`, ...) or per engine (vLLM): `ServerMetrics` sums
+the counts over the series and keeps None where a server does not say, so a panel or the
+concurrency control reads one shape whatever answered. Parsing is `prometheus_client`'s
+(the format has escapes, exponents, NaN and `_created` twins that a hand parser gets
+wrong); the text is untrusted, so it is size-bounded and non-finite values count as
+"does not say".
+
+- SGLang (`--enable-metrics`; srt/metrics/collector.py): gauges `sglang:num_running_reqs`,
+  `num_queue_reqs`, `token_usage` (KV use 0..1), `num_used_tokens`, `max_total_num_tokens`,
+  `gen_throughput` (tok/s), `cache_hit_rate`; counters `sglang:generation_tokens_total`,
+  `num_retracted_requests_total` (the older gauge `num_retracted_reqs` is per step).
+- vLLM (on by default): `vllm:num_requests_running`, `num_requests_waiting`,
+  `kv_cache_usage_perc` (0..1 despite the name; `gpu_cache_usage_perc` before 0.10),
+  counters `generation_tokens_total`, `num_preemptions_total`, `prefix_cache_hits_total` /
+  `prefix_cache_queries_total`. vLLM has no throughput gauge: the rate comes from the counter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gen_tui.backends.untrusted import one_line
+
+__all__ = [
+    "ENABLE_HINT",
+    "METRICS_BYTES",
+    "MetricsError",
+    "MetricsReader",
+    "ServerMetrics",
+    "parse_metrics",
+    "read_samples",
+]
+
+METRICS_BYTES = 4 << 20
+"""The most of a /metrics answer read: SGLang's is some 100 KB (histograms per rank)."""
+ENABLE_HINT = "start SGLang with --enable-metrics to see its load here"
+"""What to do about a server without /metrics (vLLM serves it unless told not to)."""
+
+Samples = dict[str, list[float]]
+"""Each sample name's values, one per labelled series (rank, engine)."""
+
+
+class MetricsError(ValueError):
+    """A /metrics answer that is not Prometheus text (or too big to read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMetrics:
+    """One server's load at one moment; None where the server does not say.
+
+    `running`/`queued` are requests, summed over ranks; `kv_usage` the KV cache in use, 0..1
+    (used over capacity over all ranks where both are given); `gen_tok_s` the server's
+    generation rate (its gauge, else the rate of its token counter between two reads);
+    `retracted` the requests it retracted (SGLang) or preempted (vLLM) since it started:
+    each is recomputed work, the sign of too many long requests for its KV cache.
+    `generation_tokens` is the raw counter the rate is taken from.
+    """
+
+    server: str | None = None
+    """"sglang" or "vllm": whose names the text used."""
+    running: float | None = None
+    queued: float | None = None
+    kv_usage: float | None = None
+    gen_tok_s: float | None = None
+    retracted: float | None = None
+    cache_hit: float | None = None
+    generation_tokens: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields progress.json carries for a server (numbers or null)."""
+        return {
+            "running": self.running,
+            "queued": self.queued,
+            "kv_usage": self.kv_usage,
+            "gen_tok_s": self.gen_tok_s,
+            "retracted": self.retracted,
+            "cache_hit": self.cache_hit,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> ServerMetrics | None:
+        """Tolerant reader of `to_json`: a field of the wrong type reads as None."""
+        if not isinstance(value, Mapping):
+            return None
+
+        def number(name: str) -> float | None:
+            field = value.get(name)
+            if isinstance(field, bool) or not isinstance(field, int | float):
+                return None
+            return float(field) if math.isfinite(field) and field >= 0 else None
+
+        kv = number("kv_usage")
+        hit = number("cache_hit")
+        return cls(
+            running=number("running"),
+            queued=number("queued"),
+            kv_usage=kv if kv is None or kv <= 1 else None,
+            gen_tok_s=number("gen_tok_s"),
+            retracted=number("retracted"),
+            cache_hit=hit if hit is None or hit <= 1 else None,
+        )
+
+
+def read_samples(text: str) -> Samples:
+    """Every finite sample of Prometheus `text`, by name; MetricsError if it is not that."""
+    if len(text) > METRICS_BYTES:
+        raise MetricsError(f"more than {METRICS_BYTES >> 20} MB of metrics")
+    samples: Samples = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                value = float(sample.value)
+                if math.isfinite(value):
+                    samples.setdefault(sample.name, []).append(value)
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        # The parser raises ValueError on a bad line, and others on some malformed ones.
+        raise MetricsError(f"not Prometheus text ({one_line(str(exc), 120)})") from exc
+    return samples
+
+
+def _sum(samples: Samples, *names: str) -> float | None:
+    """The sum over the series of the first of `names` the text has (None: none of them)."""
+    for name in names:
+        values = samples.get(name)
+        if values:
+            return sum(values)
+    return None
+
+
+def _mean(samples: Samples, *names: str) -> float | None:
+    for name in names:
+        values = samples.get(name)
+        if values:
+            return sum(values) / len(values)
+    return None
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return min(1.0, max(0.0, numerator / denominator))
+
+
+def _sglang(samples: Samples) -> ServerMetrics:
+    kv = _ratio(
+        _sum(samples, "sglang:num_used_tokens"), _sum(samples, "sglang:max_total_num_tokens")
+    )
+    return ServerMetrics(
+        server="sglang",
+        running=_sum(samples, "sglang:num_running_reqs"),
+        queued=_sum(samples, "sglang:num_queue_reqs"),
+        kv_usage=kv if kv is not None else _mean(samples, "sglang:token_usage"),
+        gen_tok_s=_sum(samples, "sglang:gen_throughput"),
+        retracted=_sum(samples, "sglang:num_retracted_requests_total"),
+        cache_hit=_mean(samples, "sglang:cache_hit_rate"),
+        generation_tokens=_sum(samples, "sglang:generation_tokens_total"),
+    )
+
+
+def _vllm(samples: Samples) -> ServerMetrics:
+    return ServerMetrics(
+        server="vllm",
+        running=_sum(samples, "vllm:num_requests_running"),
+        queued=_sum(samples, "vllm:num_requests_waiting"),
+        kv_usage=_mean(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        retracted=_sum(samples, "vllm:num_preemptions_total"),
+        cache_hit=_ratio(
+            _sum(samples, "vllm:prefix_cache_hits_total"),
+            _sum(samples, "vllm:prefix_cache_queries_total"),
+        ),
+        generation_tokens=_sum(samples, "vllm:generation_tokens_total"),
+    )
+
+
+def parse_metrics(text: str) -> ServerMetrics:
+    """The load in one /metrics answer (no rates: see MetricsReader); MetricsError if the text
+    is not Prometheus text. Text in neither server's names gives all None."""
+    samples = read_samples(text)
+    if any(name.startswith("sglang:") for name in samples):
+        return _sglang(samples)
+    if any(name.startswith("vllm:") for name in samples):
+        return _vllm(samples)
+    return ServerMetrics()
+
+
+class MetricsReader:
+    """One server's successive /metrics reads, for the rates a single read cannot give.
+
+    Without a throughput gauge (vLLM, an older SGLang), `gen_tok_s` is the generation token
+    counter's rise over the time between two reads; a counter that fell (the server
+    restarted) gives no rate for that interval.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None  # (time, generation tokens)
+
+    def read(self, text: str, now: float) -> ServerMetrics:
+        """Parse `text` read at `now` (monotonic seconds); MetricsError if it is not metrics."""
+        metrics = parse_metrics(text)
+        counter = metrics.generation_tokens
+        rate: float | None = None
+        if counter is not None:
+            if self._last is not None:
+                then, before = self._last
+                if now > then and counter >= before:
+                    rate = (counter - before) / (now - then)
+            self._last = (now, counter)
+        if metrics.gen_tok_s is None and rate is not None:
+            return replace(metrics, gen_tok_s=rate)
+        return metrics

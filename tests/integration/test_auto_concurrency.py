@@ -1,0 +1,102 @@
+"""`--concurrency auto` on the real engine against the simulator with a KV cache: it settles
+near the number of requests the KV cache holds, from below and from above, and backs off
+when the server retracts; `--concurrency auto` is a flag and a config value."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gen_tui.backends.engine import Engine
+from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.sim import LengthProfile
+from gen_tui.backends.snapshot import RunSnapshot
+from tests.support.engine import make_config
+
+MEAN = 400
+KNEE = 40
+"""Requests whose answers the KV cache holds (prompts are a few dozen tokens)."""
+
+
+async def _settle(
+    sim: Callable[..., Any], tokenizer_dir: Path, prompts: Path, out: Path, start: int
+) -> tuple[list[tuple[float, int]], Any]:
+    server = await sim(
+        slots=256,
+        tokens_per_s=400.0,
+        kv_tokens=KNEE * (MEAN + 40),
+        default_profile=LengthProfile(mean=MEAN),
+    )
+    config = make_config(
+        tokenizer_dir, prompts, out, [server.url], concurrency="auto", auto_start=start,
+        metrics_interval_s=0.25,
+    )  # fmt: skip
+    targets: list[tuple[float, int]] = []
+    begin = time.monotonic()
+    engine: Engine | None = None
+
+    def snapshot(snap: RunSnapshot) -> None:
+        now = time.monotonic() - begin
+        targets.append((now, snap.concurrency))
+        if now > 16 and engine is not None and not snap.stopping:
+            engine.request_stop()
+            engine.request_stop()
+
+    engine = Engine(config, on_snapshot=snapshot)
+    await asyncio.wait_for(engine.run(), 120)
+    return targets, server
+
+
+@pytest.mark.parametrize("start", [4, 100])
+async def test_auto_settles_near_what_the_kv_cache_holds(
+    sim: Callable[..., Any],
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    start: int,
+) -> None:
+    targets, server = await _settle(sim, tokenizer_dir, prompts_dir(A=6000), tmp_path, start)
+    # From above, what was sent before the first cut overfills the KV cache for seconds
+    # (every admission meanwhile retracts): the tuner waits at its floor until it drains.
+    late = [target for t, target in targets if t > 10]
+    assert late, targets
+    average = sum(late) / len(late)
+    assert 0.5 * KNEE <= average <= 1.3 * KNEE, (average, targets[::20])
+    if start > KNEE:  # from above: the first retractions cut it within seconds
+        assert min(target for t, target in targets if t < 5) < 1.5 * KNEE
+    assert server.stats.retracted > 0  # it did find the limit by touching it
+
+
+def test_auto_is_a_concurrency_and_nothing_else_is(tmp_path: Path) -> None:
+    from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+
+    base = dict(datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], output_dir=tmp_path)
+    auto = EngineConfig(concurrency="auto", **base)  # type: ignore[arg-type]
+    assert auto.auto_concurrency and auto.max_concurrency == 512
+    fixed = EngineConfig(concurrency=150, **base)  # type: ignore[arg-type]
+    assert not fixed.auto_concurrency and fixed.max_concurrency == 150
+    with pytest.raises(EngineError, match="--concurrency"):
+        EngineConfig(concurrency="automatic", **base)  # type: ignore[arg-type]
+
+
+def test_the_flag_and_the_config_file_take_auto(tmp_path: Path) -> None:
+    from gen_tui.app.cli import build_parser, engine_config
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "A.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    common = ["run", "--prompts-dir", str(prompts), "--output-dir", str(tmp_path / "out")]
+    common += ["--tokenizer", str(tmp_path)]  # (not loaded: the config is only built)
+    args = build_parser().parse_args([*common, "--concurrency", "auto"])
+    assert engine_config(args).concurrency == "auto"
+    config = tmp_path / "gen-tui.toml"
+    config.write_text('[run]\nconcurrency = "auto"\n')
+    args = build_parser().parse_args([*common, "--config", str(config)])
+    assert engine_config(args).auto_concurrency
+    args = build_parser().parse_args([*common, "--concurrency", "10k"])
+    assert engine_config(args).concurrency == 10_000
