@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -190,13 +191,16 @@ def run_dashboard_demo(
         with tempfile.TemporaryDirectory(prefix=DEMO_PREFIX, ignore_cleanup_errors=True) as tmp:
             mark_owner(Path(tmp))
             app = demo_app(Path(tmp), stale_after_s, readonly=readonly)
-            app.cleanups.append(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+            app.cleanups.append(functools.partial(remove_folder, tmp))
             with _leave_on_signals(app, caught):
                 result: int | None = None
                 try:
                     result = app.run()
                 finally:
                     code = _finish(app, result)
+                    # Still under the handlers: a hang-up while the folder is being removed
+                    # must not take the default action (dying with it half removed).
+                    remove_folder(tmp)
     finally:
         if caught:
             # The runs have ended and the folder is gone. After a hangup Textual's input
@@ -204,6 +208,19 @@ def run_dashboard_demo(
             # writing to it): nothing is left to do, so nothing waits for it.
             os._exit(128 + caught[0])
     return code
+
+
+def remove_folder(path: str, within_s: float = 10.0) -> None:
+    """Remove `path` and keep at it for up to `within_s`: a run the demo stopped may still
+    be closing a file in it (a stopped run's last write, a watcher's sample), and one pass
+    of rmtree then leaves the folder half-deleted; and the hang-up thread and the normal
+    exit may both be removing it at once."""
+    deadline = time.monotonic() + within_s
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path) or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
