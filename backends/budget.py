@@ -4,14 +4,11 @@ Three modes trade precision against throughput at the end of a dataset:
 
 - ``drain`` (the seed's behaviour): dispatch while committed tokens are under the budget and
   let in-flight requests finish; overshoots by up to in-flight x mean length.
-- ``predictive`` (default): dispatch while a high estimate (mean + TAPER_Z sigma) of the
-  committed tokens plus the final lengths of the in-flight requests and the new one stays
-  under the budget. Lengths come from a survival estimate over the finished answers and the
-  censored in-flight ones (`lengths`), so the short answers that come back first do not
-  make it low; with no history its prior sizes the first wave. The in-flight count tapers
-  as the budget nears; the last answers are sent alone, each only if it very likely ends
-  within a mean answer past the budget (`LONE_QUANTILE`), so the run ends within about
-  one answer of the budget, on either side.
+- ``predictive`` (default): dispatch while committed tokens plus the *expected* tokens of the
+  in-flight requests stay under the budget. A request that has been running for a while is
+  likely a long one, so its expectation is the mean of past lengths longer than what it has
+  probably generated already (age x observed per-request speed), not the plain mean. The
+  in-flight count thus tapers as the budget nears and the run ends at or just past it.
 - ``strict``: reserve each in-flight request's ``max_new_tokens``, so the committed total can
   never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
   work already done, while a reservation only idles slots at the very end (and with several
@@ -20,14 +17,11 @@ Three modes trade precision against throughput at the end of a dataset:
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-
-from gen_tui.backends.lengths import MIN_AT_RISK, LengthModel, Survival
-
-__all__ = ["LengthModel"]  # kept importable from here: the budget is what it serves
 
 
 class BudgetMode(StrEnum):
@@ -42,8 +36,6 @@ class InFlight:
 
     started: float
     max_new_tokens: int
-    produced: int = 0
-    """Tokens it is known to have produced so far (a streaming client's count; else 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +52,111 @@ class Budget:
         return None if self.max_tokens is None else max(0, self.max_tokens - tokens)
 
 
-TAPER_Z = 3.0
+class LengthModel:
+    """Running picture of a dataset's completion lengths and per-request decode speed.
+
+    Seeded by the records found on resume, so a resumed run predicts well from its first
+    request. Keeps a bounded window of recent lengths, so memory is flat.
+    """
+
+    WINDOW = 4096
+
+    def __init__(self, prior_mean: float, lengths: list[int] | None = None) -> None:
+        self.prior_mean = max(1.0, prior_mean)
+        self._window: list[int] = list(lengths or [])[-self.WINDOW :]
+        self._next = 0
+        self._count = len(self._window)
+        self._sum = sum(self._window)
+        self._sorted: list[int] = []
+        self._suffix: list[int] = []
+        self._suffix_sq: list[int] = []
+        self._dirty = True
+        self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
+        self.max_seen = max(self._window, default=0)
+
+    def observe(self, tokens: int, latency_s: float | None) -> None:
+        if len(self._window) < self.WINDOW:
+            self._window.append(tokens)
+            self._sum += tokens
+        else:
+            self._sum += tokens - self._window[self._next]
+            self._window[self._next] = tokens
+            self._next = (self._next + 1) % self.WINDOW
+        self._count += 1
+        self.max_seen = max(self.max_seen, tokens)
+        if latency_s is not None and latency_s > 0:
+            fit = self._fit
+            fit[0] += 1
+            fit[1] += tokens
+            fit[2] += latency_s
+            fit[3] += tokens * tokens
+            fit[4] += tokens * latency_s
+        self._dirty = True
+
+    @property
+    def observed(self) -> int:
+        return self._count
+
+    @property
+    def mean(self) -> float:
+        return self._sum / len(self._window) if self._window else self.prior_mean
+
+    def latency_line(self) -> tuple[float, float] | None:
+        """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
+
+        Latency is a fixed part (queueing, prefill, client) plus a per-token part; fitting
+        both is what lets a request's age tell how far it has probably got.
+        """
+        n, sx, sy, sxx, sxy = self._fit
+        if n < 8:
+            return None
+        spread = n * sxx - sx * sx
+        if spread <= 0:
+            return None
+        slope = (n * sxy - sx * sy) / spread
+        if slope <= 0:
+            return None
+        return (sy - slope * sx) / n, slope
+
+    def _refresh(self) -> None:
+        self._sorted = sorted(self._window)
+        size = len(self._sorted)
+        suffix = [0] * (size + 1)
+        suffix_sq = [0] * (size + 1)
+        for index in range(size - 1, -1, -1):
+            value = self._sorted[index]
+            suffix[index] = suffix[index + 1] + value
+            suffix_sq[index] = suffix_sq[index + 1] + value * value
+        self._suffix = suffix
+        self._suffix_sq = suffix_sq
+        self._dirty = False
+
+    def outlook(self, age_s: float) -> tuple[float, float]:
+        """(mean, variance) of the final length of a request in flight for `age_s` seconds."""
+        if not self._window:
+            return self.prior_mean, (self.prior_mean / 2) ** 2
+        if self._dirty:
+            self._refresh()
+        index = 0
+        line = self.latency_line()
+        if line is not None and age_s > 0:
+            fixed, per_token = line
+            done = (age_s - fixed) / per_token
+            if done > 0:
+                index = bisect.bisect_right(self._sorted, done)
+                if index == len(self._sorted):
+                    return done + self.mean / 2, (self.mean / 2) ** 2
+        longer = len(self._sorted) - index
+        mean = self._suffix[index] / longer
+        variance = max(0.0, self._suffix_sq[index] / longer - mean * mean)
+        return mean, variance
+
+    def expected_total(self, age_s: float) -> float:
+        """Expected final length of a request that has been in flight for `age_s` seconds."""
+        return self.outlook(age_s)[0]
+
+
+TAPER_Z = 2.0
 """Standard deviations of the in-flight total kept below the budget in predictive mode.
 
 Keeping a margin of z·σ means dispatch slows before the budget instead of stopping with a
@@ -70,55 +166,16 @@ costs throughput on a dataset that has the server to itself.
 """
 
 
-ALLOWANCE_SHARE = 0.002
-"""The share of a large budget predictive may end past it (0.2%: 20,000 tokens of 10M)."""
-
-
-LONE_QUANTILE = 0.95
-"""With nothing in flight, predictive sends one more answer only if it is this likely to end
-within one mean answer past the budget.
-
-The last answer cannot be truncated, so it lands past the budget by its length less the
-room left, and lengths are long-tailed: sent with any room at all, it would overshoot by
-more than a mean answer about one time in six. Not sent, the dataset ends short by less
-than the answer would likely have overshot. A woken dataset with less room stays done.
-"""
-
-
-def _outlook(
-    inflight: list[InFlight], model: LengthModel, now: float
-) -> tuple[float, float, float, Survival]:
-    """(mean, variance, shared deviation) of what the requests in flight will add in all.
-
-    The shared deviation is the estimate's own error: the same for every request, so it
-    adds up linearly (see `Survival`), where their own spreads add up as variances.
-    Requests whose produced count falls in the same bin (and share a cap) share an
-    outlook, so the cost is one lookup per bin, not per request: this runs on every
-    dispatch.
-    """
-    produced = model.produced_all(
-        [now - request.started for request in inflight], [request.produced for request in inflight]
-    )
-    law = model.survival(produced)
-    groups: dict[tuple[int, int], int] = {}
-    for request, done in zip(inflight, produced, strict=True):
-        key = law.bin_after(done), request.max_new_tokens
-        groups[key] = groups.get(key, 0) + 1
-    mean = variance = shared = 0.0
-    for (index, cap), count in groups.items():
-        m, v, error = law.outlook_from(index)
-        mean += count * min(m, cap)
-        variance += count * model.spread(v)
-        shared += count * error**0.5
-    return mean, variance, shared, law
-
-
 def inflight_outlook(
     inflight: list[InFlight], model: LengthModel, now: float
 ) -> tuple[float, float]:
     """(mean, variance) of the tokens the requests in flight will still add in all."""
-    mean, variance, shared, _ = _outlook(inflight, model, now)
-    return mean, variance + shared * shared
+    mean = variance = 0.0
+    for request in inflight:
+        m, v = model.outlook(now - request.started)
+        mean += min(m, request.max_new_tokens)
+        variance += v
+    return mean, variance
 
 
 def likely_end(tokens: int, inflight: list[InFlight], model: LengthModel, now: float) -> int:
@@ -126,16 +183,7 @@ def likely_end(tokens: int, inflight: list[InFlight], model: LengthModel, now: f
     sent its last prompt: what the total budget may hand on before its answers are in."""
     mean, variance = inflight_outlook(inflight, model, now)
     cap = sum(request.max_new_tokens for request in inflight)
-    return tokens + math.ceil(min(cap, high_estimate(mean, variance)))
-
-
-def allowance(budget: int, model: LengthModel) -> float:
-    """How far past `budget` predictive aims to stay within (see the module docstring):
-    one mean answer of those back, or ALLOWANCE_SHARE of the budget if that is more;
-    nothing before any answer is back (the prior's mean is a guess, not a measure)."""
-    if model.observed == 0:
-        return 0.0
-    return max(model.mean, ALLOWANCE_SHARE * budget)
+    return tokens + math.ceil(min(cap, mean + TAPER_Z * variance**0.5))
 
 
 def may_dispatch(
@@ -155,68 +203,26 @@ def may_dispatch(
         return True
     if tokens >= budget.max_tokens:
         return False
-    if mode is BudgetMode.DRAIN:
-        return True
+    if mode is BudgetMode.DRAIN or not inflight:
+        return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
     if mode is BudgetMode.STRICT:
         reserved = sum(request.max_new_tokens for request in inflight)
         return tokens + reserved + max_new_tokens <= budget.max_tokens
-    if not inflight:
-        # With none back yet there is nothing to go by, and the first answer is sent.
-        return model.observed == 0 or lone_room(budget.max_tokens - tokens, model)
-    limit = budget.max_tokens + allowance(budget.max_tokens, model)
-    if tokens + (len(inflight) + 1) * max_new_tokens < limit:
-        return True  # even every answer at its cap would fit
+    if tokens + (len(inflight) + 1) * max_new_tokens * (1 + TAPER_Z) < budget.max_tokens:
+        return True
     now = time.monotonic() if now is None else now
-    mean, variance, shared, law = _outlook(inflight, model, now)
-    one, spread, error = law.outlook_from(0)
-    mean += min(one, max_new_tokens)
-    variance += model.spread(spread)
-    shared += error**0.5
-    return tokens + high_estimate(mean, variance + shared * shared) < limit
-
-
-def high_estimate(mean: float, variance: float) -> float:
-    """TAPER_Z deviations above `mean` on a lognormal of that mean and variance.
-
-    Why not mean + TAPER_Z sigma: what a few long answers in flight add up to is skewed
-    (a long one runs far past its mean more often than a normal law says), and the normal
-    margin was crossed about 7% of the time where it promises 2.3% (a pool of 16 tapering
-    on lognormal lengths). A lognormal matched to the same two moments (Fenton and
-    Wilkinson's) keeps the skew of a few and tends to the normal margin for many.
-    """
-    if mean <= 0:
-        return 0.0
-    spread = math.log1p(variance / (mean * mean))
-    return mean * math.exp(TAPER_Z * spread**0.5 - spread / 2)
-
-
-def lone_room(remaining: int, model: LengthModel) -> bool:
-    """Whether `remaining` tokens are room for one answer sent alone (see LONE_QUANTILE):
-    it likely ends within a mean answer past the budget.
-
-    Why a mean answer and not the allowance (0.2% of a large budget): more last answers
-    alone end a 10M budget nearer it (+271 rather than -5,959 at worst in the sweep) but
-    later: 0.72x drain's rate where the issue's floor is 0.73x.
-
-    With nothing in flight every answer sent is back, so the finished lengths are an
-    unbiased sample, but of fewer than two in 1 - LONE_QUANTILE (40) their quantile is
-    one of the two longest: one long answer among ten asked for room for five mean
-    answers, and the dataset stops for good on a no (a 60K budget ended 45K short under an
-    older rule). So with so few back the quantile is at most that of an exponential law of
-    their mean (the law that assumes least beyond a mean, and the prior's tail): about
-    three mean answers. A dataset with prompts left ends at most about two mean answers
-    short while few are back, and then by the quantile less an allowance (1.7 mean
-    answers on a lognormal of cv 0.95).
-    """
-    high = model.mean * math.log(1.0 / (1.0 - LONE_QUANTILE))
-    if model.observed >= 2 / (1.0 - LONE_QUANTILE):
-        high = model.finished_quantile(LONE_QUANTILE)
-    elif model.observed >= MIN_AT_RISK:
-        high = min(high, model.finished_quantile(LONE_QUANTILE))
-    # Before any answer is back the mean is the prior's guess: no allowance past the budget
-    # on its word (as in `allowance`), so a woken dataset needs room for three of them.
-    allowed = model.mean if model.observed else 0.0
-    return remaining + allowed >= high
+    mean, variance = model.outlook(0.0)
+    # Until a few dozen lengths are in, assume a spread at least as wide as the mean
+    # (LLM answer lengths are long-tailed): the first answers back are the short ones.
+    spread = variance if model.observed >= 32 else max(variance, mean * mean)
+    more, more_variance = inflight_outlook(inflight, model, now)
+    mean += more
+    variance += more_variance
+    # The mean itself is uncertain after few observations, and that error is shared by
+    # every request in flight, so it adds up linearly rather than as a square root.
+    count = len(inflight) + 1
+    variance += count * count * spread / max(model.observed, 1)
+    return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
 
 
 def room_for_one(
@@ -229,9 +235,9 @@ def room_for_one(
 ) -> bool:
     """Whether a finished dataset whose budget grew has room for one more answer.
 
-    Drain sends one request whenever none is in flight, so a dataset woken for less than an
-    answer would only overshoot: it needs room for a mean answer (predictive: what it would
-    send a lone answer for, `lone_room`; strict: `max_new_tokens`).
+    Predictive and drain send one request whenever none is in flight, so a dataset woken
+    for less than an answer would only overshoot: it needs room for a mean answer (strict:
+    for `max_new_tokens`).
     """
     if budget.reached(tokens, samples):
         return False
@@ -240,8 +246,6 @@ def room_for_one(
         return True
     if mode is BudgetMode.STRICT:
         return remaining >= max_new_tokens
-    if mode is BudgetMode.PREDICTIVE:
-        return lone_room(remaining, model)
     return remaining >= model.mean
 
 

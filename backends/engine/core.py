@@ -71,9 +71,9 @@ class Engine:
         self.config = config
         self.client = client if client is not None else client_for(config)
         self._on_snapshot = on_snapshot
-        cap = float(config.max_new_tokens)
+        prior = float(config.max_new_tokens)
         self._datasets = [
-            DatasetRun(spec, config.output_dir / spec.name, cap) for spec in config.datasets
+            DatasetRun(spec, config.output_dir / spec.name, prior) for spec in config.datasets
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
@@ -218,8 +218,7 @@ class Engine:
                     "info",
                     f"{ds.name}: resuming with {ds.samples} records, {ds.tokens} tokens on disk",
                 )
-            # Not only at it: predictive may have ended short, with no room for one more.
-            if ds.reached or (ds.samples and not self._scheduler.may_send(ds, [])):
+            if ds.reached:
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(

@@ -30,7 +30,7 @@ Queued = tuple[Prompt, list[int] | None]
 class DatasetRun:
     """Runtime state of one dataset in a run."""
 
-    def __init__(self, spec: DatasetSpec, folder: Path, cap: float) -> None:
+    def __init__(self, spec: DatasetSpec, folder: Path, prior_mean: float) -> None:
         self.spec = spec
         self.folder = folder
         self.budget = Budget(spec.max_tokens, spec.max_samples)
@@ -43,7 +43,7 @@ class DatasetRun:
         self.samples = 0
         self.resumed_tokens = 0
         self.resumed_samples = 0
-        self.model = LengthModel(cap)  # answers up to the run's cap; replaced on open
+        self.model = LengthModel(prior_mean)
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
         self.producer_done = False

@@ -75,7 +75,7 @@ class Scheduler(RunPart):
             return
         elif not self.may_send(ds, []):
             ds.state = DatasetState.DONE
-            ds.message = f"budget reached: {ds.tokens} tokens (no room for one more answer)"
+            ds.message = f"budget reached: {ds.tokens} tokens (strict: no room for one more)"
         else:
             return
         self.reporter.event("budget", f"{ds.name}: {ds.message}")

@@ -19,13 +19,7 @@ from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 from tests.support.engine import make_config, run
 from tests.support.polling import wait_until
-from tests.support.records import (
-    PREDICTIVE_SHORT,
-    assert_near_budget,
-    read_records,
-    record_lines,
-    recount,
-)
+from tests.support.records import read_records, record_lines, recount
 from tests.support.runs import finish, run_args, spawn
 
 SLOTS = 32
@@ -59,7 +53,7 @@ async def test_back_to_back_datasets_keep_the_server_full(
     final, _, _ = await run(pooled)
     assert all(d.state is DatasetState.DONE for d in final.datasets)
     for name in "ABC":
-        assert_near_budget(tmp_path / "pooled" / name, budget, 0.01)
+        assert 0 <= recount(tmp_path / "pooled" / name)[0] - budget < 0.01 * budget
     # The hand-off, as behaviour rather than a stopwatch (a loaded machine slows both): each
     # next dataset's answers start landing while the one before still has answers coming,
     # and the client kept its slots full (in flight, server-side queue included) throughout.
@@ -136,9 +130,8 @@ async def test_total_budget_is_shared_and_a_short_dataset_hands_its_share_on(
     for snap in by_name.values():
         assert snap.max_tokens == share
         assert snap.state is DatasetState.DONE
-        assert_near_budget(tmp_path / "out" / snap.name, share, 0.05)
-    short = 2 * PREDICTIVE_SHORT * 300  # two datasets, each may end that short
-    assert 300_000 - short <= sum(d.tokens for d in final.datasets) < 300_000 * 1.02
+        assert share <= recount(tmp_path / "out" / snap.name)[0] < share * 1.05
+    assert 300_000 <= sum(d.tokens for d in final.datasets) < 300_000 * 1.02
 
 
 async def test_weights_and_caps_shape_the_split(
@@ -163,7 +156,8 @@ async def test_weights_and_caps_shape_the_split(
     assert [d.max_tokens for d in final.datasets] == [50_000, 166_666, 83_333]
     for snap in final.datasets:
         assert snap.max_tokens is not None
-        assert_near_budget(tmp_path / "out" / snap.name, snap.max_tokens, 0.05)
+        tokens = recount(tmp_path / "out" / snap.name)[0]
+        assert snap.max_tokens <= tokens < snap.max_tokens * 1.05
 
 
 async def test_kill_and_resume_with_a_total_budget(
@@ -191,12 +185,14 @@ async def test_kill_and_resume_with_a_total_budget(
     code, stdout, stderr = await finish(await spawn(*args))
     assert code == 0, stderr
     assert "resuming with" in stdout, stdout
-    totals = [assert_near_budget(out / name, 60_000, 0.05) for name in "AB"]
+    totals = [recount(out / name)[0] for name in "AB"]
+    for tokens in totals:
+        assert 60_000 <= tokens < 60_000 * 1.05, stdout
     # The log says where the run ended against the total and how full the pool was, and
     # each dataset's progress.json tells the whole pool's story.
     summary = [line for line in stdout.splitlines() if " summary: " in line]
     assert len(summary) == 1, stdout
-    assert f"{sum(totals):,}/120,000 (" in summary[0] and "pool utilisation" in summary[0]
+    assert f"{sum(totals):,}/120,000 (+" in summary[0] and "pool utilisation" in summary[0]
     assert "status: pool: " in stdout
     for name in "AB":
         pool = json.loads((out / name / "progress.json").read_text())["pool"]
@@ -233,8 +229,8 @@ async def test_a_budget_set_mid_run_holds_and_the_others_share_the_rest(
     assert pinned
     a, b = final.datasets
     assert (a.max_tokens, b.max_tokens) == (150_000, 50_000)
-    assert_near_budget(tmp_path / "out" / "A", 150_000, 0.05)
-    assert_near_budget(tmp_path / "out" / "B", 50_000, 0.05)
+    assert 150_000 <= recount(tmp_path / "out" / "A")[0] < 150_000 * 1.05
+    assert 50_000 <= recount(tmp_path / "out" / "B")[0] < 50_000 * 1.05
 
 
 def test_a_dataset_started_again_alone_runs_to_the_budget_given(tmp_path: Path) -> None:

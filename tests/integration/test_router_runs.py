@@ -14,7 +14,7 @@ from gen_tui.backends.lock import is_locked
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.sim.server import SimServer
 from tests.support.polling import wait_until
-from tests.support.records import assert_near_budget, read_records, record_lines, recount
+from tests.support.records import read_records, record_lines, recount
 from tests.support.runs import finish, run_args, spawn
 
 
@@ -44,7 +44,8 @@ async def test_a_budget_through_the_router_ends_within_precision(
     )
     code, stdout, stderr = await finish(process, timeout=120)
     assert code == 0, stderr
-    assert_near_budget(out / "A", budget, 0.02)
+    tokens, _ = recount(out / "A")
+    assert budget <= tokens < budget * 1.02, f"ended at {tokens:,} for {budget:,}"
     assert first.stats.completed > 0 and second.stats.completed > 0, "one worker did it all"
     assert_on_disk_once(out / "A", first, second)
     said = [line for line in stdout.splitlines() if "is an SGLang router over 2 workers" in line]

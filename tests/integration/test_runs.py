@@ -39,14 +39,7 @@ from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.ssh import SSHConnection
 from tests.support.polling import wait_until
-from tests.support.records import (
-    assert_near_budget,
-    progress,
-    read_records,
-    record_commands,
-    record_lines,
-    recount,
-)
+from tests.support.records import progress, read_records, record_commands, record_lines, recount
 from tests.support.runs import AnyHost, alive, append_records, standin_argv
 from tests.support.sshd import Sshd
 
@@ -148,9 +141,8 @@ async def test_gen_tui_run_is_stopped_without_loss_and_resumed_to_its_new_budget
         await wait_until(
             lambda: not alive(resumed.pid) and not is_locked(lock), 60, "resumed run ends"
         )
-        assert_near_budget(out / "B2", budget, 0.1)
         final_tokens, final_records = recount(out / "B2")
-        assert final_records > records
+        assert final_tokens >= budget and final_records > records
         assert progress(out / "B2")["state"] == "done"
         assert progress(out / "B2")["max_tokens"] == budget
         await wait_until(

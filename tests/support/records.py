@@ -61,21 +61,3 @@ def record_commands(connection: Any) -> list[str]:
     connection.run = counted_run
     connection.open_process = counted_open
     return calls
-
-
-PREDICTIVE_SHORT = 2.5
-"""How many mean answers short of its budget a predictive dataset with prompts left may end.
-
-Its last answers go alone, each only with room for the 95th percentile of a length less one
-mean answer (about 1.7 mean answers on lognormal lengths, two while few are back:
-`lone_room` in backends/budget.py); half an answer more for the percentile of a sample.
-"""
-
-
-def assert_near_budget(folder: Path, budget: int, over: float) -> int:
-    """The tokens on disk, asserted where predictive ends: past `budget` by less than the
-    share `over`, or short of it by at most PREDICTIVE_SHORT mean answers."""
-    tokens, samples = recount(folder)
-    short = PREDICTIVE_SHORT * tokens / max(1, samples)
-    assert budget - short <= tokens < budget * (1 + over), f"ended at {tokens:,} for {budget:,}"
-    return tokens

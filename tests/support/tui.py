@@ -15,7 +15,6 @@ from textual.notifications import Notify
 from gen_tui.app.board import panel_id
 from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot
@@ -39,10 +38,8 @@ def make_app(
     max_new_tokens: int = 4096,
     stale_after_s: float = 60.0,
     autostart: bool = True,
-    budget_mode: BudgetMode = BudgetMode.PREDICTIVE,
 ) -> GenTuiApp:
-    """datasets: name -> (prompt count, token budget). `budget_mode` drain for a test that
-    needs the budget crossed: predictive may end short of it (backends/budget.py)."""
+    """datasets: name -> (prompt count, token budget)."""
     folder = prompts_dir(**{name: count for name, (count, _) in datasets.items()})
     config = EngineConfig(
         datasets=[
@@ -56,7 +53,6 @@ def make_app(
         sampling={"max_new_tokens": max_new_tokens},
         parallel_datasets=len(datasets),
         grace_s=grace_s,
-        budget_mode=budget_mode,
     )
     sim = SimConfig(
         slots=slots,

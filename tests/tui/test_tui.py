@@ -29,7 +29,6 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.launch import main
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
@@ -123,8 +122,7 @@ async def test_resume_refuses_bad_budgets_then_reaches_the_new_one(
     app_factory: Callable[..., GenTuiApp], tmp_path: Path
 ) -> None:
     notes = Notes()
-    # Drain: this is about the crossing's notice, and predictive may end short of a budget.
-    app = app_factory(datasets={"A": (2000, 20_000)}, mean=300, budget_mode=BudgetMode.DRAIN)
+    app = app_factory(datasets={"A": (2000, 20_000)}, mean=300)
     async with app.run_test(size=SIZE, message_hook=notes) as pilot:
         await wait_until(lambda: app.runs and not app.runs[0].active, pause=pilot.pause)
         await pilot.pause(0.1)
@@ -174,11 +172,8 @@ async def test_resume_in_a_running_engine_sets_its_budget(
     # A reaches its small budget while B keeps the engine busy; `r` then raises A's budget
     # through Engine.set_budget in the same engine.
     # (A slow simulator keeps the process mostly idle: Pilot waits for idleness after a key.)
-    app = app_factory(  # drain: the new budget is crossed (predictive may end short of it)
-        datasets={"A": (2000, 2000), "B": (5000, 10**9)},
-        tokens_per_s=1000,
-        max_new_tokens=600,
-        budget_mode=BudgetMode.DRAIN,
+    app = app_factory(
+        datasets={"A": (2000, 2000), "B": (5000, 10**9)}, tokens_per_s=1000, max_new_tokens=600
     )
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(lambda: badge(app, "A") == "budget reached", pause=pilot.pause)
