@@ -8,11 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.monitor import HostMonitor
 from gen_tui.backends.sim.nvidia_smi import write_standin
+from tests.support.load import busy
 from tests.support.polling import wait_until
 from tests.support.runs import standin_argv
 
@@ -34,29 +33,13 @@ async def test_simulated_gpus_follow_the_servers_load(
     try:
         await wait_until(lambda: len(board.gpus) == 8, 30, "8 simulated GPUs, idle")
         assert all(gpu.util == 0 and gpu.name == "NVIDIA H100 (simulated)" for gpu in board.gpus)
-        async with aiohttp.ClientSession() as session:
-
-            async def one(index: int) -> None:
-                body = {
-                    "input_ids": [5] * 50,
-                    "rid": f"load/{index}",
-                    "sampling_params": {"max_new_tokens": 100_000, "ignore_eos": True},
-                }
-                async with session.post(f"{server.url}/generate", json=body) as response:
-                    await response.read()
-
-            tasks = [asyncio.create_task(one(index)) for index in range(2)]
-            try:  # 2 of 4 slots busy: the GPUs about half busy
-                await wait_until(
-                    lambda: all(45 <= (gpu.util or 0) <= 55 for gpu in board.gpus),
-                    30,
-                    "the GPUs half busy with the server",
-                    detail=lambda: str(board.gpus),
-                )
-            finally:
-                for task_ in tasks:
-                    task_.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+        async with busy(server, 2):  # 2 of 4 slots busy: the GPUs about half busy
+            await wait_until(
+                lambda: all(45 <= (gpu.util or 0) <= 55 for gpu in board.gpus),
+                30,
+                "the GPUs half busy with the server",
+                detail=lambda: str(board.gpus),
+            )
         assert max(board.history(0)[0]) >= 0.45 and min(board.history(0)[0]) == 0
     finally:
         task.cancel()

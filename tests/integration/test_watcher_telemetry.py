@@ -4,14 +4,12 @@ forwarded on the watch stream, locally and over a real sshd, to the HostMonitor'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from gen_tui.backends import watcher
@@ -20,37 +18,15 @@ from gen_tui.backends.monitor import HostMonitor
 from gen_tui.backends.sim import SimServer
 from gen_tui.backends.telemetry.metrics import parse_metrics
 from tests.support.gpus import write_nvidia_smi
+from tests.support.load import busy
 from tests.support.polling import wait_until
 from tests.support.runs import AnyHost, standin_argv
 from tests.support.sshd import start_sshd
 
 
-@contextlib.asynccontextmanager
-async def _busy(server: SimServer, count: int) -> AsyncIterator[None]:
-    """Keep `count` long requests on `server` (it queues what its slots do not hold)."""
-    async with aiohttp.ClientSession() as session:
-
-        async def one(index: int) -> None:
-            body = {
-                "input_ids": [5] * 50,
-                "rid": f"load/{index}",
-                "sampling_params": {"max_new_tokens": 100_000, "ignore_eos": True},
-            }
-            async with session.post(f"{server.url}/generate", json=body) as response:
-                await response.read()
-
-        tasks = [asyncio.create_task(one(index)) for index in range(count)]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
 async def test_fetch_metrics_reads_filters_and_says_why_not(sim: Callable[..., Any]) -> None:
     server = await sim(slots=2, tokens_per_s=20.0, context_length=200_000)
-    async with _busy(server, 3):
+    async with busy(server, 3):
         await wait_until(lambda: server.stats.queued == 1, what="one request queued")
         message = await asyncio.to_thread(watcher.fetch_metrics, server.url)
     assert message["type"] == "metrics" and message["url"] == server.url
@@ -114,7 +90,7 @@ async def test_the_servers_load_reaches_the_monitor_from_the_box(
     server = await sim(slots=2, tokens_per_s=20.0, context_length=200_000)
     monitor, task, _ = await _watched(host, server, standin, tmp_path)  # (the fixture stops it)
     try:
-        async with _busy(server, 3):
+        async with busy(server, 3):
 
             def loaded() -> bool:
                 report = monitor.servers().get(server.url)
