@@ -377,7 +377,8 @@ async def run_headless_demo(config: EngineConfig, plain: bool) -> int:
     from gen_tui.backends import demo
     from gen_tui.backends.sim import SimServer
 
-    async with SimServer(demo.demo_sim_config()) as server:
+    vocab = demo.vocab_size(Path(config.tokenizer))
+    async with SimServer(demo.demo_sim_config(vocab)) as server:
         return await run_engine(dataclasses.replace(config, server_urls=[server.url]), plain)
 
 

@@ -108,6 +108,7 @@ class DemoSource(RunSource):
             tokens_per_s=SIM_TOKENS_PER_S,
             prefill_s=0.05,
             profiles={d.name: LengthProfile(mean=d.mean_tokens) for d in self.datasets},
+            vocab_size=demo.vocab_size(self.tokenizer()),  # the answers' ids are its ids
         )
 
     async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
@@ -255,6 +256,7 @@ def stale_source(main: DemoSource) -> SimProcessSource:
             slots=1,
             tokens_per_s=STALE_TOKENS_PER_S,
             default_profile=LengthProfile(mean=STALE_MEAN_TOKENS),
+            vocab_size=demo.vocab_size(main.tokenizer()),
         )
 
     return SimProcessSource(

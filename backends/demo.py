@@ -145,10 +145,11 @@ def write_demo_prompts(
     }
 
 
-def demo_sim_config():
+def demo_sim_config(vocab_size: int | None = None):
     """A simulated 64-slot server whose per-dataset lengths mimic the seed's datasets, fast
     enough that the headless demo's three budgets (16.8M tokens) are reached in about a
-    minute."""
+    minute. `vocab_size`: the demo tokenizer's (:func:`vocab_size`), so the answers' ids
+    are ids of that tokenizer and `gen-tui verify` finds the demo's output sound."""
     from gen_tui.backends.sim import LengthProfile, SimConfig
 
     return SimConfig(
@@ -156,4 +157,13 @@ def demo_sim_config():
         tokens_per_s=5000.0,
         prefill_s=0.05,
         profiles={spec.name: LengthProfile(mean=spec.mean_tokens) for spec in HEADLESS_DATASETS},
+        vocab_size=vocab_size,
     )
+
+
+def vocab_size(directory: Path) -> int:
+    """How many ids the tokenizer saved in `directory` has (read from its tokenizer.json,
+    without loading transformers)."""
+    data = orjson.loads((directory / "tokenizer.json").read_bytes())
+    ids = set(data["model"]["vocab"].values()) | {token["id"] for token in data["added_tokens"]}
+    return max(ids) + 1
