@@ -61,6 +61,21 @@ def load(sim: Simulator) -> SimLoad:
     return SimLoad(sim, asyncio.get_running_loop().time())
 
 
+Series = tuple[tuple[str, str, float], ...]
+"""(name without prefix, documentation, value) of each series."""
+
+
+def _families(
+    prefix: str, labels: list[str], values: list[str], gauges: Series, counters: Series
+) -> Iterator[Metric]:
+    """One family a series, one sample each, named `prefix:name` as the server names it."""
+    for kind, series in ((GaugeMetricFamily, gauges), (CounterMetricFamily, counters)):
+        for name, documentation, value in series:
+            family = kind(f"{prefix}:{name}", documentation, labels=labels)
+            family.add_metric(values, value)
+            yield family
+
+
 class _SglangNames(Collector):
     """SGLang's scheduler metrics (srt/metrics/collector.py), one rank."""
 
@@ -86,18 +101,11 @@ class _SglangNames(Collector):
             ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
             ("num_retracted_reqs", "The number of retracted requests.", 0),  # (per step)
         )
-        for name, documentation, value in gauges:
-            family = GaugeMetricFamily(f"sglang:{name}", documentation, labels=names)
-            family.add_metric(values, value)
-            yield family
         counters = (
             ("generation_tokens", "Number of generation tokens processed.", now.generated),
             ("num_retracted_requests", "Total number of retracted requests.", now.retracted),
         )
-        for name, documentation, value in counters:
-            family = CounterMetricFamily(f"sglang:{name}", documentation, labels=names)
-            family.add_metric(values, value)
-            yield family
+        yield from _families("sglang", names, values, gauges, counters)
 
 
 class _VllmNames(Collector):
@@ -116,18 +124,11 @@ class _VllmNames(Collector):
             ("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
              now.used_tokens / now.capacity),
         )  # fmt: skip
-        for name, documentation, value in gauges:
-            family = GaugeMetricFamily(f"vllm:{name}", documentation, labels=labels)
-            family.add_metric(values, value)
-            yield family
         counters = (
             ("generation_tokens", "Number of generation tokens processed.", now.generated),
             ("num_preemptions", "Cumulative number of preemption from the engine.", now.retracted),
         )
-        for name, documentation, value in counters:
-            family = CounterMetricFamily(f"vllm:{name}", documentation, labels=labels)
-            family.add_metric(values, value)
-            yield family
+        yield from _families("vllm", labels, values, gauges, counters)
 
 
 def metrics_handler(sim: Simulator) -> web.Handler:
