@@ -18,10 +18,8 @@ from textual.app import App
 
 from gen_tui.app.terminal_alert import ring
 from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent
+from gen_tui.backends.host_status import is_lost
 from gen_tui.widgets.dataset_panel import PanelView
-
-LOST = ("disconnected", "failed", "refused", "stale")
-"""Host states that mean it cannot be watched (see HostMonitor.status / SSHConnection)."""
 
 
 class TuiAlerts:
@@ -57,7 +55,7 @@ class TuiAlerts:
             elif not view.stale:
                 self._stale.discard(name)
         for host, state in hosts:
-            lost = state.startswith(LOST)
+            lost = is_lost(state)
             if lost and host not in self._lost:
                 self._lost.add(host)
                 self.alert(AlertEvent.HOST_LOST, f"host {host} lost", state)

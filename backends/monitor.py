@@ -26,6 +26,7 @@ from gen_tui.backends import watcher
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.counts import CountError, parse_count
+from gen_tui.backends.host_status import RETRY
 from gen_tui.backends.hosts import (
     SAMPLE_FLAGS,
     TOKEN_FLAGS,
@@ -172,7 +173,7 @@ class HostMonitor:
                 except (SSHError, RunError, OSError) as exc:
                     failures += 1
                     delay = BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
-                    self._set_state(f"disconnected: {_first_line(exc)} (retry in {delay:g}s)")
+                    self._set_state(f"disconnected: {_first_line(exc)}{RETRY}{delay:g}s)")
                     self.ready.set()
                     await self._sleep(delay)
                     continue

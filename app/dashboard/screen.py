@@ -8,7 +8,6 @@ a dialog is on top.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -38,13 +37,12 @@ from gen_tui.app.dashboard.sources import (
 from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
+from gen_tui.backends.host_status import without_countdown
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.server_strip import TALL_SCREEN
-
-_RETRY_IN = re.compile(r" \(retry in [^)]*\)$")
 
 
 class DashboardScreen(Screen[None]):
@@ -209,7 +207,7 @@ class DashboardScreen(Screen[None]):
         """A host's state, whenever it changes, in the events log (in full, with the time);
         and on the board while no panel shows."""
         for name, state in hosts:
-            said = _RETRY_IN.sub("", state)  # a new countdown is not news
+            said = without_countdown(state)
             if self._host_states.get(name, "connecting") != said:
                 self.write_event(f"{time.strftime('%H:%M:%S')} {name}: {state}")
                 self._host_states[name] = said
