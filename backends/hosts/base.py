@@ -147,9 +147,9 @@ class Host(ABC):
     ) -> tuple[str, str]:
         return await signal_and_wait(self._open_sh, self.name, identity, sig, wait_s, on_tick)
 
-    async def _sizes(self, paths: Sequence[str]) -> list[dict[str, int | None]]:
-        """Sizes of `paths`, sampled three times half a second apart."""
-        return parse_sizes(await self._sh(sizes_script(paths)), paths)
+    async def _sizes(self, paths: Sequence[str], samples: int = 3) -> list[dict[str, int | None]]:
+        """Sizes of `paths`, sampled `samples` times half a second apart."""
+        return parse_sizes(await self._sh(sizes_script(paths, samples)), paths)
 
     async def _log_tail(self, log_path: str) -> str:
         report = Tail.parse(await self._tail_raw({"path": log_path, "max_bytes": 2000}), 20)

@@ -20,12 +20,7 @@ from gen_tui.backends.hosts.kill import (
     stopped_detail,
 )
 from gen_tui.backends.hosts.ps import RunIdentity
-from gen_tui.backends.hosts.scripts import (
-    appended_script,
-    parse_appended,
-    parse_sizes,
-    sizes_script,
-)
+from gen_tui.backends.hosts.scripts import appended_script, parse_appended
 from gen_tui.backends.ssh import SSHError, describe
 
 if TYPE_CHECKING:
@@ -104,8 +99,7 @@ async def _offsets(host: Host, paths: Sequence[str]) -> dict[str, int]:
     if not paths:
         return {}
     try:
-        # One sample through the shell primitive; `_sizes` is the check after the stop.
-        sizes = parse_sizes(await host._sh(sizes_script(paths, samples=1)), paths)[-1]
+        sizes = (await host._sizes(paths, samples=1))[-1]
     except (SSHError, OSError, IndexError):
         return {}
     return {path: size for path, size in sizes.items() if size is not None}
