@@ -5,6 +5,12 @@ same loop iteration as that result, and the cancel is lost (fixed in 3.12). In a
 reads lines or sleeps between polls, a lost cancel means a task that never ends, and an
 `asyncio.run` that never returns (seen: the app hung on exit, its host watcher still
 reading heartbeats). These helpers use `asyncio.wait`, which always re-raises the cancel.
+
+The same loss comes from the usual way of stopping a helper task,
+`task.cancel(); with suppress(CancelledError): await task`: a cancel of the *caller* that
+arrives while it waits is taken for the helper's own and swallowed (seen: a host monitor
+cancelled while it replaced its watch stream surveyed on for ever, and `q` waited on it).
+`stop` waits with `asyncio.wait`, which leaves the caller's cancel to propagate.
 """
 
 from __future__ import annotations
@@ -26,11 +32,21 @@ async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
         task.cancel()
         raise
     if not done:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await stop(task)
         raise TimeoutError
     return task.result()
+
+
+async def stop(task: asyncio.Future[object] | None) -> None:
+    """Cancel `task` and wait until it has ended, whatever it ends with (its error is
+    retrieved, so none is logged as never retrieved); a cancel of the caller while it
+    waits still propagates."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:

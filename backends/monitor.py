@@ -16,14 +16,13 @@ backoff; an untrusted host key is final, because retrying cannot fix it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.aio import wait_event
+from gen_tui.backends.aio import stop, wait_event
 from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.host_status import RETRY
@@ -268,10 +267,7 @@ class HostMonitor:
         self._watch = self._pump = None
         if watch is not None:
             await watch.aclose()
-        if pump is not None:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
+        await stop(pump)
 
     def _set_state(self, state: str) -> None:
         if state != self.state:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from gen_tui.backends.aio import within
+from gen_tui.backends.aio import stop, within
 from gen_tui.backends.host_keys import checked_known_hosts, host_key_message, resolve
 
 DEFAULT_KEEPALIVE_S = 2.0
@@ -434,10 +434,7 @@ class SSHConnection:
     async def close(self) -> None:
         self._closed = True
         self._up.clear()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
+        await stop(self._supervisor)
         if self._conn is not None:
             self._conn.close()
             with contextlib.suppress(Exception):

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import asyncssh
 
 from gen_tui.backends import watcher
-from gen_tui.backends.aio import within
+from gen_tui.backends.aio import stop, within
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.progress_file import ProgressFile, ServerReport
 from gen_tui.backends.prompts import check_dataset_name
@@ -161,10 +161,7 @@ class Watch:
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop(self._task)
         self._set_status("closed")
         self._queue.put_nowait(None)
 
