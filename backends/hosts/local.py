@@ -13,8 +13,9 @@ from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import within
-from gen_tui.backends.hosts.base import Host, StartSpec
+from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
+from gen_tui.backends.hosts.start import StartSpec
 from gen_tui.backends.hosts.watch import LineSource
 
 
