@@ -368,7 +368,9 @@ class HostMonitor:
 
     def servers(self) -> dict[str, ServerReport]:
         """The load of the servers this host's live runs use: as the watcher read it on the
-        host, else as their writers last said in progress.json (each server once)."""
+        host, else as their writers last said in progress.json (each server once). A router
+        is as its writer said: the watcher reads the router's own URL, which serves no
+        /metrics, where the writer read and summed its workers."""
         found: dict[str, ServerReport] = dict(self.telemetry.loads)
         for dataset, totals in self.totals.items():
             progress = totals.progress
@@ -378,7 +380,10 @@ class HostMonitor:
             if writer is None or progress.pid != writer.pid:
                 continue
             for url, report in progress.servers.items():
-                found.setdefault(url, report)
+                if report.workers is not None and found.get(url, report).workers is None:
+                    found[url] = report
+                else:
+                    found.setdefault(url, report)
         return found
 
     # what the UI does

@@ -21,6 +21,7 @@ from gen_tui.backends.quality import Quality
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
+from gen_tui.backends.telemetry.workers import WorkerLoad, workers_from_json
 from gen_tui.backends.watcher import (
     PROGRESS_FILE,
     PROGRESS_MAX_BYTES,
@@ -47,11 +48,15 @@ class ServerReport:
     """None: the server serves no /metrics (or, when not `told`, nobody asked it)."""
     told: bool = True
     """Whether the writer says the load at all: a version 1 file does not."""
+    workers: tuple[WorkerLoad, ...] | None = None
+    """A router's workers and their loads (`metrics` is then their sum); None: the server
+    is no router, or the writer predates the field."""
 
 
 def _servers(value: Any) -> dict[str, ServerReport] | None:
-    """progress.json's `servers`: version 2 maps a URL to {"state", "metrics"}, version 1
-    to the state alone; entries of another shape are left out."""
+    """progress.json's `servers`: version 2 maps a URL to {"state", "metrics"} (and a
+    router's to its "workers" too), version 1 to the state alone; entries of another shape
+    are left out."""
     if not isinstance(value, Mapping):
         return None
     servers: dict[str, ServerReport] = {}
@@ -62,9 +67,11 @@ def _servers(value: Any) -> dict[str, ServerReport] | None:
             servers[url] = ServerReport(entry, told=False)
         elif isinstance(entry, Mapping):
             state = entry.get("state")
+            workers = entry.get("workers")
             servers[url] = ServerReport(
                 state if isinstance(state, str) else "",
                 ServerMetrics.from_json(entry.get("metrics")),
+                workers=workers_from_json(workers) if workers is not None else None,
             )
     return servers
 
