@@ -43,7 +43,12 @@ from gen_tui.backends.hosts import (
     WatchStatus,
     server_urls,
 )
-from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile, ServerReport
+from gen_tui.backends.progress_file import (
+    DEFAULT_BUDGET_MODE,
+    ProgressFile,
+    ServerReport,
+    merge_writer_reports,
+)
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.ssh import HostKeyError, SSHError
 from gen_tui.backends.telemetry.host import HostTelemetry
@@ -368,9 +373,7 @@ class HostMonitor:
 
     def servers(self) -> dict[str, ServerReport]:
         """The load of the servers this host's live runs use: as the watcher read it on the
-        host, else as their writers last said in progress.json (each server once). A router
-        is as its writer said: the watcher reads the router's own URL, which serves no
-        /metrics, where the writer read and summed its workers."""
+        host, else (and for a router) as their writers last said in progress.json."""
         found: dict[str, ServerReport] = dict(self.telemetry.loads)
         for dataset, totals in self.totals.items():
             progress = totals.progress
@@ -379,11 +382,7 @@ class HostMonitor:
             writer = self.writer(dataset)
             if writer is None or progress.pid != writer.pid:
                 continue
-            for url, report in progress.servers.items():
-                if report.workers is not None and found.get(url, report).workers is None:
-                    found[url] = report
-                else:
-                    found.setdefault(url, report)
+            merge_writer_reports(found, progress.servers)
         return found
 
     # what the UI does

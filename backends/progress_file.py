@@ -32,7 +32,13 @@ from gen_tui.backends.watcher import (
 # A file that names no budget mode comes from a writer that had only this one.
 DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
 
-__all__ = ["DEFAULT_BUDGET_MODE", "PROGRESS_FILE", "ProgressFile", "ServerReport"]
+__all__ = [
+    "DEFAULT_BUDGET_MODE",
+    "PROGRESS_FILE",
+    "ProgressFile",
+    "ServerReport",
+    "merge_writer_reports",
+]
 
 MAX_SERVERS = 64
 """The most servers read from one file (a run names a few; a hostile file could name 1e6)."""
@@ -51,6 +57,17 @@ class ServerReport:
     workers: tuple[WorkerLoad, ...] | None = None
     """A router's workers and their loads (`metrics` is then their sum); None: the server
     is no router, or the writer predates the field."""
+
+
+def merge_writer_reports(found: dict[str, ServerReport], said: Mapping[str, ServerReport]) -> None:
+    """Add to `found` (the servers as read on their box) what a run's writer `said` of them:
+    each server it names that `found` lacks, and a router it read the workers of. The box
+    reads a router's own URL, which serves no /metrics (sglang-router 0.3.2 answers 404),
+    where the writer read each worker and summed them."""
+    for url, report in said.items():
+        known = found.get(url)
+        if known is None or (report.workers is not None and known.workers is None):
+            found[url] = report
 
 
 def _servers(value: Any) -> dict[str, ServerReport] | None:

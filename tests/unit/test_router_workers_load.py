@@ -4,7 +4,7 @@ columns, a worker that is down saying so."""
 
 from __future__ import annotations
 
-from gen_tui.backends.progress_file import ProgressFile, ServerReport
+from gen_tui.backends.progress_file import ProgressFile, ServerReport, merge_writer_reports
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import (
@@ -108,6 +108,28 @@ def test_odd_or_hostile_workers_cost_only_themselves() -> None:
     assert len(read.servers["http://many:1"].workers or ()) == MAX_WORKERS_READ
     assert read.servers["http://odd:1"].workers == ()
     assert read.servers["http://old:1"] == ServerReport("ok", None)
+
+
+def test_a_remote_router_is_as_its_writer_read_it_not_as_the_box_did() -> None:
+    # The watcher on the box reads the router's own URL: no /metrics there (a 404).
+    box = {ROUTER: ServerReport("ok", None), "http://plain:1": ServerReport("ok", A)}
+    writer = ServerReport("ok", summed([UP_A, UP_B]), workers=(UP_A, UP_B))
+    found = dict(box)
+    merge_writer_reports(
+        found,
+        {
+            ROUTER: writer,
+            "http://plain:1": ServerReport("ok", B),  # the box's own read is the fresher
+            "http://other:1": ServerReport("unreachable: refused"),
+        },
+    )
+    assert found == {
+        ROUTER: writer,
+        "http://plain:1": ServerReport("ok", A),
+        "http://other:1": ServerReport("unreachable: refused"),
+    }
+    merge_writer_reports(found, {ROUTER: ServerReport("ok", A, workers=())})
+    assert found[ROUTER] is writer, "a second writer's router replaced the first's"
 
 
 def test_the_strip_shows_the_router_sum_and_a_line_per_worker_in_80_columns() -> None:
