@@ -16,7 +16,6 @@ __all__ = [
     "cost_text",
     "format_dollars",
     "format_duration",
-    "router_text",
     "server_name",
     "server_text",
     "worker_text",
@@ -39,28 +38,26 @@ def server_name(url: str) -> str:
     return one_line(name, 60)
 
 
-def server_text(url: str, state: str, metrics: ServerMetrics | None, *, detail: bool) -> str:
+def server_text(
+    url: str,
+    state: str,
+    metrics: ServerMetrics | None,
+    *,
+    detail: bool,
+    workers: tuple[WorkerLoad, ...] | None = None,
+) -> str:
     """One server's load: `gpu:30000 run 64 q 3 KV 82% 2.9k tok/s retr 2`.
 
     Compact (`detail` False) leaves out what is zero or unknown, for an 80-column line that
     holds a server or two; `detail` says every field (cache hits too, "?" where the server
-    does not say). A server without /metrics says how to get them, once per line.
+    does not say). A server without /metrics says how to get them, once per line. A router
+    (`workers` given; `metrics` their sum) says first how many are healthy, so that a
+    narrow line cuts the load: `router:30000 2/2 workers healthy · run 128 q 6 ...`.
     """
-    return f"{server_name(url)} {_load_text(state, metrics, detail=detail)}"
-
-
-def router_text(
-    url: str,
-    state: str,
-    metrics: ServerMetrics | None,
-    workers: tuple[WorkerLoad, ...],
-    *,
-    detail: bool,
-) -> str:
-    """A router's line: `router:30000 2/2 workers healthy · run 128 q 6 KV 80% 5.9k tok/s`,
-    the load being its workers' sum; the health first, so that a narrow line cuts the load."""
-    health = f"{healthy_count(workers)}/{len(workers)} workers healthy"
-    return f"{server_name(url)} {health} · {_load_text(state, metrics, detail=detail)}"
+    load = _load_text(state, metrics, detail=detail)
+    if workers is not None:
+        load = f"{healthy_count(workers)}/{len(workers)} workers healthy · {load}"
+    return f"{server_name(url)} {load}"
 
 
 def worker_text(worker: WorkerLoad, *, detail: bool) -> str:

@@ -17,7 +17,7 @@ from textual.widget import Widget
 
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import WorkerLoad
-from gen_tui.widgets.format import router_text, server_text, worker_text
+from gen_tui.widgets.format import server_text, worker_text
 
 TALL_SCREEN = 40
 """Rows from which each server gets its own line (a 48-row terminal has room; 24 has not)."""
@@ -43,9 +43,7 @@ class ServerLine:
 
     def text(self, *, detail: bool) -> str:
         """This server's part of the strip (a router's says how many workers are healthy)."""
-        if self.workers is None:
-            return server_text(self.url, self.state, self.metrics, detail=detail)
-        return router_text(self.url, self.state, self.metrics, self.workers, detail=detail)
+        return server_text(self.url, self.state, self.metrics, detail=detail, workers=self.workers)
 
 
 def worker_lines(server: ServerLine, room: int, *, detail: bool) -> list[str]:

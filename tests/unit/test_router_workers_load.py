@@ -4,6 +4,7 @@ columns, a worker that is down saying so."""
 
 from __future__ import annotations
 
+from gen_tui.app.headless import server_lines
 from gen_tui.backends.progress_file import ProgressFile, ServerReport, merge_writer_reports
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
@@ -166,4 +167,13 @@ def test_many_workers_are_counted_not_listed_and_tall_says_every_field() -> None
     # A router from a file that does not know workers is a server line, as before.
     assert strip_lines((ServerLine(ROUTER, "ok", A),), 80, tall=False) == [
         "srv router:30000 run 3 q 3 KV 20% 150 tok/s"
+    ]
+
+
+def test_headless_status_says_the_router_and_only_its_workers_that_are_not_up() -> None:
+    snap = _snapshot()
+    assert server_lines(snap, detail=False) == [
+        "router:30000 1/2 workers healthy · run 3 q 3 KV 20% 150 tok/s",
+        "worker gpu-b:30002 down: cannot connect: refused",
+        "plain:1 run 3 q 3 KV 20% 150 tok/s",
     ]
