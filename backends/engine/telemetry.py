@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from gen_tui.backends.clients.base import InferenceClient, Worker
+from gen_tui.backends.clients.http import METRICS_TIMEOUT_S
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.telemetry.metrics import (
     ENABLE_HINT,
@@ -72,13 +73,18 @@ class ServerTelemetry(RunPart):
             await asyncio.sleep(self.interval_s)
 
     async def _read(self, url: str) -> None:
-        listed = await self.client.workers(url)
+        try:  # bounded as a /metrics read is: a hung server must not hold the round back
+            listed = await asyncio.wait_for(self.client.workers(url), METRICS_TIMEOUT_S)
+        except TimeoutError:
+            listed = None
         if listed is None and url in self.workers:
             # A router that does not answer its listing now is still a router (down, or
             # busy): its workers as last listed are read on.
             listed = tuple(Worker(w.url, w.healthy) for w in self.workers[url])
         if listed is not None:
-            await self._read_router(url, listed[:MAX_WORKERS_READ])
+            # In URL order: the router lists them in an order of its own, which changes.
+            ordered = sorted(listed, key=lambda worker: worker.url)
+            await self._read_router(url, tuple(ordered[:MAX_WORKERS_READ]))
             return
         try:
             text = await self.client.metrics(url)

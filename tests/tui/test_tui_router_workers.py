@@ -37,10 +37,15 @@ async def test_the_strip_shows_the_router_and_each_worker_at_80x24(
 
         shown = await wait_until(lines, pause=pilot.pause, timeout=60, what="the router's lines")
         assert shown[0].startswith(f"srv {server_name(url)} 2/2 workers healthy · run 8 q 4")
-        assert shown[1:] == [
-            f"    {server_name(small.url)} run 3 q 3 KV {shown[1].split('KV ')[1]}",
-            f"    {server_name(large.url)} run 5 q 1 KV {shown[2].split('KV ')[1]}",
-        ]
-        assert shown[1].endswith(" 60 tok/s") and shown[2].endswith(" 100 tok/s")
+        # Each worker's own line, in URL order (the router's listing order changes); the KV
+        # share grows as they generate, so it is only checked to be there.
+        expected = sorted(
+            [
+                (f"    {server_name(small.url)} run 3 q 3", "60 tok/s"),
+                (f"    {server_name(large.url)} run 5 q 1", "100 tok/s"),
+            ]
+        )
+        parts = [tuple(line.split(" KV ")) for line in shown[1:]]
+        assert [(head, tail.split("% ")[1]) for head, tail in parts] == expected
         assert all(len(line) <= SIZE[0] for line in shown)
         await wait_until(lambda: strip.size.height == 3, pause=pilot.pause, what="3 rows")
