@@ -41,7 +41,7 @@ from gen_tui.backends.hosts import (
     WatchStatus,
     server_urls,
 )
-from gen_tui.backends.progress_file import ServerReport
+from gen_tui.backends.progress_file import ServerReport, merge_writer_reports
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.ssh import HostKeyError, SSHError
 from gen_tui.backends.telemetry.host import HostTelemetry
@@ -303,7 +303,7 @@ class HostMonitor:
 
     def servers(self) -> dict[str, ServerReport]:
         """The load of the servers this host's live runs use: as the watcher read it on the
-        host, else as their writers last said in progress.json (each server once)."""
+        host, else (and for a router) as their writers last said in progress.json."""
         found: dict[str, ServerReport] = dict(self.telemetry.loads)
         for dataset, totals in self.totals.items():
             progress = totals.progress
@@ -312,8 +312,7 @@ class HostMonitor:
             writer = self.writer(dataset)
             if writer is None or progress.pid != writer.pid:
                 continue
-            for url, report in progress.servers.items():
-                found.setdefault(url, report)
+            merge_writer_reports(found, progress.servers)
         return found
 
     # what the UI does

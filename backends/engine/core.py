@@ -171,6 +171,7 @@ class Engine:
             concurrency_limit=int(self._pool.limit),
             max_total_tokens=self.config.max_total_tokens,
             server_metrics=dict(self._telemetry.latest),
+            server_workers=dict(self._telemetry.workers),
         )
 
     async def _ticker(self) -> None:
