@@ -61,7 +61,8 @@ Plan = Note | Confirm | AskBudget
 
 @dataclass(frozen=True)
 class Peek:
-    """How to read the end of a dataset's record file (`v`) and of its run's log (`L`).
+    """How to read the end of a dataset's record file (`v`), of its run's log (`L`) and of
+    its history (`h`).
 
     Both block (a disk read, an SSH round trip): the screens call them in thread workers.
     `log` None: the run is this process's, whose log is the events pane.
@@ -71,6 +72,8 @@ class Peek:
     log: Callable[[int], Tail] | None = None
     tokenizer: str | None = None
     """The run's tokenizer, to decode answers recorded as ids only (None: not known)."""
+    history: Callable[[], Tail] | None = None
+    """The end of the dataset's history.jsonl (`h`'s plots); None: not known."""
 
 
 @dataclass(frozen=True)
