@@ -316,7 +316,15 @@ class HostedRuns(PanelSource):
         def history() -> Tail:
             return local_tail(history_spec(folder, name), HISTORY_TAIL_LINES)
 
-        return Peek(records, None, config.tokenizer or None, history)
+        spec = next((s for s in config.datasets if s.name == name), None)
+        return Peek(
+            records,
+            None,
+            config.tokenizer or None,
+            history,
+            prompts=spec.prompts if spec is not None else None,
+            no_prompts="the run names no prompt file for it",
+        )
 
     def _spec(self, name: str) -> DatasetSpec | None:
         if isinstance(self.source, ConfigSource):

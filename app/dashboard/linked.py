@@ -163,7 +163,12 @@ class HostLinks(PanelSource):
         def history() -> Tail:
             return link.call(lambda host: host.tail_history(name), PEEK_TIMEOUT_S)
 
-        return Peek(records, log, history=history)
+        return Peek(
+            records,
+            log,
+            history=history,
+            no_prompts=f"the prompt file is on {link.name}; only records cross the link",
+        )
 
     def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
         link = self.remote[name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
@@ -74,6 +75,10 @@ class Peek:
     """The run's tokenizer, to decode answers recorded as ids only (None: not known)."""
     history: Callable[[], Tail] | None = None
     """The end of the dataset's history.jsonl (`h`'s plots); None: not known."""
+    prompts: Path | None = None
+    """The dataset's prompt file on this machine (`v` shows each answer's prompt head)."""
+    no_prompts: str = ""
+    """Why `prompts` is None, said in place of the heads."""
 
 
 @dataclass(frozen=True)
