@@ -12,6 +12,7 @@ from textual.widgets import Label
 from textual_plotext import PlotextPlot
 
 from gen_tui.app.dialogs.history import HistoryScreen
+from gen_tui.app.dialogs.modals import HelpScreen
 from gen_tui.app.hosts import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.counts import format_count
@@ -120,3 +121,18 @@ async def test_h_reads_a_watched_runs_history_through_the_host_bounded(
         await pilot.press("right")
         await wait_until(lambda: summary(app).startswith("B: "), 10, pause=pilot.pause)
         assert "older points" not in summary(app)
+
+
+async def test_h_is_in_help_and_says_when_no_history_is_known_for_a_dataset() -> None:
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        help_screen = await wait_until(
+            lambda: isinstance(app.screen, HelpScreen) and app.screen, pause=pilot.pause
+        )
+        assert {row.key: row.description for row in help_screen.rows}["h"] == "History"
+        await pilot.press("escape")
+        await wait_until(lambda: app.screen is app.dashboard, pause=pilot.pause)
+        await open_history(app, pilot)
+        assert summary(app) == "A: no history to show: no output folder known for it here"
+        assert "tokens: no points yet" in plot_text(app, "plot-tokens")
