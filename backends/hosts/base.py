@@ -48,7 +48,13 @@ from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
-from gen_tui.backends.tails import Tail, log_spec, record_spec
+from gen_tui.backends.tails import (
+    HISTORY_TAIL_LINES,
+    Tail,
+    history_spec,
+    log_spec,
+    record_spec,
+)
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
 
@@ -147,6 +153,12 @@ class Host(ABC):
         check_dataset_name(dataset)
         spec = record_spec(self._abs_output_dir(), dataset, count)
         return Tail.parse(await self._tail_raw(spec), count)
+
+    async def tail_history(self, dataset: str) -> Tail:
+        """The end of `dataset`'s history file (the plot view's points), bounded."""
+        check_dataset_name(dataset)
+        spec = history_spec(self._abs_output_dir(), dataset)
+        return Tail.parse(await self._tail_raw(spec), HISTORY_TAIL_LINES)
 
     async def tail_log(self, dataset: str, lines: int) -> Tail:
         """The end of the log of the run writing `dataset` (or of its last start)."""
