@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.clients.base import InferenceClient, Worker
 from gen_tui.backends.clients.http import METRICS_TIMEOUT_S
 from gen_tui.backends.engine.context import RunContext, RunPart
@@ -74,7 +75,7 @@ class ServerTelemetry(RunPart):
 
     async def _read(self, url: str) -> None:
         try:  # bounded as a /metrics read is: a hung server must not hold the round back
-            listed = await asyncio.wait_for(self.client.workers(url), METRICS_TIMEOUT_S)
+            listed = await within(self.client.workers(url), METRICS_TIMEOUT_S)
         except TimeoutError:
             listed = None
         if listed is None and url in self.workers:
