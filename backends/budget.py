@@ -1,6 +1,6 @@
 """Budget arithmetic: when a dataset may send one more request, and when it is done.
 
-Three modes trade precision against throughput at the end of a dataset:
+Four modes trade precision against throughput at the end of a dataset:
 
 - ``drain`` (the seed's behaviour): dispatch while committed tokens are under the budget and
   let in-flight requests finish; overshoots by up to in-flight x mean length.
@@ -13,6 +13,11 @@ Three modes trade precision against throughput at the end of a dataset:
   never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
   work already done, while a reservation only idles slots at the very end (and with several
   datasets in one pool those slots go to the next dataset).
+- ``precise``: land as close to the budget as possible, from either side: a survival
+  estimate that counts the answers still in flight, a first wave sized by a prior, the last
+  answers sent alone only with room; it may end short of the budget, by less than about two
+  mean answers (`backends/precise.py`). Not the default: predictive always crosses its
+  budget, which is the moment a user watches for.
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gen_tui.backends import precise
+from gen_tui.backends.lengths import SurvivalModel
+
 
 class BudgetMode(StrEnum):
     DRAIN = "drain"
     PREDICTIVE = "predictive"
     STRICT = "strict"
+    PRECISE = "precise"
 
 
 @dataclass(slots=True)
@@ -36,6 +45,9 @@ class InFlight:
 
     started: float
     max_new_tokens: int
+    produced: int = 0
+    """Tokens it is known to have produced so far (a streaming client's count; else 0):
+    read by precise mode only, which estimates it from the request's age otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +168,24 @@ class LengthModel:
         return self.outlook(age_s)[0]
 
 
+Lengths = LengthModel | SurvivalModel
+"""A dataset's length model: a SurvivalModel in precise mode, a LengthModel in the others."""
+
+
+def length_model(mode: BudgetMode, cap: int, lengths: list[int] | None = None) -> Lengths:
+    """The length model `mode` decides by, for answers of at most `cap` tokens, seeded with
+    a resumed dataset's `lengths` (its own history)."""
+    if mode is BudgetMode.PRECISE:
+        return SurvivalModel(cap, lengths)
+    return LengthModel(float(cap), lengths)
+
+
+def _survival(model: Lengths) -> SurvivalModel:
+    if not isinstance(model, SurvivalModel):
+        raise TypeError("precise mode decides by a SurvivalModel (see length_model)")
+    return model
+
+
 TAPER_Z = 2.0
 """Standard deviations of the in-flight total kept below the budget in predictive mode.
 
@@ -178,9 +208,11 @@ def inflight_outlook(
     return mean, variance
 
 
-def likely_end(tokens: int, inflight: list[InFlight], model: LengthModel, now: float) -> int:
+def likely_end(tokens: int, inflight: list[InFlight], model: Lengths, now: float) -> int:
     """A high estimate (TAPER_Z above the mean) of the final count of a dataset that has
     sent its last prompt: what the total budget may hand on before its answers are in."""
+    if isinstance(model, SurvivalModel):
+        return precise.likely_end(tokens, inflight, model, now)
     mean, variance = inflight_outlook(inflight, model, now)
     cap = sum(request.max_new_tokens for request in inflight)
     return tokens + math.ceil(min(cap, mean + TAPER_Z * variance**0.5))
@@ -192,7 +224,7 @@ def may_dispatch(
     tokens: int,
     samples: int,
     inflight: list[InFlight],
-    model: LengthModel,
+    model: Lengths,
     max_new_tokens: int,
     now: float | None = None,
 ) -> bool:
@@ -203,6 +235,10 @@ def may_dispatch(
         return True
     if tokens >= budget.max_tokens:
         return False
+    if mode is BudgetMode.PRECISE:
+        return precise.may_dispatch(
+            budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now
+        )
     if mode is BudgetMode.DRAIN or not inflight:
         return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
     if mode is BudgetMode.STRICT:
@@ -230,14 +266,14 @@ def room_for_one(
     budget: Budget,
     tokens: int,
     samples: int,
-    model: LengthModel,
+    model: Lengths,
     max_new_tokens: int,
 ) -> bool:
     """Whether a finished dataset whose budget grew has room for one more answer.
 
     Predictive and drain send one request whenever none is in flight, so a dataset woken
     for less than an answer would only overshoot: it needs room for a mean answer (strict:
-    for `max_new_tokens`).
+    for `max_new_tokens`; precise: what it would send a lone answer for, `lone_room`).
     """
     if budget.reached(tokens, samples):
         return False
@@ -246,6 +282,8 @@ def room_for_one(
         return True
     if mode is BudgetMode.STRICT:
         return remaining >= max_new_tokens
+    if mode is BudgetMode.PRECISE:
+        return precise.lone_room(remaining, _survival(model))
     return remaining >= model.mean
 
 

@@ -124,7 +124,9 @@ class EngineConfig:
         kinds=(str,),
         choices=tuple(mode.value for mode in BudgetMode),
         help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
-        "never past it",
+        "never past it; precise: as near the budget as it can, either side: the last answers "
+        "go one at a time, each only if 95 percent likely to end within one mean answer past the "
+        "budget, so it may stop short by up to about two mean answers (no room for one more)",
     )
     max_prompt_tokens: int = setting(
         DEFAULT_MAX_PROMPT_TOKENS,

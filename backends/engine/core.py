@@ -72,9 +72,9 @@ class Engine:
         self.config = config
         self.client = client if client is not None else client_for(config)
         self._on_snapshot = on_snapshot
-        prior = float(config.max_new_tokens)
+        cap, mode = float(config.max_new_tokens), config.budget_mode
         self._datasets = [
-            DatasetRun(spec, config.output_dir / spec.name, prior) for spec in config.datasets
+            DatasetRun(spec, config.output_dir / spec.name, cap, mode) for spec in config.datasets
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
@@ -226,7 +226,7 @@ class Engine:
                     "info",
                     f"{ds.name}: resuming with {ds.samples} records, {ds.tokens} tokens on disk",
                 )
-            if ds.reached:
+            if ds.reached or self._scheduler.ended_short(ds):
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(

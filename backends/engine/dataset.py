@@ -11,7 +11,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from gen_tui.backends.budget import Budget, InFlight, LengthModel
+from gen_tui.backends.budget import Budget, BudgetMode, InFlight, length_model
 from gen_tui.backends.lock import DatasetLock
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.quality import QualityWatch
@@ -30,7 +30,13 @@ Queued = tuple[Prompt, list[int] | None]
 class DatasetRun:
     """Runtime state of one dataset in a run."""
 
-    def __init__(self, spec: DatasetSpec, folder: Path, prior_mean: float) -> None:
+    def __init__(
+        self,
+        spec: DatasetSpec,
+        folder: Path,
+        cap: float,
+        mode: BudgetMode = BudgetMode.PREDICTIVE,
+    ) -> None:
         self.spec = spec
         self.folder = folder
         self.budget = Budget(spec.max_tokens, spec.max_samples)
@@ -43,7 +49,7 @@ class DatasetRun:
         self.samples = 0
         self.resumed_tokens = 0
         self.resumed_samples = 0
-        self.model = LengthModel(prior_mean)
+        self.model = length_model(mode, int(cap))  # answers up to `cap`; replaced on open
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
         self.producer_done = False

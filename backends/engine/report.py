@@ -54,11 +54,19 @@ class Reporter:
         self._alerted[event] = now
         self._on_alert(event, message)
 
-    def budget(self, ds: DatasetRun, kind: str) -> None:
+    def budget(self, ds: DatasetRun, kind: str, *, short: bool = False) -> None:
+        """A BudgetEvent, and the budget alert for a crossing or a stop `short` of it (no
+        room for one more: precise mode's end, as much the budget's moment as a crossing)."""
         if self._on_budget is not None:
             self._on_budget(BudgetEvent(ds.name, kind, ds.tokens, ds.samples, ds.budget.max_tokens))
         if kind == "crossed":
             self.alert(AlertEvent.BUDGET, f"{ds.name} reached its budget at {ds.tokens:,} tokens")
+        elif short and ds.budget.max_tokens is not None:
+            self.alert(
+                AlertEvent.BUDGET,
+                f"{ds.name} reached its budget: {ds.tokens:,} of {ds.budget.max_tokens:,} "
+                "tokens (no room for one more)",
+            )
 
     def fail(self, reason: str) -> None:
         """End the run for `reason` (said once, the first one wins): stop dispatching, drain,

@@ -8,7 +8,7 @@ budget, and the server never idles between datasets.
 
 from __future__ import annotations
 
-from gen_tui.backends.budget import InFlight, may_dispatch
+from gen_tui.backends.budget import BudgetMode, InFlight, may_dispatch
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
@@ -32,6 +32,16 @@ class Scheduler(RunPart):
             inflight,
             ds.model,
             self.config.max_new_tokens,
+        )
+
+    def ended_short(self, ds: DatasetRun) -> bool:
+        """Whether a resumed precise dataset had already stopped short of its budget (no room
+        for one more): it is at its budget, and resuming must neither send nor announce it
+        again. The other modes keep their own resume (strict settles once running)."""
+        return (
+            self.config.budget_mode is BudgetMode.PRECISE
+            and ds.samples > 0
+            and not self.may_send(ds, [])
         )
 
     def candidates(self) -> list[DatasetRun]:
@@ -74,12 +84,15 @@ class Scheduler(RunPart):
             self.allocator.hand_on(ds)
             return
         elif not self.may_send(ds, []):
+            # Strict or precise: the next answer would likely pass the budget (strict: could).
             ds.state = DatasetState.DONE
-            ds.message = f"budget reached: {ds.tokens} tokens (strict: no room for one more)"
+            mode = self.config.budget_mode
+            ds.message = f"budget reached: {ds.tokens} tokens ({mode}: no room for one more)"
         else:
             return
         self.reporter.event("budget", f"{ds.name}: {ds.message}")
-        self.reporter.budget(ds, "done")
+        # A precise dataset that stops short is where its user expects the crossing's alert.
+        self.reporter.budget(ds, "done", short=self.config.budget_mode is BudgetMode.PRECISE)
         if ds.outlook_key is not None:
             # Its end was handed on as an estimate; done at its share, it keeps all of it.
             self.allocator.rebalance()

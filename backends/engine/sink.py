@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.budget import BudgetMode, LengthModel
+from gen_tui.backends.budget import BudgetMode, length_model
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
@@ -118,7 +118,7 @@ class DatasetSink(RunPart):
         ds.done = scan.done
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
-        ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
+        ds.model = length_model(self.config.budget_mode, self.config.max_new_tokens, scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
         self.views.open(ds)

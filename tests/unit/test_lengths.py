@@ -1,0 +1,106 @@
+"""The survival estimate of answer lengths: finished answers are events, in-flight ones are
+censored at what they have produced, and a prior fills what neither tells."""
+
+import itertools
+import math
+import random
+
+import pytest
+
+from gen_tui.backends.budget import Budget, BudgetMode, InFlight, may_dispatch
+from gen_tui.backends.lengths import SurvivalModel, bin_edges
+
+
+def test_bins_cover_every_length_up_to_the_cap() -> None:
+    edges = bin_edges(16384)
+    assert edges[0] == 0 and edges[-1] >= 16384
+    assert all(b > a for a, b in itertools.pairwise(edges))
+    assert len(edges) < 120  # cheap enough to estimate on every dispatch
+
+
+def test_with_nothing_in_flight_the_estimate_is_the_finished_mean() -> None:
+    model = SurvivalModel(4096, [100] * 10 + [1000] * 10)
+    mean, variance, _ = model.survival([]).outlook(0.0)
+    assert mean == pytest.approx(550)
+    assert variance == pytest.approx(450**2)
+
+
+def test_no_history_means_the_prior_a_quarter_of_the_cap() -> None:
+    """An exponential of a quarter of the cap, cut at the cap: long-tailed, mean under 4,096."""
+    mean, variance, _ = SurvivalModel(16384).survival([]).outlook(0.0)
+    assert 3500 < mean < 4096
+    assert 3000**2 < variance < 4096**2
+
+
+def test_a_censored_estimate_converges_to_the_true_mean() -> None:
+    """Lognormal lengths (mean 1,000, cv 0.95): 2,000 answers back and 150 still running,
+    each as far as it has got. The mean of what the running ones will end at is their own
+    conditional mean, which the estimate must find within 10%."""
+    rng = random.Random(7)
+    sigma2 = math.log1p(0.95**2)
+    draw = [rng.lognormvariate(math.log(1000) - sigma2 / 2, sigma2**0.5) for _ in range(2150)]
+    model = SurvivalModel(32768, [round(x) for x in draw[:2000]])
+    running = draw[2000:]
+    produced = [x * rng.random() for x in running]
+    law = model.survival(produced)
+    assert law.outlook(0.0)[0] == pytest.approx(1000, rel=0.1)
+    # The running ones: never short, and long by a bounded margin (a bin's width, and the
+    # prior's tail past the last 10 at risk: the safe side, BENCHMARKS.md says what it costs).
+    estimate = sum(law.outlook(p)[0] for p in produced)
+    assert sum(running) <= estimate <= 1.7 * sum(running)
+
+
+def test_answers_still_running_raise_the_estimate_above_the_short_ones_back() -> None:
+    """The cause of the issue: ten short answers back, ten still running past 500."""
+    model = SurvivalModel(4096, [100] * 10)
+    naive = model.survival([]).outlook(0.0)[0]
+    law = model.survival([500.0] * 10)
+    assert naive == pytest.approx(100)
+    assert law.outlook(0.0)[0] > 0.5 * 100 + 0.5 * 500  # half of them are longer than 500
+    assert law.outlook(500.0)[0] > 500
+
+
+def test_an_old_request_is_expected_to_end_long() -> None:
+    model = SurvivalModel(4096, [100] * 90 + [1000] * 10)
+    law = model.survival([])
+    assert law.outlook(0.0)[0] == pytest.approx(190)
+    assert law.outlook(200.0)[0] == pytest.approx(1000)
+
+
+def test_produced_is_read_from_age_or_a_streamed_count() -> None:
+    model = SurvivalModel(4096)
+    assert model.produced(5.0) == 0  # nothing back: nothing to go by
+    model.observe(2000, 2.1)  # 2000 tokens took 2.1 s
+    assert model.produced(1.0) == 0
+    assert model.produced(2.5) == 2000  # running longer than it took: at least as long
+    assert model.produced(1.0, known=700) == 700  # a stream's own count
+    for length in range(100, 1000, 100):
+        model.observe(length, 0.1 + length / 1000)
+    assert model.produced(3.1) == pytest.approx(3000)  # the latency line: 0.1 s + 1 ms/token
+
+
+def test_the_estimate_is_less_sure_after_fewer_answers() -> None:
+    few = SurvivalModel(4096, [100, 1000] * 5).survival([]).outlook(0.0)[2]
+    many = SurvivalModel(4096, [100, 1000] * 500).survival([]).outlook(0.0)[2]
+    assert many < few / 10
+
+
+def test_the_first_wave_is_sized_by_the_prior_not_the_concurrency() -> None:
+    """No history, cap 16384 (prior mean 4096): a 200k budget lets far fewer than 150 go."""
+    model = SurvivalModel(16384)
+    budget = Budget(200_000)
+    count = 0
+    while count < 150 and may_dispatch(
+        BudgetMode.PRECISE, budget, 0, 0, [InFlight(0.0, 16384)] * count, model, 16384, 0.0
+    ):
+        count += 1
+    assert 1 <= count <= 200_000 / 4096
+
+
+def test_a_window_forgets_old_lengths() -> None:
+    model = SurvivalModel(4096)
+    model.WINDOW = 4  # type: ignore[misc]
+    model._window = []
+    for length in [1000] * 4 + [10] * 4:
+        model.observe(length, None)
+    assert model.mean == pytest.approx(10)
