@@ -16,6 +16,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 NAMES = [
     "resume_scan",
     "budget_precision",
+    "budget_sweep",
     "client_overhead",
     "saturation",
     "remote_attach",

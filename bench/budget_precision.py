@@ -1,4 +1,4 @@
-"""Budget precision: overshoot and time to budget of drain, predictive and strict.
+"""Budget precision: overshoot and time to budget of drain, predictive, strict and precise.
 
 Alone, a dataset that stops at its budget without truncating answers must let its pool
 empty at the end: that is the price of precision, and the rate column shows it. In a pool
@@ -73,7 +73,7 @@ async def one(
 def run(smoke: bool, write: bool) -> bool:
     budget, concurrency, count = (1_000_000, 16, 1000) if smoke else (10_000_000, 150, 6000)
     per_slot = 20_000.0 if smoke else 2000.0
-    modes = (BudgetMode.DRAIN, BudgetMode.PREDICTIVE, BudgetMode.STRICT)
+    modes = (BudgetMode.DRAIN, BudgetMode.PREDICTIVE, BudgetMode.STRICT, BudgetMode.PRECISE)
     results: dict[tuple[BudgetMode, bool], dict] = {}
     with simulator(
         "--slots",
@@ -108,9 +108,13 @@ def run(smoke: bool, write: bool) -> bool:
         elif mode is BudgetMode.STRICT:
             met = result["tokens"] <= budget
             target = "never over"
+        elif mode is BudgetMode.PRECISE:
+            # Issue 18: within 0.2% either side, alone at no less than 0.73x drain's rate.
+            met = abs(over) <= 0.002 and (pooled or rate >= 0.73)
+            target = "within 0.2% either side" + ("" if pooled else ", >= 0.73x drain's rate")
         else:
             met, target = True, "(baseline)"
-        if not pooled or mode is BudgetMode.PREDICTIVE:
+        if not pooled or mode in (BudgetMode.PREDICTIVE, BudgetMode.PRECISE):
             ok = ok and met
         table.add(
             f"{mode.value}, {'B2 then B3 in one pool' if pooled else 'alone'}",

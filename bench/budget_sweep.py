@@ -2,11 +2,14 @@
 
 Precision is hardest where the budget is of the order of what the pool keeps in flight
 (budget / in-flight volume 0.5 to 5), with no history, because the first answers back are
-the short ones. Hundreds of runs do not fit in real time over HTTP, so each runs the real
-Engine (scheduler, allocator, sink, records on disk) against a scripted server under a
-virtual clock (`bench.virtual_clock`): lengths drawn from the simulator's own length
-profiles, each answer back after length / tok_s virtual seconds. One cell also runs
-against the real simulator over HTTP, in real time, as a cross-check of the method.
+the short ones; and on a resume whose history's mean is off (the prior must give way to
+what is in flight). Every mode runs every cell in the same sweep; precise is the one with a
+target (issue 18), the others are its baselines. Hundreds of runs do not fit in real time
+over HTTP, so each runs the real Engine (scheduler, allocator, sink, records on disk)
+against a scripted server under a virtual clock (`bench.virtual_clock`): lengths drawn
+from the simulator's own length profiles, each answer back after length / tok_s virtual
+seconds. One cell also runs against the real simulator over HTTP, in real time, as a
+cross-check of the method.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench import budget_precision
 from bench.common import CACHE, Table, prompts, publish, simulator, verdict
@@ -39,7 +43,11 @@ PROFILES = {"B1-like": 600.0, "B2-like": 3793.0}
 TOK_S = 2000.0
 CAP = MAX_NEW_TOKENS_CAP
 LONE_BUDGET = 10_000_000
-MODES = (BudgetMode.DRAIN, BudgetMode.PREDICTIVE, BudgetMode.STRICT)
+HISTORY_RATIOS = (1.0, 5.0)
+"""The ratios resumed cells run at (the sweep's time: every ratio would double it)."""
+MODES = (BudgetMode.DRAIN, BudgetMode.PREDICTIVE, BudgetMode.STRICT, BudgetMode.PRECISE)
+HISTORY_ANSWERS = 200
+"""How many answers a resumed cell's history holds (their mean `history` x the true one)."""
 
 
 @dataclass
@@ -47,6 +55,8 @@ class Cell:
     profile: str
     concurrency: int
     ratio: float
+    history: float | None = None
+    """A resume: the history's mean as a multiple of the true mean (None: no history)."""
 
     @property
     def mean(self) -> float:
@@ -57,7 +67,11 @@ class Cell:
         return round(self.ratio * self.concurrency * self.mean)
 
     def prompt_count(self) -> int:
-        return int(self.budget / self.mean * 1.5) + 2 * self.concurrency + 50
+        return int(self.budget / self.mean * 1.5) + 2 * self.concurrency + 50 + HISTORY_ANSWERS * 3
+
+    @property
+    def label(self) -> str:
+        return "none" if self.history is None else f"mean x{self.history:g}"
 
 
 def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, list[float]]:
@@ -85,11 +99,38 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, list[float]
     return ScriptedClient(script), first
 
 
-async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
-    """(final tokens, seconds from the first dispatch to the budget) of one virtual run."""
+def _config(
+    cell: Cell, mode: BudgetMode, output: Path, budget: int, concurrency: int
+) -> EngineConfig:
     name = cell.profile.split("-")[0]
+    return EngineConfig(
+        datasets=[DatasetSpec(name, prompts(name, cell.prompt_count()), budget)],
+        server_urls=["http://scripted"],
+        output_dir=output,
+        concurrency=concurrency,
+        sampling={"max_new_tokens": CAP},
+        budget_mode=mode,
+        snapshot_interval_s=1.0,
+    )
+
+
+async def history(cell: Cell, mode: BudgetMode, output: Path, seed: int) -> int:
+    """Write a resumed cell's history (about HISTORY_ANSWERS answers of the off mean) with
+    drain, the same way for every mode; returns its tokens. The resume then reads it."""
+    assert cell.history is not None
+    client, _ = scripted_server(cell.mean * cell.history, 10_000 + seed)
+    budget = round(HISTORY_ANSWERS * cell.mean * cell.history)
+    config = _config(cell, BudgetMode.DRAIN, output, budget, HISTORY_ANSWERS // 10)
+    final = await Engine(config, client=client).run()
+    return final.datasets[0].tokens
+
+
+async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
+    """(final tokens past the budget, seconds from the first dispatch to the budget) of one
+    virtual run (after its history, for a resumed cell)."""
     output = CACHE / "out-sweep" / f"{mode.value}-{os.getpid()}"
     shutil.rmtree(output, ignore_errors=True)
+    before = 0 if cell.history is None else await history(cell, mode, output, seed)
     client, first = scripted_server(cell.mean, seed)
     crossed: list[float] = []
     loop = asyncio.get_running_loop()
@@ -98,20 +139,13 @@ async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
         if event.kind == "crossed" and not crossed:
             crossed.append(loop.time())
 
-    config = EngineConfig(
-        datasets=[DatasetSpec(name, prompts(name, cell.prompt_count()), cell.budget)],
-        server_urls=["http://scripted"],
-        output_dir=output,
-        concurrency=cell.concurrency,
-        sampling={"max_new_tokens": CAP},
-        budget_mode=mode,
-        snapshot_interval_s=1.0,
-    )
+    config = _config(cell, mode, output, before + cell.budget, cell.concurrency)
     engine = Engine(config, on_budget=budget_event, client=client)
     final = await engine.run()
     end = crossed[0] if crossed else loop.time()
     # Strict sends nothing when the budget is under max_new_tokens: no rate at all.
-    return final.datasets[0].tokens, end - first[0] if first else math.inf
+    over = final.datasets[0].tokens - before - cell.budget
+    return over, end - first[0] if first else math.inf
 
 
 def p95(values: list[float]) -> float:
@@ -124,7 +158,10 @@ def _job(job: tuple[Cell, BudgetMode, int]) -> tuple[int, float]:
     return run_virtual(one(cell, mode, seed))
 
 
-def sweep(cells: list[Cell], seeds: int) -> dict[tuple[str, int, float, BudgetMode], dict]:
+Key = tuple[str, int, float, float | None, BudgetMode]
+
+
+def sweep(cells: list[Cell], seeds: int) -> dict[Key, dict]:
     """Every (cell, mode, seed) run, in one process per core: the runs are independent, each
     on its own virtual clock and output folder, so the figures do not depend on the split."""
     for cell in cells:  # written once here, not raced by the workers
@@ -132,14 +169,15 @@ def sweep(cells: list[Cell], seeds: int) -> dict[tuple[str, int, float, BudgetMo
     jobs = [(cell, mode, seed) for cell in cells for mode in MODES for seed in range(seeds)]
     with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         outcomes = list(pool.map(_job, jobs, chunksize=1))
-    runs: dict[tuple[str, int, float, BudgetMode], list[tuple[int, float]]] = {}
+    runs: dict[Key, list[tuple[int, float]]] = {}
     for (cell, mode, _), outcome in zip(jobs, outcomes, strict=True):
-        runs.setdefault((cell.profile, cell.concurrency, cell.ratio, mode), []).append(outcome)
+        key = (cell.profile, cell.concurrency, cell.ratio, cell.history, mode)
+        runs.setdefault(key, []).append(outcome)
     results = {}
-    for (profile, concurrency, ratio, mode), outcomes in runs.items():
+    for (profile, concurrency, ratio, past, mode), outcomes in runs.items():
         budget = Cell(profile, concurrency, ratio).budget
-        overs = [tokens - budget for tokens, _ in outcomes]
-        results[profile, concurrency, ratio, mode] = {
+        overs = [over for over, _ in outcomes]
+        results[profile, concurrency, ratio, past, mode] = {
             "p95": p95(overs),
             "worst": max(overs),
             "least": min(overs),
@@ -151,10 +189,7 @@ def sweep(cells: list[Cell], seeds: int) -> dict[tuple[str, int, float, BudgetMo
 def cross_check(seeds: int) -> tuple[list[int], list[int]]:
     """The overshoots of one cell (B2-like, concurrency 16, ratio 2) in memory and over HTTP."""
     cell = Cell("B2-like", 16, 2.0)
-    virtual = [
-        run_virtual(one(cell, BudgetMode.PREDICTIVE, seed))[0] - cell.budget
-        for seed in range(seeds)
-    ]
+    virtual = [run_virtual(one(cell, BudgetMode.PRECISE, seed))[0] for seed in range(seeds)]
     real = []
     for seed in range(seeds):
         flags = ["--slots", "16", "--tokens-per-s", "20000", "--seed", str(seed + 1)]
@@ -162,7 +197,7 @@ def cross_check(seeds: int) -> tuple[list[int], list[int]]:
         with simulator(*flags) as url:
             result = asyncio.run(
                 budget_precision.one(
-                    url, BudgetMode.PREDICTIVE, cell.budget, 16, cell.prompt_count(), False
+                    url, BudgetMode.PRECISE, cell.budget, 16, cell.prompt_count(), False
                 )
             )
         real.append(result["over"])
@@ -194,55 +229,62 @@ def run(smoke: bool, write: bool) -> bool:
     seeds = 3 if smoke else 20
     ratios = (0.5, 2.0) if smoke else (0.5, 1.0, 2.0, 5.0, 20.0)
     concurrencies = (16,) if smoke else (16, 150)
+    pasts: tuple[float | None, ...] = (None, 2.0) if smoke else (None, 2.0, 0.5)
     cells = [
-        Cell(profile, concurrency, ratio)
+        Cell(profile, concurrency, ratio, past)
+        for past in pasts
         for profile in PROFILES
         for concurrency in concurrencies
-        for ratio in ratios
+        for ratio in (ratios if past is None else HISTORY_RATIOS if not smoke else ratios[:1])
     ]
     if not smoke:  # the lone-dataset rate of issue 18: B2-like, 150 in flight, 10M
         cells.append(Cell("B2-like", 150, LONE_BUDGET / (150 * PROFILES["B2-like"])))
     results = sweep(cells, seeds)
     table = Table(
         "budget_sweep",
-        f"Budget precision at every budget ({seeds} seeds per cell, no history)",
+        f"Budget precision at every budget ({seeds} seeds per cell, every mode in one run)",
         f"python -m bench budget_sweep{' --smoke' if smoke else ''}",
         [
             "lengths, concurrency",
+            "history",
             "budget / in flight",
             "budget",
             "drain p95 over",
-            "strict worst",
             "predictive p95 over",
-            "predictive worst under",
+            "strict worst",
+            "precise p95 over",
+            "precise worst under",
             "allowed",
-            "predictive rate vs drain (strict)",
+            "precise rate vs drain (predictive, strict)",
             "target",
         ],
     )
     ok = True
     for cell in cells:
-        key = cell.profile, cell.concurrency, cell.ratio
-        drain, pred, strict = (results[(*key, mode)] for mode in MODES)
+        key = cell.profile, cell.concurrency, cell.ratio, cell.history
+        drain, pred, strict, exact = (results[(*key, mode)] for mode in MODES)
         allowed = max(cell.mean, 0.002 * cell.budget)
-        met = pred["p95"] <= allowed and strict["worst"] <= 0
+        met = exact["p95"] <= allowed and strict["worst"] <= 0
         ok = ok and met
+        rates = (pred["rate"] / drain["rate"], strict["rate"] / drain["rate"])
         table.add(
             f"{cell.profile}, {cell.concurrency}",
+            cell.label,
             f"{cell.ratio:g}",
             f"{cell.budget:,}",
             f"{drain['p95']:+,.0f}",
-            f"{strict['worst']:+,.0f}",
             f"{pred['p95']:+,.0f}",
-            f"{pred['least']:+,.0f}",
+            f"{strict['worst']:+,.0f}",
+            f"{exact['p95']:+,.0f}",
+            f"{exact['least']:+,.0f}",
             f"{allowed:,.0f}",
-            f"{pred['rate'] / drain['rate']:.2f}x ({strict['rate'] / drain['rate']:.2f}x)",
+            f"{exact['rate'] / drain['rate']:.2f}x ({rates[0]:.2f}x, {rates[1]:.2f}x)",
             verdict(met),
         )
     if not smoke:
         virtual, real = cross_check(5)
         table.notes.append(
-            "Cross-check, B2-like, concurrency 16, budget / in flight 2, predictive, 5 seeds: "
+            "Cross-check, B2-like, concurrency 16, budget / in flight 2, precise, 5 seeds: "
             f"overshoot in memory {', '.join(f'{v:+,}' for v in virtual)}; over HTTP against "
             f"`gen-tui sim` in real time {', '.join(f'{v:+,}' for v in real)} (mean "
             f"{statistics.fmean(virtual):+,.0f} and {statistics.fmean(real):+,.0f})."
@@ -260,12 +302,15 @@ def run(smoke: bool, write: bool) -> bool:
     table.notes.append(
         "Over = final tokens - budget (negative: ended short); worst under = the lowest "
         "of the seeds (every run has prompts left). In flight = concurrency x "
-        "mean answer. Allowed = one mean answer or 0.2% of the budget, whichever is larger; "
-        "the target is predictive's 95th percentile within it and strict never over. Rate = "
-        "budget / time from the first dispatch until the total crosses the budget (or the "
-        f"dataset stops), averaged over seeds, as a ratio to drain's. Lengths lognormal, cv "
-        f"0.95, max_new_tokens {CAP:,}, {TOK_S:g} tok/s per request; the real Engine and "
-        f"records on disk, a scripted server under a virtual clock. "
+        "mean answer. History: a resume after "
+        f"{HISTORY_ANSWERS} answers whose mean was 2x or 0.5x the true one (written by a "
+        "drain run first; the budget counts from them). Allowed = one mean answer or 0.2% "
+        "of the budget, whichever is larger; the target is precise's 95th percentile within "
+        "it and strict never over (drain and predictive have none here: predictive crosses "
+        "by design). Rate = budget / time from the first dispatch until the total crosses "
+        "the budget (or the dataset stops), averaged over seeds, as a ratio to drain's. "
+        f"Lengths lognormal, cv 0.95, max_new_tokens {CAP:,}, {TOK_S:g} tok/s per request; "
+        "the real Engine and records on disk, a scripted server under a virtual clock. "
         f"{time.monotonic() - started:.0f} s of real time."
     )
     publish(table, write)

@@ -18,6 +18,12 @@ Record = Callable[[str, str], None]
 """(level, text): a line in the events log."""
 
 
+def short_text(tokens: int, budget: int) -> str:
+    """What a dataset that stopped short of its budget (precise or strict: no room for one
+    more answer) is said to have done: reached it, as a crossing would be."""
+    return f"budget reached: {tokens:,} of {budget:,} tokens (no room for one more)"
+
+
 class BudgetAnnouncer:
     """Says when a dataset crosses its budget, and its final count when it is done."""
 
@@ -44,6 +50,10 @@ class BudgetAnnouncer:
         elif self._crossed.pop(name, None) != event.tokens:
             # The final count, once the in-flight requests are in; not repeated when it is
             # the count the crossing already announced.
+            budget = event.max_tokens
+            if event.kind == "done" and budget is not None and event.tokens < budget:
+                self._toast(short_text(event.tokens, budget), name)
+                return
             what = "all prompts done" if event.kind == "exhausted" else "budget reached"
             self._toast(f"{what}: {event.tokens:,} tokens, {event.samples:,} samples", name)
 
@@ -67,8 +77,8 @@ class BudgetAnnouncer:
         if before is not None and before < budget <= snap.tokens:
             self.crossed(name, budget, snap.tokens, where)
         elif done and not was_done and before is not None and snap.tokens < budget:
-            # Predictive mode may stop short, when the next answer would most likely pass
-            # the budget by more than one answer: no crossing to see, but it is done.
-            text = f"budget reached: {snap.tokens:,} of {budget:,} tokens (no room for one more)"
+            # Precise mode may stop short, when the next answer would likely pass the budget
+            # by more than one mean answer: no crossing to see, but it is done.
+            text = short_text(snap.tokens, budget)
             self._record("budget", f"{name} on {where}: {text}")
             self._toast(text, name)
