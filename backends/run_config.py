@@ -125,8 +125,9 @@ class EngineConfig:
         choices=tuple(mode.value for mode in BudgetMode),
         help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
         "never past it; precise: as near the budget as it can, either side: the last answers "
-        "go one at a time, each only if 95 percent likely to end within one mean answer past the "
-        "budget, so it may stop short by up to about two mean answers (no room for one more)",
+        "go one at a time, each only if room left + mean answer >= the 95th percentile of the "
+        "lengths seen, so it may stop short by up to that percentile less the mean (about two "
+        "mean answers; no room for one more)",
     )
     max_prompt_tokens: int = setting(
         DEFAULT_MAX_PROMPT_TOKENS,

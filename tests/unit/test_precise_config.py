@@ -32,7 +32,8 @@ def test_the_help_says_precise_may_stop_short(capsys: pytest.CaptureFixture[str]
     text = " ".join(capsys.readouterr().out.split())
     assert "{drain,predictive,strict,precise}" in text
     assert "precise: as near the budget as it can" in text
-    assert "stop short by up to about two mean answers" in text
+    assert "room left + mean answer >= the 95th percentile of the lengths seen" in text
+    assert "stop short by up to that percentile less the mean" in text
 
 
 def test_a_progress_file_of_a_precise_run_reads_its_mode() -> None:
