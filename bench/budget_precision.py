@@ -127,8 +127,8 @@ def run(smoke: bool, write: bool) -> bool:
     table.notes.append(
         f"Simulator: {concurrency} slots x {per_slot:g} tok/s, lognormal lengths (B2 mean "
         "3,793, B3 mean 1,500, cv 0.95), max_new_tokens 16384. Alone: time runs from the "
-        "first dispatch until the committed total reaches the budget (strict: until it "
-        "stops), and the rate is the budget over that time. In one pool: time runs until B2 "
+        "first dispatch until the committed total reaches the budget (strict and precise: until "
+        "it stops), and the rate is the budget over that time. In one pool: time runs until B2 "
         "has finished (its last answer in), and the rate is every token the pool wrote by "
         "then, B2's and B3's, over that time: the server's rate while B2 tapers."
     )
