@@ -122,6 +122,8 @@ class RunSnapshot:
     max_total_tokens: int | None = None
     server_metrics: dict[str, ServerMetrics | None] = field(default_factory=dict)
     """Each server's load from its /metrics, when it serves them (None: it serves none)."""
+    concurrency_auto: str | None = None
+    """Under `--concurrency auto`, why `concurrency` is what it is now (None: fixed)."""
 
     def servers_json(self) -> dict[str, dict[str, Any]]:
         """`servers` as progress.json carries them: the state and the load of each."""
