@@ -12,6 +12,7 @@ from typing import Any
 
 from gen_tui.backends.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
+from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 PROGRESS_VERSION = 2
@@ -122,6 +123,8 @@ class RunSnapshot:
     max_total_tokens: int | None = None
     server_metrics: dict[str, ServerMetrics | None] = field(default_factory=dict)
     """Each server's load from its /metrics, when it serves them (None: it serves none)."""
+    gpus: tuple[tuple[Gpu, tuple[float, ...]], ...] = ()
+    """This machine's GPUs (NVML), each with its recent utilisation 0..1, oldest first."""
     concurrency_auto: str | None = None
     """Under `--concurrency auto`, why `concurrency` is what it is now (None: fixed)."""
 

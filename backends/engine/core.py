@@ -154,6 +154,7 @@ class Engine:
         """The whole run now: every dataset, the pool, the servers (`run` returns the last)."""
         now_mono = time.monotonic()
         now = time.time()
+        board = self._telemetry.gpus
         self._pool.mark_busy()
         elapsed = max(now_mono - self._started, 1e-9)
         datasets = [
@@ -173,6 +174,7 @@ class Engine:
             max_total_tokens=self.config.max_total_tokens,
             server_metrics=dict(self._telemetry.latest),
             concurrency_auto=self._tuner.reason if self._tuner is not None else None,
+            gpus=tuple((gpu, board.history(gpu.index)[0]) for gpu in board.gpus),
         )
 
     async def _ticker(self) -> None:

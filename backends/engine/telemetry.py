@@ -5,6 +5,9 @@ size by the client), so a slow or silent /metrics never holds a request back. Wh
 goes into the run's snapshots (and so progress.json and every panel); a server without
 metrics is said once, with how to turn them on, and a failing read is said once per new
 reason, never once per poll.
+
+This machine's GPUs are read in the same rounds through NVML (optional, telemetry/nvml.py):
+without the package, a driver or a GPU that is said once and no GPU is shown.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ from collections.abc import Callable
 
 from gen_tui.backends.clients.base import InferenceClient
 from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.telemetry.gpus import GpuBoard
 from gen_tui.backends.telemetry.metrics import (
     ENABLE_HINT,
     MetricsError,
     MetricsReader,
     ServerMetrics,
 )
+from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError, read_gpus
 from gen_tui.backends.untrusted import one_line
+
+GPUS = "gpus"
+"""What `_said` keys the GPUs' news under (no server URL is spelled so)."""
 
 
 class ServerTelemetry(RunPart):
@@ -44,10 +52,13 @@ class ServerTelemetry(RunPart):
         """Each server's last load (None: it serves no /metrics); absent until first read."""
         self._readers = {url: MetricsReader() for url in urls}
         self._said: dict[str, str] = {}
+        self.gpus = GpuBoard()
+        """This machine's GPUs and their recent past (empty without NVML)."""
+        self._gpus_absent = False
 
     async def poll(self) -> None:
-        """Read every server once, side by side."""
-        await asyncio.gather(*(self._read(url) for url in self.urls))
+        """Read every server once, side by side, and this machine's GPUs."""
+        await asyncio.gather(*(self._read(url) for url in self.urls), self._read_gpus())
 
     async def run(self) -> None:
         """Poll until cancelled, every `interval_s`."""
@@ -72,6 +83,21 @@ class ServerTelemetry(RunPart):
         except MetricsError as exc:
             self.latest.pop(url, None)  # unknown now, which is not "serves none"
             self._say(url, "warning", f"server {url}: cannot read /metrics: {exc}")
+
+    async def _read_gpus(self) -> None:
+        if self._gpus_absent:
+            return
+        try:
+            gpus = await asyncio.to_thread(read_gpus)
+        except NvmlAbsent as exc:
+            self._gpus_absent = True
+            self._say(GPUS, "info", f"no GPU telemetry in this process: {exc}")
+            return
+        except NvmlError as exc:
+            self._say(GPUS, "warning", f"reading this machine's GPUs failed: {exc}")
+            return
+        self._said.pop(GPUS, None)
+        self.gpus.add(gpus)
 
     def _say(self, url: str, level: str, message: str) -> None:
         """Report `message` unless it is what was last said of `url`."""
