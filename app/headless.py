@@ -21,7 +21,7 @@ from gen_tui.backends.budget import overshoot
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_duration, server_text
+from gen_tui.widgets.format import cost_text, format_duration, server_text, worker_text
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
 
@@ -58,12 +58,16 @@ def pool_line(snap: RunSnapshot) -> str:
 
 def server_lines(snap: RunSnapshot, *, detail: bool) -> list[str]:
     """Each server's load as its /metrics say (the short form unless `detail`); a server
-    not read yet is left out unless it is down."""
-    return [
-        server_text(url, state, snap.server_metrics.get(url), detail=detail)
-        for url, state in snap.servers.items()
-        if url in snap.server_metrics or state != "ok"
-    ]
+    not read yet is left out unless it is down. A router's workers that are not up follow
+    it (a log line per healthy worker every few seconds would bury the news)."""
+    lines = []
+    for url, state in snap.servers.items():
+        if url in snap.server_metrics or state != "ok":
+            workers = snap.server_workers.get(url)
+            metrics = snap.server_metrics.get(url)
+            lines.append(server_text(url, state, metrics, detail=detail, workers=workers))
+            lines += [f"worker {worker_text(w, detail=detail)}" for w in workers or () if not w.up]
+    return lines
 
 
 def _over(tokens: int, budget: int | None) -> str:

@@ -107,7 +107,16 @@ def live_table(snap: RunSnapshot, width: int) -> RenderableType:
         cells += [col.cells[row] for col in columns[3:]]
         table.add_row(*cells)
     servers = [
-        Text(server_text(url, state, snap.server_metrics.get(url), detail=False), overflow="fold")
+        Text(
+            server_text(
+                url,
+                state,
+                snap.server_metrics.get(url),
+                detail=False,
+                workers=snap.server_workers.get(url),
+            ),
+            overflow="fold",
+        )
         for url, state in snap.servers.items()
         if url in snap.server_metrics or state != "ok"
     ]

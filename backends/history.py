@@ -33,7 +33,15 @@ from gen_tui.backends.record_scan import record_lines
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.watcher import HISTORY_FILE, open_own, open_regular
 
-__all__ = ["HISTORY_FILE", "HistoryPoint", "HistoryRead", "HistoryWriter", "read_history", "thin"]
+__all__ = [
+    "HISTORY_FILE",
+    "HistoryPoint",
+    "HistoryRead",
+    "HistoryWriter",
+    "parse_history_lines",
+    "read_history",
+    "thin",
+]
 
 HISTORY_EVERY_S = 5.0
 """Seconds between two points of a running dataset: fine enough for a throughput plot, and
@@ -172,22 +180,42 @@ def read_history(path: Path, max_points: int | None = None) -> HistoryRead:
             if isinstance(raw, int):
                 _bad(result, path, line_no, f"a line of {raw} bytes")
                 continue
-            if not raw.strip():
-                continue
-            try:
-                parsed: HistoryPoint | str = HistoryPoint.parse(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                parsed = "not JSON" if raw.endswith(b"\n") else "cut off (a crash mid-write)"
-            if isinstance(parsed, str):
-                _bad(result, path, line_no, parsed)
-                continue
-            result.points.append(parsed)
+            _take(result, path, line_no, raw)
             if max_points is not None and len(result.points) >= 2 * max_points:
                 result.points = result.points[::2]
     return result
 
 
-def _bad(result: HistoryRead, path: Path, line_no: int, why: str) -> None:
+def parse_history_lines(lines: Iterable[str], where: str, first_line: int = 1) -> HistoryRead:
+    """The points of lines already read (the end of a history file fetched through the
+    watcher, maybe from another machine), with the bad ones said as `read_history` says
+    them; `first_line` numbers the first of them. Each line is bounded by
+    HISTORY_MAX_LINE, like the file reader's."""
+    result = HistoryRead()
+    for line_no, line in enumerate(lines, start=first_line):
+        raw = line.encode("utf-8", "replace")
+        if len(raw) > HISTORY_MAX_LINE:
+            _bad(result, where, line_no, f"a line of {len(raw)} bytes")
+            continue
+        _take(result, where, line_no, raw + b"\n")
+    return result
+
+
+def _take(result: HistoryRead, path: Path | str, line_no: int, raw: bytes) -> None:
+    """Add the point of one raw line to `result`, or say why it is none."""
+    if not raw.strip():
+        return
+    try:
+        parsed: HistoryPoint | str = HistoryPoint.parse(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        parsed = "not JSON" if raw.endswith(b"\n") else "cut off (a crash mid-write)"
+    if isinstance(parsed, str):
+        _bad(result, path, line_no, parsed)
+    else:
+        result.points.append(parsed)
+
+
+def _bad(result: HistoryRead, path: Path | str, line_no: int, why: str) -> None:
     result.bad += 1
     if len(result.problems) < MAX_PROBLEMS:
         result.problems.append(f"{path}:{line_no}: {why}")

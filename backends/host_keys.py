@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
+from gen_tui.backends.aio import within
+
 if TYPE_CHECKING:
     from gen_tui.backends.ssh import SSHOptions, Target
 
@@ -65,7 +67,7 @@ async def _presented_key(target: Target, resolved: _Resolved, options: SSHOption
     if options.config_files is not None:
         kwargs["config"] = list(options.config_files)
     try:
-        key = await asyncio.wait_for(
+        key = await within(
             asyncssh.get_server_host_key(resolved.host, resolved.port, **kwargs),  # type: ignore[arg-type]
             options.connect_timeout_s,
         )

@@ -19,11 +19,9 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import stop, wait_event
-from gen_tui.backends.budget import Budget, eta_seconds
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.host_status import RETRY
 from gen_tui.backends.hosts import (
@@ -43,10 +41,11 @@ from gen_tui.backends.hosts import (
     WatchStatus,
     server_urls,
 )
-from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile, ServerReport
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.progress_file import ServerReport, merge_writer_reports
+from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.ssh import HostKeyError, SSHError
 from gen_tui.backends.telemetry.host import HostTelemetry
+from gen_tui.backends.watched import watched_snapshot
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
@@ -91,22 +90,6 @@ def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
         except CountError:
             found.append(None)
     return found[0], found[1]
-
-
-def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
-    """What only the writer counts, as snapshot fields: answers cut at max_new_tokens, the
-    data-quality figures and the prompts left (the record file is not read for them: the
-    writer counts its own run's answers)."""
-    fields: dict[str, Any] = {}
-    if progress.truncated is not None and progress.truncated_of is not None:
-        fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
-    if progress.truncated_warn is not None:
-        fields["truncated_warn"] = progress.truncated_warn
-    if progress.quality is not None:
-        fields["quality"] = progress.quality
-    if progress.prompts_left is not None:
-        fields["prompts_left"] = progress.prompts_left
-    return fields
 
 
 class HostMonitor:
@@ -314,65 +297,17 @@ class HostMonitor:
         if totals is None:
             return None
         now = time.monotonic() if now is None else now
-        writer = self.writer(dataset)
-        progress = totals.progress or ProgressFile()
-        by_writer = writer is not None and progress.pid == writer.pid
-        tok_s, samples_s = self._rates.get(dataset, RateMeter()).rates(now)
-        max_tokens, max_samples = self._budgets.get(dataset, (None, None))
-        if by_writer or writer is None:
-            max_tokens = _or(progress.max_tokens, max_tokens)
-            max_samples = _or(progress.max_samples, max_samples)
-        if writer is None:
-            state = DatasetState.STOPPED
-            if progress.state in (DatasetState.DONE, DatasetState.EXHAUSTED):
-                state = progress.state
-        elif by_writer and totals.progress_fresh:
-            state = progress.state or DatasetState.ACTIVE
-        else:
-            state = DatasetState.ACTIVE
-        if writer is not None and writer.state == "paused":
-            state = DatasetState.PAUSED
-        tokens, samples = totals.tokens, totals.samples
-        live = by_writer and totals.progress_fresh
-        return DatasetSnapshot(
-            name=dataset,
-            state=state,
-            tokens=tokens,
-            samples=samples,
-            max_tokens=max_tokens,
-            max_samples=max_samples,
-            budget_mode=progress.budget_mode or DEFAULT_BUDGET_MODE,
-            inflight=(progress.inflight or 0) if live else 0,
-            errors=(progress.errors or 0) if live else 0,
-            malformed=totals.bad_lines,
-            mean_tokens=tokens / samples if samples else None,
-            tok_s=tok_s,
-            samples_s=samples_s,
-            eta_s=eta_seconds(
-                Budget(max_tokens, max_samples),
-                tokens,
-                samples,
-                tok_s,
-                samples_s,
-                progress.prompts_left if live else None,
-            )
-            if writer is not None
-            else None,
-            resumed_tokens=0,
-            resumed_samples=0,
-            started_at=writer.identity.start_time if writer is not None else 0.0,
-            updated_at=totals.received_at,
-            last_record_at=totals.mtime,
-            pid=writer.pid if writer is not None else progress.pid or 0,
-            host=self.name,
-            message=totals.problem or ((progress.message or "") if live else ""),
-            cost=progress.cost if by_writer or writer is None else None,
-            **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
+        return watched_snapshot(
+            totals,
+            self.writer(dataset),
+            self._rates.get(dataset, RateMeter()).rates(now),
+            self._budgets.get(dataset, (None, None)),
+            self.name,
         )
 
     def servers(self) -> dict[str, ServerReport]:
         """The load of the servers this host's live runs use: as the watcher read it on the
-        host, else as their writers last said in progress.json (each server once)."""
+        host, else (and for a router) as their writers last said in progress.json."""
         found: dict[str, ServerReport] = dict(self.telemetry.loads)
         for dataset, totals in self.totals.items():
             progress = totals.progress
@@ -381,8 +316,7 @@ class HostMonitor:
             writer = self.writer(dataset)
             if writer is None or progress.pid != writer.pid:
                 continue
-            for url, report in progress.servers.items():
-                found.setdefault(url, report)
+            merge_writer_reports(found, progress.servers)
         return found
 
     # what the UI does
@@ -436,10 +370,6 @@ class HostMonitor:
 
 def _listed(run: RunProcess, runs: Sequence[RunProcess]) -> bool:
     return any(run.identity.same_process(other.identity) for other in runs)
-
-
-def _or(value: int | None, default: int | None) -> int | None:
-    return value if value is not None else default
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ from gen_tui.backends.quality import Quality
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
+from gen_tui.backends.telemetry.workers import WorkerLoad, workers_from_json
 from gen_tui.backends.watcher import (
     PROGRESS_FILE,
     PROGRESS_MAX_BYTES,
@@ -31,7 +32,13 @@ from gen_tui.backends.watcher import (
 # A file that names no budget mode comes from a writer that had only this one.
 DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
 
-__all__ = ["DEFAULT_BUDGET_MODE", "PROGRESS_FILE", "ProgressFile", "ServerReport"]
+__all__ = [
+    "DEFAULT_BUDGET_MODE",
+    "PROGRESS_FILE",
+    "ProgressFile",
+    "ServerReport",
+    "merge_writer_reports",
+]
 
 MAX_SERVERS = 64
 """The most servers read from one file (a run names a few; a hostile file could name 1e6)."""
@@ -47,11 +54,26 @@ class ServerReport:
     """None: the server serves no /metrics (or, when not `told`, nobody asked it)."""
     told: bool = True
     """Whether the writer says the load at all: a version 1 file does not."""
+    workers: tuple[WorkerLoad, ...] | None = None
+    """A router's workers and their loads (`metrics` is then their sum); None: the server
+    is no router, or the writer predates the field."""
+
+
+def merge_writer_reports(found: dict[str, ServerReport], said: Mapping[str, ServerReport]) -> None:
+    """Add to `found` (the servers as read on their box) what a run's writer `said` of them:
+    each server it names that `found` lacks, and a router it read the workers of. The box
+    reads a router's own URL, which serves no /metrics (sglang-router 0.3.2 answers 404),
+    where the writer read each worker and summed them."""
+    for url, report in said.items():
+        known = found.get(url)
+        if known is None or (report.workers is not None and known.workers is None):
+            found[url] = report
 
 
 def _servers(value: Any) -> dict[str, ServerReport] | None:
-    """progress.json's `servers`: version 2 maps a URL to {"state", "metrics"}, version 1
-    to the state alone; entries of another shape are left out."""
+    """progress.json's `servers`: version 2 maps a URL to {"state", "metrics"} (and a
+    router's to its "workers" too), version 1 to the state alone; entries of another shape
+    are left out."""
     if not isinstance(value, Mapping):
         return None
     servers: dict[str, ServerReport] = {}
@@ -62,9 +84,11 @@ def _servers(value: Any) -> dict[str, ServerReport] | None:
             servers[url] = ServerReport(entry, told=False)
         elif isinstance(entry, Mapping):
             state = entry.get("state")
+            workers = entry.get("workers")
             servers[url] = ServerReport(
                 state if isinstance(state, str) else "",
                 ServerMetrics.from_json(entry.get("metrics")),
+                workers=workers_from_json(workers) if workers is not None else None,
             )
     return servers
 

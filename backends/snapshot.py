@@ -14,10 +14,13 @@ from gen_tui.backends.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
 from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.backends.telemetry.metrics import ServerMetrics
+from gen_tui.backends.telemetry.workers import WorkerLoad
 
 PROGRESS_VERSION = 2
 """progress.json's shape: 2 made `servers` map a URL to `{"state", "metrics"}` (1: to the
-state alone); readers take both."""
+state alone); readers take both. A router's entry may also carry `workers`, a list of
+`{"url", "healthy", "state", "metrics"}` (its `metrics` then being their sum): a key
+added, which readers of 2 without it skip."""
 
 
 class DatasetState(StrEnum):
@@ -123,17 +126,22 @@ class RunSnapshot:
     max_total_tokens: int | None = None
     server_metrics: dict[str, ServerMetrics | None] = field(default_factory=dict)
     """Each server's load from its /metrics, when it serves them (None: it serves none)."""
+    server_workers: dict[str, tuple[WorkerLoad, ...]] = field(default_factory=dict)
+    """Each router's workers, with their loads (a server that is no router is absent)."""
     gpus: tuple[tuple[Gpu, tuple[float, ...]], ...] = ()
     """This machine's GPUs (NVML), each with its recent utilisation 0..1, oldest first."""
     concurrency_auto: str | None = None
     """Under `--concurrency auto`, why `concurrency` is what it is now (None: fixed)."""
 
     def servers_json(self) -> dict[str, dict[str, Any]]:
-        """`servers` as progress.json carries them: the state and the load of each."""
+        """`servers` as progress.json carries them: the state and the load of each, and a
+        router's workers."""
         result: dict[str, dict[str, Any]] = {}
         for url, state in self.servers.items():
             metrics = self.server_metrics.get(url)
             result[url] = {"state": state, "metrics": metrics.to_json() if metrics else None}
+            if url in self.server_workers:
+                result[url]["workers"] = [w.to_json() for w in self.server_workers[url]]
         return result
 
     def pool_json(self) -> dict[str, Any]:

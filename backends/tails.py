@@ -19,6 +19,12 @@ RECORD_TAIL_BYTES = 4 << 20
 ids is about 250 kB, so a dozen of the longest fit)."""
 LOG_TAIL_BYTES = 64 << 10
 """The most bytes of a log fetched for one look (`L` polls it while shown)."""
+HISTORY_TAIL_LINES = watcher.TAIL_MAX_LINES
+"""The most history points fetched for the plot view: at a point every 5 s, the last 80
+minutes of a file not yet compacted; after compaction (an hour at full pace, then one a
+minute) the last few hours."""
+HISTORY_TAIL_BYTES = 512 << 10
+"""The byte cap of that fetch (a point is about 150 bytes: 1,000 fit three times over)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,17 @@ def record_spec(output_dir: str, dataset: str, count: int) -> dict[str, Any]:
     """The tail request for a dataset's last `count` whole records."""
     path = posixpath.join(output_dir, dataset, watcher.RAW_FILE)
     return {"path": path, "lines": count, "max_bytes": RECORD_TAIL_BYTES, "whole": True}
+
+
+def history_spec(output_dir: str, dataset: str) -> dict[str, Any]:
+    """The tail request for the end of a dataset's history file (`history.py`)."""
+    path = posixpath.join(output_dir, dataset, watcher.HISTORY_FILE)
+    return {
+        "path": path,
+        "lines": HISTORY_TAIL_LINES,
+        "max_bytes": HISTORY_TAIL_BYTES,
+        "whole": True,
+    }
 
 
 def log_spec(output_dir: str, dataset: str, pid: int | None, lines: int) -> dict[str, Any]:

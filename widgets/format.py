@@ -9,9 +9,17 @@ from __future__ import annotations
 from gen_tui.backends.counts import format_count, format_dollars, format_duration
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
+from gen_tui.backends.telemetry.workers import WorkerLoad, healthy_count
 from gen_tui.backends.untrusted import one_line
 
-__all__ = ["cost_text", "format_dollars", "format_duration", "server_name", "server_text"]
+__all__ = [
+    "cost_text",
+    "format_dollars",
+    "format_duration",
+    "server_name",
+    "server_text",
+    "worker_text",
+]
 
 
 def cost_text(snap: DatasetSnapshot) -> str:
@@ -30,18 +38,40 @@ def server_name(url: str) -> str:
     return one_line(name, 60)
 
 
-def server_text(url: str, state: str, metrics: ServerMetrics | None, *, detail: bool) -> str:
+def server_text(
+    url: str,
+    state: str,
+    metrics: ServerMetrics | None,
+    *,
+    detail: bool,
+    workers: tuple[WorkerLoad, ...] | None = None,
+) -> str:
     """One server's load: `gpu:30000 run 64 q 3 KV 82% 2.9k tok/s retr 2`.
 
     Compact (`detail` False) leaves out what is zero or unknown, for an 80-column line that
     holds a server or two; `detail` says every field (cache hits too, "?" where the server
-    does not say). A server without /metrics says how to get them, once per line.
+    does not say). A server without /metrics says how to get them, once per line. A router
+    (`workers` given; `metrics` their sum) says first how many are healthy, so that a
+    narrow line cuts the load: `router:30000 2/2 workers healthy · run 128 q 6 ...`.
     """
-    name = server_name(url)
+    load = _load_text(state, metrics, detail=detail)
+    if workers is not None:
+        load = f"{healthy_count(workers)}/{len(workers)} workers healthy · {load}"
+    return f"{server_name(url)} {load}"
+
+
+def worker_text(worker: WorkerLoad, *, detail: bool) -> str:
+    """A worker behind a router, as `server_text` says a server, and whether the router
+    itself takes it for unhealthy (its probes may see what a /metrics read does not)."""
+    text = server_text(worker.url, worker.state, worker.metrics, detail=detail)
+    return text if worker.healthy else f"{text} · router: unhealthy"
+
+
+def _load_text(state: str, metrics: ServerMetrics | None, *, detail: bool) -> str:
     if state != "ok":
-        return f"{name} {one_line(state, 80)}"
+        return one_line(state, 80)
     if metrics is None:
-        return f"{name} no /metrics (SGLang: --enable-metrics)"
+        return "no /metrics (SGLang: --enable-metrics)"
 
     def count(value: float | None) -> str:
         return "?" if value is None else format_count(value)
@@ -49,7 +79,7 @@ def server_text(url: str, state: str, metrics: ServerMetrics | None, *, detail: 
     def percent(value: float | None) -> str:
         return "?" if value is None else f"{value * 100:.0f}%"
 
-    parts = [name, f"run {count(metrics.running)}", f"q {count(metrics.queued)}"]
+    parts = [f"run {count(metrics.running)}", f"q {count(metrics.queued)}"]
     parts.append(f"KV {percent(metrics.kv_usage)}")
     parts.append(f"{count(metrics.gen_tok_s)} tok/s")
     if detail:

@@ -29,7 +29,13 @@ from gen_tui.app.headless import summary_line
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.run_config import DatasetSpec, EngineError
 from gen_tui.backends.snapshot import RunSnapshot
-from gen_tui.backends.tails import Tail, local_tail, record_spec
+from gen_tui.backends.tails import (
+    HISTORY_TAIL_LINES,
+    Tail,
+    history_spec,
+    local_tail,
+    record_spec,
+)
 from gen_tui.widgets.dataset_panel import PanelView
 
 Budget = tuple[int | None, int | None]
@@ -307,7 +313,18 @@ class HostedRuns(PanelSource):
         def records(count: int) -> Tail:
             return local_tail(record_spec(folder, name, count), count)
 
-        return Peek(records, None, config.tokenizer or None)
+        def history() -> Tail:
+            return local_tail(history_spec(folder, name), HISTORY_TAIL_LINES)
+
+        spec = next((s for s in config.datasets if s.name == name), None)
+        return Peek(
+            records,
+            None,
+            config.tokenizer or None,
+            history,
+            prompts=spec.prompts if spec is not None else None,
+            no_prompts="the run names no prompt file for it",
+        )
 
     def _spec(self, name: str) -> DatasetSpec | None:
         if isinstance(self.source, ConfigSource):

@@ -11,7 +11,7 @@ from gen_tui.app.dialogs.modals import HelpRow
 CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log"})
+LOOK_KEYS = frozenset({"quality", "samples", "log", "history"})
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -66,6 +66,14 @@ DASHBOARD_KEYS: list[Binding] = [
         "Log",
         tooltip="The end of the selected dataset's run log, followed",
         id="log",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
+        "h",
+        "history",
+        "History",
+        tooltip="Plots of the selected dataset's history: tokens with its budget, tok/s",
+        id="history",
         show=False,  # 80 columns hold the control keys and q; these are in ? (help)
     ),
     Binding(

@@ -160,7 +160,15 @@ class HostLinks(PanelSource):
         def log(lines: int) -> Tail:
             return link.call(lambda host: host.tail_log(name, lines), PEEK_TIMEOUT_S)
 
-        return Peek(records, log)
+        def history() -> Tail:
+            return link.call(lambda host: host.tail_history(name), PEEK_TIMEOUT_S)
+
+        return Peek(
+            records,
+            log,
+            history=history,
+            no_prompts=f"the prompt file is on {link.name}; only records cross the link",
+        )
 
     def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
         link = self.remote[name]

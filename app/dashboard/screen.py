@@ -35,6 +35,7 @@ from gen_tui.app.dashboard.sources import (
     Plan,
 )
 from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
+from gen_tui.app.dialogs.history import open_history
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
 from gen_tui.backends.host_status import without_countdown
@@ -295,6 +296,12 @@ class DashboardScreen(Screen[None]):
         if panel is not None:
             peek = self._peek(panel.dataset)
             self.app.push_screen(LogScreen(panel.dataset, peek, lambda: tuple(self.events)))
+
+    def action_history(self) -> None:
+        panel = self.selected()
+        if panel is not None:
+            panels = self.panels(visible_only=True)
+            self.app.push_screen(open_history(panel.dataset, panels, self._peek))
 
     def _source(self, name: str, action: Action) -> PanelSource:
         """The source that carries out `action` on `name`; this process's runs by default

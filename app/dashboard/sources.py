@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
@@ -61,7 +62,8 @@ Plan = Note | Confirm | AskBudget
 
 @dataclass(frozen=True)
 class Peek:
-    """How to read the end of a dataset's record file (`v`) and of its run's log (`L`).
+    """How to read the end of a dataset's record file (`v`), of its run's log (`L`) and of
+    its history (`h`).
 
     Both block (a disk read, an SSH round trip): the screens call them in thread workers.
     `log` None: the run is this process's, whose log is the events pane.
@@ -71,6 +73,12 @@ class Peek:
     log: Callable[[int], Tail] | None = None
     tokenizer: str | None = None
     """The run's tokenizer, to decode answers recorded as ids only (None: not known)."""
+    history: Callable[[], Tail] | None = None
+    """The end of the dataset's history.jsonl (`h`'s plots); None: not known."""
+    prompts: Path | None = None
+    """The dataset's prompt file on this machine (`v` shows each answer's prompt head)."""
+    no_prompts: str = ""
+    """Why `prompts` is None, said in place of the heads."""
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,11 @@ def server_view(
     for pool in activity.pools if activity is not None else ():
         for url, state in pool.servers.items():
             if url in pool.server_metrics or state != "ok":
-                lines.setdefault(url, ServerLine(url, state, pool.server_metrics.get(url)))
+                metrics, workers = pool.server_metrics.get(url), pool.server_workers.get(url)
+                lines.setdefault(url, ServerLine(url, state, metrics, workers))
     for url, report in watched.items():
         if report.state and (report.told or report.state != "ok"):
-            lines.setdefault(url, ServerLine(url, report.state, report.metrics))
+            lines.setdefault(url, ServerLine(url, report.state, report.metrics, report.workers))
     return tuple(lines.values())
 
 

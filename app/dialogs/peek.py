@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Label, Static
 
 from gen_tui.app.dashboard.sources import Peek
+from gen_tui.backends.prompt_heads import PromptHeads, prompt_heads
 from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.tails import Tail
@@ -97,8 +98,9 @@ def _tokenizer(source: str) -> Any:
     return load_tokenizer(source)
 
 
-def sample_text(samples: Sequence[Sample], tail: Tail) -> Text:
-    """The answers, newest first, each with its figures on a heading line."""
+def sample_text(samples: Sequence[Sample], tail: Tail, prompts: PromptHeads | None = None) -> Text:
+    """The answers, newest first, each with its figures on a heading line and the head of
+    the prompt it answers (looked up in the prompt file)."""
     if tail.error:
         return Text(f"Cannot read the answers: {one_line(tail.error)}")
     if not samples:
@@ -113,6 +115,13 @@ def sample_text(samples: Sequence[Sample], tail: Tail) -> Text:
         )
         cut = sample.finish_reason == "length"
         out.append(f" {head} \n", style="bold black on yellow" if cut else "bold reverse")
+        if prompts is not None:
+            prompt_head = prompts.heads.get(sample.sample_id)
+            out.append("prompt", style="bold cyan")
+            if prompt_head is not None:
+                out.append("\n" + prompt_head + "\n", style="cyan")
+            else:
+                out.append(f" (not shown: {prompts.missing})\n", style="italic")
         if sample.reasoning:
             out.append("reasoning\n", style="bold dim")
             out.append(sample.reasoning.strip() + "\n", style="dim")
@@ -139,6 +148,7 @@ class SampleScreen(PeekScreen):
         self.count = count
         self.title_text = f"{dataset} · the last {count} answers, newest first"
         self.samples: list[Sample] = []
+        self.prompts: PromptHeads | None = None
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -161,11 +171,14 @@ class SampleScreen(PeekScreen):
             except Exception:  # without it, the ids stay undecoded and the screen says so
                 tokenizer = None
         samples = parse_samples(tail.lines, tokenizer)
-        self.app.call_from_thread(self._loaded, samples, tail)
+        keys = [sample.sample_id for sample in samples]
+        prompts = prompt_heads(self.peek.prompts, keys, self.peek.no_prompts) if keys else None
+        self.app.call_from_thread(self._loaded, samples, tail, prompts)
 
-    def _loaded(self, samples: list[Sample], tail: Tail) -> None:
+    def _loaded(self, samples: list[Sample], tail: Tail, prompts: PromptHeads | None) -> None:
         self.samples = samples
-        self.show(sample_text(samples, tail))
+        self.prompts = prompts
+        self.show(sample_text(samples, tail, prompts))
 
 
 class LogScreen(PeekScreen):

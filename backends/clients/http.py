@@ -8,7 +8,7 @@ import aiohttp
 
 from gen_tui.backends.clients.base import InferenceClient
 from gen_tui.backends.clients.limits import head
-from gen_tui.backends.telemetry.metrics import METRICS_BYTES, MetricsError
+from gen_tui.backends.telemetry.metrics import METRICS_BYTES, MetricsError, MetricsUnreachable
 
 METRICS_TIMEOUT_S = 5.0
 """The longest a /metrics read may take: it is polled every few seconds, and a server too
@@ -55,7 +55,7 @@ class HttpClient(InferenceClient):
                     raise MetricsError(f"HTTP {response.status}")
                 raw = await head(response, METRICS_BYTES)
         except aiohttp.ClientConnectorError as exc:
-            raise MetricsError(f"cannot connect: {exc.os_error}") from None
+            raise MetricsUnreachable(f"cannot connect: {exc.os_error}") from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise MetricsError(str(exc) or type(exc).__name__) from None
         if raw is None:

@@ -3,7 +3,8 @@
 It wires the parts together and runs the dispatch loop; each part is its own module:
 `scheduler` (which dataset a free slot goes to), `slots` (the pool and its AIMD limit),
 `allocator` (the total budget's split), `runner` (servers, retries), `sink` (records on
-disk), `feeder` (prompts, tokenized), `cost`, and the `clients` package (the servers' APIs).
+disk), `views` (progress.json, history), `feeder` (prompts, tokenized), `cost`, `shutdown`
+(drain and abort), and the `clients` package (the servers' APIs).
 
 Guarantees: a response is written (one `write()` of a whole line) before it counts; a
 sample is sent at most once at a time and written at most once; failures never count;
@@ -18,7 +19,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from gen_tui.backends.aio import wait_event
 from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
@@ -31,6 +31,7 @@ from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.report import Alert, Event, Reporter
 from gen_tui.backends.engine.runner import RequestRunner
 from gen_tui.backends.engine.scheduler import Scheduler
+from gen_tui.backends.engine.shutdown import Shutdown
 from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
@@ -109,7 +110,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opened = False
         self._caps = AnswerCap(given=config.max_new_tokens_given)
-        self.aborted = False
+        self._shutdown = Shutdown(run, self._pool, self._runner)
 
     # control: call on the engine's loop, or from another thread through `threadsafe`
 
@@ -138,6 +139,12 @@ class Engine:
         self._loop.call_soon_threadsafe(method, *args)
 
     # reporting
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the run ended by aborting in-flight requests (a second signal, or the
+        drain's grace running out)."""
+        return self._shutdown.aborted
 
     def active_seconds(self) -> float:
         """Wall time from the first dispatch to the last completion (or now)."""
@@ -173,6 +180,7 @@ class Engine:
             concurrency_limit=int(self._pool.limit),
             max_total_tokens=self.config.max_total_tokens,
             server_metrics=dict(self._telemetry.latest),
+            server_workers=dict(self._telemetry.workers),
             concurrency_auto=self._tuner.reason if self._tuner is not None else None,
             gpus=tuple((gpu, board.history(gpu.index)[0]) for gpu in board.gpus),
         )
@@ -295,46 +303,6 @@ class Engine:
             self._report.event("error", f"internal error in a request: {task.exception()!r}")
         self._signals.wake.set()
 
-    # shutdown
-
-    async def _drain(self) -> None:
-        deadline = time.monotonic() + self.config.grace_s
-        for ds in self._datasets:
-            if not ds.state.finished and ds.inflight:
-                ds.state = DatasetState.DRAINING
-        tasks = self._pool.tasks
-        if tasks:
-            self._report.event(
-                "info",
-                f"stopping: draining {len(tasks)} in-flight requests "
-                f"(up to {self.config.grace_s:g} s; signal again to abort them)",
-            )
-        while tasks and not self._signals.aborting:
-            self._signals.wake.clear()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._report.event(
-                    "warning", "drain grace period over: aborting in-flight requests"
-                )
-                break
-            await wait_event(self._signals.wake, min(remaining, 0.5))
-        if tasks:
-            await self._abort_inflight()
-
-    async def _abort_inflight(self) -> None:
-        """Cancel every request task; a client that can also stops them at the server."""
-        self.aborted = True
-        tasks = self._pool.tasks
-        count = len(tasks)
-        rids = list(self._runner.active.items())
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self._runner.abort(rids)
-        self._report.event(
-            "warning", f"aborted {count} in-flight requests (their samples stay undone)"
-        )
-
     async def run(self) -> RunSnapshot:
         """Run to completion (or until stopped); returns the final snapshot."""
         self._loop = asyncio.get_running_loop()
@@ -356,7 +324,7 @@ class Engine:
                         self._feeder.start(ds)
                 await self._dispatch()
                 if self._signals.stopping:
-                    await self._drain()
+                    await self._shutdown.drain()
                 else:
                     while self._pool.tasks:
                         await asyncio.gather(*self._pool.tasks, return_exceptions=True)

@@ -4,7 +4,8 @@ A response counts only once it is written (one `write()` of a whole line); a sam
 written at most once. A full disk is the one write failure that ends by itself, so it is
 waited out (the disk gate) with the answers in hand kept in memory; any other write
 failure ends the run, because a run that went on would burn server time on answers it
-cannot keep. The folder's lock, resume scan, errors file and progress.json live here too.
+cannot keep. The folder's lock, resume scan and errors file live here too; progress.json
+and the history are views, in `views.py`.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ from gen_tui.backends.budget import BudgetMode, LengthModel
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.engine.views import RunViews
 from gen_tui.backends.export.manifest import RunSetup, file_sha256, public_url, record_setup
-from gen_tui.backends.history import HistoryPoint, HistoryWriter
 from gen_tui.backends.lock import LockHeld
-from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.protocol import Generation, RequestFailed
 from gen_tui.backends.records import (
-    PROGRESS_FILE,
     RAW_FILE,
     BadFile,
     Completion,
@@ -68,8 +67,7 @@ class DatasetSink(RunPart):
         super().__init__(run)
         self.cost = cost
         self._full_said_at = -FULL_NOTE_S
-        self._history = {ds.name: HistoryWriter(ds.folder) for ds in self.datasets}
-        self._history_failed: set[str] = set()
+        self.views = RunViews(run)
 
     # opening: lock, scan, repair
 
@@ -123,10 +121,7 @@ class DatasetSink(RunPart):
         ds.model = LengthModel(float(self.config.max_new_tokens), scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
-        try:
-            self._history[ds.name].open()
-        except OSError as exc:  # the timeline is a view: the run goes on without it
-            self._history_trouble(ds, exc)
+        self.views.open(ds)
 
     async def open_all(
         self, executor: ThreadPoolExecutor, template_sha256: str | None = None
@@ -296,46 +291,8 @@ class DatasetSink(RunPart):
     # progress and durability
 
     def write_progress(self, snapshot: RunSnapshot) -> None:
-        """Replace each progress.json; a failure is said once and never stops the run.
-
-        progress.json is a view, not data: the records are what must not be lost, and a
-        failed record write stops the run by itself (`disk_failure`).
-        """
-        for ds, snap in zip(self.datasets, snapshot.datasets, strict=True):
-            if ds.lock.held:
-                try:
-                    ProgressFile.write(ds.folder / PROGRESS_FILE, snapshot, snap)
-                except OSError as exc:
-                    if not ds.progress_failed:
-                        self.reporter.event(
-                            "warning",
-                            f"{ds.name}: cannot write {ds.folder / PROGRESS_FILE}: "
-                            f"{exc.strerror or exc}",
-                        )
-                    ds.progress_failed = True
-                else:
-                    ds.progress_failed = False
-                self._append_history(ds, HistoryPoint.of(snap))
-
-    def _append_history(self, ds: DatasetRun, point: HistoryPoint) -> None:
-        history = self._history[ds.name]
-        if ds.name in self._history_failed or not history.due(point):
-            return
-        try:
-            history.append(point)
-        except OSError as exc:
-            self._history_trouble(ds, exc)
-
-    def _history_trouble(self, ds: DatasetRun, exc: OSError) -> None:
-        """Say once that the timeline cannot be kept, and stop trying: the records are
-        what must not be lost, and they do not depend on it."""
-        if ds.name not in self._history_failed:
-            self._history_failed.add(ds.name)
-            self.reporter.event(
-                "warning",
-                f"{ds.name}: cannot keep its history in {self._history[ds.name].path}: "
-                f"{exc.strerror or exc}; the run goes on without it",
-            )
+        """Write the views (progress.json, history.jsonl); a failure never stops the run."""
+        self.views.write(snapshot)
 
     async def sync(self) -> None:
         """fsync every record file in a worker thread; a failure ends the run."""

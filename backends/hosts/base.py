@@ -10,18 +10,16 @@ dataset names pass :func:`check_dataset_name` before anything runs.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.hosts.argv import exec_done, template_argv
-from gen_tui.backends.hosts.errors import RunError, StartError
+from gen_tui.backends.hosts.argv import template_argv
+from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.kill import (
     KillOutcome,
     TickCallback,
@@ -44,31 +42,24 @@ from gen_tui.backends.hosts.scripts import (
     parse_sizes,
     sizes_script,
 )
+from gen_tui.backends.hosts.start import START_SETTLE_S, StartSpec, start_run
 from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
-from gen_tui.backends.tails import Tail, log_spec, record_spec
+from gen_tui.backends.tails import (
+    HISTORY_TAIL_LINES,
+    Tail,
+    history_spec,
+    log_spec,
+    record_spec,
+)
 
 DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
-START_WAIT_S = 10.0
-START_SETTLE_S = 0.5
 
 
 ResumePreview = tuple[Callable[[int | None], list[str]] | None, str | None]
-
-
-@dataclass(frozen=True)
-class StartSpec:
-    """One detached start: the watcher's `--start` request, or its in-process call."""
-
-    argv: list[str]
-    log: str
-    cwd: str | None
-    output_dir: str
-    expect: int | None
-    """The folder's start count the check for a live writer read (None: start regardless)."""
 
 
 class Host(ABC):
@@ -163,6 +154,12 @@ class Host(ABC):
         spec = record_spec(self._abs_output_dir(), dataset, count)
         return Tail.parse(await self._tail_raw(spec), count)
 
+    async def tail_history(self, dataset: str) -> Tail:
+        """The end of `dataset`'s history file (the plot view's points), bounded."""
+        check_dataset_name(dataset)
+        spec = history_spec(self._abs_output_dir(), dataset)
+        return Tail.parse(await self._tail_raw(spec), HISTORY_TAIL_LINES)
+
     async def tail_log(self, dataset: str, lines: int) -> Tail:
         """The end of the log of the run writing `dataset` (or of its last start)."""
         check_dataset_name(dataset)
@@ -243,50 +240,7 @@ class Host(ABC):
         alive `settle_s` after the launch, so a command that dies at once (a typo, a missing
         file) is reported with the end of its log instead of being listed as a run.
         """
-        argv = [str(word) for word in command_argv]
-        if not argv:
-            raise StartError("empty command")
-        launched = time.monotonic()
-        folder = output_dir or self._abs_output_dir()
-        pid = await self._spawn(StartSpec(argv, log_path, cwd, folder, expect))
-        try:
-            return await self._started(argv, pid, log_path, launched, settle_s)
-        except SSHError as exc:
-            raise StartError(
-                f"{self.name}: started pid {pid}, but the link was lost before it could be "
-                f"checked ({describe(exc)}); it may be running: list the runs before starting "
-                "again"
-            ) from None
-
-    async def _started(
-        self,
-        argv: list[str],
-        pid: int,
-        log_path: str,
-        launched: float,
-        settle_s: float,
-    ) -> RunIdentity:
-        """Wait until `pid` runs the command itself and is still alive `settle_s` after it."""
-        identity: RunIdentity | None = None
-        while True:
-            report = await self._ps(self.pattern, None, pids=[pid])
-            proc = report.procs[0] if report.procs else None
-            if proc is None or proc.gone:
-                tail = await self._log_tail(log_path)
-                raise StartError(
-                    f"{shlex.join(argv)} exited at once; the end of {log_path}:\n{tail}"
-                )
-            if identity is None and exec_done(proc.cmdline):
-                identity = proc.identity(self.name, report.boot_id)
-            elapsed = time.monotonic() - launched
-            if identity is not None:
-                if elapsed >= settle_s:
-                    return identity
-                await asyncio.sleep(settle_s - elapsed)
-                continue
-            if elapsed > START_WAIT_S:
-                raise StartError(f"pid {pid} did not exec {argv[0]} within {START_WAIT_S:g} s")
-            await asyncio.sleep(0.05)
+        return await start_run(self, command_argv, log_path, cwd, settle_s, output_dir, expect)
 
     # resume
 

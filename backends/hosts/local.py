@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.hosts.base import Host, StartSpec
+from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
+from gen_tui.backends.hosts.start import StartSpec
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.telemetry.nvml import read_gpus
 
@@ -84,7 +86,7 @@ class LocalHost(Host):
     async def _sh(self, script: str, timeout: float = 60.0) -> str:
         process = await _start_sh(script)
         try:
-            stdout, _ = await asyncio.wait_for(process.communicate(), timeout)
+            stdout, _ = await within(process.communicate(), timeout)
         finally:
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

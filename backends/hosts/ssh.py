@@ -9,7 +9,6 @@ refuses channel signals for root.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -19,9 +18,11 @@ from typing import Any
 import asyncssh
 
 from gen_tui.backends import watcher
-from gen_tui.backends.hosts.base import Host, StartSpec
+from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
 from gen_tui.backends.hosts.scripts import check_remote_word, remote_quote, sh_command
+from gen_tui.backends.hosts.start import StartSpec
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.ssh import SSHConnection, SSHError, SSHOptions, describe
 
@@ -43,7 +44,7 @@ class SSHLines:
         self.process.close()
         if self.linger_s > 0:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.process.wait_closed(), self.linger_s)
+                await within(self.process.wait_closed(), self.linger_s)
 
 
 def _report(output: str, kind: str) -> dict[str, Any] | None:

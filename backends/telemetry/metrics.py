@@ -34,6 +34,7 @@ __all__ = [
     "METRICS_BYTES",
     "MetricsError",
     "MetricsReader",
+    "MetricsUnreachable",
     "ServerMetrics",
     "parse_metrics",
     "read_samples",
@@ -50,6 +51,11 @@ Samples = dict[str, list[float]]
 
 class MetricsError(ValueError):
     """A /metrics answer that is not Prometheus text (or too big to read)."""
+
+
+class MetricsUnreachable(MetricsError):
+    """No /metrics answer at all: the server refused the connection or was not found (it is
+    down, where a slow or odd answer only says its metrics are)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,16 @@ async def test_within_times_out_and_a_cancel_during_its_cleanup_propagates() -> 
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait({task}, timeout=5)
     assert task.cancelled()
+
+
+def test_no_module_of_the_product_uses_wait_for() -> None:
+    """On 3.11 `asyncio.wait_for` loses a cancel that lands with the result (aio's docstring);
+    the product's timeouts go through `within`."""
+    root = Path(__file__).resolve().parents[2]
+    users = [
+        str(path.relative_to(root))
+        for package in ("app", "backends", "widgets")
+        for path in (root / package).rglob("*.py")
+        if "asyncio.wait_for(" in path.read_text(encoding="utf-8")
+    ]
+    assert users == []

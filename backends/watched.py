@@ -1,0 +1,107 @@
+"""What a panel shows for a dataset watched on a host: the watcher's totals and the writer's
+progress.json, put together into the same :class:`DatasetSnapshot` an in-process run gives.
+
+Counts always come from the records (a full recount, never what a writer claims); the rest
+(state, in flight, errors, budget, cost, quality) comes from the writer's progress.json only
+when it is the writer's own and fresh, so a stale file of a dead run never shows as live. A
+pure function: the monitor supplies the totals, the writer it found and the rates it keeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gen_tui.backends.budget import Budget, eta_seconds
+from gen_tui.backends.hosts import DatasetTotals, RunProcess
+from gen_tui.backends.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
+from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+
+
+def watched_snapshot(
+    totals: DatasetTotals,
+    writer: RunProcess | None,
+    rates: tuple[float, float],
+    budget: tuple[int | None, int | None],
+    host: str,
+) -> DatasetSnapshot:
+    """`totals`' dataset as a panel shows it: `writer` is the live run writing it (None:
+    nobody), `rates` (tok/s, samples/s) from successive totals, `budget` (max tokens, max
+    samples) from the writer's command line, overridden by what its progress.json says."""
+    dataset = totals.dataset
+    progress = totals.progress or ProgressFile()
+    by_writer = writer is not None and progress.pid == writer.pid
+    tok_s, samples_s = rates
+    max_tokens, max_samples = budget
+    if by_writer or writer is None:
+        max_tokens = _or(progress.max_tokens, max_tokens)
+        max_samples = _or(progress.max_samples, max_samples)
+    if by_writer or writer is None:
+        max_tokens = _or(progress.max_tokens, max_tokens)
+        max_samples = _or(progress.max_samples, max_samples)
+    if writer is None:
+        state = DatasetState.STOPPED
+        if progress.state in (DatasetState.DONE, DatasetState.EXHAUSTED):
+            state = progress.state
+    elif by_writer and totals.progress_fresh:
+        state = progress.state or DatasetState.ACTIVE
+    else:
+        state = DatasetState.ACTIVE
+    if writer is not None and writer.state == "paused":
+        state = DatasetState.PAUSED
+    tokens, samples = totals.tokens, totals.samples
+    live = by_writer and totals.progress_fresh
+    return DatasetSnapshot(
+        name=dataset,
+        state=state,
+        tokens=tokens,
+        samples=samples,
+        max_tokens=max_tokens,
+        max_samples=max_samples,
+        budget_mode=progress.budget_mode or DEFAULT_BUDGET_MODE,
+        inflight=(progress.inflight or 0) if live else 0,
+        errors=(progress.errors or 0) if live else 0,
+        malformed=totals.bad_lines,
+        mean_tokens=tokens / samples if samples else None,
+        tok_s=tok_s,
+        samples_s=samples_s,
+        eta_s=eta_seconds(
+            Budget(max_tokens, max_samples),
+            tokens,
+            samples,
+            tok_s,
+            samples_s,
+            progress.prompts_left if live else None,
+        )
+        if writer is not None
+        else None,
+        resumed_tokens=0,
+        resumed_samples=0,
+        started_at=writer.identity.start_time if writer is not None else 0.0,
+        updated_at=totals.received_at,
+        last_record_at=totals.mtime,
+        pid=writer.pid if writer is not None else progress.pid or 0,
+        host=host,
+        message=totals.problem or ((progress.message or "") if live else ""),
+        cost=progress.cost if by_writer or writer is None else None,
+        **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
+    )
+
+
+def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
+    """What only the writer counts, as snapshot fields: answers cut at max_new_tokens, the
+    data-quality figures and the prompts left (the record file is not read for them: the
+    writer counts its own run's answers)."""
+    fields: dict[str, Any] = {}
+    if progress.truncated is not None and progress.truncated_of is not None:
+        fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
+    if progress.truncated_warn is not None:
+        fields["truncated_warn"] = progress.truncated_warn
+    if progress.quality is not None:
+        fields["quality"] = progress.quality
+    if progress.prompts_left is not None:
+        fields["prompts_left"] = progress.prompts_left
+    return fields
+
+
+def _or(value: int | None, default: int | None) -> int | None:
+    return value if value is not None else default

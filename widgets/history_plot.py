@@ -1,0 +1,83 @@
+"""The plot view's two charts: tokens over time with the budget line, and tok/s over time.
+
+Why textual-plotext: its braille lines and axes with ticks are what a person reads a night's
+timeline from, and the widget keeps up with Textual's themes; drawing axes with the Line API
+would be a plotting library of our own. It is handed values (`DatasetHistory`, a budget):
+reading the file is the screen's worker's job. Plotext's output goes through
+`Text.from_ansi`, so nothing from a file is drawn as text: the labels are the dataset's name
+(checked at discovery) and our own words, cleaned all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual_plotext import PlotextPlot
+
+from gen_tui.backends.history_series import DatasetHistory, TimeAxis, count_ticks
+from gen_tui.backends.untrusted import one_line
+
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
+"""One per dataset when all are drawn together (the ninth takes the first again)."""
+BUDGET_COLOR = "red"
+
+
+class HistoryPlots(Vertical):
+    """Two plots, one above the other; `draw` replaces what both show."""
+
+    DEFAULT_CSS = """
+    HistoryPlots { height: 1fr; }
+    HistoryPlots PlotextPlot { height: 1fr; min-height: 6; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.drawn: list[str] = []
+        """What the last draw put on the plots, in words (names, figures): for the key line
+        of the screen, and for tests, which cannot read braille."""
+
+    def compose(self) -> ComposeResult:
+        yield PlotextPlot(id="plot-tokens")
+        yield PlotextPlot(id="plot-rate")
+
+    def draw(self, histories: Sequence[DatasetHistory], budgets: Sequence[int | None]) -> None:
+        """Plot each history's tokens (with its budget as a line when one dataset is shown,
+        since the budgets of several do not share a scale) and tok/s, over a shared axis."""
+        axis = TimeAxis.over(histories)
+        tokens = self.query_one("#plot-tokens", PlotextPlot)
+        rate = self.query_one("#plot-rate", PlotextPlot)
+        drawn: list[str] = []
+        for widget in (tokens, rate):
+            widget.plt.clear_data()
+            widget.plt.clear_figure()
+        several = len(histories) > 1
+        for index, history in enumerate(histories):
+            if not history.points:
+                continue
+            color = COLORS[index % len(COLORS)]
+            xs = [axis.x(p) for p in history.points]
+            label = one_line(history.dataset, 40) if several else None
+            tokens.plt.plot(xs, [p.tokens for p in history.points], color=color, label=label)
+            rate.plt.plot(xs, [p.tok_s for p in history.points], color=color, label=label)
+            drawn.append(f"{history.dataset} tokens {history.points[-1].tokens}")
+        budget = budgets[0] if len(budgets) == 1 else None
+        if budget and any(h.points for h in histories):
+            tokens.plt.horizontal_line(budget, color=BUDGET_COLOR)
+            drawn.append(f"budget {budget}")
+        top = max([p.tokens for h in histories for p in h.points] + [budget or 0])
+        if top:  # from zero, and the budget line inside the frame even when far above
+            tokens.plt.ylim(0, top * 1.05)
+            tokens.plt.yticks(*count_ticks(top, budget))
+        fastest = max([p.tok_s for h in histories for p in h.points] + [0.0])
+        if fastest:
+            rate.plt.ylim(0, fastest * 1.05)
+            rate.plt.yticks(*count_ticks(fastest))
+        title = "tokens" + (" (red: the budget)" if budget else "")
+        tokens.plt.title(title if drawn else "tokens: no points yet")
+        rate.plt.title("tok/s")
+        for widget in (tokens, rate):
+            widget.plt.xlabel(axis.label())
+            widget.refresh()
+        self.drawn = drawn
