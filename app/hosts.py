@@ -140,6 +140,8 @@ class HostSource:
     """Reached over SSH: its connection state is worth a place in the header."""
     has_template = False
     """A run command template is configured: a dataset can start without a past run."""
+    servers: tuple[str, ...] = ()
+    """Servers whose /metrics are read on the host besides those its runs name ([[hosts]])."""
 
     def __init__(
         self,
@@ -253,7 +255,10 @@ class HostLink:
         async with AsyncExitStack() as stack:
             host = await self.source.open(stack)
             stack.push_async_callback(host.close)
-            monitor = HostMonitor(host, self.source.datasets, discover=self.source.discover)
+            source = self.source
+            monitor = HostMonitor(
+                host, source.datasets, discover=source.discover, servers=source.servers
+            )
             self.monitor = monitor
             task = asyncio.create_task(monitor.run())
             stack.push_async_callback(_cancel, task)
@@ -409,6 +414,7 @@ def host_source(
     datasets: Sequence[str] = (),
     discover: bool = True,
     grace_s: float = DEFAULT_GRACE_S,
+    servers: Sequence[str] = (),
 ) -> HostSource:
     """A host to watch and control: an SSH target (alias or user@host[:port]) or "local"."""
 
@@ -425,6 +431,7 @@ def host_source(
     )
     source.remote = remote
     source.has_template = bool(command)
+    source.servers = tuple(servers)
     return source
 
 
@@ -442,6 +449,7 @@ def sources_from_config(
             command=entry.command,
             options=options,
             grace_s=grace_s,
+            servers=entry.servers,
         )
         for entry in entries
     ]

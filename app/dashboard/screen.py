@@ -34,7 +34,7 @@ from gen_tui.app.dashboard.sources import (
     Peek,
     Plan,
 )
-from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
+from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
 from gen_tui.app.dialogs.history import open_history
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
@@ -199,7 +199,7 @@ class DashboardScreen(Screen[None]):
             )
             tall = self.app.size.height >= TALL_SCREEN
             parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
-            parts.gpus.show(self.linked.gpus(), tall=tall)
+            parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)

@@ -82,10 +82,18 @@ class Engine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._pool = SlotPool(config.max_concurrency)
         self._tuner = (
-            ConcurrencyTuner(self._pool, config.max_concurrency, config.auto_start)
+            ConcurrencyTuner(
+                self._pool, config.max_concurrency, config.auto_start, on_move=self._tuned
+            )
             if config.auto_concurrency
             else None
         )
+        if self._tuner is not None:
+            self._report.event(
+                "info",
+                f"concurrency auto: starting at {self._pool.concurrency}, "
+                f"at most {config.max_concurrency} in flight",
+            )
         self._cost = CostMeter(config, self._datasets)
         self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
         self._allocator = Allocator(run, self._feeder.reopen)
@@ -153,6 +161,7 @@ class Engine:
         """The whole run now: every dataset, the pool, the servers (`run` returns the last)."""
         now_mono = time.monotonic()
         now = time.time()
+        board = self._telemetry.gpus
         self._pool.mark_busy()
         elapsed = max(now_mono - self._started, 1e-9)
         datasets = [
@@ -172,6 +181,8 @@ class Engine:
             max_total_tokens=self.config.max_total_tokens,
             server_metrics=dict(self._telemetry.latest),
             server_workers=dict(self._telemetry.workers),
+            concurrency_auto=self._tuner.reason if self._tuner is not None else None,
+            gpus=tuple((gpu, board.history(gpu.index)[0]) for gpu in board.gpus),
         )
 
     async def _ticker(self) -> None:
@@ -196,6 +207,10 @@ class Engine:
         self._tuner.observe(loads, sum(ds.tokens for ds in self._datasets), time.monotonic())
         if self._pool.concurrency > before:
             self._signals.wake.set()  # room for more: dispatch now, not at the next answer
+
+    def _tuned(self, before: int, after: int, why: str) -> None:
+        """Tell a move of `--concurrency auto` once: from, to, and the figure behind it."""
+        self._report.event("info", f"concurrency auto: {before} -> {after}: {why}")
 
     # setup
 

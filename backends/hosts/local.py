@@ -16,7 +16,8 @@ from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
 from gen_tui.backends.hosts.start import StartSpec
-from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.hosts.watch import LineSource, Watch
+from gen_tui.backends.telemetry.nvml import read_gpus
 
 
 class ProcessLines:
@@ -104,6 +105,20 @@ class LocalHost(Host):
             raise StartError(f"{self.name}: {exc}") from None
         self._children[child.pid] = child
         return child.pid
+
+    def watch(
+        self,
+        output_dir: str,
+        datasets: Sequence[str],
+        resume: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
+    ) -> Watch:
+        """As :meth:`Host.watch`; this machine's GPUs come from NVML when it is here (not
+        when the demo puts its simulated nvidia-smi on the watcher's PATH)."""
+        watch = super().watch(output_dir, datasets, resume, metrics_urls)
+        if not self.watcher_path:
+            watch.local_gpus = read_gpus
+        return watch
 
     def _watcher_env(self) -> dict[str, str] | None:
         if not self.watcher_path:

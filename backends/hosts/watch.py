@@ -25,6 +25,7 @@ from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
 from gen_tui.backends.telemetry.gpus import Gpu, parse_gpus
 from gen_tui.backends.telemetry.metrics import MetricsError, MetricsReader
+from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError
 from gen_tui.backends.untrusted import one_line
 
 
@@ -128,6 +129,11 @@ class Watch:
         self._queue: asyncio.Queue[WatchItem | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.local_gpus: Callable[[], tuple[Gpu, ...]] | None = None
+        """This machine's GPUs read in-process (NVML), in place of the watcher's nvidia-smi
+        once they answer; set before iterating (LocalHost does)."""
+        self._nvml: bool | None = None
+        self._gpu_task: asyncio.Task[None] | None = None
 
     def offsets(self) -> dict[str, str]:
         """Each dataset's resume argument: a new Watch seeded with it counts nothing twice."""
@@ -148,6 +154,8 @@ class Watch:
     def __aiter__(self) -> AsyncIterator[WatchItem]:
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._pump())
+            if self.local_gpus is not None:
+                self._gpu_task = asyncio.create_task(self._read_local_gpus(self.local_gpus))
         return self
 
     async def __anext__(self) -> WatchItem:
@@ -161,6 +169,7 @@ class Watch:
 
     async def aclose(self) -> None:
         self._closed = True
+        await stop(self._gpu_task)
         await stop(self._task)
         self._set_status("closed")
         self._queue.put_nowait(None)
@@ -224,12 +233,31 @@ class Watch:
                 self._dataset(message)
             elif kind == "metrics":
                 self._metrics(message)
-            elif kind == "gpus":
+            elif kind == "gpus" and not self._nvml:
                 self._queue.put_nowait(_gpus(message))
             elif kind == "error":
                 self._set_status(f"failed: {message.get('message')}")
                 self._queue.put_nowait(None)
                 return None
+
+    async def _read_local_gpus(self, read: Callable[[], tuple[Gpu, ...]]) -> None:
+        """The GPUs from `read` every `telemetry_s`, in a thread (a driver call per field).
+        Without NVML the watcher's nvidia-smi reading stands, and says once if there is none;
+        a failed read is said once per new reason, as the watcher says nvidia-smi's."""
+        last: GpuSample | None = None
+        while not self._closed:
+            try:
+                sample = GpuSample(await asyncio.to_thread(read))
+            except NvmlAbsent:
+                self._nvml = False
+                return
+            except NvmlError as exc:
+                sample = GpuSample((), problem=one_line(str(exc), 300))
+            self._nvml = True
+            if sample.gpus or sample != last:
+                self._queue.put_nowait(sample)
+            last = sample
+            await asyncio.sleep(self.telemetry_s)
 
     def _dataset(self, message: dict[str, Any]) -> None:
         name = message.get("dataset")
