@@ -284,8 +284,8 @@ def _build() -> str:
     """This package's docstring, one `from __future__` line, the modules' stdlib imports once
     each, then every module of MODULES without its imports. Built once: the files do not
     change while gen-tui runs, and every watcher start sends the same text."""
-    imports: list = []
-    parts: list = []
+    imports: list[str] = []
+    parts: list[str] = []
     for name in MODULES:
         imports_of, body = _split(os.path.join(_FOLDER, name + ".py"))
         imports.extend(line for line in imports_of if line not in imports)
@@ -301,7 +301,7 @@ def _build() -> str:
     return re.sub(r"\n{4,}", "\n\n\n", "\n\n".join([head, *parts]))
 
 
-def _split(path: str) -> tuple:
+def _split(path: str) -> tuple[list[str], str]:
     """(stdlib import statements, the rest) of one module's text: the `from __future__`
     line and the imports of the package's own modules are dropped (in one program, their
     names are already defined above)."""
@@ -321,7 +321,7 @@ def _split(path: str) -> tuple:
     return imports, "\n".join(kept).strip("\n") + "\n"
 
 
-def _own_import(node) -> bool:
+def _own_import(node: ast.Import | ast.ImportFrom) -> bool:
     """Whether an import statement is `from __future__`, or of this package (relative or by
     its absolute name): the ones the one-program text leaves out."""
     if isinstance(node, ast.ImportFrom):

@@ -102,6 +102,25 @@ def test_every_module_of_the_package_is_in_the_program_in_dependency_order() -> 
         assert f"# -- watcher/{name}.py " in watcher.source()
 
 
+def test_the_built_program_is_the_modules_statements_unchanged_in_order() -> None:
+    """Building only drops imports: every other statement of every module (docstrings
+    included) reaches the program as it is, in MODULES order."""
+
+    def statements(text: str) -> list[str]:
+        return [
+            ast.dump(node)
+            for node in ast.parse(text).body
+            if not isinstance(node, (ast.Import, ast.ImportFrom))
+        ]
+
+    expected = [
+        statement
+        for name in watcher.MODULES
+        for statement in statements((PACKAGE / f"{name}.py").read_text())
+    ]
+    assert statements(watcher.source())[1:] == expected  # [0]: the program's docstring
+
+
 def test_every_name_the_package_exports_is_defined_by_the_program() -> None:
     """`from gen_tui.backends import watcher` and the text sent to a box are one program:
     each public name of the package is a top-level name of the text."""
