@@ -1,8 +1,8 @@
 """The watch stream: live per-dataset totals from the watcher, surviving reconnects.
 
-Live totals come from the stdlib watcher (`watcher.py`), run over one SSH channel (or as a
-local subprocess): only counts cross the network, and after a reconnect it resumes from its
-byte offsets, so nothing is counted twice.
+Live totals come from the stdlib watcher (the `watcher` package, sent as one program), run
+over one SSH channel (or as a local subprocess): only counts cross the network, and after a
+reconnect it resumes from its byte offsets, so nothing is counted twice.
 """
 
 from __future__ import annotations
