@@ -18,7 +18,6 @@ json_scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
 )
-
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.one_of(

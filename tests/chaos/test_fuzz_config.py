@@ -44,7 +44,6 @@ config_values = st.one_of(
     st.text(max_size=10),
     st.lists(st.one_of(st.integers(0, 9), st.text(max_size=5)), max_size=3),
 )
-
 run_keys = st.sampled_from(
     [
         "server_urls", "tokenizer", "output_dir", "prompts_dir", "concurrency", "budget_mode",

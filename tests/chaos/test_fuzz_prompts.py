@@ -27,7 +27,6 @@ from .oracle import strict_json
 roles = st.sampled_from(
     ["user", "assistant", "system", "human", "gpt", "USER", "tool", "model", "bot", "", 3]
 )
-
 texts = st.one_of(st.text(max_size=30), st.none(), st.integers())
 
 
