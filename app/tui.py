@@ -304,7 +304,7 @@ class GenTuiApp(App[int]):
 
 
 if __name__ == "__main__":  # `python -m gen_tui.app.tui --demo`, same as `gen-tui --demo`
-    from gen_tui.app.cli import build_parser
+    from gen_tui.app.cli_parser import build_parser
     from gen_tui.app.launch import main
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

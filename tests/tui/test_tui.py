@@ -446,7 +446,7 @@ def test_main_with_a_bad_config_is_one_line_and_exit_2(
 def test_main_refuses_bad_flags_in_one_line(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gen_tui.app.cli import build_parser
+    from gen_tui.app.cli_parser import build_parser
 
     code = main(build_parser().parse_args(argv))
     assert code in (1, 2)
