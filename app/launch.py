@@ -19,13 +19,8 @@ from pathlib import Path
 
 from gen_tui.app.engine_run import ConfigSource
 from gen_tui.app.exits import EXIT_USAGE
-from gen_tui.app.hosts import (
-    SHUTDOWN_GRACE_S,
-    HostSource,
-    host_source,
-    sources_from_config,
-    ssh_options,
-)
+from gen_tui.app.host_sources import HostSource, host_source, sources_from_config, ssh_options
+from gen_tui.app.hosts import SHUTDOWN_GRACE_S
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S

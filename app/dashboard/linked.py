@@ -13,9 +13,9 @@ from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Peek
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
+from gen_tui.app.host_sources import HostSource
 from gen_tui.app.hosts import (
     HostLink,
-    HostSource,
     Kill,
     Resume,
     Say,

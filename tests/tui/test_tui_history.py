@@ -13,7 +13,7 @@ from textual_plotext import PlotextPlot
 
 from gen_tui.app.dialogs.history import HistoryScreen
 from gen_tui.app.dialogs.modals import HelpScreen
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.history import HistoryPoint

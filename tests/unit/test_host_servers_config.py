@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.app.hosts import sources_from_config
+from gen_tui.app.host_sources import sources_from_config
 from gen_tui.backends.config import ConfigError, load_config
 from gen_tui.backends.server_url import MAX_HOST_SERVERS
 
