@@ -22,6 +22,7 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
+from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.backends.tails import Tail
@@ -106,8 +107,9 @@ class HostLinks(PanelSource):
             if monitor is None:
                 continue
             board = monitor.telemetry.board
+            local = isinstance(monitor.host, LocalHost)
             for gpu in board.gpus:
-                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0]))
+                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0], local))
         return tuple(lines)
 
     # PanelSource

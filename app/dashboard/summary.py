@@ -86,8 +86,11 @@ def server_view(
 
 def gpu_view(activity: Activity | None, watched: tuple[GpuLine, ...]) -> tuple[GpuLine, ...]:
     """The GPU strip: this machine's (NVML, read by this process's runs), then the watched
-    hosts' (their watchers)."""
+    hosts' (their watchers). A watched local host shows this machine's GPUs already: they
+    are not shown twice."""
     here = next((pool.gpus for pool in activity.pools if pool.gpus), ()) if activity else ()
+    if any(line.this_machine for line in watched):
+        here = ()
     return (*(GpuLine("here", gpu, history) for gpu, history in here), *watched)
 
 

@@ -27,6 +27,12 @@ def test_this_machines_gpus_then_the_watched_ones() -> None:
     assert "here:0 55%" in compact_line(lines, 80) and "gpu-box:3 97%" in compact_line(lines, 80)
 
 
+def test_a_watched_local_host_shows_this_machines_gpus_once() -> None:
+    activity = Activity("running", ("A",), [_pool(((HERE, (0.5, 0.55)),))])
+    local = GpuLine("local", HERE, (0.5, 0.55), this_machine=True)
+    assert gpu_view(activity, (local, THERE)) == (local, THERE)
+
+
 def test_no_run_or_no_nvml_leaves_the_watched_ones() -> None:
     assert gpu_view(None, (THERE,)) == (THERE,)
     assert gpu_view(Activity("running", ("A",), [_pool(())]), ()) == ()
