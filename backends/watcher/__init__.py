@@ -49,7 +49,8 @@ Modes (all print JSON lines on stdout):
   what its last answers weigh), at most `max_bytes` in all. One `tail` line: `lines` (text,
   utf-8 with replacement), `size` (the file's length) and `cut` (true when fewer lines
   came than asked because of the size cap). With `whole`, a partial last line (a record
-  being written) is left out.
+  being written) is left out. With `spread` (the plot view's history), the `lines` are
+  instead picked evenly from the file's first line to its last (see :func:`spread_lines`).
 
 Counting: a dataset's totals are always those of a full recount. Complete lines are counted
 once, from a byte offset that only moves past whole lines; a partial last line is never
@@ -145,6 +146,7 @@ from .processes import (
     user_name,
     writers_only,
 )
+from .spread import SPREAD_SCAN_BYTES, spread_lines
 from .starts import (
     StaleStart,
     StartFailed,
@@ -198,6 +200,7 @@ __all__ = [
     "SAMPLE_ID_MAX",
     "SAMPLE_ID_MIN",
     "SEQ_MAX_BYTES",
+    "SPREAD_SCAN_BYTES",
     "START_LOCK",
     "START_SEQ",
     "TAIL_CHUNK",
@@ -245,6 +248,7 @@ __all__ = [
     "run_args",
     "scan_locks",
     "source",
+    "spread_lines",
     "start",
     "start_seq",
     "tail",
@@ -259,6 +263,7 @@ MODULES = (
     "counting",
     "files",
     "locks",
+    "spread",
     "tails",
     "emit",
     "telemetry",
