@@ -6,16 +6,18 @@ channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cr
 network. The same source runs locally (as a subprocess of `sys.executable -`), and the package
 is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
 
-Why a package that ships as one text: each module holds one concern (file names, the counting
-rule, safe file access, locks, tails, telemetry, the watch loop, command lines, starts,
-processes, the command line) and stays small, while :func:`source` concatenates them, in
-`MODULES` order, into the one program `python3 -` reads from stdin. The intra-package imports
-are dropped from that text, so every top-level name is unique across the modules (a unit
-test checks it, and that the program runs under the oldest Python at hand).
+Why a package that ships as one text: each module holds one concern (file names, the
+counting rule, safe file access, locks, spread and plain tails, telemetry, the watch loop,
+command lines, starts, processes, prompt lines, the command line) and stays small, while
+:func:`source` concatenates them, in `MODULES` order, into the one program `python3 -` reads
+from stdin. The intra-package imports are dropped from that text, so every top-level name is
+unique across the modules (a unit test checks it, and that the program runs under the oldest
+Python at hand).
 
 It is also the one home of the portable half of the on-disk contract, which the rest of
 gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
-record-counting rule (:func:`record_counts`), the lock holder and the lock probe
+record-counting rule (:func:`record_counts`), the prompt-line rule (:func:`prompt_fields`:
+which line is which sample, and what its head is), the lock holder and the lock probe
 (:func:`lock_status`, from /proc/locks), and the process listing (:func:`ps`, which the local
 host calls in-process).
 
@@ -51,6 +53,9 @@ Modes (all print JSON lines on stdout):
   came than asked because of the size cap). With `whole`, a partial last line (a record
   being written) is left out. With `spread` (the plot view's history), the `lines` are
   instead picked evenly from the file's first line to its last (see :func:`spread_lines`).
+- `--heads JSON` (`keys`, and `path` or `output_dir`, `dataset`, `pid`): the head of each
+  sample's prompt (its last user turn, cut), looked up in the dataset's prompt file on this
+  box, bounded (see :func:`heads_request`). One `heads` line.
 
 Counting: a dataset's totals are always those of a full recount. Complete lines are counted
 once, from a byte offset that only moves past whole lines; a partial last line is never
@@ -146,6 +151,19 @@ from .processes import (
     user_name,
     writers_only,
 )
+from .prompt_lines import (
+    MAX_HEAD_KEYS,
+    MAX_PROMPT_LINE,
+    PROMPT_HEAD_CHARS,
+    PROMPT_ROLES,
+    PROMPT_SCAN_BYTES,
+    bounded_lines,
+    find_heads,
+    heads_request,
+    last_user_turn,
+    prompt_fields,
+    prompt_file_of,
+)
 from .spread import SPREAD_SCAN_BYTES, spread_lines
 from .starts import (
     StaleStart,
@@ -185,7 +203,9 @@ __all__ = [
     "MAX_COMPLETION_TOKENS",
     "MAX_DEPTH",
     "MAX_GPUS",
+    "MAX_HEAD_KEYS",
     "MAX_METRICS_URLS",
+    "MAX_PROMPT_LINE",
     "METRICS_MAX_BYTES",
     "METRICS_SENT_BYTES",
     "METRICS_TIMEOUT_S",
@@ -195,6 +215,9 @@ __all__ = [
     "PROGRESS_FILE",
     "PROGRESS_FRESH_S",
     "PROGRESS_MAX_BYTES",
+    "PROMPT_HEAD_CHARS",
+    "PROMPT_ROLES",
+    "PROMPT_SCAN_BYTES",
     "PROTOCOL",
     "RAW_FILE",
     "SAMPLE_ID_MAX",
@@ -213,18 +236,22 @@ __all__ = [
     "StartFailed",
     "Telemetry",
     "boot_id",
+    "bounded_lines",
     "create_unique",
     "fetch_metrics",
     "file_owner",
+    "find_heads",
     "flag_value",
     "folder_missing",
     "folder_problem",
     "gpu_report",
     "guarded_launch",
     "guarded_start",
+    "heads_request",
     "is_candidate",
     "is_gen_tui_run",
     "is_regular",
+    "last_user_turn",
     "launch_detached",
     "lock_status",
     "log_of",
@@ -236,6 +263,8 @@ __all__ = [
     "parse_dataset_arg",
     "proc_info",
     "proc_uid",
+    "prompt_fields",
+    "prompt_file_of",
     "prompt_names",
     "ps",
     "read_holder",
@@ -271,6 +300,7 @@ MODULES = (
     "command_lines",
     "starts",
     "processes",
+    "prompt_lines",
     "cli",
 )
 """The program's parts in dependency order: each uses only names defined above it, and `cli`
