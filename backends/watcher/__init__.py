@@ -33,8 +33,9 @@ Modes (all print JSON lines on stdout):
   a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits. With `--telemetry
-  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box) and a
-  `gpus` line (nvidia-smi) that often, from a thread of their own.
+  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box; for an
+  SGLang router, a line per worker first and the router's with its `workers`: see
+  telemetry.py) and a `gpus` line (nvidia-smi) that often, from a thread of their own.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
   whose command line matches (or the given pids) with each one's owner uid and name, and
   the watcher's own uid (the login user's: a client then tells another user's run from
@@ -178,6 +179,7 @@ from .tails import TAIL_CHUNK, TAIL_MAX_BYTES, TAIL_MAX_LINES, log_of, tail, tai
 from .telemetry import (
     MAX_GPUS,
     MAX_METRICS_URLS,
+    MAX_ROUTER_WORKERS,
     METRICS_MAX_BYTES,
     METRICS_SENT_BYTES,
     METRICS_TIMEOUT_S,
@@ -187,6 +189,9 @@ from .telemetry import (
     Telemetry,
     fetch_metrics,
     gpu_report,
+    router_listing,
+    router_workers,
+    worker_url,
 )
 
 __all__ = [
@@ -206,6 +211,7 @@ __all__ = [
     "MAX_HEAD_KEYS",
     "MAX_METRICS_URLS",
     "MAX_PROMPT_LINE",
+    "MAX_ROUTER_WORKERS",
     "METRICS_MAX_BYTES",
     "METRICS_SENT_BYTES",
     "METRICS_TIMEOUT_S",
@@ -274,6 +280,8 @@ __all__ = [
     "record_counts",
     "record_tokens",
     "record_writes",
+    "router_listing",
+    "router_workers",
     "run_args",
     "scan_locks",
     "source",
@@ -284,6 +292,7 @@ __all__ = [
     "tail_request",
     "user_name",
     "watch",
+    "worker_url",
     "writers_only",
 ]
 
