@@ -9,10 +9,10 @@ is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_reco
 Why a package that ships as one text: each module holds one concern (file names, the
 counting rule, safe file access, locks, spread and plain tails, telemetry, the watch loop,
 command lines, starts, processes, prompt lines, the command line) and stays small, while
-:func:`source` concatenates them, in `MODULES` order, into the one program `python3 -` reads
-from stdin. The intra-package imports are dropped from that text, so every top-level name is
-unique across the modules (a unit test checks it, and that the program runs under the oldest
-Python at hand).
+:func:`source` concatenates them, in `MODULES` order, into the one program that
+`python3 -` reads from stdin. The intra-package imports are dropped from that text, so
+every top-level name is unique across the modules (a unit test checks it, and that the
+program runs under the oldest Python at hand).
 
 It is also the one home of the portable half of the on-disk contract, which the rest of
 gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
