@@ -14,6 +14,7 @@ import orjson
 
 from gen_tui.backends import watcher
 from gen_tui.backends.prompt_heads import PromptHeads
+from tests.support.polling import wait_until
 
 
 def prompt(key: str, text: str = "what is 2+2?") -> bytes:
@@ -55,7 +56,7 @@ def test_the_request_is_capped_whatever_it_asks(tmp_path: Path) -> None:
     assert found["k0"]["chars"] == 5000
 
 
-def test_a_foreign_runs_prompt_file_comes_from_its_command_line(tmp_path: Path) -> None:
+async def test_a_foreign_runs_prompt_file_comes_from_its_command_line(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "A.jsonl").write_bytes(prompt("s1", "from the command line"))
     (tmp_path / "out" / "A").mkdir(parents=True)
@@ -64,6 +65,8 @@ def test_a_foreign_runs_prompt_file_comes_from_its_command_line(tmp_path: Path) 
         cwd=tmp_path,
     )
     try:
+        cmdline = Path(f"/proc/{run.pid}/cmdline")
+        await wait_until(lambda: b"--prompts-dir" in cmdline.read_bytes(), 10, "the run's exec")
         spec = {"output_dir": str(tmp_path / "out"), "dataset": "A", "keys": ["s1"]}
         assert "no prompt file known for A" in watcher.heads_request(spec)["error"]
         found = watcher.heads_request({**spec, "pid": run.pid})
