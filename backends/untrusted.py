@@ -29,7 +29,13 @@ def truncate(text: str, limit: int) -> str:
     """`text` cut to about `limit` characters, the head kept and the cut said."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+    return cut_said(text[:limit], len(text) - limit)
+
+
+def cut_said(head: str, more: int) -> str:
+    """`head` of a text cut elsewhere (on another machine), with the `more` characters
+    left out said as :func:`truncate` says them."""
+    return f"{head}… ({more:,} more characters)" if more > 0 else head
 
 
 def clean(text: str, limit: int = SHOWN_CHARS) -> str:

@@ -24,6 +24,7 @@ from gen_tui.app.hosts import (
 )
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.progress_file import ServerReport
+from gen_tui.backends.prompt_heads import PromptHeads
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
@@ -165,12 +166,10 @@ class HostLinks(PanelSource):
         def history() -> Tail:
             return link.call(lambda host: host.tail_history(name), PEEK_TIMEOUT_S)
 
-        return Peek(
-            records,
-            log,
-            history=history,
-            no_prompts=f"the prompt file is on {link.name}; only records cross the link",
-        )
+        def heads(keys: Sequence[str]) -> PromptHeads:
+            return link.call(lambda host: host.prompt_heads(name, keys), PEEK_TIMEOUT_S)
+
+        return Peek(records, log, history=history, heads=heads)
 
     def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
         link = self.remote[name]

@@ -4,7 +4,8 @@ budget line, and tok/s over time, followed while open.
 Why a screen of its own: at 80x24 the plots need the whole terminal. The points come from
 each dataset's history.jsonl (`backends/history.py`) through the same bounded path as `v`
 and `L`: the watcher's tail request, run on the machine that holds the file (this one, or
-a GPU box over SSH), so at most HISTORY_TAIL_LINES points cross the link. The fetch runs in
+a GPU box over SSH), which spreads at most HISTORY_TAIL_LINES points over the whole file, so
+a night fits the plot and only those points cross the link. The fetch runs in
 a thread worker every HISTORY_POLL_S; the UI's loop only draws.
 """
 

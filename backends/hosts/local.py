@@ -80,6 +80,9 @@ class LocalHost(Host):
     async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return await asyncio.to_thread(watcher.tail_request, dict(spec))
 
+    async def _heads_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return await asyncio.to_thread(watcher.heads_request, dict(spec))
+
     async def _open_sh(self, script: str) -> LineSource:
         return ProcessLines(await _start_sh(script))
 

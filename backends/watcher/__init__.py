@@ -6,16 +6,18 @@ channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cr
 network. The same source runs locally (as a subprocess of `sys.executable -`), and the package
 is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
 
-Why a package that ships as one text: each module holds one concern (file names, the counting
-rule, safe file access, locks, tails, telemetry, the watch loop, command lines, starts,
-processes, the command line) and stays small, while :func:`source` concatenates them, in
-`MODULES` order, into the one program `python3 -` reads from stdin. The intra-package imports
-are dropped from that text, so every top-level name is unique across the modules (a unit
-test checks it, and that the program runs under the oldest Python at hand).
+Why a package that ships as one text: each module holds one concern (file names, the
+counting rule, safe file access, locks, spread and plain tails, telemetry, the watch loop,
+command lines, starts, processes, prompt lines, the command line) and stays small, while
+:func:`source` concatenates them, in `MODULES` order, into the one program that
+`python3 -` reads from stdin. The intra-package imports are dropped from that text, so
+every top-level name is unique across the modules (a unit test checks it, and that the
+program runs under the oldest Python at hand).
 
 It is also the one home of the portable half of the on-disk contract, which the rest of
 gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
-record-counting rule (:func:`record_counts`), the lock holder and the lock probe
+record-counting rule (:func:`record_counts`), the prompt-line rule (:func:`prompt_fields`:
+which line is which sample, and what its head is), the lock holder and the lock probe
 (:func:`lock_status`, from /proc/locks), and the process listing (:func:`ps`, which the local
 host calls in-process).
 
@@ -31,8 +33,9 @@ Modes (all print JSON lines on stdout):
   a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
   argument that lets a later watcher continue from the same byte offset without recounting
   or double counting. `--once` prints one line per dataset and exits. With `--telemetry
-  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box) and a
-  `gpus` line (nvidia-smi) that often, from a thread of their own.
+  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box; for an
+  SGLang router, a line per worker first and the router's with its `workers`: see
+  telemetry.py) and a `gpus` line (nvidia-smi) that often, from a thread of their own.
 - `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
   whose command line matches (or the given pids) with each one's owner uid and name, and
   the watcher's own uid (the login user's: a client then tells another user's run from
@@ -49,7 +52,11 @@ Modes (all print JSON lines on stdout):
   what its last answers weigh), at most `max_bytes` in all. One `tail` line: `lines` (text,
   utf-8 with replacement), `size` (the file's length) and `cut` (true when fewer lines
   came than asked because of the size cap). With `whole`, a partial last line (a record
-  being written) is left out.
+  being written) is left out. With `spread` (the plot view's history), the `lines` are
+  instead picked evenly from the file's first line to its last (see :func:`spread_lines`).
+- `--heads JSON` (`keys`, and `path` or `output_dir`, `dataset`, `pid`): the head of each
+  sample's prompt (its last user turn, cut), looked up in the dataset's prompt file on this
+  box, bounded (see :func:`heads_request`). One `heads` line.
 
 Counting: a dataset's totals are always those of a full recount. Complete lines are counted
 once, from a byte offset that only moves past whole lines; a partial last line is never
@@ -145,6 +152,20 @@ from .processes import (
     user_name,
     writers_only,
 )
+from .prompt_lines import (
+    MAX_HEAD_KEYS,
+    MAX_PROMPT_LINE,
+    PROMPT_HEAD_CHARS,
+    PROMPT_ROLES,
+    PROMPT_SCAN_BYTES,
+    bounded_lines,
+    find_heads,
+    heads_request,
+    last_user_turn,
+    prompt_fields,
+    prompt_file_of,
+)
+from .spread import SPREAD_SCAN_BYTES, spread_lines
 from .starts import (
     StaleStart,
     StartFailed,
@@ -158,6 +179,7 @@ from .tails import TAIL_CHUNK, TAIL_MAX_BYTES, TAIL_MAX_LINES, log_of, tail, tai
 from .telemetry import (
     MAX_GPUS,
     MAX_METRICS_URLS,
+    MAX_ROUTER_WORKERS,
     METRICS_MAX_BYTES,
     METRICS_SENT_BYTES,
     METRICS_TIMEOUT_S,
@@ -167,6 +189,9 @@ from .telemetry import (
     Telemetry,
     fetch_metrics,
     gpu_report,
+    router_listing,
+    router_workers,
+    worker_url,
 )
 
 __all__ = [
@@ -183,7 +208,10 @@ __all__ = [
     "MAX_COMPLETION_TOKENS",
     "MAX_DEPTH",
     "MAX_GPUS",
+    "MAX_HEAD_KEYS",
     "MAX_METRICS_URLS",
+    "MAX_PROMPT_LINE",
+    "MAX_ROUTER_WORKERS",
     "METRICS_MAX_BYTES",
     "METRICS_SENT_BYTES",
     "METRICS_TIMEOUT_S",
@@ -193,11 +221,15 @@ __all__ = [
     "PROGRESS_FILE",
     "PROGRESS_FRESH_S",
     "PROGRESS_MAX_BYTES",
+    "PROMPT_HEAD_CHARS",
+    "PROMPT_ROLES",
+    "PROMPT_SCAN_BYTES",
     "PROTOCOL",
     "RAW_FILE",
     "SAMPLE_ID_MAX",
     "SAMPLE_ID_MIN",
     "SEQ_MAX_BYTES",
+    "SPREAD_SCAN_BYTES",
     "START_LOCK",
     "START_SEQ",
     "TAIL_CHUNK",
@@ -210,18 +242,22 @@ __all__ = [
     "StartFailed",
     "Telemetry",
     "boot_id",
+    "bounded_lines",
     "create_unique",
     "fetch_metrics",
     "file_owner",
+    "find_heads",
     "flag_value",
     "folder_missing",
     "folder_problem",
     "gpu_report",
     "guarded_launch",
     "guarded_start",
+    "heads_request",
     "is_candidate",
     "is_gen_tui_run",
     "is_regular",
+    "last_user_turn",
     "launch_detached",
     "lock_status",
     "log_of",
@@ -233,6 +269,8 @@ __all__ = [
     "parse_dataset_arg",
     "proc_info",
     "proc_uid",
+    "prompt_fields",
+    "prompt_file_of",
     "prompt_names",
     "ps",
     "read_holder",
@@ -242,15 +280,19 @@ __all__ = [
     "record_counts",
     "record_tokens",
     "record_writes",
+    "router_listing",
+    "router_workers",
     "run_args",
     "scan_locks",
     "source",
+    "spread_lines",
     "start",
     "start_seq",
     "tail",
     "tail_request",
     "user_name",
     "watch",
+    "worker_url",
     "writers_only",
 ]
 
@@ -259,6 +301,7 @@ MODULES = (
     "counting",
     "files",
     "locks",
+    "spread",
     "tails",
     "emit",
     "telemetry",
@@ -266,6 +309,7 @@ MODULES = (
     "command_lines",
     "starts",
     "processes",
+    "prompt_lines",
     "cli",
 )
 """The program's parts in dependency order: each uses only names defined above it, and `cli`

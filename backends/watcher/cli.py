@@ -15,6 +15,7 @@ import sys
 from .dataset import HEARTBEAT_S, POLL_S, parse_dataset_arg, watch
 from .emit import _emit
 from .processes import ps
+from .prompt_lines import heads_request
 from .starts import start
 from .tails import tail_request
 
@@ -26,6 +27,7 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--output-dir", help="with --ps: where dataset folders live")
     parser.add_argument("--start", metavar="JSON", help="start a run (see the module's doc)")
     parser.add_argument("--tail", metavar="JSON", help="a file's last lines (module's doc)")
+    parser.add_argument("--heads", metavar="JSON", help="prompt heads of samples (the same)")
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--interval", type=float, default=POLL_S)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S)
@@ -45,6 +47,12 @@ def main(argv: list | None = None) -> int:
             if not isinstance(spec, dict):
                 raise ValueError("--tail takes a JSON object")
             _emit(tail_request(spec))
+            return 0
+        if args.heads is not None:
+            spec = json.loads(args.heads)
+            if not isinstance(spec, dict):
+                raise ValueError("--heads takes a JSON object")
+            _emit(heads_request(spec))
             return 0
         if args.ps is not None:
             pids = [int(p) for p in args.pids.split(",") if p] if args.pids else None

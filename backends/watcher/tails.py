@@ -12,6 +12,7 @@ import re
 
 from .files import _problem, is_regular, open_regular
 from .names import LOG_DIR
+from .spread import spread_lines
 
 TAIL_CHUNK = 64 << 10
 TAIL_MAX_BYTES = 4 << 20
@@ -48,12 +49,20 @@ def tail_request(spec: dict) -> dict:
         if path is None:
             return {"type": "tail", "error": "no log found for this run"}
     try:
-        report = tail(
-            str(path),
-            int(spec.get("lines", 20)),
-            int(spec.get("max_bytes", TAIL_MAX_BYTES)),
-            bool(spec.get("whole")),
-        )
+        if spec.get("spread"):  # the whole file's span, thinned (see spread.py)
+            report = spread_lines(
+                str(path),
+                min(int(spec.get("lines", 20)), TAIL_MAX_LINES),
+                min(int(spec.get("max_bytes", TAIL_MAX_BYTES)), TAIL_MAX_BYTES),
+                bool(spec.get("whole")),
+            )
+        else:
+            report = tail(
+                str(path),
+                int(spec.get("lines", 20)),
+                int(spec.get("max_bytes", TAIL_MAX_BYTES)),
+                bool(spec.get("whole")),
+            )
     except OSError as exc:
         why = _problem(os.path.basename(str(path)), exc) or "%s does not exist" % path
         return {"type": "tail", "error": why, "path": str(path)}

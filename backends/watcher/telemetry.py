@@ -2,15 +2,27 @@
 
 Why on the box: no server port needs exposing to the client, and what crosses the network
 is trimmed (no histograms, no help texts) to stay under the client's line limit.
+
+A router (sglang-router 0.3.2) serves no /metrics on its URL (404): when a URL answers so,
+the watcher asks its `/get_server_info` whether it is one (`router_manager`), and if so
+reads the /metrics of each worker its `/workers` lists (the first MAX_ROUTER_WORKERS by
+URL, side by side): one `metrics` line per worker (with `router`: whose it is), then the
+router's own line with `workers`, the listing (`url`, `healthy`). The client sums them, as
+a run of its own does (`backends/telemetry/workers.py`), so a router's load shows even for
+a run that writes no progress.json.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
+import re
 import shutil
 import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from .emit import _emit
@@ -30,6 +42,13 @@ NVIDIA_SMI_QUERY = "index,name,utilization.gpu,memory.used,memory.total,power.dr
 NVIDIA_SMI_TIMEOUT_S = 5.0
 MAX_GPUS = 64
 _HISTOGRAM_PARTS = ("_bucket", "_sum", "_count", "_created")
+MAX_ROUTER_WORKERS = 32
+"""The most workers of one router read (as a run reads: telemetry/workers.py)."""
+ROUTER_INFO_BYTES = 1 << 20
+ROUTER_LIST_BYTES = 4 << 20
+_WORKER_URL = re.compile(r"https?://[!-~]{1,500}\Z")
+"""A worker URL: http(s) with a host, printable ASCII only (nothing a terminal or a log
+could act on)."""
 
 
 # -- telemetry (servers and GPUs) ------------------------------------------------------
@@ -90,6 +109,54 @@ def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict:
         return message
     message["text"] = kept
     return message
+
+
+def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S):
+    """The JSON at `url` read up to `limit` bytes, or None (no answer, too big, not JSON)."""
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as response:
+            data = response.read(limit + 1)
+        if len(data) > limit:
+            return None
+        return json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError, urllib.error.URLError):
+        return None
+
+
+def worker_url(value):
+    """`value` as a worker URL without its trailing slash, if it is a plain http(s) URL
+    (what a router lists is untrusted: gen-tui's client takes workers by this rule too)."""
+    if not isinstance(value, str) or not _WORKER_URL.match(value):
+        return None
+    try:
+        if not urllib.parse.urlsplit(value).netloc:
+            return None
+    except ValueError:  # "http://[::1:30000": not a URL urllib could open
+        return None
+    return value.rstrip("/")
+
+
+def router_listing(listing) -> list:
+    """The workers in a router's /workers answer, `{"url", "healthy"}` each: plain http(s)
+    URLs only, each once, in URL order (the router's own order changes), at most
+    MAX_ROUTER_WORKERS."""
+    entries = listing.get("workers") if isinstance(listing, dict) else None
+    found = {}
+    for entry in entries if isinstance(entries, list) else []:
+        url = worker_url(entry.get("url")) if isinstance(entry, dict) else None
+        if url is not None:
+            found.setdefault(url, entry.get("is_healthy") is not False)
+    return [{"url": url, "healthy": found[url]} for url in sorted(found)[:MAX_ROUTER_WORKERS]]
+
+
+def router_workers(url: str):
+    """The workers behind `url` if it is an SGLang router (its /get_server_info says
+    `router_manager`), else None."""
+    base = url.rstrip("/")
+    info = _get_json(base + "/get_server_info", ROUTER_INFO_BYTES)
+    if not isinstance(info, dict) or info.get("router_manager") is not True:
+        return None
+    return router_listing(_get_json(base + "/workers", ROUTER_LIST_BYTES))
 
 
 def _number(text: str):
@@ -153,13 +220,16 @@ class Telemetry(threading.Thread):
         super().__init__(name="gen-tui-telemetry", daemon=True)
         self.urls = urls[:MAX_METRICS_URLS]
         self.every = every
+        self.listed = {}
+        """Each router's workers as last listed: read on while its listing does not answer."""
 
     def run(self) -> None:
         last_gpus = None
+        pool = concurrent.futures.ThreadPoolExecutor(8, "gen-tui-worker-metrics")
         try:
             while True:
                 for url in self.urls:
-                    _emit(fetch_metrics(url))
+                    self.read_server(url, pool)
                 gpus = gpu_report()
                 if "gpus" in gpus or gpus != last_gpus:
                     _emit(gpus)
@@ -167,3 +237,22 @@ class Telemetry(threading.Thread):
                 time.sleep(self.every)
         except (OSError, ValueError):
             return  # stdout went away: the watch loop ends the process
+        finally:
+            pool.shutdown(wait=False)
+
+    def read_server(self, url: str, pool) -> None:
+        """Emit `url`'s `metrics` line; for a router, its workers' lines before it."""
+        message = fetch_metrics(url)
+        workers = None
+        if message.get("absent") or url in self.listed:
+            workers = router_workers(url)
+            if workers is None:
+                workers = self.listed.get(url)
+        if workers is not None:
+            self.listed[url] = workers
+            worker_urls = [worker["url"] for worker in workers]
+            for read in pool.map(fetch_metrics, worker_urls):
+                read["router"] = url
+                _emit(read)
+            message = {"type": "metrics", "url": url, "workers": workers}
+        _emit(message)
