@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gen_tui.app.dialogs.peek import SampleScreen
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from tests.support.polling import wait_until
 from tests.support.records import read_records
