@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 import orjson
 
+from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
     MAX_COMPLETION_TOKENS,
     SAMPLE_ID_MAX,
@@ -210,7 +211,8 @@ def scan_records(path: Path) -> ScanResult:
             try:
                 sample_id, tokens = record_counts(parsed)
             except ValueError as exc:
-                pending_error = (line_no, offset, line, str(exc))
+                # The rule's reason quotes the bad value: bounded, one line.
+                pending_error = (line_no, offset, line, one_line(str(exc), QUOTED_CHARS))
                 continue
             key = sample_key(sample_id)
         if key in result.done:
