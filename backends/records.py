@@ -138,11 +138,17 @@ def ancestor_problem(folder: Path) -> str | None:
 
 def prepare_dataset_folder(folder: Path) -> None:
     """Create `folder` and any missing folder above it 0755 whatever the umask (a umask of
-    002 must not make a folder that `check_dataset_folder` refuses), then check it."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    002 must not make a folder that `check_dataset_folder` refuses), then check it. The
+    folders above are checked first: nothing is made in a folder someone else controls."""
+    missing = [p for p in folder.parents if not p.exists()]
     for path in reversed(missing):
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o755)
+    problem = ancestor_problem(folder)
+    if problem is not None:
+        raise BadFile(problem)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o755)
     check_dataset_folder(folder)
 
 
