@@ -46,6 +46,13 @@ def _open_existing(path: Path, flags: int) -> int:
         raise RecordFileError(f"{exc}: refusing to read or write it") from None
 
 
+def open_records(path: Path) -> BinaryIO:
+    """`path` opened to read, a regular file only (RecordFileError otherwise, one line):
+    export and verify read folders where someone may have left a FIFO, which a plain open
+    would wait on for ever."""
+    return os.fdopen(_open_existing(path, os.O_RDONLY), "rb")
+
+
 def sample_key(sample_id: SampleId) -> str:
     """Identity of a sample across prompt files and both record layouts ("7" and 7 are one)."""
     return str(sample_id)

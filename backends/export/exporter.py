@@ -30,7 +30,13 @@ from gen_tui.backends.export.manifest import (
     template_sha256,
 )
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, record_lines, sample_key
+from gen_tui.backends.records import (
+    RAW_FILE,
+    RecordFileError,
+    open_records,
+    record_lines,
+    sample_key,
+)
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import DATASET_NAME, MANIFEST_FILE, record_counts
@@ -99,12 +105,19 @@ def _head_key(line: bytes) -> str | None:
     return digits.decode()
 
 
+def _open(raw: Path) -> BinaryIO:
+    try:
+        return open_records(raw)
+    except RecordFileError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
     """Each sample's (byte offset, line number) in `raw`; a second record of a sample is
     counted as skipped. A line that is not a record stops the export: `gen-tui verify`
     names every such line, and a crash's torn last line is moved aside by the next run."""
     index: dict[str, tuple[int, int]] = {}
-    with open(raw, "rb") as handle:
+    with _open(raw) as handle:
         for line_no, start, line in record_lines(handle):
             if isinstance(line, int):
                 raise ExportError(
@@ -253,7 +266,7 @@ def export_dataset(
     ds = _Dataset(folder.name, raw, setup, tokenizer, options, tally, write)
     writer = WRITERS[options.format]
     batch: list[tuple[Prompt, tuple[int, int]]] = []
-    with open(raw, "rb") as records:
+    with _open(raw) as records:
         for pair in _matching(Path(setup.prompts), index):
             batch.append(pair)
             if len(batch) >= BATCH:

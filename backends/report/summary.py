@@ -205,7 +205,9 @@ def _lines(report: DatasetReport, path: Path, limit: int | None = None) -> Any:
     except FileNotFoundError:
         return
     except (OSError, BadFile) as exc:
-        report.problems.append(one_line(str(exc) if isinstance(exc, BadFile) else f"{path}: {exc}"))
+        # BadFile's message starts with the file's name: put its folder before it.
+        said = str(path.parent / str(exc)) if isinstance(exc, BadFile) else f"{path}: {exc}"
+        report.problems.append(one_line(said))
         return
     with os.fdopen(fd, "rb") as handle:
         yield from record_lines(handle) if limit is None else record_lines(handle, limit)

@@ -14,6 +14,7 @@ Real processes throughout: a finished real run, the real CLI, the simulator.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,29 @@ async def test_a_resume_over_a_record_quoting_megabytes_says_one_bounded_line(
     assert stderr.startswith(f"gen-tui: error: {raw}:61: field 'completion_tokens'"), stderr
     assert "more characters)" in stderr
     assert raw.stat().st_size == before  # the damaged file is left for the user to see
+
+
+def test_a_fifo_in_a_dataset_folder_is_one_line_not_a_hang(
+    finished_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A FIFO named run_manifest.json or raw_responses.jsonl: verify and export waited on it
+    for ever (a plain open of a FIFO blocks until a writer comes)."""
+    for name in ("run_manifest.json", "raw_responses.jsonl"):
+        out = copy_run(finished_run, tmp_path / name)
+        fifo = out / "A" / name
+        fifo.unlink()
+        os.mkfifo(fifo)
+        for args in (
+            ("verify", "--output-dir", str(out)),
+            ("export", "--output-dir", str(out), "--format", "text", "--to", str(tmp_path / "x")),
+            ("report", "--output-dir", str(out)),
+        ):
+            if args[0] == "report" and name == "run_manifest.json":
+                continue  # the report does not read the manifest
+            done = gen_tui(*args)  # a hang fails here (subprocess timeout)
+            said = [line for line in done.stderr.decode().splitlines() if "FIFO" in line]
+            assert len(said) == 1 and f"{fifo} is a FIFO, not a regular file" in said[0], (
+                args[0],
+                done.stderr.decode(),
+            )
+            assert done.returncode == (0 if args[0] == "report" else 1), args[0]
