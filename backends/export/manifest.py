@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from gen_tui.backends.prompts import open_prompt_file
 from gen_tui.backends.records import write_json_atomic
 from gen_tui.backends.watcher import MANIFEST_FILE, BadFile, read_small
 
@@ -42,7 +43,7 @@ class ManifestError(Exception):
 def file_sha256(path: Path) -> str:
     """sha256 of a file's content, read in chunks (prompt files run to gigabytes)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_prompt_file(path) as handle:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
