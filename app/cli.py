@@ -31,6 +31,7 @@ from gen_tui.backends.config import (
 from gen_tui.backends.counts import CountError
 from gen_tui.backends.run_config import EngineConfig, EngineError, queued_concurrency
 from gen_tui.backends.settings import settings_of
+from gen_tui.backends.untrusted import one_line
 
 RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_FLAGS)
 """The `gen-tui run` values besides the engine settings that the merge takes."""
@@ -195,13 +196,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ConfigError, EngineError, CountError) as exc:
             # Nothing ran: what the user asked for cannot be run as given (exit 2, as
             # argparse's own usage errors); failures once the run starts exit 1.
-            print(f"gen-tui: error: {exc}", file=sys.stderr)
+            print(f"gen-tui: error: {one_line(str(exc))}", file=sys.stderr)
             return EXIT_USAGE
         if args.demo:
             return asyncio.run(run_headless_demo(config, plain=args.plain))
         return asyncio.run(run_engine(config, plain=args.plain, alerts=alerts))
     except (ConfigError, EngineError, CountError) as exc:
-        print(f"gen-tui: error: {exc}", file=sys.stderr)
+        print(f"gen-tui: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_ABORTED

@@ -7,10 +7,14 @@ number, so it is stable across runs as long as the file is only appended to.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -75,6 +79,26 @@ def parse_prompt(raw: bytes, line: int) -> Prompt:
     return Prompt(sample_id=sample_id, messages=messages, line=line)
 
 
+class NotARegularFile(OSError):
+    """A prompt file that is a FIFO, a device or a folder."""
+
+    def __str__(self) -> str:
+        return f"{self.filename} is not a regular file"
+
+
+def open_prompt_file(path: Path) -> BinaryIO:
+    """`path` opened to read, a regular file only (NotARegularFile, an OSError, otherwise).
+
+    A prompt folder may be shared, and a plain open of a FIFO waits for a writer for ever:
+    the open does not wait, and what it opened is checked. Links are followed (a dataset
+    cache often holds its files as links)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotARegularFile(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
 def iter_prompts(
     path: Path, skip: set[str] | None = None, max_line_bytes: int = MAX_PROMPT_LINE
 ) -> Iterator[Prompt | PromptProblem]:
@@ -85,7 +109,7 @@ def iter_prompts(
     longer than `max_line_bytes` is a problem, read past without being held in memory.
     """
     seen: dict[str, int] = {}
-    with open(path, "rb") as handle:
+    with open_prompt_file(path) as handle:
         for line_no, raw in enumerate(bounded_lines(handle, max_line_bytes), start=1):
             if isinstance(raw, int):
                 yield PromptProblem(
@@ -122,7 +146,7 @@ def count_lines(path: Path, chunk: int = 1 << 20) -> int:
     """Non-empty lines of `path` (read in chunks, never held): the prompts it can give at
     most, for the "runs out of prompts" forecast. Raises OSError."""
     lines, last = 0, b"\n"
-    with open(path, "rb") as handle:
+    with open_prompt_file(path) as handle:
         while data := handle.read(chunk):
             blank = sum(1 for _ in _BLANK.finditer(data)) + (last == data[:1] == b"\n")
             lines += data.count(b"\n") - blank

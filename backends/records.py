@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 import zlib
@@ -27,6 +28,7 @@ from gen_tui.backends.record_scan import (
     SampleId,
     ScanResult,
     _open_existing,
+    open_records,
     quarantine_torn_tail,
     record_lines,
     sample_key,
@@ -59,9 +61,11 @@ __all__ = [
     "RecordWriter",
     "SampleId",
     "ScanResult",
+    "ancestor_problem",
     "check_dataset_folder",
     "error_line",
     "open_private",
+    "open_records",
     "prepare_dataset_folder",
     "quarantine_torn_tail",
     "record_counts",
@@ -81,18 +85,72 @@ def check_dataset_folder(folder: Path) -> None:
     Safe: a folder owned by us that group and others cannot write in (a sticky,
     world-writable /tmp-like folder is refused too). Anyone else who can create names in
     it can plant `run.lock` or `raw_responses.jsonl.torn.<ms>` as a link to a file of ours
-    and have us overwrite it, or copy it somewhere they can read. The engine calls this
-    after creating the folder and before it opens anything in it.
+    and have us overwrite it, or copy it somewhere they can read. The folders above it
+    must be safe too (:func:`ancestor_problem`). The engine calls this after creating the
+    folder and before it opens anything in it.
     """
-    problem = folder_problem(os.fspath(folder))
+    problem = folder_problem(os.fspath(folder)) or ancestor_problem(folder)
     if problem is not None:
         raise BadFile(problem)
 
 
+def ancestor_problem(folder: Path) -> str | None:
+    """Why someone else could swap `folder` for another one under us, in one line (None:
+    nobody can).
+
+    Every file of a dataset is opened by its path, for the whole run. Whoever can rename
+    entries in a folder above it (its owner, or anyone when it is group- or
+    world-writable without the sticky bit) can move our dataset folder away after the
+    check and put a link in its place: progress.json, history.jsonl and errors.jsonl then
+    land in a folder of their choice, replacing a `progress.json` of ours there. A
+    component of the path that is a link made by someone else can be re-pointed the same
+    way. Root and we may own them; /tmp (sticky) is fine.
+    """
+    me = os.geteuid()
+    path = Path(os.path.abspath(folder))
+    for above in reversed(path.parents):  # the path as given: its links are someone's
+        try:
+            link = above.lstat()
+        except OSError as exc:
+            return f"cannot use {folder} ({above}: {exc.strerror})"
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
+            return (
+                f"refusing {folder}: {above} is a symlink made by uid {link.st_uid}, not by "
+                f"you (uid {me}), who can point it elsewhere; use a folder of your own"
+            )
+    for above in Path(os.path.realpath(folder)).parents:
+        try:
+            st = above.stat()
+        except OSError as exc:
+            return f"cannot use {folder} ({above}: {exc.strerror})"
+        if st.st_uid not in (me, 0):
+            return (
+                f"refusing {folder}: {above} is owned by uid {st.st_uid}, who can swap the "
+                "dataset folder for a link to another folder; use a folder of your own"
+            )
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return (
+                f"refusing {folder}: {above} is writable by "
+                f"{'others' if st.st_mode & 0o002 else 'its group'} without the sticky bit "
+                f"(mode {st.st_mode & 0o7777:04o}), so anyone could swap the dataset folder "
+                "for a link; `chmod go-w` it (or `chmod +t`) or use another folder"
+            )
+    return None
+
+
 def prepare_dataset_folder(folder: Path) -> None:
-    """Create `folder` if need be (0755 whatever the umask: a umask of 002 must not make a
-    new dataset folder one that `check_dataset_folder` refuses), then check it."""
-    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    """Create `folder` and any missing folder above it 0755 whatever the umask (a umask of
+    002 must not make a folder that `check_dataset_folder` refuses), then check it. The
+    folders above are checked first: nothing is made in a folder someone else controls."""
+    missing = [p for p in folder.parents if not p.exists()]
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o755)
+    problem = ancestor_problem(folder)
+    if problem is not None:
+        raise BadFile(problem)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o755)
     check_dataset_folder(folder)
 
 

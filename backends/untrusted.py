@@ -16,6 +16,10 @@ import re
 SHOWN_CHARS = 2000
 """The most characters of one untrusted string that are shown or logged whole."""
 
+QUOTED_CHARS = 500
+"""The most characters of a reason quoted inside a longer line (a record rule's reason
+quotes the bad value itself, which may be megabytes): the line around it stays whole."""
+
 STORED_CHARS = 4096
 """The most characters of one server error kept in errors.jsonl (head kept, cut said)."""
 

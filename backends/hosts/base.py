@@ -34,11 +34,15 @@ from gen_tui.backends.hosts.ps import (
 )
 from gen_tui.backends.hosts.resume import (
     check_budget,
+    code_folders,
     edited_command,
     refuse_live_writers,
+    refuse_unsafe_code_folders,
     resume_log_path,
 )
 from gen_tui.backends.hosts.scripts import (
+    owners_script,
+    parse_owners,
     parse_sizes,
     sizes_script,
 )
@@ -310,6 +314,10 @@ class Host(ABC):
             argv, cwd = edited_command(
                 run, locks.get(targets[0]), targets, new_max_tokens, max_samples, report.uid
             )
+            folders = code_folders(argv, cwd)
+            if folders:
+                owners = parse_owners(await self._sh(owners_script(folders)), folders)
+                refuse_unsafe_code_folders(owners, report.uid)
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),
