@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import tempfile
 import time
 import zlib
@@ -43,6 +42,7 @@ from gen_tui.backends.watcher import (
     PROGRESS_FILE,
     RAW_FILE,
     BadFile,
+    ancestor_problem,
     folder_problem,
     open_own,
     record_counts,
@@ -89,53 +89,9 @@ def check_dataset_folder(folder: Path) -> None:
     must be safe too (:func:`ancestor_problem`). The engine calls this after creating the
     folder and before it opens anything in it.
     """
-    problem = folder_problem(os.fspath(folder)) or ancestor_problem(folder)
+    problem = folder_problem(os.fspath(folder)) or ancestor_problem(os.fspath(folder))
     if problem is not None:
         raise BadFile(problem)
-
-
-def ancestor_problem(folder: Path) -> str | None:
-    """Why someone else could swap `folder` for another one under us, in one line (None:
-    nobody can).
-
-    Every file of a dataset is opened by its path, for the whole run. Whoever can rename
-    entries in a folder above it (its owner, or anyone when it is group- or
-    world-writable without the sticky bit) can move our dataset folder away after the
-    check and put a link in its place: progress.json, history.jsonl and errors.jsonl then
-    land in a folder of their choice, replacing a `progress.json` of ours there. A
-    component of the path that is a link made by someone else can be re-pointed the same
-    way. Root and we may own them; /tmp (sticky) is fine.
-    """
-    me = os.geteuid()
-    path = Path(os.path.abspath(folder))
-    for above in reversed(path.parents):  # the path as given: its links are someone's
-        try:
-            link = above.lstat()
-        except OSError as exc:
-            return f"cannot use {folder} ({above}: {exc.strerror})"
-        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
-            return (
-                f"refusing {folder}: {above} is a symlink made by uid {link.st_uid}, not by "
-                f"you (uid {me}), who can point it elsewhere; use a folder of your own"
-            )
-    for above in Path(os.path.realpath(folder)).parents:
-        try:
-            st = above.stat()
-        except OSError as exc:
-            return f"cannot use {folder} ({above}: {exc.strerror})"
-        if st.st_uid not in (me, 0):
-            return (
-                f"refusing {folder}: {above} is owned by uid {st.st_uid}, who can swap the "
-                "dataset folder for a link to another folder; use a folder of your own"
-            )
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            return (
-                f"refusing {folder}: {above} is writable by "
-                f"{'others' if st.st_mode & 0o002 else 'its group'} without the sticky bit "
-                f"(mode {st.st_mode & 0o7777:04o}), so anyone could swap the dataset folder "
-                "for a link; `chmod go-w` it (or `chmod +t`) or use another folder"
-            )
-    return None
 
 
 def prepare_dataset_folder(folder: Path) -> None:
@@ -146,7 +102,7 @@ def prepare_dataset_folder(folder: Path) -> None:
     for path in reversed(missing):
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o755)
-    problem = ancestor_problem(folder)
+    problem = ancestor_problem(os.fspath(folder))
     if problem is not None:
         raise BadFile(problem)
     with contextlib.suppress(FileExistsError):

@@ -116,6 +116,7 @@ from .dataset import (
 from .emit import boot_id
 from .files import (
     BadFile,
+    ancestor_problem,
     create_unique,
     folder_problem,
     is_regular,
@@ -241,6 +242,7 @@ __all__ = [
     "StaleStart",
     "StartFailed",
     "Telemetry",
+    "ancestor_problem",
     "boot_id",
     "bounded_lines",
     "create_unique",

@@ -9,6 +9,7 @@ bounds that keep a hostile line from becoming a total.
 from __future__ import annotations
 
 import json
+import reprlib
 
 # The counting rule's bounds. No answer is ten million tokens long, so a bigger count is a
 # damaged or hostile line (malformed, never a total: 10**30 once marked a dataset done),
@@ -21,6 +22,22 @@ _KEY = b'"completion_tokens":'
 _SAMPLE_KEY = b'"sample_id":'
 _DIGITS = b"0123456789"
 _ENDS = (b",", b"}", b" ", b"\t", b"\r", b"\n")
+
+
+# A bad value is quoted in its reason bounded as it is built (a 20 MB string or a list
+# nested deep is never written out whole only to be cut by the caller).
+def _quoter() -> reprlib.Repr:
+    quoter = reprlib.Repr()
+    quoter.maxstring = quoter.maxother = 60
+    quoter.maxlist = quoter.maxdict = 4
+    return quoter
+
+
+_QUOTE = _quoter()
+
+
+def _short(value) -> str:
+    return _QUOTE.repr(value)
 
 
 def _integer_at(data: bytes, pos: int, limit: int) -> int | None:
@@ -96,7 +113,9 @@ def record_counts(record) -> tuple:
     if sample_id is None:
         raise ValueError("field 'sample_id' is missing")
     if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
-        raise ValueError("field 'sample_id' must be a string or integer, got %r" % (sample_id,))
+        raise ValueError(
+            "field 'sample_id' must be a string or integer, got %s" % (_short(sample_id),)
+        )
     if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
         raise ValueError("field 'sample_id' is out of the 64-bit range")
     tokens = record.get("completion_tokens")
@@ -112,7 +131,7 @@ def record_counts(record) -> tuple:
         raise ValueError("field 'completion_tokens' (or 'usage.completion_tokens') is missing")
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise ValueError(
-            "field 'completion_tokens' must be a non-negative integer, got %r" % (tokens,)
+            "field 'completion_tokens' must be a non-negative integer, got %s" % (_short(tokens),)
         )
     if tokens > MAX_COMPLETION_TOKENS:
         raise ValueError(

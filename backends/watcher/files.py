@@ -210,3 +210,61 @@ def folder_problem(path: str) -> str | None:
             % (path, "others" if st.st_mode & 0o002 else "its group", st.st_mode & 0o7777)
         )
     return None
+
+
+def ancestor_problem(folder: str) -> str | None:
+    """Why someone else could swap `folder` for another one under us, in one line (None:
+    nobody can).
+
+    Every file in it is opened by its path. Whoever can rename entries in a folder above it
+    (its owner, or anyone when it is group- or world-writable without the sticky bit) can
+    move our folder away after any check and put a link in its place: our files then land
+    in a folder of their choice. A component of the path that is a link made by someone
+    else can be re-pointed the same way. Root and we may own them; /tmp (sticky) is fine.
+    """
+    me = os.geteuid()
+    path = os.path.abspath(folder)
+    parents = []
+    above = os.path.dirname(path)
+    while True:
+        parents.append(above)
+        if os.path.dirname(above) == above:
+            break
+        above = os.path.dirname(above)
+    for above in reversed(parents):  # the path as given: its links are someone's
+        try:
+            link = os.lstat(above)
+        except OSError as exc:
+            return "cannot use %s (%s: %s)" % (folder, above, exc.strerror)
+        if link.st_mode & _S_IFMT == 0o120000 and link.st_uid not in (me, 0):
+            return (
+                "refusing %s: %s is a symlink made by uid %d, not by you (uid %d), who can "
+                "point it elsewhere; use a folder of your own" % (folder, above, link.st_uid, me)
+            )
+    real = os.path.realpath(folder)
+    above = os.path.dirname(real)
+    while True:
+        try:
+            st = os.stat(above)
+        except OSError as exc:
+            return "cannot use %s (%s: %s)" % (folder, above, exc.strerror)
+        if st.st_uid not in (me, 0):
+            return (
+                "refusing %s: %s is owned by uid %d, who can swap the folder for a link to "
+                "another folder; use a folder of your own" % (folder, above, st.st_uid)
+            )
+        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+            return (
+                "refusing %s: %s is writable by %s without the sticky bit (mode %04o), so "
+                "anyone could swap the folder for a link; `chmod go-w` it (or `chmod +t`) or "
+                "use another folder"
+                % (
+                    folder,
+                    above,
+                    "others" if st.st_mode & 0o002 else "its group",
+                    st.st_mode & 0o7777,
+                )
+            )
+        if os.path.dirname(above) == above:
+            return None
+        above = os.path.dirname(above)

@@ -11,7 +11,15 @@ import fcntl
 import os
 import subprocess
 
-from .files import BadFile, create_unique, folder_problem, open_log, open_own, read_small
+from .files import (
+    BadFile,
+    ancestor_problem,
+    create_unique,
+    folder_problem,
+    open_log,
+    open_own,
+    read_small,
+)
 from .names import LOG_DIR, SEQ_MAX_BYTES, START_LOCK, START_SEQ
 
 
@@ -49,6 +57,11 @@ def guarded_start(output_dir: str, expect, launch):
     starts whatever the count (a start that relies on no check) and still bumps it.
     """
     folder = os.path.join(os.path.expanduser(output_dir), LOG_DIR)
+    # Nothing is made in a folder someone else could swap: the output folder and every
+    # folder above it are ours or root's, and not writable by others without the sticky bit.
+    problem = ancestor_problem(folder)
+    if problem is not None:
+        raise StartFailed(problem)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
     except OSError as exc:
