@@ -8,11 +8,9 @@ budget) and then acts. --readonly turns these keys off in the screen's `check_ac
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
-from textual.app import App
-from textual.notifications import SeverityLevel
-
+from gen_tui.app.dashboard.board import Board
 from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.sources import (
@@ -24,33 +22,18 @@ from gen_tui.app.dashboard.sources import (
     Plan,
 )
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
-from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
+from gen_tui.widgets.dataset_panel import PanelView
 
 
-class ControlledBoard(Protocol):
-    """What the controls need of the dashboard."""
+class ControlledBoard(Board, Protocol):
+    """What the controls need of the dashboard, besides the selection: the run sources and
+    a redraw after a change."""
 
     hosted: HostedRuns
     linked: HostLinks
-    sources: tuple[PanelSource, ...]
     readonly: bool
 
-    @property
-    def app(self) -> App[Any]: ...
-
-    def selected(self) -> DatasetPanel | None: ...
-
     def refresh_view(self) -> None: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
 
 
 class Controls:

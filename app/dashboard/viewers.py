@@ -9,14 +9,13 @@ do their reading off the UI thread.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from textual.app import App
 from textual.binding import Binding
-from textual.notifications import SeverityLevel
 
+from gen_tui.app.dashboard.board import Board
 from gen_tui.app.dashboard.keys import help_rows
-from gen_tui.app.dashboard.sources import PanelSource, Peek
+from gen_tui.app.dashboard.sources import Peek
 from gen_tui.app.dialogs.history import open_history
 from gen_tui.app.dialogs.modals import HelpScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
@@ -30,28 +29,13 @@ HELP_ABOUT = (
 )
 
 
-class ViewedBoard(Protocol):
-    """What the viewers need of the dashboard."""
+class ViewedBoard(Board, Protocol):
+    """What the viewers need of the dashboard, besides the selection: the events (for `L`)
+    and every panel (for `h`'s all-datasets plot)."""
 
-    sources: tuple[PanelSource, ...]
     events: Iterable[str]
 
-    @property
-    def app(self) -> App[Any]: ...
-
-    def selected(self) -> DatasetPanel | None: ...
-
     def panels(self, visible_only: bool = False) -> list[DatasetPanel]: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
 
 
 class Viewers:
