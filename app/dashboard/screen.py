@@ -256,6 +256,9 @@ class DashboardScreen(Screen[None]):
         if not 0 <= column < self.columns:
             return  # → in the right column stays in its row (it used to wrap to the next)
         target = index + dx + dy * self.columns
+        last_row = (len(visible) - 1) // self.columns
+        if dy > 0 and target >= len(visible) and index // self.columns < last_row:
+            target = len(visible) - 1  # ↓ above a short last row lands on its last panel
         if 0 <= target < len(visible):
             visible[target].focus()
 
