@@ -153,3 +153,32 @@ def test_demo_leaves_nothing_behind_when_its_terminal_dies(tmp_path: Path) -> No
     _gone, alive = psutil.wait_procs(family, timeout=30)
     assert not alive, f"still running after the terminal died: {alive}"
     assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
+
+
+def test_a_config_of_hosts_alone_watches_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gen-tui.toml naming only `[[hosts]]` (a watcher's config, with their servers) opens
+    the panel over those hosts, as `--host` does; it used to be refused for having no
+    `[[datasets]]`, then for having no tokenizer (a new user's trial)."""
+    from gen_tui.app.tui import GenTuiApp
+
+    out = tmp_path / "out"
+    out.mkdir()
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(
+        f'[[hosts]]\nname = "box"\ntarget = "local"\noutput_dir = "{out}"\n'
+        'servers = ["http://127.0.0.1:30000"]\n'
+    )
+    opened: list[GenTuiApp] = []
+
+    def run(app: GenTuiApp) -> int:
+        opened.append(app)
+        return 0
+
+    monkeypatch.setattr(GenTuiApp, "run", run)
+    assert main(argparse.Namespace(tui_demo=False, tui_config=path)) == 0
+    (app,) = opened
+    assert app.hosted.source is None and not app.autostart  # no run of its own
+    (link,) = app.linked.links
+    assert link.source.servers == ("http://127.0.0.1:30000",)
