@@ -85,6 +85,9 @@ async def test_h_plots_a_finished_runs_tokens_against_its_budget_and_switches_da
         assert "budget" not in " ".join(screen.query_one(HistoryPlots).drawn), (
             "two budgets share no scale: no budget line"
         )
+        # Under the plots, a legend: which colour is which dataset, each with its tokens.
+        shown = summary(app)
+        assert "■ A " in shown and "■ B " in shown, shown
         await pilot.press("escape")
         await wait_until(lambda: app.screen is app.dashboard, pause=pilot.pause)
 
