@@ -44,8 +44,14 @@ class BudgetAnnouncer:
         elif self._crossed.pop(name, None) != event.tokens:
             # The final count, once the in-flight requests are in; not repeated when it is
             # the count the crossing already announced.
-            what = "all prompts done" if event.kind == "exhausted" else "budget reached"
-            self._toast(f"{what}: {event.tokens:,} tokens, {event.samples:,} samples", name)
+            if event.kind == "exhausted":
+                text = f"all prompts done: {event.tokens:,} tokens, {event.samples:,} samples"
+            else:  # not "budget reached" again, with a second figure: what the drain added
+                text = (
+                    f"done: {event.tokens:,} tokens, {event.samples:,} samples, with the "
+                    "answers in flight at the crossing"
+                )
+            self._toast(text, name)
 
     def watched(self, where: str, snap: DatasetSnapshot) -> None:
         """A watched dataset's latest count: a crossing if it passed its budget since the last.
