@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.app.exits import EXIT_ERROR
+from gen_tui.backends.untrusted import one_line
 
 
 def say(line: str) -> None:
-    """A line for the person, on stderr: stdout may be the rows (`--to -`)."""
-    print(line, file=sys.stderr, flush=True)
+    """A line for the person, on stderr: stdout may be the rows (`--to -`). One line,
+    bounded, no controls: it often quotes a file name or a value from someone's file."""
+    print(one_line(line), file=sys.stderr, flush=True)
 
 
 def error(message: str) -> int:
     """One `gen-tui: error:` line; the exit code of a command that failed."""
-    print(f"gen-tui: error: {message}", file=sys.stderr)
+    print(f"gen-tui: error: {one_line(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gen_tui.app.engine_run import Calibration, RunSource
-from gen_tui.app.hosts import HostSource
+from gen_tui.app.host_sources import HostSource
 from gen_tui.backends import demo
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.demo import DEMO_DATASETS, STAR, DemoDataset

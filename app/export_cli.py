@@ -47,7 +47,7 @@ def verify_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.export.verify import verify_dataset
 
     try:
-        folders = dataset_folders(args.output_dir, args.datasets)
+        folders = dataset_folders(args.output_dir, args.datasets, _say)
     except ExportError as exc:
         return _error(str(exc))
     if not folders:

@@ -48,6 +48,11 @@ def pool_line(snap: RunSnapshot) -> str:
         f"pool: {format_count(snap.tokens)}{total} tokens, {format_count(snap.tok_s)} tok/s, "
         f"{snap.inflight}/{snap.concurrency} slots busy, utilisation "
         f"{snap.utilisation * 100:.1f}%"
+        + (
+            f", concurrency auto {snap.concurrency}: {snap.concurrency_auto}"
+            if snap.concurrency_auto is not None
+            else ""
+        )
     )
 
 
@@ -139,7 +144,7 @@ class HeadlessDisplay:
         stamp = time.strftime("%H:%M:%S")
         for dataset in snap.datasets:
             print(f"{stamp} status: {status_line(dataset)}", file=self.stream, flush=True)
-        if len(snap.datasets) > 1:
+        if len(snap.datasets) > 1 or snap.concurrency_auto is not None:
             print(f"{stamp} status: {pool_line(snap)}", file=self.stream, flush=True)
         for line in server_lines(snap, detail=False):
             print(f"{stamp} status: server {line}", file=self.stream, flush=True)

@@ -19,14 +19,10 @@ from pathlib import Path
 
 from gen_tui.app.engine_run import ConfigSource
 from gen_tui.app.exits import EXIT_USAGE
-from gen_tui.app.hosts import (
-    SHUTDOWN_GRACE_S,
-    HostSource,
-    host_source,
-    sources_from_config,
-    ssh_options,
-)
+from gen_tui.app.host_sources import HostSource, host_source, sources_from_config, ssh_options
+from gen_tui.app.hosts import SHUTDOWN_GRACE_S
 from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.alerts import AlertConfig
 from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 from gen_tui.backends.untrusted import clean
@@ -118,8 +114,13 @@ def main(args: argparse.Namespace) -> int:
     if not path.is_file():
         return _error(f"config file {path} does not exist")
     try:
-        source = config_source(path)
         file = load_config(path)
+        extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
+        if file.hosts and not file.datasets and "prompts_dir" not in file.run:
+            # A file that only names hosts to watch: no run of its own, as with --host.
+            hosts = [*sources_from_config(file.hosts, options, grace), *extra]
+            return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts)
+        source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
     config = source.config
@@ -131,7 +132,6 @@ def main(args: argparse.Namespace) -> int:
         discover=False,
         grace_s=grace,
     )
-    extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
     hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
     app = GenTuiApp(
         source,
@@ -145,9 +145,18 @@ def main(args: argparse.Namespace) -> int:
     return _finish(app, app.run())
 
 
-def _watch_only(hosts: Sequence[HostSource], stale_after_s: float, *, readonly: bool) -> int:
-    """`gen-tui --host ...`: no run of its own; watch, kill and resume what runs there."""
-    app = GenTuiApp(None, hosts=hosts, stale_after_s=stale_after_s, readonly=readonly)
+def _watch_only(
+    hosts: Sequence[HostSource],
+    stale_after_s: float,
+    *,
+    readonly: bool,
+    alerts: AlertConfig | None = None,
+) -> int:
+    """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
+    kill and resume what runs there."""
+    app = GenTuiApp(
+        None, hosts=hosts, stale_after_s=stale_after_s, readonly=readonly, alerts=alerts
+    )
     return _finish(app, app.run())
 
 

@@ -15,6 +15,7 @@ from gen_tui.app.cli_io import error as _error
 from gen_tui.app.cli_io import say as _say
 from gen_tui.app.cli_io import write_whole
 from gen_tui.app.exits import EXIT_ERROR, EXIT_OK
+from gen_tui.backends.untrusted import one_line
 
 
 def add_report(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,17 +44,17 @@ def report_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.report.table import text_table
 
     try:
-        folders = dataset_folders(args.output_dir, args.datasets)
+        folders = dataset_folders(args.output_dir, args.datasets, _say)
     except ExportError as exc:
         return _error(str(exc))
     if not folders:
         return _error(f"{args.output_dir} holds no dataset folder")
     reports = [summarize(folder) for folder in folders]
     for line in text_table(reports):
-        print(line)
+        print(one_line(line))
     for report in reports:
         for reason, count in report.reasons.most_common(3):
-            print(f"{report.name}: {count:,} failed: {reason}")
+            print(one_line(f"{report.name}: {count:,} failed: {reason}"))
     sys.stdout.flush()
     for report in reports:
         for problem in report.problems:

@@ -1,8 +1,9 @@
 """`gen-tui`: the live control panel, hosting the engine in a Textual thread worker.
 
 The app owns the process side: the engine runs and host links (the panel sources), their
-worker threads, what those threads report, signals and quitting. What is shown and what the
-keys do is the dashboard screen's (`gen_tui.app.dashboard.screen`).
+worker threads and what those threads report. How it goes away (`q`, SIGTERM, SIGHUP) is
+`gen_tui.app.departure`'s; what is shown and what the keys do is the dashboard screen's
+(`gen_tui.app.dashboard.screen`).
 
 Threads: the engine (and, for the demo, the simulator) runs in a worker thread under its
 own `asyncio.run`; tokenization and file scans run in the engine's executor. The engine
@@ -14,11 +15,7 @@ other way through `Engine.threadsafe`. `transformers` is never imported on the U
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +26,6 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from gen_tui.app.board import StaleWatch, humanize
@@ -38,7 +34,7 @@ from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dashboard.sources import Note, PanelSource
-from gen_tui.app.dialogs.modals import ConfirmScreen
+from gen_tui.app.departure import Departure
 from gen_tui.app.engine_run import (
     BudgetAnnounced,
     ConfigSource,
@@ -47,7 +43,8 @@ from gen_tui.app.engine_run import (
     RunSource,
 )
 from gen_tui.app.heap import HeapSettler
-from gen_tui.app.hosts import SHUTDOWN_GRACE_S, HostLink, HostSource, leaving_answers
+from gen_tui.app.host_sources import HostSource
+from gen_tui.app.hosts import HostLink
 from gen_tui.app.tui_alerts import TuiAlerts
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
@@ -58,8 +55,6 @@ TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 HEAP_TICK_S = 1.0  # how long the loaded modules must hold still before the heap is frozen
 BUDGET_TOAST_S = 6.0
-LEAVE_MARGIN_S = 10.0
-"""On its way out, the app waits for the runs it started up to their grace and this much."""
 
 
 class HostEvent(Message):
@@ -120,14 +115,12 @@ class GenTuiApp(App[int]):
         self.refresh_hz = refresh_hz
         self.notice = source.notice if source else ""
         self.start_hint = ""
-        self.quitting = False
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
         self.dashboard: DashboardScreen | None = None
-        self._leaving_since: float | None = None
-        """When the app began waiting for the runs it started to stop, on its way out."""
-        self._outer_handlers: dict[int, Any] = {}
-        """The signal handlers in place before the app's own (put back at unmount)."""
+        self.departure = Departure(
+            self, self.hosted, self.linked, self.cleanups, lambda: self.dashboard
+        )
 
     @property
     def source(self) -> RunSource | None:
@@ -156,7 +149,7 @@ class GenTuiApp(App[int]):
             notice=self.notice,
             start_hint=self.start_hint,
             refresh_hz=self.refresh_hz,
-            quitting=lambda: self.quitting,
+            quitting=lambda: self.departure.quitting,
             app_keys=self.BINDINGS,
             on_refresh=self.alerts.observe,
             readonly=self.readonly,
@@ -172,14 +165,7 @@ class GenTuiApp(App[int]):
         if self.links:
             # After the first frame too: the links import psutil and asyncssh.
             self.call_after_refresh(self._start_links)
-        loop = asyncio.get_running_loop()
-        for signum, handler in (
-            (signal.SIGTERM, self._on_sigterm),
-            (signal.SIGHUP, self._on_sighup),
-        ):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                self._outer_handlers[signum] = signal.getsignal(signum)
-                loop.add_signal_handler(signum, handler)
+        self.departure.catch_signals()
 
     def _refresh(self) -> None:
         if self.dashboard is not None:
@@ -267,7 +253,7 @@ class GenTuiApp(App[int]):
         for note in ending.notes:
             self.say(note)
         self._refresh()
-        if self.quitting and not self.active_runs():
+        if self.departure.quitting and not self.active_runs():
             self.exit(0)
 
     def say(self, note: Note) -> None:
@@ -298,131 +284,27 @@ class GenTuiApp(App[int]):
         self.notify(rest or event.text, title=title, severity=event.severity, timeout=8)  # type: ignore[arg-type]
         self._refresh()
 
-    # leaving
-
-    def _on_sigterm(self) -> None:
-        """Stop runs at once and leave the normal way, so `main` still cleans up."""
-        for run in self.active_runs():
-            run.abort()
-        self.quitting = True
-        if not self.active_runs():
-            self.exit(0)
-
-    def _on_sighup(self) -> None:
-        """The terminal went away (tmux pane or session killed).
-
-        Nothing can be drawn any more, and Textual's own shutdown would block writing to
-        the dead terminal, so: abort the runs, wait for their threads to close their
-        files, run the cleanups (the demo folder) and leave.
-        """
-        for run in self.active_runs():
-            run.abort()
-        self.stop_links()
-
-        def finish() -> None:
-            for run in self.runs:
-                run.done.wait(timeout=run.grace_s + 5)
-            for link in self.links:
-                link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
-            for cleanup in self.cleanups:
-                with contextlib.suppress(Exception):
-                    cleanup()
-            os._exit(128 + signal.SIGHUP)
-
-        threading.Thread(target=finish, name="gen-tui-hangup", daemon=True).start()
+    # leaving: departure.py's
 
     async def action_quit(self) -> None:
-        if isinstance(self.screen, ModalScreen):  # ctrl+q too: a dialog's own keys apply
-            return
-        active = self.active_runs()
-        if not active:
-            self.exit(0)
-            return
-        if self.quitting:
-            for run in active:
-                run.abort()
-            return
-        datasets = ", ".join(name for run in active for name in run.names)
-        grace = max(run.grace_s for run in active)
-
-        def decided(ok: bool | None) -> None:
-            if not ok:
-                return
-            self.quitting = True
-            for run in self.active_runs():
-                run.request_stop()
-            self.notify(f"draining before exit (up to {grace:g} s); q again aborts", title="quit")
-            self._refresh()
-
-        self.push_screen(
-            ConfirmScreen(
-                "Quit gen-tui?",
-                f"A run is active in this process: {datasets}.\n"
-                f"Quitting stops it first: no new requests, in-flight ones drain for up to "
-                f"{grace:g} s. Completed responses are kept; start again to resume.",
-                "Stop and quit",
-            ),
-            decided,
-        )
+        self.departure.quit()
 
     def exit(self, *args: Any, **kwargs: Any) -> None:
-        if self._stop_started_first(args, kwargs):
+        if self.departure.hold_exit(lambda: self.exit(*args, **kwargs)):
             return
         if self.dashboard is not None:
             self.dashboard.leaving = True
         super().exit(*args, **kwargs)
 
-    def _stop_started_first(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Runs this session started on a host (the demo's) drain before the app goes, with
-        the screen saying so: the seconds they take used to pass on a blank terminal.
-        True: exiting once they have ended (or once their kill's wait is over, whatever
-        they do; `q` again leaves at once)."""
-        links = [link for link in self.links if link.started and not link.done.is_set()]
-        if self._leaving_since is not None or not links or self.dashboard is None:
-            return False
-        self._leaving_since = time.monotonic()
-        self.quitting = True
-        answers = leaving_answers(links)
-        self.dashboard.set_notice(
-            f"quitting: stopping the runs this session started, draining {answers:,} "
-            f"answer{'s' * (answers != 1)}… (q again leaves now)"
-        )
-        self.stop_links()
-        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
-
-        limit = LEAVE_MARGIN_S + max(
-            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
-        )
-
-        def check() -> None:
-            waited = time.monotonic() - (self._leaving_since or 0.0)
-            if all(link.done.is_set() for link in links) or waited > limit:
-                self.exit(*args, **kwargs)
-
-        self.set_interval(0.2, check, name="leaving")
-        return True
-
     def on_unmount(self) -> None:
         if self.dashboard is not None:
             self.dashboard.leaving = True
         self.alerts.close()
-        # asyncio's remove_signal_handler leaves the default action (die at once); put back
-        # what was there before, so the launcher's handlers (the demo's folder) still run
-        # for a signal that comes while the app's threads are being waited for.
-        loop = asyncio.get_running_loop()
-        for signum, outer in self._outer_handlers.items():
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
-                loop.remove_signal_handler(signum)
-                signal.signal(signum, outer)
-        # Last resort (an exit not through `q`): abort so the worker threads end and
-        # asyncio.run, which waits for executor threads, can return.
-        for run in self.active_runs():
-            run.abort()
-        self.stop_links()
+        self.departure.unmounted()
 
 
 if __name__ == "__main__":  # `python -m gen_tui.app.tui --demo`, same as `gen-tui --demo`
-    from gen_tui.app.cli import build_parser
+    from gen_tui.app.cli_parser import build_parser
     from gen_tui.app.launch import main
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

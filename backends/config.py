@@ -17,7 +17,9 @@ from gen_tui.backends.alerts import AlertConfig, AlertConfigError
 from gen_tui.backends.counts import CountError, parse_count
 from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.settings import SettingError, settings_of
+from gen_tui.backends.untrusted import one_line
 
 RUN_SETTINGS = {spelled.setting.key: spelled.setting for spelled in settings_of(EngineConfig)}
 """The `[run]` keys that are engine settings: type, checks and default live with the field."""
@@ -46,6 +48,7 @@ HOST_KEYS = {
     "output_dir": str,
     "pattern": str,
     "command": list,
+    "servers": list,
 }
 DATASET_KEYS = {
     "name": str,
@@ -82,6 +85,9 @@ class HostEntry:
     output_dir: str
     pattern: str | None = None
     command: list[str] | None = None
+    servers: tuple[str, ...] = ()
+    """Servers whose /metrics the watcher reads on the host, beside those its runs' command
+    lines name: a run started by a script that takes its URL from elsewhere still shows."""
 
 
 @dataclass
@@ -248,11 +254,32 @@ def _hosts(path: Path, hosts: Any) -> list[HostEntry]:
                 output_dir=entry["output_dir"],
                 pattern=entry.get("pattern"),
                 command=command,
+                servers=_servers(path, where, entry.get("servers", [])),
             )
         )
     if len({host.name for host in out}) != len(out):
         raise ConfigError(f"{path}: two hosts share a name")
     return out
+
+
+def _servers(path: Path, where: str, servers: list[Any]) -> tuple[str, ...]:
+    """A host's `servers`: plain http(s) URLs (see server_url.py), each once, a bounded few."""
+    if len(servers) > MAX_HOST_SERVERS:
+        raise ConfigError(
+            f"{path}: {where}.servers lists {len(servers)} URLs; at most {MAX_HOST_SERVERS}"
+        )
+    out: list[str] = []
+    for index, url in enumerate(servers):
+        plain = plain_url(url) if isinstance(url, str) else None
+        if plain is None:
+            shown = one_line(repr(url), 120)
+            raise ConfigError(
+                f"{path}: {where}.servers[{index}] {shown} is not a plain http(s) URL "
+                '(like "http://127.0.0.1:30000")'
+            )
+        if plain not in out:
+            out.append(plain)
+    return tuple(out)
 
 
 SAMPLING_FLAGS = ("max_new_tokens", "temperature", "top_p")

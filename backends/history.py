@@ -22,7 +22,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,13 +186,16 @@ def read_history(path: Path, max_points: int | None = None) -> HistoryRead:
     return result
 
 
-def parse_history_lines(lines: Iterable[str], where: str, first_line: int = 1) -> HistoryRead:
-    """The points of lines already read (the end of a history file fetched through the
-    watcher, maybe from another machine), with the bad ones said as `read_history` says
-    them; `first_line` numbers the first of them. Each line is bounded by
-    HISTORY_MAX_LINE, like the file reader's."""
+def parse_history_lines(
+    lines: Iterable[str], where: str, first_line: int = 1, numbers: Sequence[int] = ()
+) -> HistoryRead:
+    """The points of lines already read (a history file fetched through the watcher, maybe
+    from another machine), with the bad ones said as `read_history` says them: each line's
+    number is in `numbers` (lines picked across the file) or counts on from `first_line`.
+    Each line is bounded by HISTORY_MAX_LINE, like the file reader's."""
     result = HistoryRead()
-    for line_no, line in enumerate(lines, start=first_line):
+    for index, line in enumerate(lines):
+        line_no = numbers[index] if index < len(numbers) else first_line + index
         raw = line.encode("utf-8", "replace")
         if len(raw) > HISTORY_MAX_LINE:
             _bad(result, where, line_no, f"a line of {len(raw)} bytes")

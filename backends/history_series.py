@@ -26,6 +26,8 @@ class DatasetHistory:
     points: tuple[HistoryPoint, ...] = ()
     partial: bool = False
     """Older points exist that were not fetched (the fetch is bounded)."""
+    of: int = 0
+    """How many points the file holds when those shown were picked across it (0: all)."""
     bad: int = 0
     problems: tuple[str, ...] = ()
     error: str | None = None
@@ -35,12 +37,17 @@ class DatasetHistory:
         """The points in the end of a history file, read as `history.read_history` reads."""
         if tail.error:
             return cls(dataset, error=one_line(tail.error, 300))
-        read = parse_history_lines(tail.lines, tail.path or dataset)
-        fetched = sum(len(line.encode("utf-8", "replace")) + 1 for line in tail.lines)
+        read = parse_history_lines(tail.lines, tail.path or dataset, numbers=tail.numbers)
+        if tail.numbers:  # picked across the file: only a huge file's start is left out
+            partial = tail.start > 0
+        else:
+            fetched = sum(len(line.encode("utf-8", "replace")) + 1 for line in tail.lines)
+            partial = tail.size > fetched
         return cls(
             dataset,
             tuple(read.points),
-            partial=tail.size > fetched,
+            partial=partial,
+            of=tail.total if tail.total > len(tail.lines) else 0,
             bad=read.bad,
             problems=tuple(one_line(problem, 300) for problem in read.problems),
         )
@@ -111,7 +118,8 @@ def summary(history: DatasetHistory, budget: int | None) -> str:
         f"{history.dataset}: {format_count(last.tokens)} tokens{of}",
         f"{last.samples:,} samples",
         f"last {format_count(last.tok_s)} tok/s{peak}",
-        f"{len(history.points):,} points over {_span(last.t - first.t)}",
+        f"{len(history.points):,}{f' of {history.of:,}' if history.of else ''} points"
+        f" over {_span(last.t - first.t)}",
         f"{runs} run{'s' if runs != 1 else ''}",
         last.state,
     ]

@@ -33,12 +33,18 @@ class _Resolved:
     unchecked_in_config: bool = False
     """`~/.ssh/config` says `UserKnownHostsFile none` for this host: asyncssh would then
     skip verification, so gen-tui checks against `~/.ssh/known_hosts` instead."""
+    unread: bool = False
+    """The config could not be resolved here (a garbled or locked `IdentityFile`, which the
+    connection itself skips when keys are given): whether it says `UserKnownHostsFile none`
+    is unknown, so gen-tui checks against `~/.ssh/known_hosts` too (fail closed)."""
 
 
 def resolve(target: Target, options: SSHOptions) -> _Resolved:
     """Host, port, user and known_hosts files after `~/.ssh/config` (or the given files)."""
-    kwargs = options.where_kwargs(target)
-    unchecked = False
+    # No keys: where a host is does not depend on them, and a config's garbled or locked
+    # IdentityFile must not stop the resolution (see `unread`).
+    kwargs = options.where_kwargs(target) | {"client_keys": None, "agent_path": None}
+    unchecked = unread = False
     try:
         resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]
         host, port, user = str(resolved.host), int(resolved.port), str(resolved.username)
@@ -46,6 +52,7 @@ def resolve(target: Target, options: SSHOptions) -> _Resolved:
         unchecked = files is None
     except (OSError, asyncssh.Error, ValueError):
         host, port, user, files = target.host, target.port or 22, target.user or "?", None
+        unread = True
     if options.known_hosts is not None:
         return _Resolved(host, port, user, (options.known_hosts,))
     if isinstance(files, str):
@@ -54,7 +61,7 @@ def resolve(target: Target, options: SSHOptions) -> _Resolved:
         known = tuple(str(f) for f in files)
     else:
         known = (DEFAULT_KNOWN_HOSTS,)
-    return _Resolved(host, port, user, known, unchecked)
+    return _Resolved(host, port, user, known, unchecked, unread)
 
 
 def _host_pattern(host: str, port: int) -> str:
@@ -63,15 +70,16 @@ def _host_pattern(host: str, port: int) -> str:
 
 async def _presented_key(target: Target, resolved: _Resolved, options: SSHOptions) -> str | None:
     """The fingerprint of the key the server presents (read without trusting it)."""
-    kwargs: dict[str, object] = {}
-    if options.config_files is not None:
-        kwargs["config"] = list(options.config_files)
+    config = () if options.config_files is None else list(options.config_files)
+    # Keys are not needed to read a host key: a config's unusable IdentityFile is skipped.
+    where = asyncssh.SSHClientConnectionOptions(config=config, client_keys=None, agent_path=None)
+    kwargs: dict[str, object] = {"options": where}
     try:
         key = await within(
             asyncssh.get_server_host_key(resolved.host, resolved.port, **kwargs),  # type: ignore[arg-type]
             options.connect_timeout_s,
         )
-    except (OSError, asyncssh.Error, TimeoutError):
+    except (OSError, asyncssh.Error, TimeoutError, ValueError):  # ValueError: a bad key file
         return None
     return key.get_fingerprint("sha256") if key is not None else None
 

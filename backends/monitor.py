@@ -107,8 +107,11 @@ class HostMonitor:
         discover: bool = True,
         survey_s: float = SURVEY_S,
         on_change: Callable[[], None] | None = None,
+        servers: Sequence[str] = (),
     ) -> None:
         self.host = host
+        self.configured = tuple(servers)
+        """Servers to read on the host whatever its runs name (a `[[hosts]]` entry's)."""
         self.name = host.name
         self.discover = discover
         self.survey_s = survey_s
@@ -218,14 +221,15 @@ class HostMonitor:
     async def _keep_watch(self) -> None:
         names = self.datasets
         mine = [run for run in self.runs if run.output_dir == self.output_dir]
-        urls = tuple(sorted({url for run in mine for url in server_urls(run.identity.cmdline)}))
+        named = {url for run in mine for url in server_urls(run.identity.cmdline)}
+        urls = tuple(sorted(named.union(self.configured)))
         watch = self._watch
         if watch is not None and (watch.datasets, watch.metrics_urls) == (names, urls):
             return
         offsets = watch.offsets() if watch is not None else None
         await self._close_watch()
         self.telemetry.keep_only(urls)
-        if not names:
+        if not names and not urls:  # configured servers are read before any dataset exists
             return
         self._watch = self.host.watch(self.output_dir, names, resume=offsets, metrics_urls=urls)
         self._pump = asyncio.create_task(self._consume(self._watch))

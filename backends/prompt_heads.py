@@ -3,25 +3,29 @@
 Why a scan of the prompt file: a record keeps its `sample_id` and its prompt's length
 (`prompt_tokens`), not the prompt (neither its text nor its ids: the prompt file is the
 data's source and records stay small), so the prompt is looked up in the prompt file by
-the same key the engine used (`Prompt.key`). The scan is bounded (PROMPT_SCAN_BYTES, lines
-capped like the feeder's) and stops once every wanted sample is found; it blocks on the
-disk, so callers run it in a worker. The text is the prompt file's, so it is cleaned
-(`untrusted.clean`) and cut to PROMPT_HEAD_CHARS.
+the same key the engine used. The lookup is the watcher's (`watcher.find_heads`, with the
+one prompt-line rule, `watcher.prompt_fields`): here it runs in-process, and for a run on a
+GPU box the watcher runs it there (`Host.prompt_heads`), so only the heads cross the link.
+The scan is bounded (PROMPT_SCAN_BYTES, lines capped like the feeder's) and stops once every
+wanted sample is found; it blocks on the disk, so callers run it in a worker. The text is
+the prompt file's, so it is cleaned here (`untrusted.clean`), cut at PROMPT_HEAD_CHARS.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from gen_tui.backends.prompts import MAX_LINE_BYTES, _lines, parse_prompt
-from gen_tui.backends.untrusted import clean, one_line
+import orjson
 
-PROMPT_HEAD_CHARS = 300
-"""The most characters of a prompt shown above its answer: enough to know the question."""
-PROMPT_SCAN_BYTES = 256 << 20
-"""The most bytes of a prompt file read to find the shown samples (a second or two)."""
+from gen_tui.backends import watcher
+from gen_tui.backends.untrusted import clean, cut_said, one_line
+from gen_tui.backends.watcher import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES
+
+__all__ = ["PROMPT_HEAD_CHARS", "PROMPT_SCAN_BYTES", "PromptHeads", "head_of", "prompt_heads"]
 
 
 @dataclass(frozen=True)
@@ -32,49 +36,62 @@ class PromptHeads:
     missing: str = ""
     """Why a sample has no head (no file here, not found within the bound, unreadable)."""
 
+    @classmethod
+    def of_report(
+        cls, report: Mapping[str, Any] | None, max_bytes: int = PROMPT_SCAN_BYTES
+    ) -> PromptHeads:
+        """A watcher's `heads` line, whatever it holds: heads cleaned, the rest said."""
+        if not isinstance(report, Mapping):
+            return cls(missing="the host answered nothing usable")
+        shown = one_line(str(report.get("path") or "the prompt file"), 200)
+        if report.get("error"):
+            return cls(missing=one_line(str(report["error"]), 300))
+        found = report.get("heads")
+        heads = {
+            one_line(str(key), 200): _shown(head)
+            for key, head in (found.items() if isinstance(found, Mapping) else ())
+            if isinstance(head, Mapping)
+        }
+        if report.get("bounded"):
+            size = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes:,} bytes"
+            why = f"not in the first {size} of {shown} (the scan's bound)"
+        else:
+            why = f"not in {shown} (changed since the run?)"
+        return cls(heads, why)
+
+
+def _shown(head: Mapping[str, Any]) -> str:
+    """One head as the viewer shows it: the turns before it counted, its text cleaned, a
+    cut said (the watcher sends `before`, `text` and the whole length `chars`)."""
+    text = str(head.get("text") or "")[: 4 * PROMPT_HEAD_CHARS]
+    chars = head.get("chars")
+    more = chars - len(text) if isinstance(chars, int) and not isinstance(chars, bool) else 0
+    before = head.get("before")
+    before = before if isinstance(before, int) and not isinstance(before, bool) else 0
+    shown = cut_said(clean(text, len(text)), more)
+    return f"(+{before} earlier message{'s' if before != 1 else ''}) {shown}" if before else shown
+
 
 def head_of(messages: list[dict[str, str]], chars: int = PROMPT_HEAD_CHARS) -> str:
     """The last user turn (what the answer answers), cleaned and cut, with the turns before
     it counted rather than shown."""
-    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    index = users[-1] if users else len(messages) - 1
-    text = messages[index].get("content", "") if messages else ""
-    head = clean(text.strip(), chars)  # a cut is said: "… (n more characters)"
-    before = index
-    return f"(+{before} earlier message{'s' if before != 1 else ''}) {head}" if before else head
+    return _shown(watcher.last_user_turn(messages, chars))
 
 
 def prompt_heads(
     path: Path | None, keys: Iterable[str], why_none: str = "", max_bytes: int = PROMPT_SCAN_BYTES
 ) -> PromptHeads:
-    """The heads of the prompts of `keys` in the prompt file `path` (None: `why_none`)."""
-    wanted = set(keys)
+    """The heads of the prompts of `keys` in the prompt file `path` on this machine (None:
+    `why_none`). The path is the run's own (its config's or its manifest's): a link in it
+    is followed here, where a GPU box's watcher reads regular files only."""
     if path is None:
         return PromptHeads(missing=why_none or "the prompt file is not known here")
-    heads: dict[str, str] = {}
-    shown = one_line(str(path), 200)
-    bounded = False
     try:
-        with open(path, "rb") as handle:
-            for line_no, raw in enumerate(_lines(handle, MAX_LINE_BYTES), start=1):
-                if handle.tell() > max_bytes:
-                    bounded = True
-                    break
-                if isinstance(raw, int) or not raw.strip():
-                    continue
-                try:
-                    prompt = parse_prompt(raw, line_no)
-                except ValueError:
-                    continue  # the run said it at its start; here it is only not this one
-                if prompt.key in wanted and prompt.key not in heads:
-                    heads[prompt.key] = head_of(prompt.messages)
-                    if len(heads) == len(wanted):
-                        break
+        real = os.path.realpath(path)
+        report = watcher.find_heads(real, list(keys), max_bytes, loads=orjson.loads)
+    except watcher.BadFile as exc:
+        return PromptHeads(missing=f"cannot read {one_line(str(path), 200)}: {one_line(str(exc))}")
     except OSError as exc:
-        return PromptHeads(heads, f"cannot read {shown}: {one_line(exc.strerror or str(exc))}")
-    if bounded:
-        size = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes:,} bytes"
-        why = f"not in the first {size} of {shown} (the scan's bound)"
-    else:
-        why = f"not in {shown} (changed since the run?)"
-    return PromptHeads(heads, why)
+        why = one_line(exc.strerror or str(exc))
+        return PromptHeads(missing=f"cannot read {one_line(str(path), 200)}: {why}")
+    return PromptHeads.of_report({**report, "path": str(path)}, max_bytes)

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 import orjson
 
+from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
     MAX_COMPLETION_TOKENS,
     SAMPLE_ID_MAX,
@@ -43,6 +44,13 @@ def _open_existing(path: Path, flags: int) -> int:
         return open_own(os.fspath(path), flags, 0o644)
     except BadFile as exc:
         raise RecordFileError(f"{exc}: refusing to read or write it") from None
+
+
+def open_records(path: Path) -> BinaryIO:
+    """`path` opened to read, a regular file only (RecordFileError otherwise, one line):
+    export and verify read folders where someone may have left a FIFO, which a plain open
+    would wait on for ever."""
+    return os.fdopen(_open_existing(path, os.O_RDONLY), "rb")
 
 
 def sample_key(sample_id: SampleId) -> str:
@@ -210,7 +218,8 @@ def scan_records(path: Path) -> ScanResult:
             try:
                 sample_id, tokens = record_counts(parsed)
             except ValueError as exc:
-                pending_error = (line_no, offset, line, str(exc))
+                # The rule's reason quotes the bad value: bounded, one line.
+                pending_error = (line_no, offset, line, one_line(str(exc), QUOTED_CHARS))
                 continue
             key = sample_key(sample_id)
         if key in result.done:

@@ -27,6 +27,7 @@ from gen_tui.backends.record_scan import (
     SampleId,
     ScanResult,
     _open_existing,
+    open_records,
     quarantine_torn_tail,
     record_lines,
     sample_key,
@@ -41,6 +42,7 @@ from gen_tui.backends.watcher import (
     PROGRESS_FILE,
     RAW_FILE,
     BadFile,
+    ancestor_problem,
     folder_problem,
     open_own,
     record_counts,
@@ -59,9 +61,11 @@ __all__ = [
     "RecordWriter",
     "SampleId",
     "ScanResult",
+    "ancestor_problem",
     "check_dataset_folder",
     "error_line",
     "open_private",
+    "open_records",
     "prepare_dataset_folder",
     "quarantine_torn_tail",
     "record_counts",
@@ -81,18 +85,28 @@ def check_dataset_folder(folder: Path) -> None:
     Safe: a folder owned by us that group and others cannot write in (a sticky,
     world-writable /tmp-like folder is refused too). Anyone else who can create names in
     it can plant `run.lock` or `raw_responses.jsonl.torn.<ms>` as a link to a file of ours
-    and have us overwrite it, or copy it somewhere they can read. The engine calls this
-    after creating the folder and before it opens anything in it.
+    and have us overwrite it, or copy it somewhere they can read. The folders above it
+    must be safe too (:func:`ancestor_problem`). The engine calls this after creating the
+    folder and before it opens anything in it.
     """
-    problem = folder_problem(os.fspath(folder))
+    problem = folder_problem(os.fspath(folder)) or ancestor_problem(os.fspath(folder))
     if problem is not None:
         raise BadFile(problem)
 
 
 def prepare_dataset_folder(folder: Path) -> None:
-    """Create `folder` if need be (0755 whatever the umask: a umask of 002 must not make a
-    new dataset folder one that `check_dataset_folder` refuses), then check it."""
-    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    """Create `folder` and any missing folder above it 0755 whatever the umask (a umask of
+    002 must not make a folder that `check_dataset_folder` refuses), then check it. The
+    folders above are checked first: nothing is made in a folder someone else controls."""
+    missing = [p for p in folder.parents if not p.exists()]
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o755)
+    problem = ancestor_problem(os.fspath(folder))
+    if problem is not None:
+        raise BadFile(problem)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o755)
     check_dataset_folder(folder)
 
 

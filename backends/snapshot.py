@@ -12,6 +12,7 @@ from typing import Any
 
 from gen_tui.backends.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
+from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import WorkerLoad
 
@@ -127,6 +128,10 @@ class RunSnapshot:
     """Each server's load from its /metrics, when it serves them (None: it serves none)."""
     server_workers: dict[str, tuple[WorkerLoad, ...]] = field(default_factory=dict)
     """Each router's workers, with their loads (a server that is no router is absent)."""
+    gpus: tuple[tuple[Gpu, tuple[float, ...]], ...] = ()
+    """This machine's GPUs (NVML), each with its recent utilisation 0..1, oldest first."""
+    concurrency_auto: str | None = None
+    """Under `--concurrency auto`, why `concurrency` is what it is now (None: fixed)."""
 
     def servers_json(self) -> dict[str, dict[str, Any]]:
         """`servers` as progress.json carries them: the state and the load of each, and a

@@ -167,7 +167,7 @@ async def connect(
     kwargs = options.connect_kwargs(target)
     if options.known_hosts is None:
         resolved = await asyncio.to_thread(resolve, target, options)
-        if resolved.unchecked_in_config:
+        if resolved.unchecked_in_config or resolved.unread:
             kwargs["known_hosts"] = checked_known_hosts()
     if client_factory is not None:
         kwargs["client_factory"] = client_factory

@@ -1,4 +1,5 @@
-"""The end of a file on a host: a dataset's last records (the sample viewer), a run's log.
+"""The end of a file on a host: a dataset's last records (the sample viewer), a run's log,
+and a dataset's history spread over its whole span (the plot view).
 
 Why through the watcher: the record file may be 10 GB on a GPU box behind SSH; the watcher
 reads it backwards from its end on that box, and only the last lines cross the link, capped
@@ -20,9 +21,9 @@ ids is about 250 kB, so a dozen of the longest fit)."""
 LOG_TAIL_BYTES = 64 << 10
 """The most bytes of a log fetched for one look (`L` polls it while shown)."""
 HISTORY_TAIL_LINES = watcher.TAIL_MAX_LINES
-"""The most history points fetched for the plot view: at a point every 5 s, the last 80
-minutes of a file not yet compacted; after compaction (an hour at full pace, then one a
-minute) the last few hours."""
+"""The most history points fetched for the plot view, spread by the watcher from the file's
+first point to its last (`watcher.spread_lines`): a whole night, whatever its length, in as many
+points as a plot of 80 to 200 columns can show."""
 HISTORY_TAIL_BYTES = 512 << 10
 """The byte cap of that fetch (a point is about 150 bytes: 1,000 fit three times over)."""
 
@@ -37,6 +38,12 @@ class Tail:
     cut: bool = False
     """Fewer lines than asked because the size cap was reached."""
     error: str | None = None
+    numbers: tuple[int, ...] = ()
+    """Each line's number in the file (counted from `start`), for a `spread` request."""
+    start: int = 0
+    """Where a `spread` request began reading: 0, or the bytes of a huge file's start."""
+    total: int = 0
+    """The lines a `spread` request picked `lines` from (0 for a plain tail)."""
 
     @classmethod
     def parse(cls, report: Mapping[str, Any] | None, limit: int) -> Tail:
@@ -44,14 +51,27 @@ class Tail:
         if not isinstance(report, Mapping):
             return cls(error="the host answered nothing usable")
         lines = report.get("lines")
-        size = report.get("size")
+        numbers = report.get("numbers")
+        kept = tuple(str(line) for line in lines[-limit:]) if isinstance(lines, list) else ()
+        if isinstance(numbers, list) and len(numbers) == len(lines or ()):
+            numbered = tuple(_count(n) for n in numbers[len(numbers) - len(kept) :])
+        else:
+            numbered = ()
         return cls(
-            lines=tuple(str(line) for line in lines[-limit:]) if isinstance(lines, list) else (),
+            lines=kept,
             path=str(report.get("path") or ""),
-            size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
+            size=_count(report.get("size")),
             cut=bool(report.get("cut")),
             error=str(report["error"]) if report.get("error") else None,
+            numbers=numbered,
+            start=_count(report.get("start")),
+            total=_count(report.get("total")),
         )
+
+
+def _count(value: Any) -> int:
+    """A count or size from a host's answer: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def local_tail(spec: Mapping[str, Any], limit: int) -> Tail:
@@ -66,13 +86,15 @@ def record_spec(output_dir: str, dataset: str, count: int) -> dict[str, Any]:
 
 
 def history_spec(output_dir: str, dataset: str) -> dict[str, Any]:
-    """The tail request for the end of a dataset's history file (`history.py`)."""
+    """The request for a dataset's history file (`history.py`): at most HISTORY_TAIL_LINES
+    points spread over all of it, first and last included, a point being written left out."""
     path = posixpath.join(output_dir, dataset, watcher.HISTORY_FILE)
     return {
         "path": path,
         "lines": HISTORY_TAIL_LINES,
         "max_bytes": HISTORY_TAIL_BYTES,
         "whole": True,
+        "spread": True,
     }
 
 

@@ -16,6 +16,10 @@ import re
 SHOWN_CHARS = 2000
 """The most characters of one untrusted string that are shown or logged whole."""
 
+QUOTED_CHARS = 500
+"""The most characters of a reason quoted inside a longer line (a record rule's reason
+quotes the bad value itself, which may be megabytes): the line around it stays whole."""
+
 STORED_CHARS = 4096
 """The most characters of one server error kept in errors.jsonl (head kept, cut said)."""
 
@@ -29,7 +33,13 @@ def truncate(text: str, limit: int) -> str:
     """`text` cut to about `limit` characters, the head kept and the cut said."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+    return cut_said(text[:limit], len(text) - limit)
+
+
+def cut_said(head: str, more: int) -> str:
+    """`head` of a text cut elsewhere (on another machine), with the `more` characters
+    left out said as :func:`truncate` says them."""
+    return f"{head}… ({more:,} more characters)" if more > 0 else head
 
 
 def clean(text: str, limit: int = SHOWN_CHARS) -> str:

@@ -33,6 +33,9 @@ class GpuLine:
     gpu: Gpu
     util_history: tuple[float, ...] = ()
     """Utilisation 0..1, oldest first."""
+    this_machine: bool = False
+    """Read on the machine gen-tui runs on (a watched local host): the same devices as
+    what this process's runs read, which are then not shown twice."""
 
 
 def level(fraction: float | None) -> str:

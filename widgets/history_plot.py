@@ -12,16 +12,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual_plotext import PlotextPlot
 
 from gen_tui.backends.history_series import DatasetHistory, TimeAxis, count_ticks
 from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.format import format_count
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 """One per dataset when all are drawn together (the ninth takes the first again)."""
+LEGEND_COLORS = {"orange": "dark_orange"}
+"""Plotext's names Rich spells otherwise (for the legend under the plots)."""
 BUDGET_COLOR = "red"
+
+
+def legend(histories: Sequence[DatasetHistory], width: int) -> Text:
+    """Which colour is which dataset when all are drawn together: "■ NAME TOKENS" per
+    dataset, as many to a line as fit in `width`, so nine datasets take three lines at 80
+    columns and leave the rows to the plots."""
+    text = Text()
+    used = 0
+    for index, history in enumerate(histories):
+        color = COLORS[index % len(COLORS)]
+        last = history.points[-1].tokens if history.points else None
+        entry = f"{one_line(history.dataset, 30)} {format_count(last) if last is not None else '-'}"
+        if used and used + 3 + len(entry) > width:
+            text.append("\n")
+            used = 0
+        elif used:
+            text.append("  ")
+            used += 2
+        text.append("■ ", style=LEGEND_COLORS.get(color, color))
+        text.append(entry)
+        used += 2 + len(entry)
+    return text
 
 
 class HistoryPlots(Vertical):

@@ -52,10 +52,15 @@ class BudgetAnnouncer:
             # the count the crossing already announced.
             budget = event.max_tokens
             if event.kind == "done" and budget is not None and event.tokens < budget:
-                self._toast(short_text(event.tokens, budget), name)
-                return
-            what = "all prompts done" if event.kind == "exhausted" else "budget reached"
-            self._toast(f"{what}: {event.tokens:,} tokens, {event.samples:,} samples", name)
+                text = short_text(event.tokens, budget)  # stopped short: no crossing to see
+            elif event.kind == "exhausted":
+                text = f"all prompts done: {event.tokens:,} tokens, {event.samples:,} samples"
+            else:  # not "budget reached" again, with a second figure: what the drain added
+                text = (
+                    f"done: {event.tokens:,} tokens, {event.samples:,} samples, with the "
+                    "answers in flight at the crossing"
+                )
+            self._toast(text, name)
 
     def watched(self, where: str, snap: DatasetSnapshot) -> None:
         """A watched dataset's latest count: a crossing if it passed its budget since the last.

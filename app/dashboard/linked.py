@@ -13,16 +13,18 @@ from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Peek
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
+from gen_tui.app.host_sources import HostSource
 from gen_tui.app.hosts import (
     HostLink,
-    HostSource,
     Kill,
     Resume,
     Say,
     Shutdown,
     kill_question,
 )
+from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.progress_file import ServerReport
+from gen_tui.backends.prompt_heads import PromptHeads
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
@@ -106,8 +108,9 @@ class HostLinks(PanelSource):
             if monitor is None:
                 continue
             board = monitor.telemetry.board
+            local = isinstance(monitor.host, LocalHost)
             for gpu in board.gpus:
-                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0]))
+                lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0], local))
         return tuple(lines)
 
     # PanelSource
@@ -163,12 +166,10 @@ class HostLinks(PanelSource):
         def history() -> Tail:
             return link.call(lambda host: host.tail_history(name), PEEK_TIMEOUT_S)
 
-        return Peek(
-            records,
-            log,
-            history=history,
-            no_prompts=f"the prompt file is on {link.name}; only records cross the link",
-        )
+        def heads(keys: Sequence[str]) -> PromptHeads:
+            return link.call(lambda host: host.prompt_heads(name, keys), PEEK_TIMEOUT_S)
+
+        return Peek(records, log, history=history, heads=heads)
 
     def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
         link = self.remote[name]

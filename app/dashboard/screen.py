@@ -3,7 +3,9 @@
 The screen reads its panels from panel sources (`sources.PanelSource`) four times a second
 and asks the selected panel's source what `k` and `r` mean; it never asks which kind of
 source that is. Its keys are its own bindings, so they are inert whenever another screen or
-a dialog is on top.
+a dialog is on top. The screen holds the layout, the refresh and the selection; what the
+keys do is in three objects it holds and hands itself to (attributes down): `Controls` (the
+keys that change a run), `Viewers` (the read-only screens) and `PanelFilter` (`/`).
 """
 
 from __future__ import annotations
@@ -21,25 +23,16 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 
 from gen_tui.app.board import Layout, plan_layout
+from gen_tui.app.dashboard.controls import Controls
+from gen_tui.app.dashboard.filtering import PanelFilter
 from gen_tui.app.dashboard.hosted import HostedRuns
-from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS, help_rows
+from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
-from gen_tui.app.dashboard.sources import (
-    Action,
-    AskBudget,
-    Confirm,
-    Note,
-    PanelSource,
-    Peek,
-    Plan,
-)
-from gen_tui.app.dashboard.summary import empty_text, header_view, server_view
-from gen_tui.app.dialogs.history import open_history
-from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen, ResumeScreen
-from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
+from gen_tui.app.dashboard.sources import PanelSource
+from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
+from gen_tui.app.dashboard.viewers import Viewers
 from gen_tui.backends.host_status import without_countdown
-from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.filter_bar import FilterBar
@@ -92,6 +85,9 @@ class DashboardScreen(Screen[None]):
         """--readonly: k, r, s and p are off (for watching someone else's box)."""
         self.events: deque[str] = deque(maxlen=500)
         """The events pane's last lines, for `L` on a run of this process."""
+        self.controls = Controls(self)
+        self.viewers = Viewers(self)
+        self.filtering = PanelFilter(self)
 
     # layout
 
@@ -199,7 +195,7 @@ class DashboardScreen(Screen[None]):
             )
             tall = self.app.size.height >= TALL_SCREEN
             parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
-            parts.gpus.show(self.linked.gpus(), tall=tall)
+            parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)
@@ -260,171 +256,65 @@ class DashboardScreen(Screen[None]):
         if not 0 <= column < self.columns:
             return  # → in the right column stays in its row (it used to wrap to the next)
         target = index + dx + dy * self.columns
+        last_row = (len(visible) - 1) // self.columns
+        if dy > 0 and target >= len(visible) and index // self.columns < last_row:
+            target = len(visible) - 1  # ↓ above a short last row lands on its last panel
         if 0 <= target < len(visible):
             visible[target].focus()
 
-    # keys on the selected dataset: its source decides what they mean
+    # keys: the selected dataset's source decides what k and r mean (controls.py); the
+    # read-only screens are viewers.py's, the `/` filter filtering.py's
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """With --readonly, the keys that change a run are shown dimmed and do nothing."""
         return not (self.readonly and action in CONTROL_ACTIONS)
 
-    def action_quality(self) -> None:
-        panel = self.selected()
-        if panel is not None:
-
-            def snapshot() -> DatasetSnapshot | None:
-                return panel.view.snapshot if panel.view is not None else None
-
-            self.app.push_screen(QualityScreen(panel.dataset, snapshot))
-
-    def _peek(self, name: str) -> Peek | None:
-        return next((p for s in self.sources if (p := s.peek(name)) is not None), None)
-
-    def action_samples(self) -> None:
-        panel = self.selected()
-        if panel is None:
-            return
-        peek = self._peek(panel.dataset)
-        if peek is None:
-            self.notify(f"{panel.dataset}: no record file known yet", severity="warning")
-            return
-        self.app.push_screen(SampleScreen(panel.dataset, peek))
-
-    def action_log(self) -> None:
-        panel = self.selected()
-        if panel is not None:
-            peek = self._peek(panel.dataset)
-            self.app.push_screen(LogScreen(panel.dataset, peek, lambda: tuple(self.events)))
-
-    def action_history(self) -> None:
-        panel = self.selected()
-        if panel is not None:
-            panels = self.panels(visible_only=True)
-            self.app.push_screen(open_history(panel.dataset, panels, self._peek))
-
-    def _source(self, name: str, action: Action) -> PanelSource:
-        """The source that carries out `action` on `name`; this process's runs by default
-        (they explain what they cannot do)."""
-        return next((s for s in self.sources if s.claims(name, action)), self.hosted)
-
     def action_kill(self) -> None:
-        panel = self.selected()
-        if panel is not None:
-            self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
+        self.controls.kill()
 
     def action_resume(self) -> None:
-        panel = self.selected()
-        if panel is not None:
-            source = self._source(panel.dataset, "resume")
-            self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
-
-    def carry_out(self, plan: Plan) -> None:
-        """Say a refusal, or ask what the plan needs to know and then act on it."""
-        match plan:
-            case Note():
-                self.say(plan)
-            case Confirm(title=title, body=body, label=label, then=then):
-                self.app.push_screen(
-                    ConfirmScreen(title, body, label),
-                    lambda ok: self._after(then()) if ok else None,
-                )
-            case AskBudget(target=target, then=then):
-                self.app.push_screen(
-                    ResumeScreen(target),
-                    lambda budget: self._after(then(budget)) if budget is not None else None,
-                )
-
-    def _after(self, note: Note | None) -> None:
-        if note is not None:
-            self.say(note)
-        self.refresh_view()
-
-    def say(self, note: Note) -> None:
-        self.notify(note.text, title=note.title, severity=note.severity, timeout=note.timeout)
-
-    def start_run(self) -> bool:
-        if self.hosted.start() is None:
-            self.notify("Nothing to start: no run is configured.", severity="warning")
-            return False
-        return True
+        self.controls.resume()
 
     def action_start(self) -> None:
-        if self.hosted.active():
-            self.notify("A run is already active in this process (k stops it).")
-            return
-        if self.start_run():
-            self.notify("starting the configured run")
-            self.refresh_view()
-
-    def action_runs(self) -> None:
-        if not self.linked.links:
-            self.notify(
-                "No host is watched: start gen-tui with --host TARGET --remote-dir DIR, or "
-                "add [[hosts]] to the config.",
-                severity="warning",
-            )
-            return
-        from gen_tui.app.dialogs.run_list import RunsScreen
-
-        self.app.push_screen(RunsScreen(self.linked.links, readonly=self.readonly))
+        self.controls.start()
 
     def action_pause(self) -> None:
-        self.say(self.hosted.pause())
-        self.refresh_view()
+        self.controls.pause()
 
-    # filter and help
+    def action_runs(self) -> None:
+        self.controls.runs()
+
+    def action_quality(self) -> None:
+        self.viewers.quality()
+
+    def action_samples(self) -> None:
+        self.viewers.samples()
+
+    def action_log(self) -> None:
+        self.viewers.log()
+
+    def action_history(self) -> None:
+        self.viewers.history()
+
+    def action_help(self) -> None:
+        self.viewers.help((*self.BINDINGS, *self.app_keys))
 
     def action_filter(self) -> None:
-        bar = self._bar
-        bar.display = True
-        bar.focus()
-        self.relayout()
+        self.filtering.open()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.apply_filter(event.value)
+        self.filtering.apply(event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        if not event.value:
-            self._bar.display = False
-        self._focus_visible()
+        self.filtering.submitted(event.value)
 
     @on(FilterBar.Cleared)
     def _filter_cleared(self) -> None:
-        self._bar.display = False
-        self.apply_filter("")
-        self._focus_visible()
+        self.filtering.cleared()
 
     @property
-    def _bar(self) -> FilterBar:
+    def filter_bar(self) -> FilterBar:
         assert self.parts is not None  # filter keys and events come once it is mounted
         return self.parts.filter
-
-    def _focus_visible(self) -> None:
-        visible = self.panels(visible_only=True)
-        if visible:
-            visible[0].focus()
-        self.relayout()
-
-    def apply_filter(self, text: str) -> None:
-        needle = text.strip().lower()
-        for panel in self.panels():
-            panel.display = needle in panel.dataset.lower()
-        self.relayout()
-        self.refresh_view()
-
-    def action_help(self) -> None:
-        # Built once and kept (installed): composing and styling the table on every `?`
-        # was most of the key's latency.
-        if not self.app.is_screen_installed("help"):
-            about = (
-                "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
-                "stale (no new record, or writing past its budget: press k), stopped, "
-                "aborted, failed."
-            )
-            self.app.install_screen(
-                HelpScreen(help_rows((*self.BINDINGS, *self.app_keys)), about), name="help"
-            )
-        self.app.push_screen("help")

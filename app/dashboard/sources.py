@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
+from gen_tui.backends.prompt_heads import PromptHeads, prompt_heads
 from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import PanelView
@@ -79,6 +80,15 @@ class Peek:
     """The dataset's prompt file on this machine (`v` shows each answer's prompt head)."""
     no_prompts: str = ""
     """Why `prompts` is None, said in place of the heads."""
+    heads: Callable[[Sequence[str]], PromptHeads] | None = None
+    """Looks the heads up where the prompt file is, for a run on another host (`prompts`
+    is then None): the watcher does it there."""
+
+    def prompt_heads(self, keys: Sequence[str]) -> PromptHeads:
+        """The prompt heads of the samples `keys`, wherever the prompt file is (blocks)."""
+        if self.heads is not None:
+            return self.heads(keys)
+        return prompt_heads(self.prompts, keys, self.no_prompts)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from gen_tui.app.dashboard.sources import Activity
 from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.gpu_strip import GpuLine
 from gen_tui.widgets.header import HeaderView
 from gen_tui.widgets.server_strip import ServerLine
 
@@ -81,6 +82,16 @@ def server_view(
         if report.state and (report.told or report.state != "ok"):
             lines.setdefault(url, ServerLine(url, report.state, report.metrics, report.workers))
     return tuple(lines.values())
+
+
+def gpu_view(activity: Activity | None, watched: tuple[GpuLine, ...]) -> tuple[GpuLine, ...]:
+    """The GPU strip: this machine's (NVML, read by this process's runs), then the watched
+    hosts' (their watchers). A watched local host shows this machine's GPUs already: they
+    are not shown twice."""
+    here = next((pool.gpus for pool in activity.pools if pool.gpus), ()) if activity else ()
+    if any(line.this_machine for line in watched):
+        here = ()
+    return (*(GpuLine("here", gpu, history) for gpu, history in here), *watched)
 
 
 def empty_text(hosts: tuple[tuple[str, str], ...], filtered: bool) -> str:

@@ -4,7 +4,8 @@ budget line, and tok/s over time, followed while open.
 Why a screen of its own: at 80x24 the plots need the whole terminal. The points come from
 each dataset's history.jsonl (`backends/history.py`) through the same bounded path as `v`
 and `L`: the watcher's tail request, run on the machine that holds the file (this one, or
-a GPU box over SSH), so at most HISTORY_TAIL_LINES points cross the link. The fetch runs in
+a GPU box over SSH), which spreads at most HISTORY_TAIL_LINES points over the whole file, so
+a night fits the plot and only those points cross the link. The fetch runs in
 a thread worker every HISTORY_POLL_S; the UI's loop only draws.
 """
 
@@ -23,7 +24,7 @@ from gen_tui.app.dashboard.sources import Peek
 from gen_tui.backends.history_series import DatasetHistory, summary
 from gen_tui.backends.tails import Tail
 from gen_tui.widgets.dataset_panel import DatasetPanel
-from gen_tui.widgets.history_plot import HistoryPlots
+from gen_tui.widgets.history_plot import HistoryPlots, legend
 from gen_tui.widgets.key_line import KeyLine
 
 HISTORY_POLL_S = 5.0
@@ -117,8 +118,11 @@ class HistoryScreen(Screen[None]):
         self.histories = histories
         budgets = [self.budget(h.dataset) for h in histories]
         self.query_one(HistoryPlots).draw(histories, budgets)
-        lines = [summary(h, b) for h, b in zip(histories, budgets, strict=True)]
-        self.query_one("#history-summary", Label).update("\n".join(lines[:8]))
+        shown = self.query_one("#history-summary", Label)
+        if len(histories) > 1:  # a legend: which colour is which, every dataset
+            shown.update(legend(histories, max(20, self.size.width - 2)))
+        else:
+            shown.update("\n".join(summary(h, b) for h, b in zip(histories, budgets, strict=True)))
 
 
 def open_history(

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Label, Static
 
 from gen_tui.app.dashboard.sources import Peek
-from gen_tui.backends.prompt_heads import PromptHeads, prompt_heads
+from gen_tui.backends.prompt_heads import PromptHeads
 from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
 from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.backends.tails import Tail
@@ -172,7 +172,12 @@ class SampleScreen(PeekScreen):
                 tokenizer = None
         samples = parse_samples(tail.lines, tokenizer)
         keys = [sample.sample_id for sample in samples]
-        prompts = prompt_heads(self.peek.prompts, keys, self.peek.no_prompts) if keys else None
+        prompts = None
+        if keys:
+            try:
+                prompts = self.peek.prompt_heads(keys)
+            except Exception as exc:  # a link down, a timeout: said in place of the heads
+                prompts = PromptHeads(missing=str(exc) or type(exc).__name__)
         self.app.call_from_thread(self._loaded, samples, tail, prompts)
 
     def _loaded(self, samples: list[Sample], tail: Tail, prompts: PromptHeads | None) -> None:

@@ -20,39 +20,35 @@ http(s) URL counts as a worker.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from gen_tui.backends.clients.base import Worker
 from gen_tui.backends.clients.models import SERVER_INFO_BYTES, get_json
+from gen_tui.backends.watcher import worker_url
+
+__all__ = [
+    "MAX_WORKERS",
+    "REFRESH_S",
+    "WORKERS_BYTES",
+    "Routers",
+    "is_router",
+    "router_workers",
+    "worker_url",
+    "workers_from",
+]
 
 WORKERS_BYTES = 4 << 20
 """The most of /workers read (about 400 bytes a worker: thousands of workers)."""
 MAX_WORKERS = 1024
 """The most workers taken from one router; more is not a listing gen-tui believes."""
-_URL = re.compile(r"https?://[!-~]{1,500}")
-"""A worker URL: http(s), printable ASCII only (nothing a terminal or a log could act on)."""
 
 
 def is_router(info: Any) -> bool:
     """Whether a /get_server_info answer is a router's own (`router_manager: true`)."""
     return isinstance(info, dict) and info.get("router_manager") is True
-
-
-def worker_url(value: Any) -> str | None:
-    """`value` as a worker URL without its trailing slash, if it is a plain http(s) URL."""
-    if not isinstance(value, str) or not _URL.fullmatch(value):
-        return None
-    try:
-        if not urlsplit(value).netloc:
-            return None
-    except ValueError:
-        return None
-    return value.rstrip("/")
 
 
 def workers_from(listing: Any) -> tuple[Worker, ...]:

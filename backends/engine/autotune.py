@@ -21,14 +21,15 @@ Without metrics (an API, SGLang without --enable-metrics) the records' token rat
 there is: climb while a step up raised it, step back when it did not (a hill climb over
 windows long enough for answers to finish).
 
-The tuner only moves the pool's target; a 429's halving (slots.py) still applies under it,
-and the budget's reservations count what is in flight whatever the target, so precision is
-what it is at a fixed concurrency.
+Each move of the target is told once (`on_move`: from, to, and the figure that drove it),
+so a run's log says why it sent what it sent. The tuner only moves the pool's target; a
+429's halving (slots.py) still applies under it, and the budget's reservations count what
+is in flight whatever the target, so precision is what it is at a fixed concurrency.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.run_config import queued_concurrency
@@ -50,12 +51,22 @@ QUEUE_ALLOWED = 0.1
 """Requests queued at the server past this share of what it runs (and past 4) mean full."""
 CLIMB_WINDOW_S = 10.0
 
+OnMove = Callable[[int, int, str], None]
+"""(from, to, why): the target moved; `why` names the figure that moved it."""
+
 
 class ConcurrencyTuner:
     """Moves `pool.concurrency` (the target) between MIN_TARGET and `ceiling_max`."""
 
-    def __init__(self, pool: SlotPool, ceiling_max: int, start: int | None = None) -> None:
+    def __init__(
+        self,
+        pool: SlotPool,
+        ceiling_max: int,
+        start: int | None = None,
+        on_move: OnMove | None = None,
+    ) -> None:
         self.pool = pool
+        self.on_move: OnMove | None = None
         self.ceiling_max = ceiling_max
         self.target = float(min(ceiling_max, start or START))
         self.ceiling: float | None = None
@@ -72,6 +83,7 @@ class ConcurrencyTuner:
         look (TCP's slow start), so a run finds its level in seconds, not minutes."""
         self.reason = "starting"
         self._apply()
+        self.on_move = on_move  # after the start, which the engine tells as such
 
     def limit_to(self, batches: Sequence[int | None]) -> None:
         """Honour the servers' max_running_requests (when every one says): never more in
@@ -79,7 +91,9 @@ class ConcurrencyTuner:
         if batches and None not in batches:
             running = sum(b for b in batches if b is not None)
             self.ceiling_max = min(self.ceiling_max, queued_concurrency(running))
-            self.target = min(self.target, float(self.ceiling_max))
+            if self.target > self.ceiling_max:
+                self.target = float(self.ceiling_max)
+                self.reason = f"the servers run at most {running} (max_running_requests)"
             self._apply()
 
     def observe(self, loads: Sequence[ServerMetrics | None], tokens: int, now: float) -> None:
@@ -95,7 +109,8 @@ class ConcurrencyTuner:
         retracted_now = [load.retracted for load in loads]
         retracted = sum(r for r in retracted_now if r is not None)
         first = self._retracted is None  # no baseline for the retraction count yet
-        more = not first and retracted > (self._retracted or 0)
+        before = self._retracted or 0
+        more = not first and retracted > before
         self._retracted = retracted
         kv = max((load.kv_usage for load in loads if load.kv_usage is not None), default=0.0)
         running = sum(load.running or 0 for load in loads)
@@ -113,21 +128,25 @@ class ConcurrencyTuner:
             self.ceiling = self.target
             self._ceiling_at = now
             self.target = max(MIN_TARGET, self.target * factor)
-            self.reason = "retractions" if more else f"KV cache {kv:.0%} full"
+            self.reason = (
+                f"{retracted - before:.0f} retractions since the last look, KV {kv:.0%}"
+                if more
+                else f"KV cache {kv:.0%} full"
+            )
             self._signalled = True
             self._hold = True
             return
         self._cuts = 0
         if queued > max(4.0, QUEUE_ALLOWED * running):
             self.target = max(MIN_TARGET, min(self.target, queued_concurrency(int(running))))
-            self.reason = f"{queued:.0f} queued at the server"
+            self.reason = f"{queued:.0f} queued at the server, {running:.0f} running"
             self._signalled = True
         elif first:
             self.reason = "reading the servers"
         elif len(self.pool) >= 0.9 * int(self.target):
             if not self._signalled:
                 self.target = min(float(self.ceiling_max), self.target * 2)
-                self.reason = "starting: doubling"
+                self.reason = f"starting: doubling (KV {kv:.0%}, {queued:.0f} queued)"
             else:
                 near = self.ceiling is not None and self.target >= NEAR * self.ceiling
                 step = PROBE if near else GROW
@@ -135,7 +154,12 @@ class ConcurrencyTuner:
                 if self.ceiling is not None and not near:
                     grown = min(grown, NEAR * self.ceiling)  # fast to near it, then probe
                 self.target = min(float(self.ceiling_max), grown)
-                self.reason = "probing" if near else "growing"
+                room = f"KV {kv:.0%}, {queued:.0f} queued"
+                self.reason = (
+                    f"probing (it last hurt at {self.ceiling:.0f}; {room})"
+                    if near
+                    else f"growing ({room})"
+                )
 
     def _by_rate(self, tokens: int, now: float) -> None:
         """Hill climb on the records' token rate, one step per CLIMB_WINDOW_S."""
@@ -147,7 +171,8 @@ class ConcurrencyTuner:
             return
         rate = (tokens - before) / (now - since)
         last = self._last_rate
-        if last is not None and rate < last * 1.02:
+        paid = last is None or rate >= last * 1.02
+        if not paid:
             self._direction = -self._direction  # that step did not pay: go back
         self._last_rate = rate
         step = max(1.0, self.target * GROW)
@@ -155,11 +180,18 @@ class ConcurrencyTuner:
             float(self.ceiling_max), max(MIN_TARGET, self.target + step * self._direction)
         )
         self._climb = (now, float(tokens), self.target)
-        self.reason = "climbing on the token rate (no server metrics)"
+        said = f"{rate:.0f} tok/s" + ("" if last is None else f" after {last:.0f}")
+        way = "up" if self._direction > 0 else "down"
+        self.reason = f"no server metrics: token rate {said}, stepping {way}"
+        if not paid:
+            self.reason += " (that step did not pay)"
 
     def _apply(self) -> None:
         """The pool's cap follows the target; a 429's lower limit stays below it."""
         target = max(MIN_TARGET, int(self.target))
-        grew = target - self.pool.concurrency
+        before = self.pool.concurrency
+        grew = target - before
         self.pool.concurrency = target
         self.pool.limit = min(float(target), self.pool.limit + max(0, grew))
+        if grew and self.on_move is not None:
+            self.on_move(before, target, self.reason)

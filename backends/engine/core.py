@@ -23,7 +23,6 @@ from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.budget import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
 from gen_tui.backends.engine.allocator import Allocator
-from gen_tui.backends.engine.autotune import ConcurrencyTuner
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
@@ -37,6 +36,7 @@ from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.snapshots import dataset_snapshot
 from gen_tui.backends.engine.telemetry import ServerTelemetry
+from gen_tui.backends.engine.tuning import AutoConcurrency
 from gen_tui.backends.export.manifest import template_sha256
 from gen_tui.backends.prompts import Prompt
 from gen_tui.backends.run_config import EngineConfig, EngineError
@@ -81,11 +81,7 @@ class Engine:
         run = RunContext(config, self._datasets, self._signals, self._report)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._pool = SlotPool(config.max_concurrency)
-        self._tuner = (
-            ConcurrencyTuner(self._pool, config.max_concurrency, config.auto_start)
-            if config.auto_concurrency
-            else None
-        )
+        self._auto = AutoConcurrency(run, self._pool) if config.auto_concurrency else None
         self._cost = CostMeter(config, self._datasets)
         self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
         self._allocator = Allocator(run, self._feeder.reopen)
@@ -93,10 +89,13 @@ class Engine:
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
         self._telemetry = ServerTelemetry(
-            run, self.client, [server.url for server in self._runner.servers], self._tune
+            run,
+            self.client,
+            [server.url for server in self._runner.servers],
+            self._auto.tune if self._auto is not None else None,
         )
-        if self._tuner is not None:  # auto reads the servers every second
-            self._telemetry.interval_s = min(1.0, config.metrics_interval_s)
+        if self._auto is not None:
+            self._auto.attach(self._telemetry)
         self._started = time.monotonic()
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -153,6 +152,7 @@ class Engine:
         """The whole run now: every dataset, the pool, the servers (`run` returns the last)."""
         now_mono = time.monotonic()
         now = time.time()
+        board = self._telemetry.gpus
         self._pool.mark_busy()
         elapsed = max(now_mono - self._started, 1e-9)
         datasets = [
@@ -172,6 +172,8 @@ class Engine:
             max_total_tokens=self.config.max_total_tokens,
             server_metrics=dict(self._telemetry.latest),
             server_workers=dict(self._telemetry.workers),
+            concurrency_auto=self._auto.reason if self._auto is not None else None,
+            gpus=tuple((gpu, board.history(gpu.index)[0]) for gpu in board.gpus),
         )
 
     async def _ticker(self) -> None:
@@ -186,16 +188,6 @@ class Engine:
             if tick % every == 0:
                 self._sink.write_progress(snapshot)
                 await self._sink.sync()
-
-    def _tune(self) -> None:
-        """`--concurrency auto`: move the pool's target after each read of the servers."""
-        if self._tuner is None:
-            return
-        loads = [self._telemetry.latest.get(url) for url in self._telemetry.urls]
-        before = self._pool.concurrency
-        self._tuner.observe(loads, sum(ds.tokens for ds in self._datasets), time.monotonic())
-        if self._pool.concurrency > before:
-            self._signals.wake.set()  # room for more: dispatch now, not at the next answer
 
     # setup
 
@@ -296,8 +288,8 @@ class Engine:
         try:
             async with self.client:
                 await self._runner.check_servers()
-                if self._tuner is not None:
-                    self._tuner.limit_to(await self._runner.capacities())
+                if self._auto is not None:
+                    await self._auto.limit(self._runner)
                 telemetry = asyncio.create_task(self._telemetry.run())
                 await self._learn_caps()
                 await self._feeder.load_tokenizer()

@@ -119,6 +119,7 @@ class Feeder(RunPart):
                     self.executor, self._batch, ds.spec.prompts, items, BATCH
                 )
                 if not batch:
+                    ds.producer_done = True  # read to its end: what is queued is all left
                     break
                 for item in batch:
                     if isinstance(item, PromptProblem):
@@ -130,8 +131,11 @@ class Feeder(RunPart):
         except OSError as exc:
             ds.message = f"cannot read prompts: {exc}"
             self.reporter.event("error", f"{ds.name}: {ds.message}")
+            ds.producer_done = True  # no more will come from this file
         finally:
-            ds.producer_done = True
+            # A feed cancelled at the run's end (or stopped by a signal) has not read its
+            # file through: `producer_done` stays False there, or `prompts_left` would count
+            # only the prefetched queue (the final progress.json said 128 of 2,500 left).
             self.signals.wake.set()
 
     async def attach_ids(

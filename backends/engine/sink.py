@@ -91,7 +91,8 @@ class DatasetSink(RunPart):
         """Lock, scan and repair one dataset folder, and note the run's setup in its
         manifest (runs in a worker thread)."""
         if not ds.spec.prompts.is_file():
-            raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} does not exist")
+            why = "is not a regular file" if ds.spec.prompts.exists() else "does not exist"
+            raise EngineError(f"{ds.name}: prompt file {ds.spec.prompts} {why}")
         try:
             prepare_dataset_folder(ds.folder)
         except BadFile as exc:

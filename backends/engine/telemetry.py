@@ -10,6 +10,9 @@ A router serves no /metrics of its own: its workers are read instead (the ones i
 `/workers` lists, asked again every few seconds through the client, at most
 MAX_WORKERS_READ), kept per worker in `workers`, and summed for the router's own line
 (see telemetry/workers.py).
+
+This machine's GPUs are read in the same rounds through NVML (optional, telemetry/nvml.py):
+without the package, a driver or a GPU that is said once and no GPU is shown.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gen_tui.backends.aio import within
 from gen_tui.backends.clients.base import InferenceClient, Worker
 from gen_tui.backends.clients.http import METRICS_TIMEOUT_S
 from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.telemetry.gpus import GpuBoard
 from gen_tui.backends.telemetry.metrics import (
     ENABLE_HINT,
     MetricsError,
@@ -29,8 +33,12 @@ from gen_tui.backends.telemetry.metrics import (
     MetricsUnreachable,
     ServerMetrics,
 )
+from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError, read_gpus
 from gen_tui.backends.telemetry.workers import MAX_WORKERS_READ, OK, WorkerLoad, summed
 from gen_tui.backends.untrusted import one_line
+
+GPUS = "gpus"
+"""What `_said` keys the GPUs' news under (no server URL is spelled so)."""
 
 
 class ServerTelemetry(RunPart):
@@ -57,10 +65,13 @@ class ServerTelemetry(RunPart):
         self._readers = {url: MetricsReader() for url in urls}
         self._worker_readers: dict[str, MetricsReader] = {}
         self._said: dict[str, str] = {}
+        self.gpus = GpuBoard()
+        """This machine's GPUs and their recent past (empty without NVML)."""
+        self._gpus_absent = False
 
     async def poll(self) -> None:
-        """Read every server once, side by side."""
-        await asyncio.gather(*(self._read(url) for url in self.urls))
+        """Read every server once, side by side, and this machine's GPUs."""
+        await asyncio.gather(*(self._read(url) for url in self.urls), self._read_gpus())
 
     async def run(self) -> None:
         """Poll until cancelled, every `interval_s`."""
@@ -125,6 +136,21 @@ class ServerTelemetry(RunPart):
         except MetricsError as exc:
             self._say(url, "warning", f"router worker {url}: cannot read /metrics: {exc}")
             return WorkerLoad(url, worker.healthy, f"/metrics: {exc}")
+
+    async def _read_gpus(self) -> None:
+        if self._gpus_absent:
+            return
+        try:
+            gpus = await asyncio.to_thread(read_gpus)
+        except NvmlAbsent as exc:
+            self._gpus_absent = True
+            self._say(GPUS, "info", f"no GPU telemetry in this process: {exc}")
+            return
+        except NvmlError as exc:
+            self._say(GPUS, "warning", f"reading this machine's GPUs failed: {exc}")
+            return
+        self._said.pop(GPUS, None)
+        self.gpus.add(gpus)
 
     def _say(self, url: str, level: str, message: str) -> None:
         """Report `message` unless it is what was last said of `url`."""

@@ -30,9 +30,16 @@ from gen_tui.backends.export.manifest import (
     template_sha256,
 )
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, record_lines, sample_key
+from gen_tui.backends.records import (
+    RAW_FILE,
+    RecordFileError,
+    open_records,
+    record_lines,
+    sample_key,
+)
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
-from gen_tui.backends.watcher import MANIFEST_FILE, record_counts
+from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
+from gen_tui.backends.watcher import DATASET_NAME, MANIFEST_FILE, record_counts
 
 BATCH = 64
 """Prompts tokenized per call: the batch call encodes them in one pass of the Rust tokenizer."""
@@ -98,12 +105,19 @@ def _head_key(line: bytes) -> str | None:
     return digits.decode()
 
 
+def _open(raw: Path) -> BinaryIO:
+    try:
+        return open_records(raw)
+    except RecordFileError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
     """Each sample's (byte offset, line number) in `raw`; a second record of a sample is
     counted as skipped. A line that is not a record stops the export: `gen-tui verify`
     names every such line, and a crash's torn last line is moved aside by the next run."""
     index: dict[str, tuple[int, int]] = {}
-    with open(raw, "rb") as handle:
+    with _open(raw) as handle:
         for line_no, start, line in record_lines(handle):
             if isinstance(line, int):
                 raise ExportError(
@@ -116,8 +130,9 @@ def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
                 try:
                     key = sample_key(record_counts(orjson.loads(line))[0])
                 except (orjson.JSONDecodeError, ValueError) as exc:
+                    reason = one_line(str(exc), QUOTED_CHARS)
                     raise ExportError(
-                        f"{raw}:{line_no}: {exc}; `gen-tui verify` lists every damaged "
+                        f"{raw}:{line_no}: {reason}; `gen-tui verify` lists every damaged "
                         "line (a torn last line is moved aside by the next run)"
                     ) from None
             tally.records += 1
@@ -251,7 +266,7 @@ def export_dataset(
     ds = _Dataset(folder.name, raw, setup, tokenizer, options, tally, write)
     writer = WRITERS[options.format]
     batch: list[tuple[Prompt, tuple[int, int]]] = []
-    with open(raw, "rb") as records:
+    with _open(raw) as records:
         for pair in _matching(Path(setup.prompts), index):
             batch.append(pair)
             if len(batch) >= BATCH:
@@ -265,24 +280,39 @@ def export_dataset(
     return tally
 
 
-def dataset_folders(output_dir: Path, names: list[str] | None) -> list[Path]:
+def dataset_folders(
+    output_dir: Path, names: list[str] | None, say: Callable[[str], Any]
+) -> list[Path]:
     """The dataset folders of a run's output: `names` in that order, else every folder
-    holding records or a manifest, in name order. ExportError for a name with no folder."""
+    holding records or a manifest, in name order. ExportError for a name with no folder.
+
+    Only dataset names (watcher.DATASET_NAME) count: a shared output folder may hold a
+    folder someone named with terminal escapes or bidi overrides, and its name would be
+    printed in every line about it. Such a folder is said once, as data, and left out.
+    """
     if not output_dir.is_dir():
         raise ExportError(f"output directory {output_dir} does not exist")
     if names:
         folders = [output_dir / name for name in names]
         for folder in folders:
+            if not DATASET_NAME.match(folder.name):
+                raise ExportError(f"{folder.name!r} is not a dataset name")
             if not folder.is_dir():
                 raise ExportError(f"no dataset folder {folder.name!r} in {output_dir}")
         return folders
-    return sorted(
-        child
-        for child in output_dir.iterdir()
-        if child.is_dir()
-        and not child.name.startswith(".")
-        and ((child / RAW_FILE).exists() or (child / MANIFEST_FILE).exists())
-    )
+    found = []
+    for child in sorted(output_dir.iterdir()):
+        if child.name.startswith(".") or not child.is_dir():
+            continue
+        if not ((child / RAW_FILE).exists() or (child / MANIFEST_FILE).exists()):
+            continue
+        if DATASET_NAME.match(child.name):
+            found.append(child)
+        else:
+            say(
+                f"gen-tui: skipped {one_line(repr(child.name))} in {output_dir}: not a dataset name"
+            )
+    return found
 
 
 def export_run(
@@ -294,7 +324,7 @@ def export_run(
 ) -> Tally:
     """Export every chosen dataset through `write`, saying each one's accounting line and
     then the total's. Every dataset's setup is checked before the first row is written."""
-    folders = dataset_folders(output_dir, names)
+    folders = dataset_folders(output_dir, names, say)
     if not folders:
         raise ExportError(f"{output_dir} holds no dataset folder")
     tokenizers: dict[str, Any] = {}

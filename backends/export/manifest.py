@@ -26,8 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from gen_tui.backends.prompts import open_prompt_file
 from gen_tui.backends.records import write_json_atomic
-from gen_tui.backends.watcher import MANIFEST_FILE
+from gen_tui.backends.watcher import MANIFEST_FILE, BadFile, read_small
 
 MANIFEST_VERSION = 1
 MAX_MANIFEST_BYTES = 1 << 20
@@ -42,7 +43,7 @@ class ManifestError(Exception):
 def file_sha256(path: Path) -> str:
     """sha256 of a file's content, read in chunks (prompt files run to gigabytes)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_prompt_file(path) as handle:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -128,19 +129,18 @@ class Manifest:
 def read_manifest(folder: Path) -> Manifest:
     """The manifest of a dataset folder, or ManifestError naming the file and what is wrong."""
     path = folder / MANIFEST_FILE
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_MANIFEST_BYTES + 1)
+    try:  # a regular file only: a FIFO planted by that name would hang a plain open
+        data = read_small(os.fspath(path), MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise ManifestError(
             f"{path} does not exist: the records were written by another script or an "
             "older gen-tui; start the same gen-tui run once more to write it (a dataset "
             "already at its budget does nothing else)"
         ) from None
+    except BadFile as exc:  # its message starts with the file's name
+        raise ManifestError(str(folder / str(exc))) from None
     except OSError as exc:
         raise ManifestError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{path} is over {MAX_MANIFEST_BYTES} bytes: not a manifest")
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ crash. It reads one line at a time; memory holds a line number per record.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,15 @@ import orjson
 
 from gen_tui.backends.export.manifest import ManifestError, RunSetup, read_manifest
 from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, record_lines, sample_key, seal_problem, sealed
+from gen_tui.backends.records import (
+    RAW_FILE,
+    RecordFileError,
+    open_records,
+    record_lines,
+    sample_key,
+    seal_problem,
+    sealed,
+)
 from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
 from gen_tui.backends.untrusted import one_line
 from gen_tui.backends.watcher import MAX_COMPLETION_TOKENS, SAMPLE_ID_MAX, SAMPLE_ID_MIN
@@ -137,8 +146,13 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
     raw = folder / RAW_FILE
     first_line: dict[str, int] = {}
     unsealed = 0
-    if raw.exists():
-        with open(raw, "rb") as handle:
+    try:
+        handle = open_records(raw) if os.path.lexists(raw) else None
+    except (RecordFileError, OSError) as exc:
+        verdict.problem(str(folder), str(exc))
+        handle = None
+    if handle is not None:
+        with handle:
             for line_no, _, line in record_lines(handle):
                 where = f"{raw}:{line_no}"
                 if isinstance(line, int):

@@ -9,10 +9,10 @@ way they launched it.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Sequence
 
 from gen_tui.backends import watcher
+from gen_tui.backends.server_url import plain_url
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_SERVER
 
 TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
@@ -118,9 +118,6 @@ def own_grace(argv: Sequence[str]) -> float | None:
 
 
 SERVER_FLAG = "--server-url"
-_SAFE_URL = re.compile(r"\Ahttps?://[A-Za-z0-9.\-_:\[\]]{1,255}(/[A-Za-z0-9._~/\-]{0,200})?\Z")
-"""A server URL the watcher may be told to read: scheme, host, port and a plain path; nothing
-a shell or a URL parser could take two ways (another user's command line is untrusted)."""
 
 
 def server_urls(argv: Sequence[str]) -> list[str]:
@@ -134,4 +131,4 @@ def server_urls(argv: Sequence[str]) -> list[str]:
             urls.append(word[len(SERVER_FLAG) + 1 :])
     if not urls and is_gen_tui(argv) and watcher.flag_value(list(argv), "--config") is None:
         urls.append(DEFAULT_SERVER)
-    return [url.rstrip("/") for url in urls if _SAFE_URL.match(url)]
+    return [plain for url in urls if (plain := plain_url(url)) is not None]

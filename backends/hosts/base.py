@@ -34,17 +34,22 @@ from gen_tui.backends.hosts.ps import (
 )
 from gen_tui.backends.hosts.resume import (
     check_budget,
+    code_folders,
     edited_command,
     refuse_live_writers,
+    refuse_unsafe_code_folders,
     resume_log_path,
 )
 from gen_tui.backends.hosts.scripts import (
+    owners_script,
+    parse_owners,
     parse_sizes,
     sizes_script,
 )
 from gen_tui.backends.hosts.start import START_SETTLE_S, StartSpec, start_run
 from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import LineSource, Watch
+from gen_tui.backends.prompt_heads import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES, PromptHeads
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.ssh import SSHError, describe
@@ -117,6 +122,10 @@ class Host(ABC):
     async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The watcher's `--tail` report (`watcher.tail_request`) as run on the host."""
 
+    @abstractmethod
+    async def _heads_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The watcher's `--heads` report (`watcher.heads_request`) as run on the host."""
+
     async def close(self) -> None:
         return None
 
@@ -159,6 +168,21 @@ class Host(ABC):
         check_dataset_name(dataset)
         spec = history_spec(self._abs_output_dir(), dataset)
         return Tail.parse(await self._tail_raw(spec), HISTORY_TAIL_LINES)
+
+    async def prompt_heads(self, dataset: str, keys: Sequence[str]) -> PromptHeads:
+        """The prompt heads of `dataset`'s samples `keys`, looked up on the host in the
+        prompt file its manifest (or its writer's command line) names, bounded."""
+        check_dataset_name(dataset)
+        run = self._by_dataset.get(dataset)
+        spec = {
+            "output_dir": self._abs_output_dir(),
+            "dataset": dataset,
+            "pid": run.pid if run else None,
+            "keys": list(keys)[: watcher.MAX_HEAD_KEYS],
+            "max_bytes": PROMPT_SCAN_BYTES,
+            "chars": PROMPT_HEAD_CHARS,
+        }
+        return PromptHeads.of_report(await self._heads_raw(spec))
 
     async def tail_log(self, dataset: str, lines: int) -> Tail:
         """The end of the log of the run writing `dataset` (or of its last start)."""
@@ -290,6 +314,10 @@ class Host(ABC):
             argv, cwd = edited_command(
                 run, locks.get(targets[0]), targets, new_max_tokens, max_samples, report.uid
             )
+            folders = code_folders(argv, cwd)
+            if folders:
+                owners = parse_owners(await self._sh(owners_script(folders)), folders)
+                refuse_unsafe_code_folders(owners, report.uid)
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),

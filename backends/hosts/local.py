@@ -16,7 +16,8 @@ from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
 from gen_tui.backends.hosts.start import StartSpec
-from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.hosts.watch import LineSource, Watch
+from gen_tui.backends.telemetry.nvml import read_gpus
 
 
 class ProcessLines:
@@ -79,6 +80,9 @@ class LocalHost(Host):
     async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return await asyncio.to_thread(watcher.tail_request, dict(spec))
 
+    async def _heads_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return await asyncio.to_thread(watcher.heads_request, dict(spec))
+
     async def _open_sh(self, script: str) -> LineSource:
         return ProcessLines(await _start_sh(script))
 
@@ -104,6 +108,20 @@ class LocalHost(Host):
             raise StartError(f"{self.name}: {exc}") from None
         self._children[child.pid] = child
         return child.pid
+
+    def watch(
+        self,
+        output_dir: str,
+        datasets: Sequence[str],
+        resume: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
+    ) -> Watch:
+        """As :meth:`Host.watch`; this machine's GPUs come from NVML when it is here (not
+        when the demo puts its simulated nvidia-smi on the watcher's PATH)."""
+        watch = super().watch(output_dir, datasets, resume, metrics_urls)
+        if not self.watcher_path:
+            watch.local_gpus = read_gpus
+        return watch
 
     def _watcher_env(self) -> dict[str, str] | None:
         if not self.watcher_path:

@@ -100,6 +100,47 @@ def command_for(
     )
 
 
+def code_folders(argv: Sequence[str], cwd: str | None) -> list[str]:
+    """The folders a relaunch of `argv` in `cwd` takes code from, besides installed ones:
+    the working folder (first on sys.path for `python -m` and `-c`; relative paths), each
+    script's folder (sys.path[0] for `python script.py`) and the program's own folder."""
+    found: list[str] = [cwd] if cwd else []
+    for index, word in enumerate(argv):
+        if index == 0 or word.endswith(".py"):
+            path = word if posixpath.isabs(word) else posixpath.join(cwd, word) if cwd else ""
+            if posixpath.isabs(path):
+                found.append(posixpath.dirname(posixpath.normpath(path)))
+    return list(dict.fromkeys(found))
+
+
+def refuse_unsafe_code_folders(
+    owners: Mapping[str, tuple[int, int] | None], uid: int | None
+) -> None:
+    """RunError (one line, naming the folder) for a folder someone else may write in.
+
+    Why: Python imports from the script's folder (or the working folder) before the
+    standard library, so a `json.py` another user plants there after seeing the run in
+    `ps` runs with our rights, environment and API key on the relaunch. Unlike a dataset
+    folder, a sticky one (/tmp) is no safer: a new name is all the attack needs.
+    """
+    for folder, found in owners.items():
+        if found is None:
+            continue  # the launch says what is wrong with it
+        owner, mode = found
+        why = None
+        if owner not in (uid, 0):
+            why = f"it belongs to uid {owner}"
+        elif mode & 0o022:
+            who = "others" if mode & 0o002 else "its group"
+            why = f"it is writable by {who} (mode {mode:04o})"
+        if why is not None:
+            raise RunError(
+                f"refusing to relaunch from {folder}: {why}, so a module planted there "
+                "(next to the script, or in the working folder) would run as you; start the "
+                "run from a folder of your own. Nothing was started"
+            )
+
+
 def edited_command(
     run: RunProcess | None,
     lock: LockRecord | None,

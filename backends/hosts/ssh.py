@@ -123,6 +123,10 @@ class SSHHost(Host):
     async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return _report(await self._python([f"--tail={json.dumps(spec)}"], timeout=30), "tail")
 
+    async def _heads_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        # 256 MiB of prompts parsed by the box's json module: seconds, not minutes.
+        return _report(await self._python([f"--heads={json.dumps(spec)}"], timeout=35), "heads")
+
     async def _open_sh(self, script: str) -> LineSource:
         process = await self.connection.open_process(sh_command())
         process.stdin.write(script)

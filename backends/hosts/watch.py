@@ -1,8 +1,8 @@
 """The watch stream: live per-dataset totals from the watcher, surviving reconnects.
 
-Live totals come from the stdlib watcher (`watcher.py`), run over one SSH channel (or as a
-local subprocess): only counts cross the network, and after a reconnect it resumes from its
-byte offsets, so nothing is counted twice.
+Live totals come from the stdlib watcher (the `watcher` package, sent as one program), run
+over one SSH channel (or as a local subprocess): only counts cross the network, and after a
+reconnect it resumes from its byte offsets, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from gen_tui.backends.progress_file import ProgressFile, ServerReport
 from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.ssh import SSHError, describe
 from gen_tui.backends.telemetry.gpus import Gpu, parse_gpus
-from gen_tui.backends.telemetry.metrics import MetricsError, MetricsReader
+from gen_tui.backends.telemetry.metrics import MetricsError, MetricsReader, ServerMetrics
+from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError
+from gen_tui.backends.telemetry.workers import MAX_WORKERS_READ, OK, WorkerLoad, summed
 from gen_tui.backends.untrusted import one_line
 
 
@@ -114,6 +116,9 @@ class Watch:
         """The servers whose /metrics the watcher reads on the box (see argv.server_urls)."""
         self.telemetry_s = telemetry_s
         self._readers = {url: MetricsReader() for url in self.metrics_urls}
+        self._worker_reads: dict[str, dict[str, tuple[str, ServerMetrics | None]]] = {}
+        """Each router's workers as last read (state, load), by worker URL."""
+        self._worker_readers: dict[str, MetricsReader] = {}
         self.output_dir = output_dir
         self.datasets = tuple(check_dataset_name(name) for name in datasets)
         self.heartbeat_s = heartbeat_s
@@ -128,6 +133,11 @@ class Watch:
         self._queue: asyncio.Queue[WatchItem | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.local_gpus: Callable[[], tuple[Gpu, ...]] | None = None
+        """This machine's GPUs read in-process (NVML), in place of the watcher's nvidia-smi
+        once they answer; set before iterating (LocalHost does)."""
+        self._nvml: bool | None = None
+        self._gpu_task: asyncio.Task[None] | None = None
 
     def offsets(self) -> dict[str, str]:
         """Each dataset's resume argument: a new Watch seeded with it counts nothing twice."""
@@ -148,6 +158,8 @@ class Watch:
     def __aiter__(self) -> AsyncIterator[WatchItem]:
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._pump())
+            if self.local_gpus is not None:
+                self._gpu_task = asyncio.create_task(self._read_local_gpus(self.local_gpus))
         return self
 
     async def __anext__(self) -> WatchItem:
@@ -161,6 +173,7 @@ class Watch:
 
     async def aclose(self) -> None:
         self._closed = True
+        await stop(self._gpu_task)
         await stop(self._task)
         self._set_status("closed")
         self._queue.put_nowait(None)
@@ -224,12 +237,31 @@ class Watch:
                 self._dataset(message)
             elif kind == "metrics":
                 self._metrics(message)
-            elif kind == "gpus":
+            elif kind == "gpus" and not self._nvml:
                 self._queue.put_nowait(_gpus(message))
             elif kind == "error":
                 self._set_status(f"failed: {message.get('message')}")
                 self._queue.put_nowait(None)
                 return None
+
+    async def _read_local_gpus(self, read: Callable[[], tuple[Gpu, ...]]) -> None:
+        """The GPUs from `read` every `telemetry_s`, in a thread (a driver call per field).
+        Without NVML the watcher's nvidia-smi reading stands, and says once if there is none;
+        a failed read is said once per new reason, as the watcher says nvidia-smi's."""
+        last: GpuSample | None = None
+        while not self._closed:
+            try:
+                sample = GpuSample(await asyncio.to_thread(read))
+            except NvmlAbsent:
+                self._nvml = False
+                return
+            except NvmlError as exc:
+                sample = GpuSample((), problem=one_line(str(exc), 300))
+            self._nvml = True
+            if sample.gpus or sample != last:
+                self._queue.put_nowait(sample)
+            last = sample
+            await asyncio.sleep(self.telemetry_s)
 
     def _dataset(self, message: dict[str, Any]) -> None:
         name = message.get("dataset")
@@ -257,22 +289,48 @@ class Watch:
         self._queue.put_nowait(totals)
 
     def _metrics(self, message: dict[str, Any]) -> None:
-        """A server's /metrics as read on the box, parsed here (the box has no parser)."""
-        url = message.get("url")
-        reader = self._readers.get(url) if isinstance(url, str) else None
-        if reader is None or url is None:
+        """A server's /metrics as read on the box, parsed here (the box has no parser). For
+        a router, a line per worker comes first (`router`: whose), then the router's own
+        with the listing (`workers`): its load is theirs summed, as a run's own is."""
+        url, router = message.get("url"), message.get("router")
+        if not isinstance(url, str) or (router or url) not in self._readers:
             return
-        text, error = message.get("text"), message.get("error")
-        if message.get("absent"):
-            report = ServerReport("ok", None)
-        elif isinstance(text, str):
-            try:
-                report = ServerReport("ok", reader.read(text, time.monotonic()))
-            except MetricsError as exc:
-                report = ServerReport(f"/metrics: {exc}", None)
-        else:
-            report = ServerReport(one_line(f"unreachable: {error}", 300), None)
-        self._queue.put_nowait(ServerLoad(url, report))
+        if isinstance(router, str):
+            if watcher.worker_url(url) == url:
+                reader = self._worker_readers.setdefault(url, MetricsReader())
+                reads = self._worker_reads.setdefault(router, {})
+                reads[url] = _read(message, reader, down="down")
+                if len(reads) > 2 * MAX_WORKERS_READ:  # workers the router dropped long ago
+                    del reads[next(iter(reads))]
+            return
+        listing = message.get("workers")
+        if isinstance(listing, list):
+            reads = self._worker_reads.get(url, {})
+            loads = tuple(
+                WorkerLoad(worker["url"], worker.get("healthy") is not False, *reads[worker["url"]])
+                for worker in listing[:MAX_WORKERS_READ]
+                if isinstance(worker, dict) and worker.get("url") in reads
+            )
+            self._queue.put_nowait(ServerLoad(url, ServerReport(OK, summed(loads), workers=loads)))
+            return
+        state, metrics = _read(message, self._readers[url], down="unreachable")
+        self._queue.put_nowait(ServerLoad(url, ServerReport(state, metrics)))
+
+
+def _read(
+    message: dict[str, Any], reader: MetricsReader, down: str
+) -> tuple[str, ServerMetrics | None]:
+    """(state, load) of one `metrics` line: OK and None for a server without /metrics, OK
+    and its load, or why not (`down`: the word for one that did not answer)."""
+    text, error = message.get("text"), message.get("error")
+    if message.get("absent"):
+        return OK, None
+    if isinstance(text, str):
+        try:
+            return OK, reader.read(text, time.monotonic())
+        except MetricsError as exc:
+            return one_line(f"/metrics: {exc}", 300), None
+    return one_line(f"{down}: {error}", 300), None
 
 
 def _gpus(message: dict[str, Any]) -> GpuSample:

@@ -23,7 +23,7 @@ from gen_tui.backends.budget import overshoot
 from gen_tui.backends.history import MAX_PROBLEMS, HistoryPoint, read_history
 from gen_tui.backends.progress_file import ProgressFile
 from gen_tui.backends.record_scan import record_lines
-from gen_tui.backends.untrusted import one_line
+from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
     ERRORS_FILE,
     HISTORY_FILE,
@@ -139,8 +139,8 @@ class DatasetReport:
     def note(self, where: str) -> None:
         """Count an unreadable line, naming the first few."""
         self.bad_lines += 1
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(where)
+        if len(self.problems) < MAX_PROBLEMS:  # a bad value is quoted: bounded, one line
+            self.problems.append(one_line(where))
 
 
 def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int) -> None:
@@ -176,7 +176,7 @@ def _read_records(report: DatasetReport, path: Path) -> None:
             report.note(f"{path}:{line_no}: not JSON{last}")
             continue
         except ValueError as exc:
-            report.note(f"{path}:{line_no}: {exc}")
+            report.note(f"{path}:{line_no}: {one_line(str(exc), QUOTED_CHARS)}")
             continue
         _add_record(report, record, tokens)
 
@@ -205,7 +205,9 @@ def _lines(report: DatasetReport, path: Path, limit: int | None = None) -> Any:
     except FileNotFoundError:
         return
     except (OSError, BadFile) as exc:
-        report.problems.append(str(exc) if isinstance(exc, BadFile) else f"{path}: {exc}")
+        # BadFile's message starts with the file's name: put its folder before it.
+        said = str(path.parent / str(exc)) if isinstance(exc, BadFile) else f"{path}: {exc}"
+        report.problems.append(one_line(said))
         return
     with os.fdopen(fd, "rb") as handle:
         yield from record_lines(handle) if limit is None else record_lines(handle, limit)
@@ -223,7 +225,7 @@ def summarize(folder: Path) -> DatasetReport:
     try:
         read = read_history(folder / HISTORY_FILE, max_points=HISTORY_POINTS)
     except (OSError, BadFile) as exc:
-        report.problems.append(f"{folder / HISTORY_FILE}: {exc}")
+        report.problems.append(one_line(f"{folder / HISTORY_FILE}: {exc}"))
     else:
         report.history = read.points
         report.bad_lines += read.bad

@@ -127,7 +127,14 @@ def _build_parser() -> _Parser:
     add("--slots", type=_whole(1), default=64, help="concurrent generations (default: 64)")
     add("--tokens-per-s", type=_positive, default=200.0, help="decode speed of one slot")
     add("--prefill-s", type=_non_negative, default=0.0, help="latency before the first token")
-    add("--vocab-size", type=_whole(FIRST_TOKEN_ID + 1), help="refuse input ids outside it")
+    add(
+        "--vocab-size",
+        type=_whole(FIRST_TOKEN_ID + 1),
+        help=(
+            "ids below it: others in input_ids are refused, and answers use only these "
+            "(give the tokenizer's, so the records verify)"
+        ),
+    )
     add("--context-length", type=_whole(2), default=32768)
     add(
         "--profile",

@@ -15,10 +15,12 @@ from typing import Any
 
 from gen_tui.backends.untrusted import one_line
 
-__all__ = ["HISTORY", "Gpu", "GpuBoard", "parse_gpus"]
+__all__ = ["HISTORY", "MAX_GPUS", "Gpu", "GpuBoard", "parse_gpus"]
 
 HISTORY = 30
 """Samples kept per GPU: a minute at the watcher's 2 s telemetry."""
+MAX_GPUS = 64
+"""GPUs read of one box: more than any box has, few enough to bound what a broken one sends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ def parse_gpus(rows: Any) -> tuple[Gpu, ...]:
     if not isinstance(rows, list):
         return ()
     gpus = []
-    for row in rows[:64]:
+    for row in rows[:MAX_GPUS]:
         if not isinstance(row, dict):
             continue
         index = row.get("index")

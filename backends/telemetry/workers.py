@@ -17,11 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gen_tui.backends import watcher
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 __all__ = ["MAX_WORKERS_READ", "OK", "WorkerLoad", "healthy_count", "summed", "workers_from_json"]
 
-MAX_WORKERS_READ = 32
+MAX_WORKERS_READ = watcher.MAX_ROUTER_WORKERS
 """The most workers of one router whose /metrics a run reads (and a progress.json reader
 takes): a router over more is shown by its first ones and the sum of those."""
 OK = "ok"

@@ -2,8 +2,8 @@
 lock holders in /proc (`Truth`), and the faults dealt to the sshd session serving a
 connection (`Faults`).
 
-Shared by the link chaos scenario and the control panel's abuse test; none of it uses
-backends code to decide what is true.
+Shared by the link chaos scenario, its pinned cut-offs and the control panel's abuse test;
+none of it uses backends code to decide what is true.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from pathlib import Path
 
 import psutil
@@ -204,3 +205,9 @@ def shape(message: str) -> str:
     """An error message with its numbers, paths and addresses blurred, to count its kinds."""
     message = re.sub(r"/\S+", "PATH", message)
     return re.sub(r"\d+", "N", message)
+
+
+async def later(delay: float, action: Awaitable[None]) -> None:
+    """`action` after `delay` s: a fault that lands partway into what a step does."""
+    await asyncio.sleep(delay)
+    await action

@@ -29,8 +29,9 @@ What is held, by checks that use no backends code (`checker.py`, `procs.py`, /pr
 - no remote process outlives its link: no watcher or signal script left at the end.
 
 Reproduce a failure with the seed it prints: `CHAOS_SEED=... pytest tests/chaos -k link`.
-The tests after the scenario pin the defects it found, each with the fault at its exact
-moment (a command, a listing, a kill's file check, a resume's check or start cut off).
+test_link_cutoffs.py pins the defects it found, each with the fault at its exact moment (a
+command, a listing, a kill's file check, a resume's check or start cut off); totals_audit.py
+holds the check of the totals.
 """
 
 from __future__ import annotations
@@ -41,10 +42,9 @@ import os
 import random
 import re
 import signal
-import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,6 @@ import pytest
 
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import (
-    DatasetTotals,
     KillOutcome,
     KillResult,
     ResumeRefused,
@@ -62,22 +61,14 @@ from gen_tui.backends.hosts import (
     SSHHost,
 )
 from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.ssh import Disconnected, SSHConnection, SSHError
+from gen_tui.backends.ssh import SSHError
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, python38
 
-from .checker import (
-    CheckFailed,
-    FolderState,
-    check_folder,
-    error_ids,
-    prefix_counts,
-    prompt_ids,
-    sample_of_rid,
-    split_records,
-)
-from .link import HEAL_TIMEOUT_S, KEEPALIVE, RAW, Faults, Truth, alive, shape
-from .procs import GEN_TUI, SimProcess, processes_with
+from .checker import FolderState, check_folder, error_ids, prompt_ids, sample_of_rid, split_records
+from .link import HEAL_TIMEOUT_S, KEEPALIVE, RAW, Faults, Truth, alive, later, shape
+from .procs import GEN_TUI, SimProcess
+from .totals_audit import TotalsAudit
 
 DATASETS = ("LinkA", "LinkB")  # names no other test uses: the monitor sees every run here
 FAULTS_PER_ITERATION = 3
@@ -121,14 +112,11 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
     )
     faults = Faults(sshd, host.connection)
     truth = Truth(out, DATASETS)
-    received: dict[str, list[DatasetTotals]] = {name: [] for name in DATASETS}
+    audit = TotalsAudit(out, DATASETS, seed)
     monitor: HostMonitor
 
     def on_change() -> None:
-        for name, totals in monitor.totals.items():
-            seen = received.get(name)
-            if seen is not None and (not seen or seen[-1] is not totals):
-                seen.append(totals)
+        audit.receive(monitor.totals)
 
     monitor = HostMonitor(host, DATASETS, on_change=on_change)
     host_resume = host.resume
@@ -143,10 +131,6 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
 
     events: Counter[str] = Counter()
     messages: Counter[str] = Counter()
-    verified = {name: b"" for name in DATASETS}
-    checked = {name: 0 for name in DATASETS}
-    totals_checked = 0
-    records_checked = 0
     started = time.monotonic()
     loop: asyncio.Task[None] | None = None
 
@@ -163,43 +147,6 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
             "--datasets", name,
             "--max-tokens-per-dataset", str(BUDGET),
         ]  # fmt: skip
-
-    def verify_totals(label: str) -> None:
-        """Every total received since the last call, against a recount of the file's bytes."""
-        nonlocal totals_checked, records_checked
-        for name in DATASETS:
-            path = out / name / RAW
-            data = path.read_bytes() if path.exists() else b""
-            if not data.startswith(verified[name]):
-                raise CheckFailed(f"{label}: {path}: bytes once on disk changed or vanished")
-            verified[name] = data
-            items = received[name]
-            previous = items[checked[name] - 1] if checked[name] else None
-            counts = prefix_counts(data, str(path))
-            for totals in items[checked[name] :]:
-                if totals.offset not in counts:
-                    raise CheckFailed(f"{label}: {name}: offset {totals.offset} is no line end")
-                records, tokens, following = counts[totals.offset]
-                exact = (totals.samples, totals.tokens) == (records, tokens)
-                provisional = following is not None and (totals.samples, totals.tokens) == (
-                    records + 1,
-                    tokens + following.tokens,
-                )
-                assert exact or provisional, (
-                    f"{label}: {name} total {totals.samples} records/{totals.tokens} tokens at "
-                    f"offset {totals.offset}, but the file holds {records}/{tokens} there "
-                    f"(seed {seed})"
-                )
-                if previous is not None:
-                    backwards = totals.samples < previous.samples or totals.tokens < previous.tokens
-                    assert not backwards, (
-                        f"{label}: {name} total went backwards: {previous.samples}/"
-                        f"{previous.tokens} -> {totals.samples}/{totals.tokens} (seed {seed})"
-                    )
-                previous = totals
-                totals_checked += 1
-            checked[name] = len(items)
-            records_checked += counts[max(counts)][0]
 
     def monitor_pids(name: str) -> set[int]:
         return {
@@ -237,7 +184,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
             HEAL_TIMEOUT_S,
             f"{label}: the watch catches up with the files (watch: {monitor.watch_state})",
         )
-        verify_totals(label)
+        audit.verify(label)
         assert not truth.violations, f"{label} (seed {seed}): {truth.violations[:5]}"
 
     def live(name: str) -> list[tuple[int, float]]:
@@ -358,7 +305,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
                 pending.append(asyncio.create_task(faults.strike(kind, freeze_s)))
                 await asyncio.sleep(-delay)
             else:
-                pending.append(asyncio.create_task(_later(delay, faults.strike(kind, freeze_s))))
+                pending.append(asyncio.create_task(later(delay, faults.strike(kind, freeze_s))))
             if running:
                 run = monitor.writer(name)
                 assert run is not None and run.pid == running[0][0], f"{label}: {run}"
@@ -411,7 +358,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         state = FolderState(out / name)
         report = check_folder(state, ids[name], clean_exit=True)
         finals[name] = report.records
-        records_checked += report.records
+        audit.records_checked += report.records
         missing = completed[name] - state.ever - error_ids(out / name)
         lost += len(missing)
         counts = Counter(record.sample_id for record in state.records_now())
@@ -430,176 +377,12 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         runs_started=runs_started,
         process_samples=truth.samples,
         max_remote_helpers=truth.max_helpers,
-        totals_checked=totals_checked,
+        totals_checked=audit.totals_checked,
         records_final=sum(finals.values()),
-        records_checked=records_checked,
+        records_checked=audit.records_checked,
         lost=lost,
         duplicated=duplicated,
         elapsed_s=round(time.monotonic() - started, 1),
     )
     assert lost == 0 and duplicated == 0, (lost, duplicated)
     assert not truth.violations, truth.violations[:5]
-
-
-async def _later(delay: float, action: Awaitable[None]) -> None:
-    await asyncio.sleep(delay)
-    await action
-
-
-# ---- regressions: what the scenario found, each at its exact moment ---------------------
-
-
-@pytest.fixture
-async def link(sshd: Sshd, tmp_path: Path) -> Any:
-    """A host over a fresh connection whose `python3` takes a second to start, so that a
-    listing is still running when the fault lands; and the faults for that connection."""
-    slow = tmp_path / "slow-python"
-    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {python38() or "python3"} "$@"\n')
-    slow.chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    host = SSHHost("gpu-box", sshd.alias, str(out), options=sshd.options(**KEEPALIVE))
-    host.python = str(slow)
-    host.connection.backoff_s = (0.2, 0.5)
-    await host.connect()
-    faults = Faults(sshd, host.connection)
-    yield host, faults
-    faults.thaw()
-    for pid, _, _ in processes_with(str(out)):  # what a test started there, by pid
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    await host.close()
-
-
-def cut_during(faults: Faults, action: Callable[..., Awaitable[Any]], after_s: float = 0.3) -> Any:
-    """`action`, with our sshd session killed `after_s` into it."""
-
-    async def cut(*args: Any, **kwargs: Any) -> Any:
-        task = asyncio.ensure_future(action(*args, **kwargs))
-        await asyncio.sleep(after_s)
-        await faults.strike("kill", 0)
-        return await task
-
-    return cut
-
-
-STANDIN = """
-import os, signal, sys, time
-folder = os.path.join(sys.argv[sys.argv.index("--output-dir") + 1], "D")
-os.makedirs(folder, exist_ok=True)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-with open(os.path.join(folder, "raw_responses.jsonl"), "ab", buffering=0) as handle:
-    while True:
-        handle.write(b'{"sample_id": "%d", "completion_tokens": 1}\\n' % time.time_ns())
-        time.sleep(0.05)
-"""
-
-
-def standin_template(tmp_path: Path) -> list[str]:
-    """A user's own `run_inference.py` (no lock), as a host's run template."""
-    script = tmp_path / "scripts" / "run_inference.py"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(STANDIN)
-    return [sys.executable, str(script), "--output-dir", str(tmp_path / "out")]
-
-
-@pytest.mark.parametrize("kind", ["kill", "freeze"])
-async def test_a_command_cut_off_by_the_link_raises_disconnected(sshd: Sshd, kind: str) -> None:
-    # asyncssh returns a command cut off by a lost link with no exit status and what output
-    # arrived: that passed for a result ("the start command failed", "needs Python 3.8").
-    connection = SSHConnection(sshd.alias, sshd.options(**KEEPALIVE), backoff_s=(0.2, 0.5))
-    await connection.start()
-    faults = Faults(sshd, connection)
-    try:
-        fault = asyncio.ensure_future(_later(0.5, faults.strike(kind, 4.0)))
-        with pytest.raises(Disconnected, match=r"link lost before the command finished \(.+\)"):
-            await connection.run("echo before; sleep 8; echo after", timeout=30)
-        await fault
-        assert (await connection.run("echo again", timeout=30)).stdout == "again\n"
-    finally:
-        faults.thaw()
-        await connection.close()
-
-
-async def test_a_listing_cut_off_by_the_link_says_so_not_python(link: Any) -> None:
-    host, faults = link
-    with pytest.raises(Disconnected, match=r"link lost|closed"):
-        await cut_during(faults, host.list_runs)()  # was: "the host needs Python 3.8"
-
-
-async def test_a_kill_whose_file_check_is_cut_off_still_reports_the_stop(
-    link: Any, tmp_path: Path
-) -> None:
-    host, faults = link
-    identity = await host.start(
-        [*standin_template(tmp_path), "--datasets", "D"], str(tmp_path / "d.log")
-    )
-    raw = tmp_path / "out" / "D" / RAW
-    await wait_until(raw.exists, 30, "the stand-in writes")
-    sample, cut = host._sizes, cut_during(faults, host._sizes)
-
-    async def sizes(paths: Any, samples: int = 3) -> Any:
-        # The fault lands while the check after the stop samples the sizes (the one sample
-        # taken before SIGTERM, to count the drain, goes through).
-        return await (sample if samples == 1 else cut)(paths, samples)
-
-    host._sizes = sizes
-    outcome = await host.kill(identity, grace_s=10, files=[str(raw)])
-    # Was: "its record files are STILL GROWING: another writer?" (a cut-off answer read as
-    # sizes), then, once the cut raised, an error although the run had stopped.
-    assert outcome.result is KillResult.STOPPED, outcome
-    assert outcome.files_stable is None and "could not be checked" in outcome.detail, outcome
-    assert identity.pid not in [pid for pid, _, _ in processes_with(str(raw.parent.parent))]
-
-
-async def test_a_kill_into_a_frozen_link_is_a_run_error_and_sent_nothing(
-    link: Any, tmp_path: Path
-) -> None:
-    host, faults = link
-    argv = [*standin_template(tmp_path), "--datasets", "D"]
-    identity = await host.start(argv, str(tmp_path / "d.log"))
-    fault = asyncio.ensure_future(faults.strike("freeze", 4.0))
-    await wait_until(lambda: bool(faults.frozen), 10, "the session frozen")
-    # Was a bare `Disconnected: ... SSH connection closed` (the panel's "error"), which said
-    # nothing about the kill; the channel never opened, so the run must still be there.
-    with pytest.raises(RunError, match=rf"link lost while stopping pid {identity.pid} .*again"):
-        await host.kill(identity, grace_s=10)
-    await fault
-    assert identity.pid in [pid for pid, _, _ in processes_with(str(tmp_path / "out"))]
-    assert (await host.kill(identity, grace_s=10)).result is KillResult.STOPPED
-
-
-@pytest.mark.parametrize("phase", ["check", "start"])
-async def test_a_resume_cut_off_says_whether_it_started(
-    link: Any, tmp_path: Path, phase: str
-) -> None:
-    host, faults = link
-    host.template = standin_template(tmp_path)
-    out = tmp_path / "out"
-
-    def standins() -> list[int]:
-        return [pid for pid, _, cmd in processes_with(str(out)) if "run_inference.py" in cmd[1]]
-
-    if phase == "check":
-        host._ps = cut_during(faults, host._ps)  # the listing that looks for a live writer
-        with pytest.raises(RunError, match=r"cannot check for a live writer .*nothing was started"):
-            await host.resume("D", 1000)
-        await asyncio.sleep(1)
-        assert standins() == []
-        return
-    spawn = host._spawn
-
-    async def spawn_then_cut(*args: Any) -> Any:
-        started = await spawn(*args)
-        host._ps = cut_during(faults, ps)  # the listing that checks what started
-        return started
-
-    ps = host._ps
-    host._spawn = spawn_then_cut
-    with pytest.raises(RunError, match=r"started pid \d+, but the link was lost .* may be running"):
-        await host.resume("D", 1000)
-    host._ps, host._spawn = ps, spawn
-    await wait_until(lambda: len(standins()) == 1, 10, "the one started run")
-    with pytest.raises(ResumeRefused, match="is writing it"):  # pressing r again is refused
-        await host.resume("D", 1000)
-    assert len(standins()) == 1

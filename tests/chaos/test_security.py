@@ -2,7 +2,7 @@
 
 - Dataset names come from file names and configs and end up as folder names and words on
   remote command lines: shell metacharacters, `..`, newlines and look-alike unicode must
-  be refused by name (the rule itself is fuzzed in test_fuzz_inputs.py) before anything
+  be refused by name (the rule itself is fuzzed in test_fuzz_dataset_names.py) before anything
   runs, and a refused name must run nothing.
 - Paths and command words cannot be refused (users have odd folders), so they must reach
   the process verbatim: started through LocalHost (no shell) and SSHHost (`sh` on the far

@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 
 from gen_tui.app.board import panel_id
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import SSHHost

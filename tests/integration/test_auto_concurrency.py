@@ -85,7 +85,8 @@ def test_auto_is_a_concurrency_and_nothing_else_is(tmp_path: Path) -> None:
 
 
 def test_the_flag_and_the_config_file_take_auto(tmp_path: Path) -> None:
-    from gen_tui.app.cli import build_parser, engine_config
+    from gen_tui.app.cli import engine_config
+    from gen_tui.app.cli_parser import build_parser
 
     prompts = tmp_path / "prompts"
     prompts.mkdir()

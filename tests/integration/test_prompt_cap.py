@@ -66,7 +66,8 @@ def test_the_cap_is_a_setting_with_a_checked_default() -> None:
 
 
 def test_the_new_flags_reach_the_engine(tmp_path: Path) -> None:
-    from gen_tui.app.cli import build_parser, engine_config
+    from gen_tui.app.cli import engine_config
+    from gen_tui.app.cli_parser import build_parser
 
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "A.jsonl").write_text('{"prompt": "hi"}\n')

@@ -1,5 +1,5 @@
 """`gen-tui verify` on a real run's output: clean, it says ok and exits 0; with each kind of
-damage the chaos suite's record fuzzer makes (tests/chaos/test_fuzz_inputs.py: torn ends,
+damage the chaos suite's record fuzzer makes (tests/chaos/test_fuzz_records.py: torn ends,
 writes cut short with the next record glued on, garbage, JSON that is no record, the seed's
 layouts) and each kind a field can go wrong, it names the file and line and exits 1."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.alerts import AlertConfig
 from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot

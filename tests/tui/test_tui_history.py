@@ -13,7 +13,7 @@ from textual_plotext import PlotextPlot
 
 from gen_tui.app.dialogs.history import HistoryScreen
 from gen_tui.app.dialogs.modals import HelpScreen
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.history import HistoryPoint
@@ -85,6 +85,9 @@ async def test_h_plots_a_finished_runs_tokens_against_its_budget_and_switches_da
         assert "budget" not in " ".join(screen.query_one(HistoryPlots).drawn), (
             "two budgets share no scale: no budget line"
         )
+        # Under the plots, a legend: which colour is which dataset, each with its tokens.
+        shown = summary(app)
+        assert "■ A " in shown and "■ B " in shown, shown
         await pilot.press("escape")
         await wait_until(lambda: app.screen is app.dashboard, pause=pilot.pause)
 
@@ -94,7 +97,8 @@ async def test_h_reads_a_watched_runs_history_through_the_host_bounded(
 ) -> None:
     out = copy_run(finished_run, tmp_path)
     real = history_lines(out / "A")
-    # A long night before this run: more points than one fetch brings, so the end is shown.
+    # A long night before this run: more points than one fetch brings, so they are spread
+    # over it, from the night's first point to this run's last.
     start = real[0]["t"] - 3 * 3600
     night = [
         HistoryPoint(start + 5 * i, 77, "running", 10 * i, i, 50.0, 4, 0).to_line()
@@ -110,6 +114,7 @@ async def test_h_reads_a_watched_runs_history_through_the_host_bounded(
         (shown,) = screen.histories
         assert shown.dataset == "A"
         assert len(shown.points) == HISTORY_TAIL_LINES, "one fetch is bounded"
+        assert shown.points[0].t == start, "the night's first point is drawn"
         assert shown.points[-1].tokens == real[-1]["tokens"], "the newest point is drawn"
         text = summary(app)
         panel_snap = snap(app, "A")
@@ -117,7 +122,9 @@ async def test_h_reads_a_watched_runs_history_through_the_host_bounded(
         budget = panel_snap.max_tokens
         said = f" of {format_count(budget)} budget" if budget else " (no token budget)"
         assert text.startswith(f"A: {format_count(real[-1]['tokens'])} tokens{said}"), text
-        assert "older points not fetched" in text and "2 runs" in text
+        total = len(night) + len(real)
+        assert f"{HISTORY_TAIL_LINES:,} of {total:,} points" in text and "2 runs" in text
+        assert "older points not fetched" not in text
         await pilot.press("right")
         await wait_until(lambda: summary(app).startswith("B: "), 10, pause=pilot.pause)
         assert "older points" not in summary(app)

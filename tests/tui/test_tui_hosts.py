@@ -18,7 +18,7 @@ from textual.widgets import Input
 from gen_tui.app.board import panel_id
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunIdentity, SSHHost
 from gen_tui.backends.records import RAW_FILE, scan_records

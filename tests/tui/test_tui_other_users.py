@@ -17,7 +17,7 @@ import psutil
 
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.dialogs.run_list import RunsScreen, run_key
-from gen_tui.app.hosts import host_source
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunProcess
 from gen_tui.widgets.run_table import RunTable

@@ -1,14 +1,18 @@
-"""Quitting while a run this session started elsewhere drains: the screen says so."""
+"""Quitting: with no run it exits at once; a run of this process is asked about and drained;
+a run this session started elsewhere drains with the screen saying so."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.launch import demo_app
+from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.header import HeaderView
 from tests.support.polling import wait_until
 from tests.support.runs import alive
-from tests.support.tui import SIZE
+from tests.support.tui import SIZE, snap
 
 
 async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Path) -> None:
@@ -43,3 +47,29 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
         assert app.is_running, "the app stays up, saying so, while the run stops"
         await wait_until(lambda: not app.is_running, 60, "the app to exit", pause=pilot.pause)
     assert link.done.is_set() and not alive(pid)
+
+
+async def test_quit_asks_while_a_run_is_active_and_drains_it(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    app = app_factory(datasets={"A": (400, 10**9)}, tokens_per_s=500, max_new_tokens=500)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
+        await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+        await pilot.press("n")
+        await wait_until(lambda: not isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+        assert app.is_running and app.runs[0].active
+        await pilot.press("q", "y")
+        await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
+    assert app.return_code == 0, "a drained quit is a clean exit"
+    assert not app.runs[0].active
+    assert app.runs[0].outcome == "stopped"
+
+
+async def test_quit_without_a_run_exits_at_once() -> None:
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
+    assert app.return_code == 0

@@ -155,6 +155,17 @@ async def test_down_reaches_a_ninth_panel_below_the_fold() -> None:
             await pilot.press("down")
         selected = app.dashboard.selected()
         assert selected is not None and selected.dataset == "B9_stale"
+        # From the right column too: ↓ above the short last row lands on its panel (a new
+        # user could not reach B9, the one panel saying "press k", from B8).
+        await pilot.press("up", "right")
+        selected = app.dashboard.selected()
+        assert selected is not None and selected.dataset == "B8_ultrachat"
+        await pilot.press("down")
+        selected = app.dashboard.selected()
+        assert selected is not None and selected.dataset == "B9_stale"
+        await pilot.press("down")  # and stays there: there is no row below
+        selected = app.dashboard.selected()
+        assert selected is not None and selected.dataset == "B9_stale"
 
 
 async def test_a_new_count_redraws_only_the_lines_it_changes() -> None:

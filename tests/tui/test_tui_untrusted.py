@@ -22,7 +22,8 @@ from gen_tui.app.dashboard.sources import Confirm, Plan
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.engine_run import EngineEvent, HostedRun
-from gen_tui.app.hosts import HostSource, kill_question
+from gen_tui.app.host_sources import HostSource
+from gen_tui.app.hosts import kill_question
 from gen_tui.app.launch import main
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunIdentity

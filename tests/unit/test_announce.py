@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
 
 BASE = DatasetSnapshot(
     name="B2", state=DatasetState.ACTIVE, tokens=0, samples=0, max_tokens=10_000_000,
@@ -56,3 +56,15 @@ def test_a_dataset_already_done_when_first_seen_is_not_announced() -> None:
     announcer.watched("gpu-box", replace(BASE, tokens=9_997_348, state=DatasetState.DONE))
     announcer.watched("gpu-box", replace(BASE, tokens=9_997_348, state=DatasetState.DONE))
     assert toasts == []
+
+
+def test_the_final_count_after_a_crossing_says_done_not_reached_again() -> None:
+    """A new user read "crossed its 12M budget at 12,002,035" then "budget reached:
+    12,010,268" as two figures for one event: the second is the run's end, said so."""
+    announcer, toasts, _ = _announcer()
+    announcer.engine(BudgetEvent("B6", "crossed", 12_002_035, 3_100, 12_000_000))
+    announcer.engine(BudgetEvent("B6", "done", 12_010_268, 3_102, 12_000_000))
+    assert toasts == [
+        "B6: crossed its 12M budget at 12,002,035 tokens",
+        "B6: done: 12,010,268 tokens, 3,102 samples, with the answers in flight at the crossing",
+    ]

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.app.cli import build_parser, engine_config
+from gen_tui.app.cli import engine_config
+from gen_tui.app.cli_parser import build_parser
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.config import ConfigError, load_config
 from gen_tui.backends.run_config import EngineConfig, EngineError, resolve_api_key

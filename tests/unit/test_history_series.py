@@ -75,3 +75,21 @@ def test_summary_names_the_last_figures_budget_runs_and_state() -> None:
         " · 3 points over 2.0 h · 2 runs · done"
     )
     assert "no token budget" in summary(history, None)
+
+
+def test_the_all_view_legend_names_every_dataset_in_its_colour() -> None:
+    """Nine datasets fit in a few lines at 80 columns, each with a swatch in its plot's colour
+    (the view used to show eight summaries and drop the ninth, with no colour key)."""
+    from gen_tui.widgets.history_plot import COLORS, legend
+
+    histories = [
+        DatasetHistory(f"B{i}_dataset", points=(point(1.0, tokens=i * 1000),)) for i in range(1, 10)
+    ]
+    text = legend(histories, 78)
+    lines = text.plain.splitlines()
+    assert len(lines) <= 4 and all(len(line) <= 78 for line in lines), lines
+    for i in range(1, 10):
+        assert f"■ B{i}_dataset {i}k" in text.plain
+    swatches = [span for span in text.spans if span.end - span.start == 2]
+    assert [str(span.style) for span in swatches[:2]] == [COLORS[0], "dark_orange"]
+    assert str(swatches[8].style) == COLORS[0]  # the ninth takes the first colour again

@@ -1,0 +1,111 @@
+"""The keys that change a run: `k` kill, `r` resume, `s` start, `p` pause, and `l` the list
+of every run on the watched hosts (where k and r act on runs without a panel).
+
+The selected dataset's source decides what `k` and `r` mean (a :class:`Plan`); this object
+carries the plan out: says a refusal, or asks what the plan needs (a confirmation, a
+budget) and then acts. --readonly turns these keys off in the screen's `check_action`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gen_tui.app.dashboard.board import Board
+from gen_tui.app.dashboard.hosted import HostedRuns
+from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.dashboard.sources import (
+    Action,
+    AskBudget,
+    Confirm,
+    Note,
+    PanelSource,
+    Plan,
+)
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
+from gen_tui.widgets.dataset_panel import PanelView
+
+
+class ControlledBoard(Board, Protocol):
+    """What the controls need of the dashboard, besides the selection: the run sources and
+    a redraw after a change."""
+
+    hosted: HostedRuns
+    linked: HostLinks
+    readonly: bool
+
+    def refresh_view(self) -> None: ...
+
+
+class Controls:
+    """Carries out the board's run-changing keys on its selected dataset."""
+
+    def __init__(self, board: ControlledBoard) -> None:
+        self.board = board
+
+    def kill(self) -> None:
+        panel = self.board.selected()
+        if panel is not None:
+            self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
+
+    def resume(self) -> None:
+        panel = self.board.selected()
+        if panel is not None:
+            source = self._source(panel.dataset, "resume")
+            self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
+
+    def start(self) -> None:
+        board = self.board
+        if board.hosted.active():
+            board.notify("A run is already active in this process (k stops it).")
+        elif board.hosted.start() is None:
+            board.notify("Nothing to start: no run is configured.", severity="warning")
+        else:
+            board.notify("starting the configured run")
+            board.refresh_view()
+
+    def pause(self) -> None:
+        self.say(self.board.hosted.pause())
+        self.board.refresh_view()
+
+    def runs(self) -> None:
+        board = self.board
+        if not board.linked.links:
+            board.notify(
+                "No host is watched: start gen-tui with --host TARGET --remote-dir DIR, or "
+                "add [[hosts]] to the config.",
+                severity="warning",
+            )
+            return
+        from gen_tui.app.dialogs.run_list import RunsScreen
+
+        board.app.push_screen(RunsScreen(board.linked.links, readonly=board.readonly))
+
+    def carry_out(self, plan: Plan) -> None:
+        """Say a refusal, or ask what the plan needs to know and then act on it."""
+        app = self.board.app
+        match plan:
+            case Note():
+                self.say(plan)
+            case Confirm(title=title, body=body, label=label, then=then):
+                app.push_screen(
+                    ConfirmScreen(title, body, label),
+                    lambda ok: self._after(then()) if ok else None,
+                )
+            case AskBudget(target=target, then=then):
+                app.push_screen(
+                    ResumeScreen(target),
+                    lambda budget: self._after(then(budget)) if budget is not None else None,
+                )
+
+    def say(self, note: Note) -> None:
+        self.board.notify(note.text, title=note.title, severity=note.severity, timeout=note.timeout)
+
+    def _after(self, note: Note | None) -> None:
+        if note is not None:
+            self.say(note)
+        self.board.refresh_view()
+
+    def _source(self, name: str, action: Action) -> PanelSource:
+        """The source that carries out `action` on `name`; this process's runs by default
+        (they explain what they cannot do)."""
+        return next((s for s in self.board.sources if s.claims(name, action)), self.board.hosted)

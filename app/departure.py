@@ -1,0 +1,187 @@
+"""How the app goes away: `q`, SIGTERM, SIGHUP, and the wait for runs it started on a host.
+
+Every way out but one ends in `App.exit`, after the runs of this process have drained (or
+been aborted) so that every completed response is on disk: `q` asks first and drains, `q`
+again aborts; SIGTERM aborts and leaves; runs this session started on a host (the demo's)
+are stopped with the screen saying so. The one other way is SIGHUP: the terminal is gone,
+Textual's own shutdown would block writing to it, so a thread waits for the runs' files to
+close, runs the cleanups and ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App
+from textual.screen import ModalScreen
+
+from gen_tui.app.dashboard.hosted import HostedRuns
+from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.dashboard.screen import DashboardScreen
+from gen_tui.app.dialogs.modals import ConfirmScreen
+from gen_tui.app.hosts import SHUTDOWN_GRACE_S, leaving_answers
+
+LEAVE_MARGIN_S = 10.0
+"""On its way out, the app waits for the runs it started up to their grace and this much."""
+
+
+class Departure:
+    """The app's quit and hang-up paths; `quitting` is set once leaving has begun."""
+
+    def __init__(
+        self,
+        app: App[int],
+        hosted: HostedRuns,
+        linked: HostLinks,
+        cleanups: list[Callable[[], None]],
+        dashboard: Callable[[], DashboardScreen | None],
+    ) -> None:
+        """`cleanups`: run on SIGHUP, which leaves without returning to the launcher (the
+        demo's folder); `dashboard`: the screen, once the app has made it."""
+        self.app = app
+        self.hosted = hosted
+        self.linked = linked
+        self.cleanups = cleanups
+        self.dashboard = dashboard
+        self.quitting = False
+        self._since: float | None = None
+        """When the app began waiting for the runs it started to stop, on its way out."""
+        self._outer_handlers: dict[int, Any] = {}
+        """The signal handlers in place before the app's own (put back at unmount)."""
+
+    # signals
+
+    def catch_signals(self) -> None:
+        """SIGTERM and SIGHUP on the app's loop (at mount)."""
+        loop = asyncio.get_running_loop()
+        for signum, handler in (
+            (signal.SIGTERM, self.on_sigterm),
+            (signal.SIGHUP, self.on_sighup),
+        ):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self._outer_handlers[signum] = signal.getsignal(signum)
+                loop.add_signal_handler(signum, handler)
+
+    def unmounted(self) -> None:
+        """The app is unmounting: put back the signal handlers, stop what still runs."""
+        # asyncio's remove_signal_handler leaves the default action (die at once); put back
+        # what was there before, so the launcher's handlers (the demo's folder) still run
+        # for a signal that comes while the app's threads are being waited for.
+        loop = asyncio.get_running_loop()
+        for signum, outer in self._outer_handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, outer)
+        # Last resort (an exit not through `q`): abort so the worker threads end and
+        # asyncio.run, which waits for executor threads, can return.
+        for run in self.hosted.active():
+            run.abort()
+        self.linked.stop()
+
+    def on_sigterm(self) -> None:
+        """Stop runs at once and leave the normal way, so `main` still cleans up."""
+        for run in self.hosted.active():
+            run.abort()
+        self.quitting = True
+        if not self.hosted.active():
+            self.app.exit(0)
+
+    def on_sighup(self) -> None:
+        """The terminal went away (tmux pane or session killed).
+
+        Nothing can be drawn any more, and Textual's own shutdown would block writing to
+        the dead terminal, so: abort the runs, wait for their threads to close their
+        files, run the cleanups (the demo folder) and leave.
+        """
+        for run in self.hosted.active():
+            run.abort()
+        self.linked.stop()
+
+        def finish() -> None:
+            for run in self.hosted.runs:
+                run.done.wait(timeout=run.grace_s + 5)
+            for link in self.linked.links:
+                link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
+            for cleanup in self.cleanups:
+                with contextlib.suppress(Exception):
+                    cleanup()
+            os._exit(128 + signal.SIGHUP)
+
+        threading.Thread(target=finish, name="gen-tui-hangup", daemon=True).start()
+
+    # q
+
+    def quit(self) -> None:
+        """`q`: leave, draining this process's runs first (asked); `q` again aborts them."""
+        app = self.app
+        if isinstance(app.screen, ModalScreen):  # ctrl+q too: a dialog's own keys apply
+            return
+        active = self.hosted.active()
+        if not active:
+            app.exit(0)
+            return
+        if self.quitting:
+            for run in active:
+                run.abort()
+            return
+        datasets = ", ".join(name for run in active for name in run.names)
+        grace = max(run.grace_s for run in active)
+
+        def decided(ok: bool | None) -> None:
+            if not ok:
+                return
+            self.quitting = True
+            for run in self.hosted.active():
+                run.request_stop()
+            app.notify(f"draining before exit (up to {grace:g} s); q again aborts", title="quit")
+            if (dashboard := self.dashboard()) is not None:
+                dashboard.refresh_view()
+
+        app.push_screen(
+            ConfirmScreen(
+                "Quit gen-tui?",
+                f"A run is active in this process: {datasets}.\n"
+                f"Quitting stops it first: no new requests, in-flight ones drain for up to "
+                f"{grace:g} s. Completed responses are kept; start again to resume.",
+                "Stop and quit",
+            ),
+            decided,
+        )
+
+    def hold_exit(self, leave: Callable[[], None]) -> bool:
+        """Runs this session started on a host (the demo's) drain before the app goes, with
+        the screen saying so: the seconds they take used to pass on a blank terminal.
+        True: `leave` is called once they have ended (or once their kill's wait is over,
+        whatever they do; `q` again leaves at once), and the exit must wait for it."""
+        links = [link for link in self.linked.links if link.started and not link.done.is_set()]
+        dashboard = self.dashboard()
+        if self._since is not None or not links or dashboard is None:
+            return False
+        self._since = time.monotonic()
+        self.quitting = True
+        answers = leaving_answers(links)
+        dashboard.set_notice(
+            f"quitting: stopping the runs this session started, draining {answers:,} "
+            f"answer{'s' * (answers != 1)}… (q again leaves now)"
+        )
+        self.linked.stop()
+        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
+
+        limit = LEAVE_MARGIN_S + max(
+            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
+        )
+
+        def check() -> None:
+            waited = time.monotonic() - (self._since or 0.0)
+            if all(link.done.is_set() for link in links) or waited > limit:
+                leave()
+
+        self.app.set_interval(0.2, check, name="leaving")
+        return True

@@ -1,0 +1,295 @@
+"""Watch mode: exact, incremental token totals of each dataset folder, as report lines.
+
+Why incremental: a record file grows by a line per answer and may hold hundreds of MB, so a
+:class:`DatasetTail` reads only what was appended since its last poll, from a byte offset
+that moves past whole lines only (its `resume` lets a later watcher continue from there
+without recounting), and its totals always equal those of a full recount.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+from .counting import _json_tokens, record_tokens
+from .emit import _emit, boot_id
+from .files import BadFile, _problem, is_regular, open_regular, read_json_object
+from .locks import _lock_status, read_lock_table
+from .names import DATASET_NAME, LOCK_FILE, PROGRESS_FILE, PROGRESS_MAX_BYTES, RAW_FILE
+from .telemetry import Telemetry
+
+PROTOCOL = 1  # the report lines' version, in the `hello` line
+CHUNK = 4 << 20  # a record file is read this much at a time
+POLL_S = 0.5
+HEARTBEAT_S = 2.0
+# A progress.json this old no longer describes a live writer.
+PROGRESS_FRESH_S = 10.0
+
+
+class DatasetTail:
+    """Incremental, exact token totals of one dataset folder.
+
+    `offset` only ever moves past complete lines, so no byte is counted twice; the client
+    restarts a watcher from `resume` after a reconnect.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        name: str,
+        offset: int = 0,
+        ino: int = 0,
+        tokens: int = 0,
+        samples: int = 0,
+    ) -> None:
+        self.name = name
+        self.folder = os.path.join(output_dir, name)
+        self.path = os.path.join(self.folder, RAW_FILE)
+        self.offset = offset
+        self.ino = ino
+        self.tokens = tokens
+        self.samples = samples
+        self.bad_lines = 0
+        self.first_bad = None
+        self.tail_tokens = 0
+        self.tail_samples = 0
+        self.tail_bytes = 0
+        self.size = 0
+        self.mtime = None
+        self.exists = False
+        self.resets = 0
+        self.locked = False
+        self.lock_pid = None
+        self.progress = None
+        self.progress_mtime = None
+        self.problems = {}
+        """{file name: one line}: the folder's files that cannot be read as they stand."""
+        self._last_key = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.tokens + self.tail_tokens
+
+    @property
+    def total_samples(self) -> int:
+        return self.samples + self.tail_samples
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self.tokens = 0
+        self.samples = 0
+        self.bad_lines = 0
+        self.first_bad = None
+        self.resets += 1
+
+    @property
+    def problem(self) -> str | None:
+        """What is wrong with this dataset's files, in one line (None: nothing)."""
+        if not self.problems:
+            return None
+        return "; ".join(self.problems[name] for name in sorted(self.problems))
+
+    def _note(self, name: str, problem: str | None) -> None:
+        if problem is None:
+            self.problems.pop(name, None)
+        else:
+            self.problems[name] = problem
+
+    def _count(self, data: bytes) -> None:
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            tokens = record_tokens(line)
+            if tokens is None:
+                self.bad_lines += 1
+                if self.first_bad is None:
+                    self.first_bad = line[:80].decode("utf-8", "replace")
+                continue
+            self.tokens += tokens
+            self.samples += 1
+
+    def poll(self) -> None:
+        """Count whatever was appended since the last poll."""
+        try:
+            fd = open_regular(self.path)
+        except (OSError, BadFile) as exc:
+            if self.exists or self.offset:
+                self._reset()
+            self.exists = False
+            self.size = 0
+            self.mtime = None
+            self.tail_tokens = self.tail_samples = self.tail_bytes = 0
+            self._note(RAW_FILE, _problem(RAW_FILE, exc))
+            return
+        with os.fdopen(fd, "rb") as handle:
+            self._note(RAW_FILE, None)
+            self._read_appended(handle, os.fstat(fd))
+
+    def _read_appended(self, handle, st) -> None:
+        self.exists = True
+        if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
+            self._reset()
+        self.ino = st.st_ino
+        self.mtime = st.st_mtime
+        if st.st_size == self.size and st.st_size == self.offset + self.tail_bytes:
+            return
+        rest = b""
+        handle.seek(self.offset)
+        while True:
+            chunk = handle.read(CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            self._count(data[:cut])
+            self.offset += cut + 1
+            rest = data[cut + 1 :]
+        self.size = self.offset + len(rest)
+        self.tail_bytes = len(rest)
+        tokens = _json_tokens(rest.strip()) if rest.strip() else None
+        self.tail_tokens = tokens or 0
+        self.tail_samples = 1 if tokens is not None else 0
+
+    def poll_meta(self, table: dict | None) -> None:
+        """Refresh the lock holder and, when it changed on disk, progress.json."""
+        lock = os.path.join(self.folder, LOCK_FILE)
+        self.locked, self.lock_pid, _, problem = _lock_status(lock, table)
+        self._note(LOCK_FILE, problem)
+        path = os.path.join(self.folder, PROGRESS_FILE)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self.progress = None
+            self.progress_mtime = None
+            self._note(PROGRESS_FILE, None)
+            return
+        if st.st_mtime == self.progress_mtime and is_regular(st.st_mode):
+            return
+        try:
+            value = read_json_object(path, PROGRESS_MAX_BYTES)
+        except FileNotFoundError:
+            return  # replaced atomically, so a failed read only means "read it next time"
+        except (OSError, BadFile) as exc:
+            # Shown, not kept: a progress.json that cannot be read describes nothing.
+            self.progress = None
+            self.progress_mtime = st.st_mtime
+            self._note(PROGRESS_FILE, _problem(PROGRESS_FILE, exc))
+            return
+        self.progress = value
+        self.progress_mtime = st.st_mtime
+        self._note(PROGRESS_FILE, None)
+
+    def resume_arg(self) -> str:
+        return "%s:%d:%d:%d:%d" % (self.name, self.offset, self.ino, self.tokens, self.samples)
+
+    def report(self, now: float) -> dict | None:
+        """The dataset line if anything a client shows changed since the last report."""
+        key = (
+            self.exists,
+            self.total_tokens,
+            self.total_samples,
+            self.offset,
+            self.bad_lines,
+            self.locked,
+            self.lock_pid,
+            self.progress_mtime,
+            self.resets,
+            self.problem,
+        )
+        if key == self._last_key:
+            return None
+        self._last_key = key
+        fresh = self.progress_mtime is not None and now - self.progress_mtime < PROGRESS_FRESH_S
+        return {
+            "type": "dataset",
+            "dataset": self.name,
+            "exists": self.exists,
+            "tokens": self.total_tokens,
+            "samples": self.total_samples,
+            "offset": self.offset,
+            "ino": self.ino,
+            "size": self.size,
+            "tail_tokens": self.tail_tokens,
+            "tail_samples": self.tail_samples,
+            "bad_lines": self.bad_lines,
+            "first_bad": self.first_bad,
+            "resets": self.resets,
+            "locked": self.locked,
+            "lock_pid": self.lock_pid,
+            "mtime": self.mtime,
+            "progress": self.progress,
+            "progress_fresh": fresh,
+            "problem": self.problem,
+            "resume": self.resume_arg(),
+            "time": now,
+        }
+
+
+def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
+    """`NAME` or `NAME:OFFSET:INO:TOKENS:SAMPLES` (the `resume` of an earlier report)."""
+    parts = arg.split(":")
+    name = parts[0]
+    if not DATASET_NAME.match(name):
+        raise ValueError("dataset name %r is not allowed" % name)
+    if len(parts) == 1:
+        return DatasetTail(output_dir, name)
+    if len(parts) != 5:
+        raise ValueError("bad dataset argument %r (NAME or NAME:OFFSET:INO:TOKENS:SAMPLES)" % arg)
+    numbers = [int(part) for part in parts[1:]]
+    if min(numbers) < 0:
+        raise ValueError("bad dataset argument %r" % arg)
+    return DatasetTail(output_dir, name, *numbers)
+
+
+def watch(
+    output_dir: str,
+    tails: list,
+    once: bool = False,
+    interval: float = POLL_S,
+    heartbeat: float = HEARTBEAT_S,
+    telemetry: float = 0.0,
+    metrics_urls: list | None = None,
+) -> None:
+    """Poll every `interval` s; print changes and a heartbeat; run until stdout goes away.
+    With `telemetry` > 0, also read `metrics_urls` and the GPUs that often (see Telemetry)."""
+    _emit(
+        {
+            "type": "hello",
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "boot_id": boot_id(),
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "output_dir": output_dir,
+            "time": time.time(),
+        }
+    )
+    if telemetry > 0 and not once:
+        Telemetry(list(metrics_urls or []), telemetry).start()
+    seq = 0
+    last_beat = time.monotonic()
+    while True:
+        table = read_lock_table()
+        for tail in tails:
+            tail.problems.pop("?", None)
+            try:
+                tail.poll()
+                tail.poll_meta(table)
+            except (OSError, ValueError, RecursionError, MemoryError) as exc:
+                # One dataset's files must never blind the watcher to the others.
+                tail.problems["?"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
+            line = tail.report(time.time())
+            if line is not None:
+                _emit(line)
+        if once:
+            return
+        if time.monotonic() - last_beat >= heartbeat:
+            seq += 1
+            _emit({"type": "heartbeat", "seq": seq, "time": time.time()})
+            last_beat = time.monotonic()
+        time.sleep(interval)

@@ -1,0 +1,270 @@
+"""Safe reads and writes in a dataset folder that other users may share.
+
+Why: any file there may be a symlink to someone's secret, a FIFO that blocks an open() for
+ever, or megabytes of JSON nested 100,000 deep. Every read and write of the watcher and of
+gen-tui's own record code goes through these few functions, so each danger is handled once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .names import MAX_DEPTH
+
+# -- reading a dataset folder's files -------------------------------------------------------
+#
+# The folders may sit on a box shared with other users, so any file in them may be a symlink
+# to someone's secret, a FIFO that blocks an open() for ever, megabytes of JSON or JSON nested
+# 100,000 deep. Every read goes through `open_regular`: no symlink followed, never blocking,
+# regular files only; small files are read whole only up to a bound. A bad file is a
+# `BadFile`, reported for its dataset alone.
+
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+_KINDS = {0o140000: "a socket", 0o120000: "a symlink", 0o060000: "a block device"}
+_KINDS.update({0o040000: "a folder", 0o020000: "a character device", 0o010000: "a FIFO"})
+# O_NOFOLLOW and O_NONBLOCK exist on every POSIX system the watcher runs on.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class BadFile(OSError):
+    """A file or folder that is not what a dataset folder's must be; the message is one line.
+
+    An OSError, so a caller that already reports "cannot write in FOLDER: ..." for a failed
+    open reports this one too, in its own words (its `strerror` is None, `str()` the line).
+    """
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(mode & _S_IFMT, "not a regular file")
+
+
+def is_regular(mode: int) -> bool:
+    return mode & _S_IFMT == _S_IFREG
+
+
+def open_regular(path: str, flags: int = _READ_FLAGS) -> int:
+    """An fd of `path`, which must be a regular file: never a symlink's target, never a FIFO
+    or device (checked before opening, so a tape is not rewound, and on the open fd).
+
+    Raises FileNotFoundError when absent, BadFile when it is something else, OSError.
+    """
+    st = os.lstat(path)
+    if not is_regular(st.st_mode):
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    # A symlink swapped in after the lstat fails here with ELOOP: an OSError like any other.
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):  # swapped between the lstat and the open
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (os.path.basename(path), _kind(st.st_mode)))
+    return fd
+
+
+def read_small(path: str, limit: int) -> bytes:
+    """The whole of a small regular file, at most `limit` bytes (BadFile if bigger)."""
+    fd = open_regular(path)
+    try:
+        parts = []
+        size = 0
+        while size <= limit:
+            part = os.read(fd, limit + 1 - size)
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise BadFile(
+            "%s is over %s bytes, more than such a file ever holds"
+            % (os.path.basename(path), "{:,}".format(limit))
+        )
+    return b"".join(parts)
+
+
+def _deeper_than(value, depth: int) -> bool:
+    """Whether parsed JSON nests more than `depth` levels (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level >= depth:
+                return True
+            items = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in items)
+    return False
+
+
+def read_json_object(path: str, limit: int) -> dict:
+    """The JSON object in a small file of a dataset folder.
+
+    Raises FileNotFoundError when absent, OSError, and BadFile (one line) for anything else:
+    not a regular file, too big, not JSON, nested too deeply, not an object.
+    """
+    return _json_object(read_small(path, limit), os.path.basename(path))
+
+
+def _json_object(data: bytes, name: str) -> dict:
+    try:
+        value = json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise BadFile("%s is JSON nested too deeply" % name) from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise BadFile("%s is not valid JSON (%s)" % (name, str(exc)[:80])) from None
+    if not isinstance(value, dict):
+        raise BadFile("%s holds no JSON object" % name)
+    if _deeper_than(value, MAX_DEPTH):
+        raise BadFile("%s is JSON nested too deeply" % name)
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _problem(name: str, exc: Exception) -> str | None:
+    """The one line a failed open or read of a dataset's file `name` is reported as."""
+    if isinstance(exc, FileNotFoundError):
+        return None
+    if isinstance(exc, BadFile):
+        return str(exc)
+    return "%s is unreadable (%s)" % (name, getattr(exc, "strerror", None) or exc)
+
+
+# -- writing in a dataset folder ------------------------------------------------------------
+#
+# A file we create or append to must never be one somebody else put there: a symlink named
+# run.lock or raw_responses.jsonl.torn.<ms> would make us write (or copy a torn line) into a
+# file of theirs choosing, as us. So: O_NOFOLLOW always, O_EXCL for every new name, side
+# files 0600, and folders that no one else can write in (`folder_problem`).
+
+_WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_own(path: str, flags: int, mode: int = 0o600) -> int:
+    """os.open(path, flags, mode) that never follows a symlink and gives a regular file only
+    (BadFile otherwise, one line). With O_CREAT|O_EXCL it makes a new file or fails."""
+    try:
+        fd = os.open(path, flags | _WRITE_FLAGS, mode)
+    except OSError:
+        if os.path.islink(path):
+            raise BadFile("%s is a symlink, not a regular file" % path) from None
+        raise
+    st = os.fstat(fd)
+    if not is_regular(st.st_mode):
+        os.close(fd)
+        raise BadFile("%s is %s, not a regular file" % (path, _kind(st.st_mode)))
+    return fd
+
+
+def open_log(path: str) -> int:
+    """An fd appending to a log we own (created 0600): for a relaunch's output."""
+    return open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def create_unique(stem: str) -> tuple:
+    """(fd, path) of a new 0600 file named `stem.PID.N`: O_EXCL, so a name planted in advance
+    is skipped rather than followed. For temporary files beside their target."""
+    for attempt in range(1000):
+        path = "%s.%d.%d" % (stem, os.getpid(), attempt)
+        try:
+            return open_own(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), path
+        except (FileExistsError, BadFile):
+            continue
+    raise BadFile("cannot make a temporary file beside %s: every name is taken" % stem)
+
+
+def folder_problem(path: str) -> str | None:
+    """Why `path` is no safe folder for our files, in one line (None: it is one).
+
+    Safe means a folder of ours that nobody else can write in: not owned by another user,
+    not writable by group or others (a sticky /tmp-like folder included, since anyone may
+    create names in it), and not a symlink somebody else made. Anyone who could write in it
+    could plant links that make us write, read or disclose their choice of our files.
+    """
+    uid = os.geteuid()
+    try:
+        link = os.lstat(path)
+        st = os.stat(path)
+    except OSError as exc:
+        return "cannot use %s (%s)" % (path, exc.strerror)
+    if link.st_mode & _S_IFMT == 0o120000 and link.st_uid not in (uid, 0):
+        return "refusing %s: it is a symlink made by uid %d, not by you (uid %d)" % (
+            path,
+            link.st_uid,
+            uid,
+        )
+    if st.st_mode & _S_IFMT != 0o040000:
+        return "refusing %s: it is %s, not a folder" % (path, _kind(st.st_mode))
+    if st.st_uid != uid:
+        return (
+            "refusing %s: it is owned by uid %d, not by you (uid %d), so its files could be "
+            "links to yours; use a folder of your own" % (path, st.st_uid, uid)
+        )
+    if st.st_mode & 0o022:
+        return (
+            "refusing %s: it is writable by %s (mode %04o), so anyone could plant links to "
+            "your files in it; `chmod go-w` it or use another folder"
+            % (path, "others" if st.st_mode & 0o002 else "its group", st.st_mode & 0o7777)
+        )
+    return None
+
+
+def ancestor_problem(folder: str) -> str | None:
+    """Why someone else could swap `folder` for another one under us, in one line (None:
+    nobody can).
+
+    Every file in it is opened by its path. Whoever can rename entries in a folder above it
+    (its owner, or anyone when it is group- or world-writable without the sticky bit) can
+    move our folder away after any check and put a link in its place: our files then land
+    in a folder of their choice. A component of the path that is a link made by someone
+    else can be re-pointed the same way. Root and we may own them; /tmp (sticky) is fine.
+    """
+    me = os.geteuid()
+    path = os.path.abspath(folder)
+    parents = []
+    above = os.path.dirname(path)
+    while True:
+        parents.append(above)
+        if os.path.dirname(above) == above:
+            break
+        above = os.path.dirname(above)
+    for above in reversed(parents):  # the path as given: its links are someone's
+        try:
+            link = os.lstat(above)
+        except OSError as exc:
+            return "cannot use %s (%s: %s)" % (folder, above, exc.strerror)
+        if link.st_mode & _S_IFMT == 0o120000 and link.st_uid not in (me, 0):
+            return (
+                "refusing %s: %s is a symlink made by uid %d, not by you (uid %d), who can "
+                "point it elsewhere; use a folder of your own" % (folder, above, link.st_uid, me)
+            )
+    real = os.path.realpath(folder)
+    above = os.path.dirname(real)
+    while True:
+        try:
+            st = os.stat(above)
+        except OSError as exc:
+            return "cannot use %s (%s: %s)" % (folder, above, exc.strerror)
+        if st.st_uid not in (me, 0):
+            return (
+                "refusing %s: %s is owned by uid %d, who can swap the folder for a link to "
+                "another folder; use a folder of your own" % (folder, above, st.st_uid)
+            )
+        if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+            return (
+                "refusing %s: %s is writable by %s without the sticky bit (mode %04o), so "
+                "anyone could swap the folder for a link; `chmod go-w` it (or `chmod +t`) or "
+                "use another folder"
+                % (
+                    folder,
+                    above,
+                    "others" if st.st_mode & 0o002 else "its group",
+                    st.st_mode & 0o7777,
+                )
+            )
+        if os.path.dirname(above) == above:
+            return None
+        above = os.path.dirname(above)

@@ -1,0 +1,160 @@
+"""The `--start` mode: a detached launch under the output folder's start lock and count.
+
+Why a guard: a start request can reach the host late, after its sender gave up on a frozen
+link and a retry already started a run; the start count lets the late one be refused, so a
+dataset never gets two writers.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+
+from .files import (
+    BadFile,
+    ancestor_problem,
+    create_unique,
+    folder_problem,
+    open_log,
+    open_own,
+    read_small,
+)
+from .names import LOG_DIR, SEQ_MAX_BYTES, START_LOCK, START_SEQ
+
+
+def start_seq(output_dir: str) -> int:
+    """How many starts the output folder has seen (0 for none; -1 when unreadable)."""
+    path = os.path.join(os.path.expanduser(output_dir), LOG_DIR, START_SEQ)
+    try:
+        return int(read_small(path, SEQ_MAX_BYTES).strip() or b"0")
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError, BadFile):  # a FIFO there must not hang the run list
+        return -1
+
+
+class StaleStart(Exception):
+    """Another start came after the check this one relied on: it must not run."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
+
+
+class StartFailed(Exception):
+    """The command could not be launched; the message says why."""
+
+
+def guarded_start(output_dir: str, expect, launch):
+    """`launch()` under the output folder's start lock, if its start count is still `expect`.
+
+    Why: a start request can reach the host late, after its sender gave up on a frozen link
+    and a retry checked for a live writer, found none and started one. Each start bumps the
+    count, so the late one finds it moved and is refused. The count is bumped only once
+    `launch` returns (the process has exec'd, so a check that reads the new count also sees
+    the process), and a check reads the count before it lists the processes. `expect` None
+    starts whatever the count (a start that relies on no check) and still bumps it.
+    """
+    folder = os.path.join(os.path.expanduser(output_dir), LOG_DIR)
+    # Nothing is made in a folder someone else could swap: the output folder and every
+    # folder above it are ours or root's, and not writable by others without the sticky bit.
+    problem = ancestor_problem(folder)
+    if problem is not None:
+        raise StartFailed(problem)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
+    # Its start count, lock and the relaunch logs are ours alone: no one else's links in it.
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise StartFailed(problem)
+    try:
+        fd = open_own(os.path.join(folder, START_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    except BadFile as exc:
+        raise StartFailed("cannot use the start lock: %s" % exc) from None
+    except OSError as exc:
+        raise StartFailed("cannot use the start lock in %s: %s" % (folder, exc.strerror)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        seq = start_seq(output_dir)
+        if seq < 0:  # fail closed: with no count, a late start could not be told apart
+            raise StartFailed(
+                "cannot read the start count %s: remove it (the next start makes it anew)"
+                % os.path.join(folder, START_SEQ)
+            )
+        if expect is not None and seq != expect:
+            raise StaleStart(seq)
+        result = launch()
+        try:
+            temp_fd, temp = create_unique(os.path.join(folder, "." + START_SEQ))
+            with os.fdopen(temp_fd, "w") as handle:
+                handle.write("%d\n" % (max(seq, 0) + 1))
+            os.replace(temp, os.path.join(folder, START_SEQ))
+        except (OSError, BadFile) as exc:
+            raise StartFailed(
+                "started pid %s, but could not count the start in %s (%s): it is running"
+                % (getattr(result, "pid", result), folder, getattr(exc, "strerror", None) or exc)
+            ) from None
+        return result
+    finally:
+        os.close(fd)
+
+
+def launch_detached(argv: list, log: str, cwd: str | None):
+    """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd."""
+    log = os.path.expanduser(log)
+    if cwd:
+        cwd = os.path.expanduser(cwd)
+        if not os.path.isdir(cwd):
+            raise StartFailed("cannot cd into %s" % cwd)
+    folder = os.path.dirname(log)
+    try:
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        # never through a symlink, 0600: a log in a shared folder must not clobber or
+        # disclose another file (closed below, once the child has its copy)
+        handle = os.fdopen(open_log(log), "ab")
+    except OSError as exc:
+        raise StartFailed("cannot create the log %s: %s" % (log, exc.strerror or exc)) from None
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=cwd or None,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in a word
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise StartFailed("cannot start %s: %s" % (argv[0] if argv else "", why)) from None
+    finally:
+        handle.close()
+
+
+def guarded_launch(output_dir: str, expect, argv: list, log: str, cwd: str | None):
+    """`launch_detached` under the output folder's start guard: the Popen."""
+    return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
+
+
+def start(spec: dict) -> dict:
+    """The `--start` mode: the `start` report for one guarded, detached launch."""
+    argv = spec.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("--start needs argv: a list of strings")
+    output_dir, log, cwd, expect = (spec.get(k) for k in ("output_dir", "log", "cwd", "expect"))
+    if not isinstance(output_dir, str) or not isinstance(log, str):
+        raise ValueError("--start needs output_dir and log: strings")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ValueError("--start: cwd must be a string")
+    if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int)):
+        raise ValueError("--start: expect must be an integer")
+    try:
+        child = guarded_launch(output_dir, expect, argv, log, cwd)
+    except StaleStart as stale:
+        return {"type": "start", "refused": stale.seq}
+    except StartFailed as exc:
+        return {"type": "start", "error": str(exc)}
+    return {"type": "start", "pid": child.pid}

@@ -1,0 +1,258 @@
+"""The `metrics` and `gpus` lines: the servers' /metrics and nvidia-smi, read on the box.
+
+Why on the box: no server port needs exposing to the client, and what crosses the network
+is trimmed (no histograms, no help texts) to stay under the client's line limit.
+
+A router (sglang-router 0.3.2) serves no /metrics on its URL (404): when a URL answers so,
+the watcher asks its `/get_server_info` whether it is one (`router_manager`), and if so
+reads the /metrics of each worker its `/workers` lists (the first MAX_ROUTER_WORKERS by
+URL, side by side): one `metrics` line per worker (with `router`: whose it is), then the
+router's own line with `workers`, the listing (`url`, `healthy`). The client sums them, as
+a run of its own does (`backends/telemetry/workers.py`), so a router's load shows even for
+a run that writes no progress.json.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .emit import _emit
+from .names import PROGRESS_MAX_BYTES
+
+# Telemetry (watch mode, `--telemetry SECONDS`): the servers' /metrics read on the box
+# itself (no port needs exposing) and the GPUs from nvidia-smi, forwarded as `metrics` and
+# `gpus` lines. A /metrics answer is read up to METRICS_MAX_BYTES; what is forwarded drops
+# the histograms and help texts (the bulk of SGLang's ~100 KB) and must fit in
+# METRICS_SENT_BYTES, under the client's line limit.
+TELEMETRY_S = 2.0
+METRICS_MAX_BYTES = 4 << 20
+METRICS_SENT_BYTES = 48 << 10
+METRICS_TIMEOUT_S = 3.0
+MAX_METRICS_URLS = 16
+NVIDIA_SMI_QUERY = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
+NVIDIA_SMI_TIMEOUT_S = 5.0
+MAX_GPUS = 64
+_HISTOGRAM_PARTS = ("_bucket", "_sum", "_count", "_created")
+MAX_ROUTER_WORKERS = 32
+"""The most workers of one router read (as a run reads: telemetry/workers.py)."""
+ROUTER_INFO_BYTES = 1 << 20
+ROUTER_LIST_BYTES = 4 << 20
+_WORKER_URL = re.compile(r"https?://[!-~]{1,500}\Z")
+"""A worker URL: http(s) with a host, printable ASCII only (nothing a terminal or a log
+could act on)."""
+
+
+# -- telemetry (servers and GPUs) ------------------------------------------------------
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""The servers are on this box or its network: a user's HTTP proxy must not see them."""
+
+
+def _metric_line(line: str) -> bool:
+    """Whether a /metrics line is forwarded: samples and their TYPE lines, but no help texts
+    and no histogram or summary parts (buckets are most of the text and no panel shows them)."""
+    if not line or line.startswith("# HELP"):
+        return False
+    if line.startswith("#"):
+        return line.startswith("# TYPE")
+    name = line.split("{", 1)[0].split(" ", 1)[0]
+    return not name.endswith(_HISTOGRAM_PARTS)
+
+
+def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict:
+    """One `metrics` line for `url`: its /metrics text (`text`), or `absent` (404: SGLang
+    without --enable-metrics), or `error`: one line saying why not."""
+    message = {"type": "metrics", "url": url}
+    if not url.startswith(("http://", "https://")):
+        message["error"] = "not an http(s) URL"
+        return message
+    deadline = time.monotonic() + timeout
+    try:
+        with _NO_PROXY.open(url.rstrip("/") + "/metrics", timeout=timeout) as response:
+            parts = []
+            size = 0
+            while size <= METRICS_MAX_BYTES and time.monotonic() < deadline:
+                piece = response.read(64 << 10)
+                if not piece:
+                    break
+                parts.append(piece)
+                size += len(piece)
+            else:
+                message["error"] = "more than %d MB or %g s" % (METRICS_MAX_BYTES >> 20, timeout)
+                return message
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 405):
+            message["absent"] = True
+        else:
+            message["error"] = "HTTP %d" % exc.code
+        return message
+    except (OSError, ValueError, urllib.error.URLError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        message["error"] = str(reason)[:200] or type(exc).__name__
+        return message
+    text = b"".join(parts).decode("utf-8", "replace")
+    kept = "\n".join(line for line in text.splitlines() if _metric_line(line)) + "\n"
+    if len(kept) > METRICS_SENT_BYTES:
+        message["error"] = "more than %d KB of metrics besides histograms" % (
+            METRICS_SENT_BYTES >> 10
+        )
+        return message
+    message["text"] = kept
+    return message
+
+
+def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S):
+    """The JSON at `url` read up to `limit` bytes, or None (no answer, too big, not JSON)."""
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as response:
+            data = response.read(limit + 1)
+        if len(data) > limit:
+            return None
+        return json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError, urllib.error.URLError):
+        return None
+
+
+def worker_url(value):
+    """`value` as a worker URL without its trailing slash, if it is a plain http(s) URL
+    (what a router lists is untrusted: gen-tui's client takes workers by this rule too)."""
+    if not isinstance(value, str) or not _WORKER_URL.match(value):
+        return None
+    try:
+        if not urllib.parse.urlsplit(value).netloc:
+            return None
+    except ValueError:  # "http://[::1:30000": not a URL urllib could open
+        return None
+    return value.rstrip("/")
+
+
+def router_listing(listing) -> list:
+    """The workers in a router's /workers answer, `{"url", "healthy"}` each: plain http(s)
+    URLs only, each once, in URL order (the router's own order changes), at most
+    MAX_ROUTER_WORKERS."""
+    entries = listing.get("workers") if isinstance(listing, dict) else None
+    found = {}
+    for entry in entries if isinstance(entries, list) else []:
+        url = worker_url(entry.get("url")) if isinstance(entry, dict) else None
+        if url is not None:
+            found.setdefault(url, entry.get("is_healthy") is not False)
+    return [{"url": url, "healthy": found[url]} for url in sorted(found)[:MAX_ROUTER_WORKERS]]
+
+
+def router_workers(url: str):
+    """The workers behind `url` if it is an SGLang router (its /get_server_info says
+    `router_manager`), else None."""
+    base = url.rstrip("/")
+    info = _get_json(base + "/get_server_info", ROUTER_INFO_BYTES)
+    if not isinstance(info, dict) or info.get("router_manager") is not True:
+        return None
+    return router_listing(_get_json(base + "/workers", ROUTER_LIST_BYTES))
+
+
+def _number(text: str):
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]": the GPU does not say
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
+    """One `gpus` line: each GPU's index, name, utilisation %, memory used and total (MiB),
+    power (W) and temperature (C) from nvidia-smi; `absent` without it; `error` if it fails."""
+    message = {"type": "gpus"}
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        message["absent"] = True
+        return message
+    argv = [exe, "--query-gpu=" + NVIDIA_SMI_QUERY, "--format=csv,noheader,nounits"]
+    try:
+        done = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        message["error"] = ("nvidia-smi: %s" % exc)[:200]
+        return message
+    out = done.stdout[:PROGRESS_MAX_BYTES].decode("utf-8", "replace")
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout)[:200].decode("utf-8", "replace").strip()
+        message["error"] = "nvidia-smi exited %d: %s" % (done.returncode, said)
+        return message
+    gpus = []
+    for line in out.splitlines()[:MAX_GPUS]:
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != 7:
+            continue
+        index = _number(fields[0])
+        if index is None:
+            continue
+        gpus.append(
+            {
+                "index": int(index),
+                "name": fields[1][:80],
+                "util": _number(fields[2]),
+                "mem_used": _number(fields[3]),
+                "mem_total": _number(fields[4]),
+                "power": _number(fields[5]),
+                "temp": _number(fields[6]),
+            }
+        )
+    message["gpus"] = gpus
+    return message
+
+
+class Telemetry(threading.Thread):
+    """Reads the servers' /metrics and the GPUs every `every` s, beside the watch loop (a
+    slow server must not hold up the totals or the heartbeat). A GPU report that says the
+    same "absent" or error as the last one is not sent again."""
+
+    def __init__(self, urls: list, every: float = TELEMETRY_S) -> None:
+        super().__init__(name="gen-tui-telemetry", daemon=True)
+        self.urls = urls[:MAX_METRICS_URLS]
+        self.every = every
+        self.listed = {}
+        """Each router's workers as last listed: read on while its listing does not answer."""
+
+    def run(self) -> None:
+        last_gpus = None
+        pool = concurrent.futures.ThreadPoolExecutor(8, "gen-tui-worker-metrics")
+        try:
+            while True:
+                for url in self.urls:
+                    self.read_server(url, pool)
+                gpus = gpu_report()
+                if "gpus" in gpus or gpus != last_gpus:
+                    _emit(gpus)
+                last_gpus = gpus
+                time.sleep(self.every)
+        except (OSError, ValueError):
+            return  # stdout went away: the watch loop ends the process
+        finally:
+            pool.shutdown(wait=False)
+
+    def read_server(self, url: str, pool) -> None:
+        """Emit `url`'s `metrics` line; for a router, its workers' lines before it."""
+        message = fetch_metrics(url)
+        workers = None
+        if message.get("absent") or url in self.listed:
+            workers = router_workers(url)
+            if workers is None:
+                workers = self.listed.get(url)
+        if workers is not None:
+            self.listed[url] = workers
+            worker_urls = [worker["url"] for worker in workers]
+            for read in pool.map(fetch_metrics, worker_urls):
+                read["router"] = url
+                _emit(read)
+            message = {"type": "metrics", "url": url, "workers": workers}
+        _emit(message)

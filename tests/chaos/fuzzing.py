@@ -1,0 +1,69 @@
+"""What the input fuzzers (tests/chaos/test_fuzz_*.py) share: JSON values of every shape,
+the byte damage a bad copy or a crash does, hostile dataset names, and the check that no
+parse takes long enough to be a hang waiting for a bigger input."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hypothesis import strategies as st
+
+SLOW_S = 1.0  # any single parse slower than this is a hang waiting for a bigger input
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),  # wider is a JSON library's range, not our rules
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def mutate(data: bytes, draw: st.DrawFn) -> bytes:
+    """Cut, splice or overwrite a few bytes, as a bad copy or a crash would."""
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.sampled_from(["cut", "insert", "flip", "delete"]))
+        at = draw(st.integers(0, len(data)))
+        if op == "cut":
+            data = data[:at]
+        elif op == "insert":
+            data = data[:at] + draw(st.binary(min_size=1, max_size=6)) + data[at:]
+        elif op == "flip" and at < len(data):
+            data = data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
+        elif op == "delete":
+            data = data[:at] + data[at + draw(st.integers(1, 8)) :]
+    return data
+
+
+def timed(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """`call(...)`'s result or exception, after checking it came in time either way (the
+    check is not in a `finally`, where it would hide the call's own exception)."""
+    started = time.perf_counter()
+    failure: Exception | None = None
+    try:
+        result = call(*args, **kwargs)
+    except Exception as exc:  # judged by the caller, once the time is checked
+        failure = exc
+    elapsed = time.perf_counter() - started
+    assert elapsed < SLOW_S, f"{call.__name__} took {elapsed:.2f} s on {args!r:.200}"
+    if failure is not None:
+        raise failure
+    return result
+
+
+hostile_names = st.one_of(
+    st.text(max_size=140),
+    st.text(alphabet="AB1._-\n\r\t $;|&`'\"\\/()<>*?~#!{}\x00\u200b\u202e\uff21é", max_size=12),
+    st.sampled_from(
+        ["..", ".", "B1\n", "B1\n\n", "B1\r", "-rf", "a/../b", "$(id)", "`id`", "a;b", "B1 ", ""]
+    ),
+    st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"),
+)
