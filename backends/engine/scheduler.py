@@ -73,6 +73,7 @@ class Scheduler(RunPart):
         """Move a dataset that can make no more progress to its final state."""
         if ds.state.finished or ds.inflight:
             return
+        short = False
         if ds.reached:
             ds.state = DatasetState.DONE
             ds.message = f"budget reached: {ds.tokens} tokens, {ds.samples} samples"
@@ -88,11 +89,13 @@ class Scheduler(RunPart):
             ds.state = DatasetState.DONE
             mode = self.config.budget_mode
             ds.message = f"budget reached: {ds.tokens} tokens ({mode}: no room for one more)"
+            short = True
         else:
             return
         self.reporter.event("budget", f"{ds.name}: {ds.message}")
-        # A precise dataset that stops short is where its user expects the crossing's alert.
-        self.reporter.budget(ds, "done", short=self.config.budget_mode is BudgetMode.PRECISE)
+        # A dataset that stops short (strict or precise) is where its user expects the
+        # crossing's alert: it is as much the budget's moment, and no crossing will come.
+        self.reporter.budget(ds, "done", short=short)
         if ds.outlook_key is not None:
             # Its end was handed on as an estimate; done at its share, it keeps all of it.
             self.allocator.rebalance()

@@ -72,3 +72,27 @@ async def test_a_precise_run_that_stops_short_is_done_and_announced(
     assert server.stats.completed == served
     assert budgets == [] and alerts == []
     assert any("already at its budget" in m for m in events)
+
+
+async def test_a_strict_run_that_stops_short_alerts_as_a_crossing_would(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """Strict reserves max_new_tokens per request, so it never crosses: its end, short of the
+    budget, is the budget's moment, and the alert comes then (it used to come never)."""
+    server = await sim(profiles={"A": LengthProfile(mean=LENGTH, cv=0.0)}, tokens_per_s=20000)
+    config = make_config(
+        tokenizer_dir,
+        prompts_dir(A=50),
+        tmp_path / "out",
+        [server.url],
+        budgets={"A": (BUDGET, None)},
+        budget_mode=BudgetMode.STRICT,
+        concurrency=16,
+        sampling={"max_new_tokens": 1500},
+    )
+    final, budgets, alerts, _ = await run_precise(config)
+    (done,) = final.datasets
+    assert done.state is DatasetState.DONE and done.tokens <= BUDGET
+    assert "strict: no room for one more" in done.message
+    assert [(e.kind, e.tokens) for e in budgets] == [("done", done.tokens)]
+    assert len(alerts) == 1 and f"{done.tokens:,} of {BUDGET:,} tokens" in alerts[0], alerts
