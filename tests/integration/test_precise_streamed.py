@@ -26,9 +26,7 @@ LENGTH = 400
 BUDGET = 6000
 
 
-@pytest.mark.parametrize(
-    ("api", "stream"), [("sglang", True), ("openai", True), ("sglang", False)]
-)
+@pytest.mark.parametrize(("api", "stream"), [("sglang", True), ("openai", True), ("sglang", False)])
 async def test_precise_weighs_what_a_stream_has_produced(
     api: str,
     stream: bool,
