@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Self
+from typing import Protocol, Self
 
 from gen_tui.backends.protocol import Generation
 
@@ -25,6 +25,18 @@ class Request:
     max_new_tokens: int | None = None
     """This request's cap on its answer (the engine's rule, see answer_cap.py); None: the
     client's sampling settings alone."""
+
+
+class Progress(Protocol):
+    """Where a streaming client says how far an answer has got while it is still coming.
+
+    The engine passes its in-flight entry itself (budget.InFlight has this field), so a
+    frame costs one int assignment: precise mode reads the count as the answer's lower
+    bound (a censored observation) instead of estimating it from the request's age.
+    """
+
+    produced: int
+    """Completion tokens received so far for this attempt, at least (never more)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +78,14 @@ class InferenceClient(ABC):
         return None
 
     @abstractmethod
-    async def generate(self, url: str, request: Request) -> Generation:
-        """The complete answer to `request` from `url`, or RequestFailed."""
+    async def generate(
+        self, url: str, request: Request, progress: Progress | None = None
+    ) -> Generation:
+        """The complete answer to `request` from `url`, or RequestFailed.
+
+        A client that streams sets `progress.produced` as frames arrive (when given); one
+        that does not leaves it alone.
+        """
 
     @abstractmethod
     async def probe(self, url: str) -> str | None:

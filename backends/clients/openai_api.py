@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import ModelLimits, Request
+from gen_tui.backends.clients.base import ModelLimits, Progress, Request
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import models_limits
@@ -156,11 +156,23 @@ def _result(
 
 
 async def _read_stream(
-    response: aiohttp.ClientResponse, started: float, limits: Limits, url: str
+    response: aiohttp.ClientResponse,
+    started: float,
+    limits: Limits,
+    url: str,
+    progress: Progress | None = None,
 ) -> Generation:
+    """Assemble a chat stream; the answer's length so far goes to `progress` per chunk.
+
+    Chunks carry text, not token counts (usage comes at the end), so each chunk that
+    adds text counts as one token: a lower bound, which is what `progress` promises (a
+    server sends at least one token per chunk, often exactly one; a character split
+    over tokens is held back until it is whole, so its delta is empty or longer).
+    """
     parts: list[str] = []
     thoughts: list[str] = []
     kept = 0  # characters of answer and reasoning held: endless small events must not grow it
+    chunks_with_text = 0
     finish: str | None = None
     usage: Any = None
     chunks = pieces(response, limits, url, cap=None)
@@ -174,6 +186,8 @@ async def _read_stream(
                 delta = typed(choice, "delta", dict, "a stream chunk's choice") or {}
                 content = _content(delta, "a stream chunk's delta")
                 thought = reasoning_of(delta, "a stream chunk's delta")
+                if content or thought:
+                    chunks_with_text += 1
                 for held, piece in ((parts, content), (thoughts, thought)):
                     if piece:
                         held.append(piece)
@@ -185,7 +199,12 @@ async def _read_stream(
                     finish = reason
             if chunk.get("usage"):
                 usage = chunk["usage"]
-    return _result("".join(parts), "".join(thoughts), finish, usage, started)
+            if progress is not None:
+                progress.produced = chunks_with_text
+    generation = _result("".join(parts), "".join(thoughts), finish, usage, started)
+    if progress is not None:
+        progress.produced = generation.completion_tokens  # the exact count, at last
+    return generation
 
 
 async def chat(
@@ -201,8 +220,10 @@ async def chat(
     stream: bool = False,
     timeout_s: float = 3600.0,
     limits: Limits | None = None,
+    progress: Progress | None = None,
 ) -> Generation:
-    """Send one chat to `url`/v1/chat/completions and return its complete response.
+    """Send one chat to `url`/v1/chat/completions and return its complete response
+    (streamed, its length so far goes to `progress` as chunks arrive).
 
     `dataset`, when given, goes out in the simulator's `X-Sim-Dataset` header (see
     DATASET_HEADER); None sends nothing about the run but the chat itself.
@@ -226,7 +247,7 @@ async def chat(
                     raw = await error_body(response, limits, url)
                     raise status_failure(response.status, raw, response.headers, key_hint)
                 if stream:
-                    return await _read_stream(response, started, limits, url)
+                    return await _read_stream(response, started, limits, url, progress)
                 payload = json_body(await body(response, limits, url))
                 if not isinstance(payload, dict):
                     raise RequestFailed("response is not a JSON object", retry=True)
@@ -285,7 +306,9 @@ class OpenAIClient(HttpClient):
         self.sim_dataset_header = sim_dataset_header
         """Name each request's dataset to the simulator (off: real providers never see it)."""
 
-    async def generate(self, url: str, request: Request) -> Generation:
+    async def generate(
+        self, url: str, request: Request, progress: Progress | None = None
+    ) -> Generation:
         sampling = self.sampling
         if request.max_new_tokens is not None:
             sampling = {**sampling, "max_new_tokens": request.max_new_tokens}
@@ -301,6 +324,7 @@ class OpenAIClient(HttpClient):
             stream=self.stream,
             timeout_s=self.timeout_s,
             limits=self.limits.for_tokens(request.max_new_tokens),
+            progress=progress,
         )
 
     async def probe(self, url: str) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gen_tui.backends.clients.base import ModelLimits, Request, Worker
+from gen_tui.backends.clients.base import ModelLimits, Progress, Request, Worker
 from gen_tui.backends.clients.http import HttpClient
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import (
@@ -101,12 +101,17 @@ ID_BYTES = 8
 
 
 async def _read_stream(
-    response: aiohttp.ClientResponse, started: float, limits: Limits, url: str
+    response: aiohttp.ClientResponse,
+    started: float,
+    limits: Limits,
+    url: str,
+    progress: Progress | None = None,
 ) -> Generation:
     """Assemble a stream whose frames carry cumulative or, with --stream-output, new ids.
 
     A cumulative frame holds the whole answer so far, so the event bound caps it; new ids
-    and text add up, so what they add up to is capped as well.
+    and text add up, so what they add up to is capped as well. After each frame the ids
+    held so far go to `progress` (the answer is at least that long).
     """
     ids: list[int] = []
     texts: list[str] = []
@@ -134,6 +139,8 @@ async def _read_stream(
                     added += len(text)
                 if added > limits.max_bytes:
                     raise limits.too_big()
+            if progress is not None:
+                progress.produced = len(ids)
             last = frame
     return _finish_stream(last, ids, "".join(texts) if texts else None, started)
 
@@ -156,8 +163,10 @@ async def generate(
     stream: bool = False,
     timeout_s: float = 3600.0,
     limits: Limits | None = None,
+    progress: Progress | None = None,
 ) -> Generation:
-    """Send one prompt to `url`/generate and return its complete response."""
+    """Send one prompt to `url`/generate and return its complete response (streamed, the
+    count so far goes to `progress` as frames arrive)."""
     limits = limits or Limits.for_sampling(sampling_params)
     data = orjson.dumps(
         {"input_ids": input_ids, "sampling_params": sampling_params, "rid": rid, "stream": stream}
@@ -175,7 +184,7 @@ async def generate(
                 raw = await error_body(response, limits, url)
                 raise status_failure(response.status, raw, response.headers)
             if stream:
-                return await _read_stream(response, started, limits, url)
+                return await _read_stream(response, started, limits, url, progress)
             return _generation(json_body(await body(response, limits, url)), started)
 
 
@@ -250,7 +259,9 @@ class SGLangClient(HttpClient):
         self.limits = limits or Limits.for_sampling(sampling)
         self.routers = Routers()
 
-    async def generate(self, url: str, request: Request) -> Generation:
+    async def generate(
+        self, url: str, request: Request, progress: Progress | None = None
+    ) -> Generation:
         assert request.input_ids is not None
         sampling = self.sampling
         if request.max_new_tokens is not None:
@@ -264,6 +275,7 @@ class SGLangClient(HttpClient):
             stream=self.stream,
             timeout_s=self.timeout_s,
             limits=self.limits.for_tokens(request.max_new_tokens),
+            progress=progress,
         )
 
     async def probe(self, url: str) -> str | None:

@@ -187,8 +187,10 @@ class RequestRunner(RunPart):
         """Send one sample until it completes, fails for good, or the run stops.
 
         `entry` was registered by the dispatcher before this task first ran, so the budget
-        sees it at once; it is removed here whatever happens. `max_new_tokens` is this
-        request's cap (the client's sampling settings when None).
+        sees it at once; it is removed here whatever happens. A streaming client counts
+        each attempt's tokens into it as they arrive (`entry.produced`, from 0 again on a
+        retry, as is its start). `max_new_tokens` is this request's cap (the client's
+        sampling settings when None).
         """
         attempts = 0
         outages = 0
@@ -197,12 +199,13 @@ class RequestRunner(RunPart):
             while True:
                 server = self._pick_server()
                 entry.started = time.monotonic()
+                entry.produced = 0
                 rid = f"{ds.name}/{prompt.sample_id}/{uuid.uuid4().hex[:12]}"
                 server.outstanding += 1
                 self.active[rid] = server
                 try:
                     request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
-                    call = self.client.generate(server.url, request)
+                    call = self.client.generate(server.url, request, entry)
                     generation = await receive(call, server.url, self.client.secret)
                 except RequestFailed as exc:
                     self._react(exc)
