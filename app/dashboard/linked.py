@@ -22,7 +22,6 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
-from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.progress_file import ServerReport
 from gen_tui.backends.prompt_heads import PromptHeads
 from gen_tui.backends.snapshot import DatasetState
@@ -108,7 +107,7 @@ class HostLinks(PanelSource):
             if monitor is None:
                 continue
             board = monitor.telemetry.board
-            local = isinstance(monitor.host, LocalHost)
+            local = not link.source.remote  # this machine (asyncssh is not loaded here)
             for gpu in board.gpus:
                 lines.append(GpuLine(link.name, gpu, board.history(gpu.index)[0], local))
         return tuple(lines)
