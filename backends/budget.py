@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gen_tui.backends import precise
-from gen_tui.backends.lengths import SurvivalModel
+from gen_tui.backends.lengths import LengthWindow, SurvivalModel
 
 
 class BudgetMode(StrEnum):
@@ -64,71 +64,23 @@ class Budget:
         return None if self.max_tokens is None else max(0, self.max_tokens - tokens)
 
 
-class LengthModel:
-    """Running picture of a dataset's completion lengths and per-request decode speed.
-
-    Seeded by the records found on resume, so a resumed run predicts well from its first
-    request. Keeps a bounded window of recent lengths, so memory is flat.
+class LengthModel(LengthWindow):
+    """Running picture of a dataset's completion lengths and per-request decode speed, for
+    drain, predictive and strict: on top of the window, its sorted lengths with suffix sums,
+    rebuilt lazily, for the expected final length of a request of a given age.
     """
 
-    WINDOW = 4096
-
     def __init__(self, prior_mean: float, lengths: list[int] | None = None) -> None:
-        self.prior_mean = max(1.0, prior_mean)
-        self._window: list[int] = list(lengths or [])[-self.WINDOW :]
-        self._next = 0
-        self._count = len(self._window)
-        self._sum = sum(self._window)
+        super().__init__(prior_mean, lengths)
         self._sorted: list[int] = []
         self._suffix: list[int] = []
         self._suffix_sq: list[int] = []
         self._dirty = True
-        self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
-        self.max_seen = max(self._window, default=0)
 
-    def observe(self, tokens: int, latency_s: float | None) -> None:
-        if len(self._window) < self.WINDOW:
-            self._window.append(tokens)
-            self._sum += tokens
-        else:
-            self._sum += tokens - self._window[self._next]
-            self._window[self._next] = tokens
-            self._next = (self._next + 1) % self.WINDOW
-        self._count += 1
-        self.max_seen = max(self.max_seen, tokens)
-        if latency_s is not None and latency_s > 0:
-            fit = self._fit
-            fit[0] += 1
-            fit[1] += tokens
-            fit[2] += latency_s
-            fit[3] += tokens * tokens
-            fit[4] += tokens * latency_s
+    def observe(self, tokens: int, latency_s: float | None) -> int | None:
+        evicted = super().observe(tokens, latency_s)
         self._dirty = True
-
-    @property
-    def observed(self) -> int:
-        return self._count
-
-    @property
-    def mean(self) -> float:
-        return self._sum / len(self._window) if self._window else self.prior_mean
-
-    def latency_line(self) -> tuple[float, float] | None:
-        """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
-
-        Latency is a fixed part (queueing, prefill, client) plus a per-token part; fitting
-        both is what lets a request's age tell how far it has probably got.
-        """
-        n, sx, sy, sxx, sxy = self._fit
-        if n < 8:
-            return None
-        spread = n * sxx - sx * sx
-        if spread <= 0:
-            return None
-        slope = (n * sxy - sx * sy) / spread
-        if slope <= 0:
-            return None
-        return (sy - slope * sx) / n, slope
+        return evicted
 
     def _refresh(self) -> None:
         self._sorted = sorted(self._window)

@@ -223,45 +223,37 @@ class CensoredLengths:
         return estimate
 
 
-class SurvivalModel:
-    """Running picture of a dataset's answer lengths and how fast a request produces them,
-    for precise mode (`backends/precise.py`); the other modes keep `budget.LengthModel`.
+class LengthWindow:
+    """What every budget mode knows of a dataset's answer lengths: the last WINDOW finished
+    lengths (a ring with its running sum, so memory is flat), how many were seen, the
+    longest, and a least-squares fit of latency against length.
 
-    Seeded by the records found on resume (the dataset's own history), so a resumed run
-    predicts well from its first request. Keeps a bounded window of recent lengths, so
-    memory is flat. `cap` is `max_new_tokens`: no answer is longer.
+    Seeded by the records found on resume, so a resumed run predicts well from its first
+    request. `LengthModel` (budget.py) and `SurvivalModel` build their estimates on it.
     """
 
     WINDOW = 4096
 
-    def __init__(
-        self, cap: float, lengths: list[int] | None = None, prior: float | None = None
-    ) -> None:
-        self.cap = max(1, int(cap))
-        self.prior_mean = max(1.0, prior if prior is not None else prior_mean(self.cap))
-        self.finished = CensoredLengths(self.cap)
+    def __init__(self, prior_mean: float, lengths: list[int] | None = None) -> None:
+        self.prior_mean = max(1.0, prior_mean)
         self._window: list[int] = list(lengths or [])[-self.WINDOW :]
-        for length in self._window:
-            self.finished.add(length)
         self._next = 0
         self._count = len(self._window)
         self._sum = sum(self._window)
         self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
-        self._pace: list[tuple[float, int]] = []
-        """(latency, length) of answers none faster was longer than: a staircase."""
         self.max_seen = max(self._window, default=0)
 
-    def observe(self, tokens: int, latency_s: float | None) -> None:
+    def observe(self, tokens: int, latency_s: float | None) -> int | None:
+        """Take a finished answer in; return the length it pushed out of the window, if any."""
+        evicted = None
         if len(self._window) < self.WINDOW:
             self._window.append(tokens)
             self._sum += tokens
         else:
-            old = self._window[self._next]
-            self.finished.add(old, -1)
-            self._sum += tokens - old
+            evicted = self._window[self._next]
+            self._sum += tokens - evicted
             self._window[self._next] = tokens
             self._next = (self._next + 1) % self.WINDOW
-        self.finished.add(tokens)
         self._count += 1
         self.max_seen = max(self.max_seen, tokens)
         if latency_s is not None and latency_s > 0:
@@ -271,17 +263,7 @@ class SurvivalModel:
             fit[2] += latency_s
             fit[3] += tokens * tokens
             fit[4] += tokens * latency_s
-            self._climb(latency_s, tokens)
-
-    def _climb(self, latency_s: float, tokens: int) -> None:
-        pace = self._pace
-        index = bisect.bisect_right(pace, (latency_s, tokens))
-        if index and pace[index - 1][1] >= tokens:
-            return  # as fast an answer was as long: this one says nothing new
-        end = index
-        while end < len(pace) and pace[end][1] <= tokens:
-            end += 1
-        pace[index:end] = [(latency_s, tokens)]
+        return evicted
 
     @property
     def observed(self) -> int:
@@ -291,13 +273,6 @@ class SurvivalModel:
     def mean(self) -> float:
         """The mean of the finished lengths: unbiased only when none are in flight."""
         return self._sum / len(self._window) if self._window else self.prior_mean
-
-    def finished_quantile(self, share: float) -> float:
-        """A length `share` of the finished answers in the window stay under (or equal)."""
-        if not self._window:
-            return self.prior_mean
-        ordered = sorted(self._window)
-        return float(ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)])
 
     def latency_line(self) -> tuple[float, float] | None:
         """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
@@ -315,6 +290,52 @@ class SurvivalModel:
         if slope <= 0:
             return None
         return (sy - slope * sx) / n, slope
+
+
+class SurvivalModel(LengthWindow):
+    """Running picture of a dataset's answer lengths and how fast a request produces them,
+    for precise mode (`backends/precise.py`); the other modes keep `budget.LengthModel`.
+
+    On top of the window: the finished lengths binned for a survival estimate, and the
+    fastest answers' pace. `cap` is `max_new_tokens`: no answer is longer.
+    """
+
+    def __init__(
+        self, cap: float, lengths: list[int] | None = None, prior: float | None = None
+    ) -> None:
+        self.cap = max(1, int(cap))
+        super().__init__(prior if prior is not None else prior_mean(self.cap), lengths)
+        self.finished = CensoredLengths(self.cap)
+        for length in self._window:
+            self.finished.add(length)
+        self._pace: list[tuple[float, int]] = []
+        """(latency, length) of answers none faster was longer than: a staircase."""
+
+    def observe(self, tokens: int, latency_s: float | None) -> int | None:
+        evicted = super().observe(tokens, latency_s)
+        if evicted is not None:
+            self.finished.add(evicted, -1)
+        self.finished.add(tokens)
+        if latency_s is not None and latency_s > 0:
+            self._climb(latency_s, tokens)
+        return evicted
+
+    def _climb(self, latency_s: float, tokens: int) -> None:
+        pace = self._pace
+        index = bisect.bisect_right(pace, (latency_s, tokens))
+        if index and pace[index - 1][1] >= tokens:
+            return  # as fast an answer was as long: this one says nothing new
+        end = index
+        while end < len(pace) and pace[end][1] <= tokens:
+            end += 1
+        pace[index:end] = [(latency_s, tokens)]
+
+    def finished_quantile(self, share: float) -> float:
+        """A length `share` of the finished answers in the window stay under (or equal)."""
+        if not self._window:
+            return self.prior_mean
+        ordered = sorted(self._window)
+        return float(ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)])
 
     def produced(self, age_s: float, known: int = 0) -> float:
         """How many tokens a request in flight for `age_s` has produced, at least.
