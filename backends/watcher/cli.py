@@ -36,24 +36,15 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args(argv)
     try:
-        if args.start is not None:
-            spec = json.loads(args.start)
-            if not isinstance(spec, dict):
-                raise ValueError("--start takes a JSON object")
-            _emit(start(spec))
-            return 0
-        if args.tail is not None:
-            spec = json.loads(args.tail)
-            if not isinstance(spec, dict):
-                raise ValueError("--tail takes a JSON object")
-            _emit(tail_request(spec))
-            return 0
-        if args.heads is not None:
-            spec = json.loads(args.heads)
-            if not isinstance(spec, dict):
-                raise ValueError("--heads takes a JSON object")
-            _emit(heads_request(spec))
-            return 0
+        # One-shot requests: a JSON object in, one JSON report out.
+        for flag, answer in (("start", start), ("tail", tail_request), ("heads", heads_request)):
+            given = getattr(args, flag)
+            if given is not None:
+                spec = json.loads(given)
+                if not isinstance(spec, dict):
+                    raise ValueError("--%s takes a JSON object" % flag)
+                _emit(answer(spec))
+                return 0
         if args.ps is not None:
             pids = [int(p) for p in args.pids.split(",") if p] if args.pids else None
             _emit(ps(args.ps, args.output_dir, pids))
