@@ -25,6 +25,26 @@ BUDGET = 2300
 LENGTH = 400
 
 
+def one_dataset(
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    url: str,
+    mode: BudgetMode,
+) -> Any:
+    """Dataset A: 50 prompts, a BUDGET-token budget in `mode`, 16 slots, a 1,500 cap."""
+    return make_config(
+        tokenizer_dir,
+        prompts_dir(A=50),
+        tmp_path / "out",
+        [url],
+        budgets={"A": (BUDGET, None)},
+        budget_mode=mode,
+        concurrency=16,
+        sampling={"max_new_tokens": 1500},
+    )
+
+
 async def run_precise(config: Any) -> tuple[Any, list[BudgetEvent], list[str], list[str]]:
     budgets: list[BudgetEvent] = []
     alerts: list[str] = []
@@ -42,16 +62,7 @@ async def test_a_precise_run_that_stops_short_is_done_and_announced(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:
     server = await sim(profiles={"A": LengthProfile(mean=LENGTH, cv=0.0)}, tokens_per_s=20000)
-    config = make_config(
-        tokenizer_dir,
-        prompts_dir(A=50),
-        tmp_path / "out",
-        [server.url],
-        budgets={"A": (BUDGET, None)},
-        budget_mode=BudgetMode.PRECISE,
-        concurrency=16,
-        sampling={"max_new_tokens": 1500},
-    )
+    config = one_dataset(tokenizer_dir, prompts_dir, tmp_path, server.url, BudgetMode.PRECISE)
     final, budgets, alerts, events = await run_precise(config)
     (done,) = final.datasets
     assert done.state is DatasetState.DONE
@@ -80,16 +91,7 @@ async def test_a_strict_run_that_stops_short_alerts_as_a_crossing_would(
     """Strict reserves max_new_tokens per request, so it never crosses: its end, short of the
     budget, is the budget's moment, and the alert comes then (it used to come never)."""
     server = await sim(profiles={"A": LengthProfile(mean=LENGTH, cv=0.0)}, tokens_per_s=20000)
-    config = make_config(
-        tokenizer_dir,
-        prompts_dir(A=50),
-        tmp_path / "out",
-        [server.url],
-        budgets={"A": (BUDGET, None)},
-        budget_mode=BudgetMode.STRICT,
-        concurrency=16,
-        sampling={"max_new_tokens": 1500},
-    )
+    config = one_dataset(tokenizer_dir, prompts_dir, tmp_path, server.url, BudgetMode.STRICT)
     final, budgets, alerts, _ = await run_precise(config)
     (done,) = final.datasets
     assert done.state is DatasetState.DONE and done.tokens <= BUDGET
