@@ -86,6 +86,11 @@ class NotARegularFile(OSError):
         return f"{self.filename} is not a regular file"
 
 
+READ_BUFFER = 1 << 20
+"""Prompts are read in 1 MiB pieces: each read lets go of the GIL, and the feed's thread
+then waits up to a switch interval (5 ms) for a busy event loop to hand it back."""
+
+
 def open_prompt_file(path: Path) -> BinaryIO:
     """`path` opened to read, a regular file only (NotARegularFile, an OSError, otherwise).
 
@@ -96,7 +101,7 @@ def open_prompt_file(path: Path) -> BinaryIO:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise NotARegularFile(errno.EINVAL, "not a regular file", str(path))
-    return os.fdopen(fd, "rb")
+    return os.fdopen(fd, "rb", buffering=READ_BUFFER)
 
 
 def iter_prompts(

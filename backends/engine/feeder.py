@@ -23,7 +23,15 @@ from gen_tui.backends.run_config import EngineError
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
 BATCH = 32
-"""Prompts tokenized per call into the tokenizer."""
+"""Prompts tokenized in the first call into the tokenizer: the first requests go out soon."""
+MAX_BATCH = 256
+"""Prompts tokenized per call after the first, while the queue has that much room.
+
+The worker thread renders templates in Python, so it needs the GIL, which a busy event loop
+hands over only every switch interval (5 ms): each call pays a few such waits whatever its
+size. At 32 a call the feed ran at about 1,000 prompts/s against a loop that sends 2,000 a
+second, and the queue was found empty at most launches of the client-overhead bench; at
+256 it stays full (see BENCHMARKS.md, client overhead)."""
 
 
 class Feeder(RunPart):
@@ -113,10 +121,11 @@ class Feeder(RunPart):
                     self.executor, count_lines, ds.spec.prompts
                 )
         items = iter_prompts(ds.spec.prompts, skip=ds.done)
+        size = BATCH
         try:
             while not self.signals.stopping:
                 batch: list[PromptProblem | Queued] = await loop.run_in_executor(
-                    self.executor, self._batch, ds.spec.prompts, items, BATCH
+                    self.executor, self._batch, ds.spec.prompts, items, size
                 )
                 if not batch:
                     ds.producer_done = True  # read to its end: what is queued is all left
@@ -128,6 +137,8 @@ class Feeder(RunPart):
                         continue
                     await ds.queue.put(item)
                     self.signals.wake.set()
+                room = ds.queue.maxsize - ds.queue.qsize()
+                size = min(MAX_BATCH, max(BATCH, room))
         except OSError as exc:
             ds.message = f"cannot read prompts: {exc}"
             self.reporter.event("error", f"{ds.name}: {ds.message}")
