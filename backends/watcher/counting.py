@@ -4,7 +4,7 @@ Why a module of its own: the watcher's byte scan (:func:`record_figures`) and th
 resume scan (:func:`record_counts` and :func:`record_cut`, through records.py) must count a
 dataset exactly alike, or the panel's totals, its share of answers cut at their cap and a
 resumed run's budget disagree; all live here, beside the bounds that keep a hostile line
-from becoming a total.
+out of any total.
 """
 
 from __future__ import annotations
