@@ -108,7 +108,8 @@ class ProgressFile:
     message: str | None = None
     cost: float | None = None
     truncated: int | None = None
-    """The writer's answers cut at max_new_tokens, of `truncated_of` (both or neither)."""
+    """The records cut at max_new_tokens, of `truncated_of` (both or neither): the whole
+    file's, resumed records included."""
     truncated_of: int | None = None
     truncated_warn: float | None = None
     quality: Quality | None = None

@@ -21,11 +21,13 @@ import orjson
 
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
+    CUT,
     MAX_COMPLETION_TOKENS,
     SAMPLE_ID_MAX,
     BadFile,
     open_own,
     record_counts,
+    record_cut,
 )
 
 TORN_SUFFIX = ".torn"
@@ -60,11 +62,13 @@ def sample_key(sample_id: SampleId) -> str:
 
 @dataclass
 class ScanResult:
-    """What a record file holds: the done samples and their token total."""
+    """What a record file holds: the done samples, their token total and how many of them
+    were cut at their cap (the truncation rule, `record_cut`)."""
 
     done: set[str] = field(default_factory=set)
     tokens: int = 0
     records: int = 0
+    truncated: int = 0
     duplicates: int = 0
     lengths: list[int] = field(default_factory=list)
     valid_bytes: int = 0
@@ -79,14 +83,19 @@ class ScanResult:
 _CHUNK = 1 << 20
 _FAST_HEAD = b'{"sample_id":'
 _FAST_TOKENS = b',"completion_tokens":'
+_FAST_PROMPT = b',"prompt_tokens":'
+_FAST_REASON = b',"finish_reason":'
+_FAST_CUT = b'"%s"' % CUT.encode()
 
 
-def _fast_counts(line: bytes) -> tuple[str, int] | None:
-    """(key, tokens) read off the head of a line in our own layout, without parsing the body.
+def _fast_counts(line: bytes) -> tuple[str, int, bool] | None:
+    """(key, tokens, cut) read off the head of a line in our own layout, without parsing the
+    body.
 
-    Our writer puts `sample_id` and `completion_tokens` first, so a resume scan need not
-    decode thousands of output ids per record. Anything unusual (escapes, other layouts,
-    a line not ending in `}`, a key seen twice) returns None and gets a full parse.
+    Our writer puts `sample_id`, `completion_tokens`, `prompt_tokens` and `finish_reason`
+    first, so a resume scan need not decode thousands of output ids per record. Anything
+    unusual (escapes, other layouts, a line not ending in `}`, a key seen twice) returns
+    None and gets a full parse.
     """
     if not line.startswith(_FAST_HEAD) or not line.rstrip().endswith(b"}"):
         return None
@@ -129,7 +138,21 @@ def _fast_counts(line: bytes) -> tuple[str, int] | None:
         # on. Only a full parse can tell; the head alone would count the cut one instead.
         # (Inside a JSON string these keys have escaped quotes, so they cannot match there.)
         return None
-    return key, tokens
+    # The finish reason, at its place in the head: after a plain integer `prompt_tokens`,
+    # so still at the top level (a nested one never gets here). A string is cut or not by
+    # its bytes; anything else is the full parse's to judge.
+    if not line.startswith(_FAST_PROMPT, end):
+        return None
+    start = end + len(_FAST_PROMPT)
+    end = line.find(b",", start)
+    if end < 0 or not line[start:end].isdigit() or not line.startswith(_FAST_REASON, end):
+        return None
+    start = end + len(_FAST_REASON)
+    if line.startswith(_FAST_CUT, start):
+        return key, tokens, True
+    if line[start : start + 1] != b'"':
+        return None
+    return key, tokens, False
 
 
 _KEEP_LENGTHS = 4096
@@ -208,7 +231,7 @@ def scan_records(path: Path) -> ScanResult:
             continue
         fast = _fast_counts(line) if ended else None
         if fast is not None:
-            key, tokens = fast
+            key, tokens, cut = fast
         else:
             try:
                 parsed = orjson.loads(line)
@@ -222,11 +245,13 @@ def scan_records(path: Path) -> ScanResult:
                 pending_error = (line_no, offset, line, one_line(str(exc), QUOTED_CHARS))
                 continue
             key = sample_key(sample_id)
+            cut = record_cut(parsed)
         if key in result.done:
             result.duplicates += 1
         result.done.add(key)
         result.tokens += tokens
         result.records += 1
+        result.truncated += cut
         if len(result.lengths) < _KEEP_LENGTHS:
             result.lengths.append(tokens)
         else:

@@ -69,7 +69,8 @@ class DatasetSnapshot:
     truncated: int = 0
     """Answers cut at max_new_tokens (finish_reason "length") among `truncated_of`."""
     truncated_of: int = 0
-    """The answers that count covers: this run's (not those resumed from the file)."""
+    """The answers that count covers: every record of the dataset's file (those a resumed
+    run found in it as well as its own), as the watcher counts a foreign script's."""
     truncated_warn: float = DEFAULT_TRUNCATED_WARN
     """The percent past which the writer warns about the share (its --warn-truncated)."""
     quality: Quality | None = None

@@ -4,7 +4,10 @@ Why: a truncated answer is a record like any other (finish_reason "length") and 
 model to stop mid-thought. A few are a long tail; many mean the cap is too low for the
 dataset, and the run should say so while it runs, not after 10M tokens. The engine counts
 and warns (log), the snapshot and progress.json carry the count, the panel highlights it:
-all through the functions here, so the rule is written once.
+all through the functions here. Which record is cut (`CUT`, `record_cut`) is the watcher's
+counting rule, so a resume scan, the stdlib watcher of a foreign script and the engine
+judge a record alike. The share covers the whole record file: a resumed run counts the
+answers it found as it counts its own.
 """
 
 from __future__ import annotations
@@ -12,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gen_tui.backends.settings import TRUNCATED_MIN_ANSWERS
+from gen_tui.backends.watcher import CUT
 
-CUT = "length"
-"""The finish_reason of an answer cut at its cap: SGLang's `{"type": "length"}` (the
-client keeps the type) and OpenAI's `"length"` alike."""
+__all__ = ["CUT", "TruncationWatch", "label", "over", "share"]
 WARN_AGAIN_FACTOR = 2.0
 """A share this many times the one last warned about is warned about again."""
 
@@ -41,7 +43,8 @@ def label(truncated: int, answers: int) -> str:
 
 @dataclass
 class TruncationWatch:
-    """One dataset's cut answers in this run, and what the log was last told."""
+    """One dataset's cut answers in its record file (those found on resume, then this run's),
+    and what the log was last told."""
 
     truncated: int = 0
     warned_share: float | None = None

@@ -1,7 +1,8 @@
 """What a panel shows for a dataset watched on a host: the watcher's totals and the writer's
 progress.json, put together into the same :class:`DatasetSnapshot` an in-process run gives.
 
-Counts always come from the records (a full recount, never what a writer claims); the rest
+Counts always come from the records (a full recount, never what a writer claims: tokens,
+samples and the answers cut at their cap, for a foreign script as for gen-tui); the rest
 (state, in flight, errors, budget, cost, quality) comes from the writer's progress.json only
 when it is the writer's own and fresh, so a stale file of a dead run never shows as live. A
 pure function: the monitor supplies the totals, the writer it found and the rates it keeps.
@@ -83,17 +84,16 @@ def watched_snapshot(
         host=host,
         message=totals.problem or ((progress.message or "") if live else ""),
         cost=progress.cost if by_writer or writer is None else None,
+        truncated=totals.truncated,
+        truncated_of=samples,
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
 
 
 def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
-    """What only the writer counts, as snapshot fields: answers cut at max_new_tokens, the
-    data-quality figures and the prompts left (the record file is not read for them: the
-    writer counts its own run's answers)."""
+    """What only the writer knows, as snapshot fields: its warning threshold for the cut
+    share, the data-quality figures and the prompts left."""
     fields: dict[str, Any] = {}
-    if progress.truncated is not None and progress.truncated_of is not None:
-        fields.update(truncated=progress.truncated, truncated_of=progress.truncated_of)
     if progress.truncated_warn is not None:
         fields["truncated_warn"] = progress.truncated_warn
     if progress.quality is not None:

@@ -42,7 +42,8 @@ def percent(part: int, whole: int) -> str:
 
 
 def finish_text(snap: DatasetSnapshot, quality: Quality) -> Text:
-    """`stop 1,100 (89%)  length 120 (9.7%)`: the cut share highlighted past the warning."""
+    """`stop 1,100 (89%)  length 120 (9.7%)`: this run's reasons, the cut one highlighted
+    when the file's share is past the warning."""
     text = Text("Finish    ", style="bold")
     over = truncation.over(snap.truncated, snap.truncated_of, snap.truncated_warn)
     for reason, count in quality.finish:
@@ -50,8 +51,23 @@ def finish_text(snap: DatasetSnapshot, quality: Quality) -> Text:
         cut = reason == truncation.CUT
         text.append(piece, style=CUT_STYLE if cut and over else ("yellow" if cut else ""))
         text.append("  ")
+    return text
+
+
+def cut_text(snap: DatasetSnapshot) -> Text | None:
+    """`Cut  300 of 1,000 in the file (30%)`: the share of answers cut at their cap over
+    every record (a resumed run's earlier ones, a foreign script's), not this run's alone:
+    the share the training data has. None before any record."""
+    if not snap.truncated_of:
+        return None
+    over = truncation.over(snap.truncated, snap.truncated_of, snap.truncated_warn)
+    text = Text("Cut       ", style="bold").append(
+        f"{snap.truncated:,} of {snap.truncated_of:,} in the file "
+        f"({percent(snap.truncated, snap.truncated_of)})",
+        style=CUT_STYLE if over else ("yellow" if snap.truncated else ""),
+    )
     if over:
-        text.append(f"over the {snap.truncated_warn:g}% warning: raise --max-new-tokens")
+        text.append(f": over the {snap.truncated_warn:g}% warning, raise --max-new-tokens")
     return text
 
 
@@ -126,6 +142,9 @@ def quality_text(snap: DatasetSnapshot | None, width: int = 78) -> Text:
         lines.append(errors)
         for reason, count in quality.errors:
             lines.append(Text(f"  {count:>7,} × {one_line(reason, width - 14)}"))
+    cut = cut_text(snap)
+    if cut is not None:
+        lines.insert(1, cut)
     outlook = forecast_text(snap)
     if outlook:
         lines.append(Text("Prompts   ", style="bold").append(outlook))

@@ -119,10 +119,12 @@ class DatasetSink(RunPart):
         ds.done = scan.done
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
+        ds.truncation.truncated = scan.truncated
         ds.model = length_model(self.config.budget_mode, self.config.max_new_tokens, scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
         self.views.open(ds)
+        self._warn_truncation(ds)  # a resumed file may be past the warning already
 
     async def open_all(
         self, executor: ThreadPoolExecutor, template_sha256: str | None = None
@@ -252,9 +254,13 @@ class DatasetSink(RunPart):
     def _watch_truncation(self, ds: DatasetRun, gen: Generation) -> None:
         """Count an answer cut at its cap; say so when the dataset's share passes the warning."""
         ds.truncation.observe(gen.finish_reason)
-        answers = ds.samples - ds.resumed_samples
+        self._warn_truncation(ds)
+
+    def _warn_truncation(self, ds: DatasetRun) -> None:
+        """Log the share of the file's answers cut at their cap, when it is news (a resumed
+        30% with this run's 0% so far is still 30%: the records are one dataset)."""
         warning = ds.truncation.warning(
-            ds.name, answers, self.config.truncated_warn, self.config.max_new_tokens
+            ds.name, ds.samples, self.config.truncated_warn, self.config.max_new_tokens
         )
         if warning is not None:
             self.reporter.event("warning", warning)

@@ -43,7 +43,7 @@ def dataset_snapshot(
         host=host,
         message=ds.message,
         truncated=ds.truncation.truncated,
-        truncated_of=ds.samples - ds.resumed_samples,
+        truncated_of=ds.samples,
         truncated_warn=config.truncated_warn,
         quality=ds.quality.published(),
         prompts_left=ds.prompts_left,

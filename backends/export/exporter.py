@@ -39,7 +39,7 @@ from gen_tui.backends.records import (
 )
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
-from gen_tui.backends.watcher import DATASET_NAME, MANIFEST_FILE, record_counts
+from gen_tui.backends.watcher import DATASET_NAME, MANIFEST_FILE, record_counts, record_cut
 
 BATCH = 64
 """Prompts tokenized per call: the batch call encodes them in one pass of the Rust tokenizer."""
@@ -202,7 +202,7 @@ def _skip_reason(
     output_ids = record.get("output_ids")
     if not isinstance(output_ids, list):
         return NO_IDS
-    if options.drop_truncated and record.get("finish_reason") == "length":
+    if options.drop_truncated and record_cut(record):
         return TRUNCATED
     if isinstance(prompt_ids, Exception):
         return UNTOKENIZABLE

@@ -47,6 +47,9 @@ class DatasetTotals:
     """The writer's progress.json, when there is one (fields of a wrong type left out)."""
     progress_fresh: bool
     received_at: float
+    truncated: int = 0
+    """Of `samples`, the records cut at their cap (the truncation rule, counted by the
+    watcher for any writer: a foreign script publishes no figures of its own)."""
     problem: str | None = None
     """What was wrong with one of its files (a FIFO, an oversized progress.json...), one
     line from the watcher: said for this dataset, never a reason to stop watching."""
@@ -278,6 +281,7 @@ class Watch:
             lock_pid=message.get("lock_pid"),
             mtime=message.get("mtime"),
             bad_lines=int(message.get("bad_lines", 0)),
+            truncated=min(max(0, int(message.get("truncated", 0))), int(message["samples"])),
             progress=ProgressFile.parse(message.get("progress")),
             progress_fresh=bool(message.get("progress_fresh")),
             received_at=time.time(),

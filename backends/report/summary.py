@@ -32,6 +32,7 @@ from gen_tui.backends.watcher import (
     BadFile,
     open_regular,
     record_counts,
+    record_cut,
 )
 
 LENGTH_BIN = 16
@@ -147,7 +148,7 @@ def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int) -> N
     report.tokens += tokens
     report.samples += 1
     report.lengths[tokens // LENGTH_BIN] += 1
-    if record.get("finish_reason") == "length":
+    if record_cut(record):
         report.truncated += 1
     latency = record.get("latency_s")
     if isinstance(latency, int | float) and not isinstance(latency, bool):

@@ -27,8 +27,9 @@ Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, 
 
 Modes (all print JSON lines on stdout):
 
-- watch (default): `OUTPUT_DIR DATASET[:OFFSET:INO:TOKENS:SAMPLES]...`. One `hello` line,
-  then one `dataset` line per dataset at start and whenever its totals, lock holder or
+- watch (default): `OUTPUT_DIR DATASET[:OFFSET:INO:TOKENS:SAMPLES:TRUNCATED]...`. One
+  `hello` line, then one `dataset` line per dataset at start and whenever its totals
+  (tokens, samples, answers cut at their cap: `truncated`), lock holder or
   progress change, and a `heartbeat` line every `--heartbeat` seconds so the client can tell
   a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
   argument that lets a later watcher continue from the same byte offset without recounting
@@ -97,10 +98,13 @@ from .command_lines import (
     run_args,
 )
 from .counting import (
+    CUT,
     MAX_COMPLETION_TOKENS,
     SAMPLE_ID_MAX,
     SAMPLE_ID_MIN,
     record_counts,
+    record_cut,
+    record_figures,
     record_tokens,
 )
 from .dataset import (
@@ -197,6 +201,7 @@ from .telemetry import (
 
 __all__ = [
     "CHUNK",
+    "CUT",
     "DATASET_NAME",
     "DEFAULT_PATTERN",
     "ERRORS_FILE",
@@ -280,6 +285,8 @@ __all__ = [
     "read_lock_table",
     "read_small",
     "record_counts",
+    "record_cut",
+    "record_figures",
     "record_tokens",
     "record_writes",
     "router_listing",

@@ -1,9 +1,10 @@
 """The record-counting rule: what one line of raw_responses.jsonl counts for.
 
-Why a module of its own: the watcher's byte scan (:func:`record_tokens`) and the engine's
-resume scan (:func:`record_counts`, through records.py) must count a dataset exactly alike,
-or the panel's totals and a resumed run's budget disagree; both live here, beside the
-bounds that keep a hostile line from becoming a total.
+Why a module of its own: the watcher's byte scan (:func:`record_figures`) and the engine's
+resume scan (:func:`record_counts` and :func:`record_cut`, through records.py) must count a
+dataset exactly alike, or the panel's totals, its share of answers cut at their cap and a
+resumed run's budget disagree; all live here, beside the bounds that keep a hostile line
+out of any total.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ MAX_COMPLETION_TOKENS = 10**7
 SAMPLE_ID_MIN = -(2**63)
 SAMPLE_ID_MAX = 2**63 - 1
 
+CUT = "length"
+"""The finish_reason of an answer cut at its cap: SGLang's `{"type": "length"}` (the
+client keeps the type) and OpenAI's `"length"` alike."""
+
 _KEY = b'"completion_tokens":'
+_CUT_VALUE = b'"length"'
 _SAMPLE_KEY = b'"sample_id":'
 _DIGITS = b"0123456789"
 _ENDS = (b",", b"}", b" ", b"\t", b"\r", b"\n")
@@ -66,12 +72,22 @@ def _once(data: bytes, key: bytes) -> int:
 
 
 def record_tokens(line: bytes) -> int | None:
-    """Completion tokens of one record line in either layout, or None if it is not a record.
+    """Completion tokens of one record line in either layout, or None if it is not a record."""
+    figures = record_figures(line)
+    return figures[0] if figures is not None else None
 
-    The rule is that of :func:`record_counts`. The fast path applies only when each key
-    occurs exactly once in an object line: then that occurrence is the one `record_counts`
-    reads (a key inside a JSON string always has its quotes escaped, so the
-    byte pattern cannot match there). Anything else goes through `json`.
+
+def record_figures(line: bytes) -> tuple | None:
+    """(completion tokens, cut at its cap) of one record line in either layout, or None if
+    it is not a record.
+
+    The rules are those of :func:`record_counts` and :func:`record_cut`. The fast path
+    applies only when each key occurs exactly once in an object line: then that occurrence
+    is the one `record_counts` reads (a key inside a JSON string always has its quotes
+    escaped, so the byte pattern cannot match there). A line without the bytes `"length"`
+    holds no such string value, so it is not cut (a writer would have to escape plain ASCII
+    letters to hide one, as it would to hide a key: json and orjson never do); one with
+    them is parsed. Anything else goes through `json`.
     """
     stripped = line.strip()
     if not stripped:
@@ -91,12 +107,13 @@ def record_tokens(line: bytes) -> int | None:
             pos = id_at
             while stripped[pos : pos + 1] in (b" ", b"\t"):
                 pos += 1
-            if tokens is not None and (
+            id_ok = (
                 stripped[pos : pos + 1] == b'"'
                 or _integer_at(stripped, pos, SAMPLE_ID_MAX) is not None
-            ):
-                return tokens
-    return _json_tokens(stripped)
+            )
+            if tokens is not None and id_ok and stripped.find(_CUT_VALUE) < 0:
+                return tokens, False
+    return _json_figures(stripped)
 
 
 def record_counts(record) -> tuple:
@@ -140,8 +157,28 @@ def record_counts(record) -> tuple:
     return sample_id, tokens
 
 
-def _json_tokens(line: bytes) -> int | None:
+def record_cut(record) -> bool:
+    """Whether a parsed record is an answer cut at its cap: the truncation rule.
+
+    Its `finish_reason` (at the top level, else in `meta_info`, where SGLang's native
+    response keeps it) is CUT, as a string or as the `type` of an object. The engine's
+    resume scan, the watcher and `gen-tui report` all judge a record by it.
+    """
+    if not isinstance(record, dict):
+        return False
+    reason = record.get("finish_reason")
+    if reason is None:
+        meta = record.get("meta_info")
+        if isinstance(meta, dict):
+            reason = meta.get("finish_reason")
+    if isinstance(reason, dict):
+        reason = reason.get("type")
+    return reason == CUT
+
+
+def _json_figures(line: bytes) -> tuple | None:
     try:
-        return record_counts(json.loads(line))[1]
+        record = json.loads(line)
+        return record_counts(record)[1], record_cut(record)
     except (ValueError, RecursionError):  # not JSON, nested too deeply, or not a record
         return None

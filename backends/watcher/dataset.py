@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 
-from .counting import _json_tokens, record_tokens
+from .counting import _json_figures, record_figures
 from .emit import _emit, boot_id
 from .files import BadFile, _problem, is_regular, open_regular, read_json_object
 from .locks import _lock_status, read_lock_table
@@ -43,6 +43,7 @@ class DatasetTail:
         ino: int = 0,
         tokens: int = 0,
         samples: int = 0,
+        truncated: int = 0,
     ) -> None:
         self.name = name
         self.folder = os.path.join(output_dir, name)
@@ -51,10 +52,14 @@ class DatasetTail:
         self.ino = ino
         self.tokens = tokens
         self.samples = samples
+        self.truncated = truncated
+        """Records cut at their cap (`record_cut`): the panel's truncated share, for a
+        foreign script's run as for ours."""
         self.bad_lines = 0
         self.first_bad = None
         self.tail_tokens = 0
         self.tail_samples = 0
+        self.tail_truncated = 0
         self.tail_bytes = 0
         self.size = 0
         self.mtime = None
@@ -76,10 +81,15 @@ class DatasetTail:
     def total_samples(self) -> int:
         return self.samples + self.tail_samples
 
+    @property
+    def total_truncated(self) -> int:
+        return self.truncated + self.tail_truncated
+
     def _reset(self) -> None:
         self.offset = 0
         self.tokens = 0
         self.samples = 0
+        self.truncated = 0
         self.bad_lines = 0
         self.first_bad = None
         self.resets += 1
@@ -101,14 +111,15 @@ class DatasetTail:
         for line in data.split(b"\n"):
             if not line.strip():
                 continue
-            tokens = record_tokens(line)
-            if tokens is None:
+            figures = record_figures(line)
+            if figures is None:
                 self.bad_lines += 1
                 if self.first_bad is None:
                     self.first_bad = line[:80].decode("utf-8", "replace")
                 continue
-            self.tokens += tokens
+            self.tokens += figures[0]
             self.samples += 1
+            self.truncated += figures[1]
 
     def poll(self) -> None:
         """Count whatever was appended since the last poll."""
@@ -120,7 +131,7 @@ class DatasetTail:
             self.exists = False
             self.size = 0
             self.mtime = None
-            self.tail_tokens = self.tail_samples = self.tail_bytes = 0
+            self.tail_tokens = self.tail_samples = self.tail_truncated = self.tail_bytes = 0
             self._note(RAW_FILE, _problem(RAW_FILE, exc))
             return
         with os.fdopen(fd, "rb") as handle:
@@ -151,9 +162,10 @@ class DatasetTail:
             rest = data[cut + 1 :]
         self.size = self.offset + len(rest)
         self.tail_bytes = len(rest)
-        tokens = _json_tokens(rest.strip()) if rest.strip() else None
-        self.tail_tokens = tokens or 0
-        self.tail_samples = 1 if tokens is not None else 0
+        figures = _json_figures(rest.strip()) if rest.strip() else None
+        self.tail_tokens = figures[0] if figures is not None else 0
+        self.tail_samples = 1 if figures is not None else 0
+        self.tail_truncated = 1 if figures is not None and figures[1] else 0
 
     def poll_meta(self, table: dict | None) -> None:
         """Refresh the lock holder and, when it changed on disk, progress.json."""
@@ -185,7 +197,14 @@ class DatasetTail:
         self._note(PROGRESS_FILE, None)
 
     def resume_arg(self) -> str:
-        return "%s:%d:%d:%d:%d" % (self.name, self.offset, self.ino, self.tokens, self.samples)
+        return "%s:%d:%d:%d:%d:%d" % (
+            self.name,
+            self.offset,
+            self.ino,
+            self.tokens,
+            self.samples,
+            self.truncated,
+        )
 
     def report(self, now: float) -> dict | None:
         """The dataset line if anything a client shows changed since the last report."""
@@ -193,6 +212,7 @@ class DatasetTail:
             self.exists,
             self.total_tokens,
             self.total_samples,
+            self.total_truncated,
             self.offset,
             self.bad_lines,
             self.locked,
@@ -211,11 +231,13 @@ class DatasetTail:
             "exists": self.exists,
             "tokens": self.total_tokens,
             "samples": self.total_samples,
+            "truncated": self.total_truncated,
             "offset": self.offset,
             "ino": self.ino,
             "size": self.size,
             "tail_tokens": self.tail_tokens,
             "tail_samples": self.tail_samples,
+            "tail_truncated": self.tail_truncated,
             "bad_lines": self.bad_lines,
             "first_bad": self.first_bad,
             "resets": self.resets,
@@ -231,15 +253,18 @@ class DatasetTail:
 
 
 def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
-    """`NAME` or `NAME:OFFSET:INO:TOKENS:SAMPLES` (the `resume` of an earlier report)."""
+    """`NAME` or `NAME:OFFSET:INO:TOKENS:SAMPLES:TRUNCATED` (the `resume` of an earlier
+    report)."""
     parts = arg.split(":")
     name = parts[0]
     if not DATASET_NAME.match(name):
         raise ValueError("dataset name %r is not allowed" % name)
     if len(parts) == 1:
         return DatasetTail(output_dir, name)
-    if len(parts) != 5:
-        raise ValueError("bad dataset argument %r (NAME or NAME:OFFSET:INO:TOKENS:SAMPLES)" % arg)
+    if len(parts) != 6:
+        raise ValueError(
+            "bad dataset argument %r (NAME or NAME:OFFSET:INO:TOKENS:SAMPLES:TRUNCATED)" % arg
+        )
     numbers = [int(part) for part in parts[1:]]
     if min(numbers) < 0:
         raise ValueError("bad dataset argument %r" % arg)

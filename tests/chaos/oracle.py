@@ -90,6 +90,17 @@ def line_record(line: bytes) -> tuple[str, int] | None:
     return record_tokens(value) if ok else None
 
 
+def is_cut(value: Any) -> bool:
+    """README/truncation: an answer is cut at its cap when its finish_reason (top level, else
+    meta_info's) is "length", or an object whose type is "length" (SGLang's)."""
+    reason = value.get("finish_reason")
+    if reason is None and isinstance(value.get("meta_info"), dict):
+        reason = value["meta_info"].get("finish_reason")
+    if isinstance(reason, dict):
+        reason = reason.get("type")
+    return isinstance(reason, str) and reason == "length"
+
+
 class ScanExpectation:
     """What a scan of a record file must find: counts, or the line a clear error must name."""
 
@@ -98,6 +109,7 @@ class ScanExpectation:
         self.keys: set[str] = set()
         self.tokens = 0
         self.records = 0
+        self.truncated = 0
         self.duplicates = 0
         self.valid_bytes = 0
         self.torn_tail = b""
@@ -118,6 +130,7 @@ class ScanExpectation:
                         self.error_line = index + 1
                     return
                 key, tokens = found
+                self.truncated += is_cut(json.loads(line))
                 self.duplicates += key in self.keys
                 self.keys.add(key)
                 self.tokens += tokens

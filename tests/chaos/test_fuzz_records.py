@@ -23,7 +23,7 @@ from gen_tui.backends.records import RecordFileError, scan_records
 
 from .conftest import Examples
 from .fuzzing import json_values, timed
-from .oracle import ScanExpectation, line_record
+from .oracle import ScanExpectation, is_cut, line_record
 
 
 @st.composite
@@ -35,15 +35,21 @@ def record_lines(draw: st.DrawFn, engine_only: bool = False) -> bytes:
     tokens = draw(st.integers(0, 6))
     if kind == "new":
         body = {"sample_id": sample_id, "completion_tokens": tokens, "prompt_tokens": 3}
-        body["finish_reason"] = "stop"
+        body["finish_reason"] = draw(st.sampled_from(["stop", "length", "abort", "lengthy"]))
         body["output_ids"] = list(range(tokens))
         body["text"] = draw(st.text(max_size=6))
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     if kind == "old":
         usage = {"prompt_tokens": 2, "completion_tokens": tokens}
-        return json.dumps({"sample_id": sample_id, "response": "x", "usage": usage}).encode()
+        old: dict = {"sample_id": sample_id, "response": draw(st.sampled_from(["x", "length"]))}
+        if draw(st.booleans()):
+            old["finish_reason"] = draw(st.sampled_from(["stop", "length", None]))
+        return json.dumps({**old, "usage": usage}).encode()
     if kind == "meta":
-        return json.dumps({"id": sample_id, "meta_info": {"completion_tokens": tokens}}).encode()
+        meta: dict = {"completion_tokens": tokens}
+        if draw(st.booleans()):
+            meta["finish_reason"] = {"type": draw(st.sampled_from(["stop", "length"]))}
+        return json.dumps({"id": sample_id, "meta_info": meta}).encode()
     if kind == "json":
         return json.dumps(draw(json_values)).encode()
     return draw(st.binary(max_size=20)).replace(b"\n", b"")
@@ -92,10 +98,11 @@ def test_record_scan_counts_exactly_or_names_the_bad_line(examples: Examples, da
             assert str(exc).startswith(f"{path}:{expected.error_line}: "), exc
             return
         assert expected.error_line is None, "a damaged line in the middle was not reported"
-        assert (scan.done, scan.tokens, scan.records) == (
+        assert (scan.done, scan.tokens, scan.records, scan.truncated) == (
             expected.keys,
             expected.tokens,
             expected.records,
+            expected.truncated,
         )
         assert scan.duplicates == expected.duplicates
         assert (scan.valid_bytes, scan.torn_tail) == (expected.valid_bytes, expected.torn_tail)
@@ -105,7 +112,11 @@ def test_record_scan_counts_exactly_or_names_the_bad_line(examples: Examples, da
             # The remote watcher must count a sound file the same way. (A torn last line
             # glued to a record of another layout can fool its byte scan until the engine
             # quarantines the line; the engine's own records cannot: next test.)
-            assert (tail.total_tokens, tail.total_samples) == (scan.tokens, scan.records)
+            assert (tail.total_tokens, tail.total_samples, tail.total_truncated) == (
+                scan.tokens,
+                scan.records,
+                scan.truncated,
+            )
 
 
 @given(record_files(engine_only=True))
@@ -122,15 +133,24 @@ def test_watcher_counts_damaged_engine_files_like_the_engine(
         scan = scan_records(path)
         tail = watcher.DatasetTail(folder, "x")
         tail.poll()
-        assert (scan.tokens, scan.records) == (expected.tokens, expected.records)
-        assert (tail.total_tokens, tail.total_samples) == (scan.tokens, scan.records)
+        assert (scan.tokens, scan.records, scan.truncated) == (
+            expected.tokens,
+            expected.records,
+            expected.truncated,
+        )
+        assert (tail.total_tokens, tail.total_samples, tail.total_truncated) == (
+            scan.tokens,
+            scan.records,
+            scan.truncated,
+        )
 
 
 @given(record_lines())
 def test_watcher_reads_a_line_like_the_engine(examples: Examples, line: bytes) -> None:
     examples()
-    assert watcher.record_tokens(line) == (
-        None if (found := line_record(line)) is None else found[1]
+    found = line_record(line)
+    assert watcher.record_figures(line) == (
+        None if found is None else (found[1], is_cut(json.loads(line)))
     )
 
 
@@ -154,10 +174,16 @@ def test_watcher_tail_counts_appends_in_any_pieces_like_a_recount(
             done = point
             tail.poll()
         scan = scan_records(path)
-        assert (tail.total_tokens, tail.total_samples) == (scan.tokens, scan.records)
+        assert (tail.total_tokens, tail.total_samples, tail.total_truncated) == (
+            scan.tokens,
+            scan.records,
+            scan.truncated,
+        )
 
 
-@pytest.mark.parametrize("arg", ["A:1:2:3", "A:x:1:1:1", "A:-1:0:0:0", "A\n:0:0:0:0", ""])
+@pytest.mark.parametrize(
+    "arg", ["A:1:2:3", "A:1:2:3:4", "A:x:1:1:1:0", "A:-1:0:0:0:0", "A\n:0:0:0:0:0", ""]
+)
 def test_watcher_refuses_bad_resume_arguments_with_a_value_error(arg: str) -> None:
     with pytest.raises(ValueError):
         watcher.parse_dataset_arg("/tmp", arg)

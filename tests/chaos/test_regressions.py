@@ -38,7 +38,7 @@ def test_a_name_ending_in_a_newline_is_refused_everywhere(name: str, tmp_path: P
     with pytest.raises(ValueError):
         watcher.parse_dataset_arg(str(tmp_path), name)
     with pytest.raises(ValueError):
-        watcher.parse_dataset_arg(str(tmp_path), f"{name}:0:0:0:0")
+        watcher.parse_dataset_arg(str(tmp_path), f"{name}:0:0:0:0:0")
     (tmp_path / f"{name}.jsonl").write_text('{"prompt": "hi"}\n')
     with pytest.raises(DatasetNameError):
         discover_datasets(tmp_path)

@@ -25,7 +25,8 @@ GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
 STANDIN = r'''
-"""A user's own run_inference.py: old record layout, no lock file, one write() per line."""
+"""A user's own run_inference.py: old record layout, no lock file, one write() per line;
+with --cut-every N, every Nth answer has finish_reason "length" (the others "stop")."""
 import json, os, signal, sys, time
 
 args = sys.argv[1:]
@@ -46,9 +47,12 @@ else:
     signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
 fd = os.open(os.path.join(folder, "raw_responses.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 i = 0
+cut_every = int(flag("--cut-every", "0"))
 print("started", flush=True)
 while not stop:
     record = {"sample_id": "%d-%d" % (os.getpid(), i), "usage": {"completion_tokens": 10}}
+    if cut_every:
+        record["finish_reason"] = "length" if i % cut_every == 0 else "stop"
     os.write(fd, (json.dumps(record) + "\n").encode())
     i += 1
     time.sleep(0.02)
