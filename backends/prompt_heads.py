@@ -82,15 +82,14 @@ def prompt_heads(
     path: Path | None, keys: Iterable[str], why_none: str = "", max_bytes: int = PROMPT_SCAN_BYTES
 ) -> PromptHeads:
     """The heads of the prompts of `keys` in the prompt file `path` on this machine (None:
-    `why_none`). The path is the run's own (its config's or its manifest's): a link in it
-    is followed here, where a GPU box's watcher reads regular files only."""
+    `why_none`). The path is the run's own (its config's or its manifest's); it is read by
+    the rule the engine reads it by, here as on a GPU box (`watcher.open_named`)."""
     if path is None:
         return PromptHeads(missing=why_none or "the prompt file is not known here")
     try:
-        real = os.path.realpath(path)
-        report = watcher.find_heads(real, list(keys), max_bytes, loads=orjson.loads)
-    except watcher.BadFile as exc:
-        return PromptHeads(missing=f"cannot read {one_line(str(path), 200)}: {one_line(str(exc))}")
+        report = watcher.find_heads(os.fspath(path), list(keys), max_bytes, loads=orjson.loads)
+    except watcher.BadFile as exc:  # it names the path and says what it is
+        return PromptHeads(missing=one_line(str(exc)))
     except OSError as exc:
         why = one_line(exc.strerror or str(exc))
         return PromptHeads(missing=f"cannot read {one_line(str(path), 200)}: {why}")

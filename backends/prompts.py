@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,14 @@ from typing import BinaryIO
 import orjson
 
 from gen_tui.backends.records import SampleId, sample_key
-from gen_tui.backends.watcher import DATASET_NAME, MAX_PROMPT_LINE, bounded_lines, prompt_fields
+from gen_tui.backends.watcher import (
+    DATASET_NAME,
+    MAX_PROMPT_LINE,
+    BadFile,
+    bounded_lines,
+    open_named,
+    prompt_fields,
+)
 
 
 class DatasetNameError(ValueError):
@@ -80,10 +86,11 @@ def parse_prompt(raw: bytes, line: int) -> Prompt:
 
 
 class NotARegularFile(OSError):
-    """A prompt file that is a FIFO, a device or a folder."""
+    """A prompt file that is (or links to) a FIFO, a device or a folder; `strerror` is the
+    one line that says which."""
 
     def __str__(self) -> str:
-        return f"{self.filename} is not a regular file"
+        return str(self.strerror)
 
 
 READ_BUFFER = 1 << 20
@@ -94,13 +101,14 @@ then waits up to a switch interval (5 ms) for a busy event loop to hand it back.
 def open_prompt_file(path: Path) -> BinaryIO:
     """`path` opened to read, a regular file only (NotARegularFile, an OSError, otherwise).
 
-    A prompt folder may be shared, and a plain open of a FIFO waits for a writer for ever:
-    the open does not wait, and what it opened is checked. Links are followed (a dataset
-    cache often holds its files as links)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise NotARegularFile(errno.EINVAL, "not a regular file", str(path))
+    A prompt folder may be shared, and a plain open of a FIFO waits for a writer for ever.
+    The rule is the watcher's `open_named`, the one the sample viewer's prompt heads use
+    too: links followed (a dataset cache often holds its files as links) to a regular
+    file, checked before the open and on the open descriptor, the open never waiting."""
+    try:
+        fd = open_named(os.fspath(path))
+    except BadFile as exc:
+        raise NotARegularFile(errno.EINVAL, str(exc), str(path)) from None
     return os.fdopen(fd, "rb", buffering=READ_BUFFER)
 
 

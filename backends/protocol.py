@@ -14,6 +14,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gen_tui.backends.untrusted import quote_body
+
 
 @dataclass(frozen=True, slots=True)
 class Generation:
@@ -120,12 +122,39 @@ def retry_delay(headers: Mapping[str, str], now: float | None = None) -> float |
     return None
 
 
-def error_message(body: bytes) -> str:
-    """The human part of an error body: `{"error": {"message": ..}}` or whatever came."""
+@dataclass(frozen=True, slots=True)
+class BodyHead:
+    """The first bytes of an error body, and how big the whole was.
+
+    `size` is the whole body's size in bytes when known (read to its end, or declared by
+    Content-Length), None when reading stopped at the bound with more to come: what the
+    quote of a body that holds no readable message says it left out.
+    """
+
+    data: bytes
+    size: int | None
+
+    @classmethod
+    def whole(cls, data: bytes) -> BodyHead:
+        """A body read to its end."""
+        return cls(data, len(data))
+
+
+def error_message(body: BodyHead) -> str:
+    """The human part of an error body: `{"error": {"message": ..}}` or else a quote of its
+    head that says what it left out (a proxy's HTML page, a JSON body cut at the bound)."""
     try:
-        parsed = orjson.loads(body)
+        parsed = orjson.loads(body.data)
     except orjson.JSONDecodeError:
-        return body[:200].decode("utf-8", "replace").strip()
+        return quote_body(body.data, body.size)
+    if body.size != len(body.data) and not isinstance(parsed, dict):
+        return quote_body(body.data, body.size)  # a cut number or string that still parses
+    return message_of(parsed)
+
+
+def message_of(parsed: Any) -> str:
+    """The human part of a parsed error: `{"error": {"message": ..}}`, `{"detail": ..}`, or
+    the whole."""
     if isinstance(parsed, dict):
         error = parsed.get("error", parsed.get("detail", parsed))
         if isinstance(error, dict):
@@ -135,7 +164,7 @@ def error_message(body: bytes) -> str:
 
 
 def status_failure(
-    status: int, body: bytes, headers: Mapping[str, str], key_hint: str | None = None
+    status: int, body: BodyHead, headers: Mapping[str, str], key_hint: str | None = None
 ) -> RequestFailed:
     """What an HTTP error status means for the engine, the same for every API."""
     message = error_message(body)

@@ -23,6 +23,10 @@ quotes the bad value itself, which may be megabytes): the line around it stays w
 STORED_CHARS = 4096
 """The most characters of one server error kept in errors.jsonl (head kept, cut said)."""
 
+QUOTED_BODY_BYTES = 200
+"""The most bytes of a body quoted raw when no message can be read from it (a proxy's HTML
+page, a JSON body cut at the read bound): enough to tell what answered."""
+
 # C0 controls but tab and newline, DEL, C1 controls, and the Unicode bidirectional
 # embeddings, overrides and isolates (the "trojan source" characters).
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -40,6 +44,26 @@ def cut_said(head: str, more: int) -> str:
     """`head` of a text cut elsewhere (on another machine), with the `more` characters
     left out said as :func:`truncate` says them."""
     return f"{head}… ({more:,} more characters)" if more > 0 else head
+
+
+def quote_body(head: bytes, size: int | None, limit: int = QUOTED_BODY_BYTES) -> str:
+    """The first `limit` bytes of a body of which `head` was read, saying what was left out.
+
+    `size` is the whole body's size in bytes when known (`len(head)` when it was read to its
+    end, or a declared Content-Length); None when reading stopped after `head` with more to
+    come. Why say it: a quote that looks whole is taken for the server's whole message, and
+    a 1 MB error page cut to its first line reads as a different error.
+    """
+    text = head[:limit].decode("utf-8", "replace").strip()
+    if size is None:
+        return f"{text}… (body over {_bytes(len(head))}, first {min(limit, len(head)):,} bytes)"
+    cut = size - min(limit, len(head))
+    return f"{text}… (+{cut:,} bytes cut)" if cut > 0 else text
+
+
+def _bytes(size: int) -> str:
+    """`size` as a reader counts it: 65,536 bytes are "64 KiB"."""
+    return f"{size >> 10:,} KiB" if size >= 1024 and size % 1024 == 0 else f"{size:,} bytes"
 
 
 def clean(text: str, limit: int = SHOWN_CHARS) -> str:

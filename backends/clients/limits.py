@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from gen_tui.backends.protocol import RequestFailed
+from gen_tui.backends.protocol import BodyHead, RequestFailed
 from gen_tui.backends.settings import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_NEW_TOKENS
 
 BYTES_PER_TOKEN = 16
@@ -33,7 +33,8 @@ reasoning field, logprobs nobody asked for."""
 HEADROOM = 4 << 20
 """Fixed room for everything that does not grow with the answer (metadata, usage, ids)."""
 ERROR_BODY_BYTES = 64 << 10
-"""The most of an error body read: its message is stored cut to STORED_CHARS anyway."""
+"""The most of an error body read: its message is stored cut to STORED_CHARS anyway, and a
+body cut here is quoted saying so (`untrusted.quote_body`)."""
 
 
 def response_limit(max_new_tokens: int) -> int:
@@ -154,15 +155,16 @@ async def head(response: aiohttp.ClientResponse, limit: int = ERROR_BODY_BYTES) 
     return b"".join(parts)
 
 
-async def error_body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> bytes:
-    """The head of an error body, at most ERROR_BODY_BYTES; the rest is never read (the
-    connection is closed with the response rather than drained)."""
+async def error_body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> BodyHead:
+    """The head of an error body, at most ERROR_BODY_BYTES, and the whole body's size when
+    known (None when it went on past the bound with no Content-Length): the rest is never
+    read (the connection is closed with the response rather than drained)."""
     parts: list[bytes] = []
     size = 0
     async with aclosing(pieces(response, limits, url, cap=None)) as stream:
         async for piece in stream:
             parts.append(piece)
             size += len(piece)
-            if size >= ERROR_BODY_BYTES:
-                break
-    return b"".join(parts)[:ERROR_BODY_BYTES]
+            if size > ERROR_BODY_BYTES:
+                return BodyHead(b"".join(parts)[:ERROR_BODY_BYTES], response.content_length)
+    return BodyHead.whole(b"".join(parts))

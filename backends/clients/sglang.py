@@ -31,8 +31,8 @@ from gen_tui.backends.protocol import (
     Aborted,
     Generation,
     RequestFailed,
-    error_message,
     json_body,
+    message_of,
     sse_events,
     status_failure,
     transport_errors,
@@ -68,7 +68,7 @@ def _generation(payload: Any, started: float, output_ids: list[int] | None = Non
     if not isinstance(payload, dict):
         raise RequestFailed("response is not a JSON object", retry=True)
     if "error" in payload and "meta_info" not in payload:
-        raise RequestFailed(f"server error: {error_message(orjson.dumps(payload))}", retry=True)
+        raise RequestFailed(f"server error: {message_of(payload)}", retry=True)
     meta = payload.get("meta_info")
     if not isinstance(meta, dict):
         raise RequestFailed("response has no meta_info", retry=True)
@@ -121,9 +121,7 @@ async def _read_stream(
     async with aclosing(sse_events(chunks, limits.max_bytes)) as events:
         async for frame in events:
             if "error" in frame and "meta_info" not in frame:
-                raise RequestFailed(
-                    f"stream error: {error_message(orjson.dumps(frame))}", retry=True
-                )
+                raise RequestFailed(f"stream error: {message_of(frame)}", retry=True)
             new = typed(frame, "output_ids", list, "a stream frame") or []
             text = typed(frame, "text", str, "a stream frame")
             meta = typed(frame, "meta_info", dict, "a stream frame") or {}

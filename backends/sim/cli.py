@@ -158,6 +158,7 @@ def _build_parser() -> _Parser:
     add("--fail-reset", type=_probability, default=0.0, metavar="P")
     add("--fail-torn", type=_probability, default=0.0, metavar="P")
     add("--fail-midstream", type=_probability, default=0.0, metavar="P")
+    add("--fail-huge-error", type=_probability, default=0.0, metavar="P", help="1 MiB error")
     add("--fail-402", type=_probability, default=0.0, metavar="P", help="/v1: out of credits")
     add("--model-name", default="sim-model", help="the model /v1/chat/completions serves")
     add("--strict-model", action="store_true", help="/v1: refuse any other model with a 400")
@@ -228,6 +229,7 @@ def _config_from_args(args: argparse.Namespace) -> SimConfig:
             torn_json=args.fail_torn,
             stream_error=args.fail_midstream,
             payment_402=args.fail_402,
+            huge_error=args.fail_huge_error,
         ),
         seed=args.seed,
         stream_output=args.stream_output,

@@ -51,6 +51,7 @@ FAULT_KINDS = (
     "error_5xx",
     "stream_error",
     "torn_json",
+    "huge_error",
 )
 # How a /v1/chat/completions stream ends, as different servers do it:
 #   done               OpenAI, vLLM, SGLang, OpenRouter: usage (if asked) in a chunk with
@@ -112,6 +113,10 @@ class Faults:
     `X-RateLimit-Reset` (epoch milliseconds), `stream_error` is a 200 stream whose last chunk has
     `finish_reason: "error"` and an `error` field with code 429, and `payment_402` answers 402
     "Insufficient credits" (drawn only there: /generate never sees it).
+
+    `huge_error` is a 500 whose message is HUGE_ERROR_CHARS long (a proxy or a server
+    dumping a whole request or a stack into its error): past what a client reads of an error
+    body, so its quote must say it is one.
     """
 
     error_5xx: float = 0.0
@@ -123,6 +128,7 @@ class Faults:
     reset: float = 0.0
     torn_json: float = 0.0
     stream_error: float = 0.0
+    huge_error: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()

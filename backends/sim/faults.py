@@ -22,7 +22,10 @@ from gen_tui.backends.sim.config import Faults
 if TYPE_CHECKING:
     from gen_tui.backends.sim.pipeline import Frontend, Simulator
 
-__all__ = ["draw", "refuse", "reset", "torn_response"]
+__all__ = ["HUGE_ERROR_CHARS", "draw", "huge_message", "refuse", "reset", "torn_response"]
+
+HUGE_ERROR_CHARS = 1 << 20
+"""How long the `huge_error` fault's message is: 16 times what a client reads of a body."""
 
 
 def draw(rng: random.Random, faults: Faults, kinds: tuple[str, ...]) -> str | None:
@@ -53,6 +56,8 @@ async def refuse(
     if fault == "error_5xx":
         status = sim.fault_rng.choice((500, 503))
         return api.error(status, f"Simulated server error ({status})")
+    if fault == "huge_error":
+        return api.error(500, huge_message())
     if fault == "timeout":
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(faults.hang_s):
@@ -63,6 +68,12 @@ async def refuse(
         reset(request)
         return web.Response(status=500)
     return None
+
+
+def huge_message() -> str:
+    """The `huge_error` fault's message: a head that says what it is, then `E` to length."""
+    head = f"Simulated huge error ({HUGE_ERROR_CHARS:,} characters): "
+    return head + "E" * (HUGE_ERROR_CHARS - len(head))
 
 
 def torn_response(body: bytes) -> web.Response:

@@ -10,9 +10,10 @@ its last user turn is, lives here once, and gen-tui's own prompt reader
 one `heads` line with, for each key found, `before` (the turns before its last user turn),
 `text` (that turn stripped, cut at `chars`) and `chars` (its whole length). The prompt file
 is `path`, else the one the dataset's run_manifest.json names (the last run's), else the
-`--prompts-dir` of the run `pid` (`DATASET.jsonl` there). The scan reads regular files only
-(`open_regular`), stops once every key is found, reads at most PROMPT_SCAN_BYTES, passes
-lines over MAX_PROMPT_LINE without holding them, and says `bounded` when it stopped early.
+`--prompts-dir` of the run `pid` (`DATASET.jsonl` there). The scan reads a regular file, or
+a link's regular target as the engine's prompt reader does (`open_named`), never a FIFO; it
+stops once every key is found, reads at most PROMPT_SCAN_BYTES, passes lines over
+MAX_PROMPT_LINE without holding them, and says `bounded` when it stopped early.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import os
 
 from .command_lines import _resolve, run_args
-from .files import BadFile, open_regular, read_json_object
+from .files import BadFile, open_named, read_json_object
 from .names import MANIFEST_FILE
 
 PROMPT_ROLES = {
@@ -142,7 +143,7 @@ def find_heads(path: str, keys, max_bytes: int, chars: int = PROMPT_HEAD_CHARS, 
     loads = loads or json.loads
     heads = {}
     bounded = False
-    with os.fdopen(open_regular(path), "rb") as handle:
+    with os.fdopen(open_named(path), "rb") as handle:
         for line_no, raw in enumerate(bounded_lines(handle, MAX_PROMPT_LINE), start=1):
             if len(heads) == len(wanted):  # all found (or none asked): read no further
                 break

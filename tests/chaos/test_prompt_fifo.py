@@ -57,7 +57,7 @@ def test_every_reader_of_a_prompt_file_refuses_a_fifo_at_once(
     os.mkfifo(fifo)
     raised = within(5, lambda: read(fifo), fifo)
     assert isinstance(raised, NotARegularFile), raised
-    assert str(raised) == f"{fifo} is not a regular file"
+    assert str(raised) == f"{fifo} is a FIFO, not a regular file"
 
 
 async def test_a_run_names_a_fifo_prompt_file_in_one_line(

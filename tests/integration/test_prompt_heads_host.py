@@ -5,7 +5,6 @@ Python 3.8), and only the heads cross the link, cleaned on arrival."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -45,9 +44,7 @@ async def test_heads_of_a_finished_runs_answers_come_from_its_prompt_file_on_the
         assert last[:PROMPT_HEAD_CHARS] in head
 
 
-async def test_prompt_text_stays_data_and_a_planted_link_is_refused(
-    host: AnyHost, tmp_path: Path
-) -> None:
+async def test_prompt_text_stays_data(host: AnyHost, tmp_path: Path) -> None:
     folder = Path(host.output_dir) / "A"
     folder.mkdir()
     prompts = tmp_path / "hostile.jsonl"
@@ -60,11 +57,6 @@ async def test_prompt_text_stays_data_and_a_planted_link_is_refused(
     assert head.startswith("(+1 earlier message) \ufffd]52;c;c2VjcmV0\ufffd\ufffd[2J[red]x[/red]")
     assert not any(c in head for c in "\x1b\x07\u202e"), "no escape reaches the screen"
     assert head.endswith(f"… ({len(evil) - PROMPT_HEAD_CHARS:,} more characters)")
-    link = tmp_path / "link.jsonl"
-    os.symlink(prompts, link)
-    point_manifest_at(folder, link)
-    refused = await host.prompt_heads("A", ["s1"])
-    assert refused.heads == {} and "link.jsonl is a symlink, not a regular file" in refused.missing
     (Path(host.output_dir) / "B").mkdir()
     unknown = await host.prompt_heads("B", ["s1"])
     assert (

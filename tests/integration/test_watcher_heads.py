@@ -43,7 +43,7 @@ def test_a_runaway_line_is_passed_and_a_fifo_is_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     refused = watcher.heads_request({"path": str(fifo), "keys": ["a"]})
-    assert refused["error"] == "fifo.jsonl is a FIFO, not a regular file"
+    assert refused["error"] == f"{fifo} is a FIFO, not a regular file"
 
 
 def test_the_request_is_capped_whatever_it_asks(tmp_path: Path) -> None:
