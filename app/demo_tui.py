@@ -44,6 +44,12 @@ TARGET_S = 60.0
 WARMUP_S = 15.0
 SETTLE_S = 35.0
 CALIBRATION_WINDOW_S = 8.0
+GPU_TELEMETRY = (
+    "simulated (demo): the GPU strip follows this demo's simulated server, through a "
+    "stand-in nvidia-smi"
+)
+"""What the demo's run says of its GPUs: the strip's are simulated (sim/nvidia_smi.py), and
+this machine's (none, most likely) are not read."""
 
 
 class SimSource(RunSource):
@@ -131,6 +137,7 @@ class DemoSource(RunSource):
             sampling={"max_new_tokens": 16384, "temperature": 0.7},
             parallel_datasets=len(self.datasets),
             grace_s=self.grace_s,
+            gpu_telemetry=GPU_TELEMETRY,
         )
 
     def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:

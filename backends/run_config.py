@@ -281,6 +281,10 @@ class EngineConfig:
     metrics_interval_s: float = 2.0
     """Seconds between reads of each server's /metrics: fresh enough to watch a queue form,
     and a cost no server notices (SGLang renders it in about a millisecond)."""
+    gpu_telemetry: str | None = None
+    """Where the GPUs shown beside this run come from, when not from this machine: None reads
+    this machine's through NVML; a phrase ("simulated (demo)...") is said once in the log
+    instead, and NVML is not read (no flag: the demo sets it, whose GPUs are simulated)."""
     seed: int | None = None
     sim_dataset_header: bool = False
     """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo

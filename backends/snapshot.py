@@ -33,10 +33,15 @@ class DatasetState(StrEnum):
     EXHAUSTED = "exhausted"
     STOPPED = "stopped"
     FAILED = "failed"
+    NOT_STARTED = "not started"
+    """A watched dataset no run has touched yet (no records, lock or progress.json): said as
+    such, since "stopped" reads as if something was killed. Never written by the engine."""
 
     @property
     def finished(self) -> bool:
-        return self in {self.DONE, self.EXHAUSTED, self.STOPPED, self.FAILED}
+        """Nothing writes it and nothing will until someone starts it (ended, or never begun):
+        no rate, no ETA, no staleness."""
+        return self in {self.DONE, self.EXHAUSTED, self.STOPPED, self.FAILED, self.NOT_STARTED}
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,8 @@ def watched_snapshot(
     if by_writer or writer is None:
         max_tokens = _or(progress.max_tokens, max_tokens)
         max_samples = _or(progress.max_samples, max_samples)
-    if by_writer or writer is None:
-        max_tokens = _or(progress.max_tokens, max_tokens)
-        max_samples = _or(progress.max_samples, max_samples)
     if writer is None:
-        state = DatasetState.STOPPED
-        if progress.state in (DatasetState.DONE, DatasetState.EXHAUSTED):
-            state = progress.state
+        state = _at_rest(totals, progress)
     elif by_writer and totals.progress_fresh:
         state = progress.state or DatasetState.ACTIVE
     else:
@@ -88,6 +83,18 @@ def watched_snapshot(
         truncated_of=samples,
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
+
+
+def _at_rest(totals: DatasetTotals, progress: ProgressFile) -> DatasetState:
+    """The state of a dataset no live run writes: done or exhausted as its last writer said;
+    "not started" when no run has left anything of it (no records file, lock or
+    progress.json), since "stopped" would read as if something had been killed; else
+    stopped."""
+    if progress.state in (DatasetState.DONE, DatasetState.EXHAUSTED):
+        return progress.state
+    if totals.progress is None and not (totals.exists or totals.locked or totals.samples):
+        return DatasetState.NOT_STARTED
+    return DatasetState.STOPPED
 
 
 def _writer_counts(progress: ProgressFile) -> dict[str, Any]:

@@ -66,6 +66,7 @@ _BADGES: dict[DatasetState, tuple[str, str]] = {
     DatasetState.EXHAUSTED: ("exhausted", "exhausted"),
     DatasetState.STOPPED: ("stopped", "stopped"),
     DatasetState.FAILED: ("failed", "failed"),
+    DatasetState.NOT_STARTED: ("not started", "idle"),
 }
 BADGE_KINDS = ("idle", "stale", *sorted({kind for _, kind in _BADGES.values()}))
 

@@ -1,4 +1,5 @@
-"""The plot view's two charts: tokens over time with the budget line, and tok/s over time.
+"""The plot view's two charts: tokens over time with the budget line, and tok/s over time,
+one above the other on one time axis (labelled under the lower).
 
 Why textual-plotext: its braille lines and axes with ticks are what a person reads a night's
 timeline from, and the widget keeps up with Textual's themes; drawing axes with the Line API
@@ -26,6 +27,9 @@ COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white"
 LEGEND_COLORS = {"orange": "dark_orange"}
 """Plotext's names Rich spells otherwise (for the legend under the plots)."""
 BUDGET_COLOR = "red"
+MARKER = "braille"
+"""Lines drawn in braille: 2x4 dots a cell, where plotext's default (quadrants, 2x2) at 80x24
+leaves five rows of ten dots to a plot and a steady climb reads as a staircase."""
 
 
 def legend(histories: Sequence[DatasetHistory], width: int) -> Text:
@@ -85,25 +89,35 @@ class HistoryPlots(Vertical):
             color = COLORS[index % len(COLORS)]
             xs = [axis.x(p) for p in history.points]
             label = one_line(history.dataset, 40) if several else None
-            tokens.plt.plot(xs, [p.tokens for p in history.points], color=color, label=label)
-            rate.plt.plot(xs, [p.tok_s for p in history.points], color=color, label=label)
+            tokens.plt.plot(
+                xs, [p.tokens for p in history.points], color=color, label=label, marker=MARKER
+            )
+            rate.plt.plot(
+                xs, [p.tok_s for p in history.points], color=color, label=label, marker=MARKER
+            )
             drawn.append(f"{history.dataset} tokens {history.points[-1].tokens}")
         budget = budgets[0] if len(budgets) == 1 else None
         if budget and any(h.points for h in histories):
             tokens.plt.horizontal_line(budget, color=BUDGET_COLOR)
             drawn.append(f"budget {budget}")
         top = max([p.tokens for h in histories for p in h.points] + [budget or 0])
-        if top:  # from zero, and the budget line inside the frame even when far above
-            tokens.plt.ylim(0, top * 1.05)
-            tokens.plt.yticks(*count_ticks(top, budget))
         fastest = max([p.tok_s for h in histories for p in h.points] + [0.0])
-        if fastest:
-            rate.plt.ylim(0, fastest * 1.05)
-            rate.plt.yticks(*count_ticks(fastest))
+        ticks = {
+            tokens: (top, count_ticks(top, budget)),
+            rate: (fastest, count_ticks(fastest)),
+        }
+        # Labels of one width on both plots, so that their frames (and times) line up and
+        # the upper plot can leave the shared time axis to the lower one: two more rows.
+        width = max(len(label) for _, (_, labels) in ticks.values() for label in labels)
+        for widget, (highest, (values, labels)) in ticks.items():
+            if highest:  # from zero, and the budget line inside the frame even when far above
+                widget.plt.ylim(0, highest * 1.05)
+                widget.plt.yticks(values, [label.rjust(width) for label in labels])
         title = "tokens" + (" (red: the budget)" if budget else "")
         tokens.plt.title(title if drawn else "tokens: no points yet")
         rate.plt.title("tok/s")
+        tokens.plt.xticks([])
+        rate.plt.xlabel(axis.label())
         for widget in (tokens, rate):
-            widget.plt.xlabel(axis.label())
             widget.refresh()
         self.drawn = drawn

@@ -25,7 +25,7 @@ from gen_tui.widgets.dataset_panel import DatasetPanel
 HELP_ABOUT = (
     "Badges: queued, running, paused, draining Ns, budget reached, exhausted, "
     "stale (no new record, or writing past its budget: press k), stopped, "
-    "aborted, failed."
+    "aborted, failed, not started (no run has touched it yet: r starts it)."
 )
 
 

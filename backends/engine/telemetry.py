@@ -12,7 +12,9 @@ MAX_WORKERS_READ), kept per worker in `workers`, and summed for the router's own
 (see telemetry/workers.py).
 
 This machine's GPUs are read in the same rounds through NVML (optional, telemetry/nvml.py):
-without the package, a driver or a GPU that is said once and no GPU is shown.
+without the package, a driver or a GPU that is said once and no GPU is shown. A run whose
+GPUs are shown from elsewhere (the demo's simulated ones, `gpu_telemetry`) says where, once,
+and reads no NVML: the log and the GPU strip must not disagree.
 """
 
 from __future__ import annotations
@@ -139,6 +141,10 @@ class ServerTelemetry(RunPart):
 
     async def _read_gpus(self) -> None:
         if self._gpus_absent:
+            return
+        if self.config.gpu_telemetry is not None:  # shown from elsewhere (the demo's)
+            self._gpus_absent = True
+            self._say(GPUS, "info", f"GPU telemetry: {self.config.gpu_telemetry}")
             return
         try:
             gpus = await asyncio.to_thread(read_gpus)
