@@ -11,6 +11,7 @@ this run's answers (like the truncated count), not those resumed from the file.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ def _bucket(edges: Sequence[float], value: float) -> int:
     return len(edges)
 
 
+@functools.lru_cache(maxsize=64)
 def _reason(text: str) -> str:
+    """Cached: a run's answers carry two or three reasons, asked once per answer."""
     return one_line(text.strip(), REASON_CHARS) or "?"
 
 

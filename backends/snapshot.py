@@ -41,7 +41,19 @@ class DatasetState(StrEnum):
     def finished(self) -> bool:
         """Nothing writes it and nothing will until someone starts it (ended, or never begun):
         no rate, no ETA, no staleness."""
-        return self in {self.DONE, self.EXHAUSTED, self.STOPPED, self.FAILED, self.NOT_STARTED}
+        return self in _FINISHED
+
+
+_FINISHED = frozenset(
+    {
+        DatasetState.DONE,
+        DatasetState.EXHAUSTED,
+        DatasetState.STOPPED,
+        DatasetState.FAILED,
+        DatasetState.NOT_STARTED,
+    }
+)
+"""Built once: the scheduler asks `finished` of every dataset at every launch."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -74,10 +75,17 @@ class Limits:
         """These limits for one request capped at `max_new_tokens` (None: as they are)."""
         if max_new_tokens is None:
             return self
-        return dataclasses.replace(self, max_bytes=response_limit(max_new_tokens))
+        return _capped(self, max_new_tokens)
 
     def too_big(self) -> RequestFailed:
         return RequestFailed(f"response over {self.max_bytes:,} bytes", retry=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _capped(limits: Limits, max_new_tokens: int) -> Limits:
+    """Cached: every request asks, nearly all with the same cap (dataclasses.replace
+    cost more than the rest of building the request's limits)."""
+    return dataclasses.replace(limits, max_bytes=response_limit(max_new_tokens))
 
 
 async def pieces(
