@@ -68,10 +68,21 @@ def _answers(count: int | None) -> str:
     return f"; {count} answer{'s' if count != 1 else ''} written while it drained"
 
 
-def stopped_detail(pid: int, cmdline: Sequence[str], drained: int | None) -> str:
-    """What a run that exited after SIGTERM did."""
-    verb = "drained and exited" if own_grace(cmdline) is not None else "exited"
-    return f"pid {pid} {verb} after SIGTERM{_answers(drained)}"
+def stopped_detail(
+    pid: int, cmdline: Sequence[str], drained: int | None, elapsed: float = 0.0
+) -> str:
+    """What a run that exited after SIGTERM did. A gen-tui run that took its whole grace
+    (`elapsed` seconds from SIGTERM to gone) exited because the grace ran out, not because
+    the drain finished: what it still had in flight was dropped, and that is said."""
+    own = own_grace(cmdline)
+    if own is None:
+        return f"pid {pid} exited after SIGTERM{_answers(drained)}"
+    if elapsed < own:
+        return f"pid {pid} drained and exited after SIGTERM{_answers(drained)}"
+    return (
+        f"pid {pid} drained for its whole grace ({own:g} s) and exited{_answers(drained)}; "
+        "answers it still had in flight are sent again on resume"
+    )
 
 
 def killed_detail(pid: int, cmdline: Sequence[str], waited: float, drained: int | None) -> str:

@@ -6,6 +6,7 @@ wording of each outcome is :mod:`kill`'s.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,9 @@ async def stop_run(
         files = run.record_files() if run is not None else []
     wait_s = kill_wait(identity.cmdline, grace_s)
     offsets = await _offsets(host, files)
+    started = time.monotonic()
     verdict, detail = await host._signal_wait(identity, "TERM", wait_s, on_tick)
+    elapsed = time.monotonic() - started
     if verdict == "refused":
         return KillOutcome(KillResult.REFUSED, detail)
     if verdict == "denied":
@@ -53,7 +56,8 @@ async def stop_run(
         return KillOutcome(KillResult.ALREADY_GONE, f"pid {pid} had already exited")
     if verdict == "gone":
         result = KillResult.STOPPED
-        detail = stopped_detail(pid, identity.cmdline, await _drained(host, offsets))
+        drained = await _drained(host, offsets)
+        detail = stopped_detail(pid, identity.cmdline, drained, elapsed)
     else:
         verdict, detail = await host._signal_wait(identity, "KILL", KILL_WAIT_S, None)
         if verdict == "denied":  # it became another user's (a set-uid exec) meanwhile

@@ -56,6 +56,10 @@ def test_the_outcome_says_what_happened_not_that_a_draining_run_ignored_sigterm(
         "pid 7 drained and exited after SIGTERM; 1 answer written while it drained"
     )
     assert stopped_detail(7, ("python", "x.py"), None) == "pid 7 exited after SIGTERM"
+    ran_out = stopped_detail(7, gen_tui, 0, elapsed=30.4)
+    assert ran_out.startswith("pid 7 drained for its whole grace (30 s) and exited")
+    assert "in flight are sent again on resume" in ran_out
+    assert "whole grace" not in stopped_detail(7, gen_tui, 0, elapsed=29.0)
 
 
 def test_appended_lines_are_counted_past_the_offset_whatever_the_path(tmp_path: Path) -> None:
