@@ -250,7 +250,7 @@ class DashboardScreen(Screen[None]):
         current = self.selected()
         index = visible.index(current) if current in visible else 0
         if not isinstance(self.focused, DatasetPanel):
-            visible[index].focus()
+            self.set_focus(visible[index])
             return
         column = index % self.columns + dx
         if not 0 <= column < self.columns:
@@ -260,7 +260,9 @@ class DashboardScreen(Screen[None]):
         if dy > 0 and target >= len(visible) and index // self.columns < last_row:
             target = len(visible) - 1  # ↓ above a short last row lands on its last panel
         if 0 <= target < len(visible):
-            visible[target].focus()
+            # set_focus at once, not Widget.focus (deferred to after this batch of keys):
+            # a burst of arrows must each move from where the one before landed
+            self.set_focus(visible[target])
 
     # keys: the selected dataset's source decides what k and r mean (controls.py); the
     # read-only screens are viewers.py's, the `/` filter filtering.py's

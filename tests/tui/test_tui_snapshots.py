@@ -147,6 +147,21 @@ async def test_arrow_keys_walk_the_grid_at_80x24() -> None:
         ]
 
 
+async def test_keys_that_arrive_together_each_move_the_selection() -> None:
+    """A terminal hands over keys in bursts (a held arrow key, keys sent by tmux): two ↓ read
+    in one go are handled before Textual's deferred focus lands, and the second used to move
+    from the old panel, so one key was lost (B1, ↓↓ gave B3 in two columns, not B5)."""
+    app = dashboard()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await feed(pilot)
+        app.dashboard.action_move(0, 1)  # two keys in one batch: no pause between them
+        app.dashboard.action_move(0, 1)
+        app.dashboard.action_move(1, 0)
+        await pilot.pause()
+        selected = app.dashboard.selected()
+        assert selected is not None and selected.dataset == "B6_codefeedback"
+
+
 async def test_down_reaches_a_ninth_panel_below_the_fold() -> None:
     app = static_app([row[0] for row in ROWS] + ["B9_stale"])
     async with app.run_test(size=(80, 24)) as pilot:
