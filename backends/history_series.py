@@ -7,11 +7,11 @@ what the line under the plots says are plain values that unit tests check withou
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gen_tui.backends.axes import ticks_within
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.history import HistoryPoint, parse_history_lines
 from gen_tui.backends.tails import Tail
@@ -65,6 +65,8 @@ class TimeAxis:
     unit: str
     per: float
     """Seconds in one unit."""
+    span: float = 0.0
+    """Seconds from the first point to the last."""
 
     @classmethod
     def over(cls, histories: Sequence[DatasetHistory]) -> TimeAxis:
@@ -73,7 +75,12 @@ class TimeAxis:
             return cls(0.0, "s", 1.0)
         span = max(times) - min(times)
         unit, per = ("s", 1.0) if span < 180 else ("min", 60.0) if span < 3 * 3600 else ("h", 3600)
-        return cls(min(times), unit, per)
+        return cls(min(times), unit, per, span)
+
+    def ticks(self, steps: int = 5) -> tuple[list[float], list[str]]:
+        """Ticks at round times in the axis's unit (0, 15, 30 s; not 0, 16.7, 33.5)."""
+        values = ticks_within(self.span / self.per, steps)
+        return values, [f"{value:g}" for value in values]
 
     def x(self, point: HistoryPoint) -> float:
         return (point.t - self.start) / self.per
@@ -88,10 +95,8 @@ def count_ticks(top: float, budget: int | None = None) -> tuple[list[float], lis
     the budget as a tick of its own (named) in place of any round one too near it."""
     if top <= 0:
         return [0.0], ["0"]
-    raw = top / 4
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    values = [i * step for i in range(int(top // step) + 1)]
+    values = ticks_within(top)
+    step = values[1] if len(values) > 1 else top
     labels = [format_count(v) for v in values]
     if budget:
         near = [i for i, v in enumerate(values) if abs(v - budget) < step / 2]

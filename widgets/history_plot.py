@@ -118,6 +118,8 @@ class HistoryPlots(Vertical):
         rate.plt.title("tok/s")
         tokens.plt.xticks([])
         rate.plt.xlabel(axis.label())
+        if axis.span:
+            rate.plt.xticks(*axis.ticks())
         for widget in (tokens, rate):
             widget.refresh()
         self.drawn = drawn

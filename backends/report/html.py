@@ -8,10 +8,10 @@ through `html.escape`, so a name like `<script>` stays text, in the table and in
 from __future__ import annotations
 
 import html
-import math
 import time
 from collections.abc import Sequence
 
+from gen_tui.backends.axes import ticks_past
 from gen_tui.backends.counts import format_count
 from gen_tui.backends.report.summary import LENGTH_BIN, DatasetReport
 from gen_tui.backends.report.table import COLUMNS, cells
@@ -47,20 +47,6 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [low + (high - low) * i / (count - 1) for i in range(count)]
 
 
-def nice_axis(high: float, steps: int = 4) -> list[float]:
-    """Ticks from 0 to at least `high` at a round step (1, 2, 2.5 or 5 times a power of
-    ten), the smallest that needs at most `steps` + 1 of them: an axis read as 0, 50k,
-    100k, ... not 0, 62.16k, 124.32k (quarters of the top value)."""
-    if high <= 0:
-        return [0.0, 1.0]
-    power = 10.0 ** math.floor(math.log10(high / (steps + 1)))
-    for step in (m * power * scale for scale in (1, 10) for m in (1, 2, 2.5, 5)):
-        count = math.ceil(high / step * (1 - 1e-9))
-        if count <= steps + 1:
-            return [step * i for i in range(count + 1)]
-    raise AssertionError("a step of 10x the power always fits")  # pragma: no cover
-
-
 def _time_label(t: float, span: float) -> str:
     return time.strftime("%m-%d %H:%M" if span > 86400 else "%H:%M:%S", time.localtime(t))
 
@@ -71,7 +57,7 @@ def line_chart(title: str, series: Sequence[Series], y_unit: str) -> str:
     if not points:
         return f'<p class="note">{_e(title)}: no history yet.</p>'
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
-    y_ticks = nice_axis(max(max(p[1] for p in points), 1.0))
+    y_ticks = ticks_past(max(max(p[1] for p in points), 1.0))
     y1 = y_ticks[-1]
     span = max(x1 - x0, 1e-9)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM

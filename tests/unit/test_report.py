@@ -8,11 +8,9 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from gen_tui.backends.history import HistoryPoint
 from gen_tui.backends.report import summarize
-from gen_tui.backends.report.html import nice_axis, render
+from gen_tui.backends.report.html import render
 from gen_tui.backends.report.summary import LogHistogram
 from gen_tui.backends.report.table import COLUMNS, cells, text_table
 
@@ -139,19 +137,3 @@ def _starts(text: str, needle: str) -> list[int]:
         found.append(at)
         at = text.find(needle, at + 1)
     return found
-
-
-@pytest.mark.parametrize(
-    ("high", "ticks"),
-    [
-        (248_640, [0, 50_000, 100_000, 150_000, 200_000, 250_000]),
-        (10_000_000, [0, 2_000_000, 4_000_000, 6_000_000, 8_000_000, 10_000_000]),
-        (10_002_535, [0, 2_500_000, 5_000_000, 7_500_000, 10_000_000, 12_500_000]),
-        (3.2, [0, 1, 2, 3, 4]),
-        (999, [0, 200, 400, 600, 800, 1000]),
-    ],
-)
-def test_chart_axes_step_at_round_numbers(high: float, ticks: list[float]) -> None:
-    got = nice_axis(high)
-    assert got == pytest.approx(ticks)
-    assert got[-1] >= high * (1 - 1e-9) and len(got) <= 6
