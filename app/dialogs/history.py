@@ -36,6 +36,11 @@ Fetch = Callable[[], Tail] | None
 class HistoryScreen(Screen[None]):
     """Plots of one dataset's history (← → pick another, `a` all of them); Escape goes back."""
 
+    DEFAULT_CSS = """
+    HistoryScreen #history-summary { width: 100%; }
+    """
+    """The summary line wraps at 80 columns rather than losing its end (the peak, the span)."""
+
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("escape,h", "close", "Panels", tooltip="Back to the dataset panels"),
         Binding("left", "step(-1)", "Prev", tooltip="The previous dataset's history"),

@@ -65,6 +65,8 @@ async def test_h_plots_a_finished_runs_tokens_against_its_budget_and_switches_da
         text = summary(app)
         assert text.startswith(f"A: {format_count(last['tokens'])} tokens of 3k budget"), text
         assert "· done" in text and "1 run ·" in text
+        shown = app.screen.query_one("#history-summary", Label)
+        assert len(text) > 80 and shown.size.height >= 2, "at 80 columns it wraps, not cut"
         drawn = screen.query_one(HistoryPlots).drawn
         assert drawn == [f"A tokens {last['tokens']}", "budget 3000"]
         tokens_plot = plot_text(app, "plot-tokens")
