@@ -166,6 +166,10 @@ class Departure:
             return False
         self._since = time.monotonic()
         self.quitting = True
+        # `q` from a view over the panels (quality, samples, history): back to the panels,
+        # where the notice and the header's state say what the exit waits for
+        while self.app.screen is not dashboard and len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
         answers = leaving_answers(links)
         dashboard.set_notice(
             f"quitting: stopping the runs this session started, draining {answers:,} "

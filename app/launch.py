@@ -306,6 +306,13 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
         if run.active:
             run.abort()
     app.stop_links()
+    waiting = [name for run in app.runs if not run.done.is_set() for name in run.names]
+    waiting += [link.name for link in app.links if link.started and not link.done.is_set()]
+    if waiting:  # the screen is gone: say why the terminal is not back yet
+        print(
+            f"gen-tui: waiting for what this session started to stop ({', '.join(waiting)})…",
+            file=sys.stderr,
+        )
     for run in app.runs:
         run.done.wait(timeout=run.grace_s + 5)
     for link in app.links:

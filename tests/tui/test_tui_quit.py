@@ -28,7 +28,10 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
             return snap.inflight if snap is not None else 0
 
         before = in_flight()
+        await pilot.press("d")  # q from a view over the panels comes back to them
+        await wait_until(lambda: app.screen is not app.dashboard, 5, pause=pilot.pause)
         await pilot.press("q")
+        await wait_until(lambda: app.screen is app.dashboard, 5, pause=pilot.pause)
         await pilot.pause()
         dashboard = app.dashboard
         assert dashboard is not None
