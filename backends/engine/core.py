@@ -309,7 +309,7 @@ class Engine:
                     if not ds.state.finished:
                         if self._signals.stopping:
                             ds.state = DatasetState.STOPPED
-                            ds.message = f"stopped at {ds.tokens} tokens, {ds.samples} samples"
+                            ds.message = f"stopped at {ds.tokens:,} tokens, {ds.samples:,} samples"
                         else:
                             self._scheduler.settle(ds)
         finally:

@@ -76,10 +76,10 @@ class Scheduler(RunPart):
         short = False
         if ds.reached:
             ds.state = DatasetState.DONE
-            ds.message = f"budget reached: {ds.tokens} tokens, {ds.samples} samples"
+            ds.message = f"budget reached: {ds.tokens:,} tokens, {ds.samples:,} samples"
         elif ds.all_sent:  # before "no room": what it leaves of a share goes to the others
             ds.state = DatasetState.EXHAUSTED
-            ds.message = f"all prompts done: {ds.tokens} tokens, {ds.samples} samples"
+            ds.message = f"all prompts done: {ds.tokens:,} tokens, {ds.samples:,} samples"
             self.reporter.event("budget", f"{ds.name}: {ds.message}")
             self.reporter.budget(ds, "exhausted")
             self.allocator.hand_on(ds)
@@ -88,7 +88,7 @@ class Scheduler(RunPart):
             # Strict or precise: the next answer would likely pass the budget (strict: could).
             ds.state = DatasetState.DONE
             mode = self.config.budget_mode
-            ds.message = f"budget reached: {ds.tokens} tokens ({mode}: no room for one more)"
+            ds.message = f"budget reached: {ds.tokens:,} tokens ({mode}: no room for one more)"
             short = True
         else:
             return

@@ -248,7 +248,7 @@ class DatasetSink(RunPart):
         ds.quality.answer(gen.completion_tokens, gen.finish_reason, gen.latency_s)
         self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:
-            self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens} tokens")
+            self.reporter.event("info", f"{ds.name}: crossed its budget at {ds.tokens:,} tokens")
             self.reporter.budget(ds, "crossed")
 
     def _watch_truncation(self, ds: DatasetRun, gen: Generation) -> None:
