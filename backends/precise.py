@@ -102,8 +102,8 @@ def may_dispatch(
 ) -> bool:
     """Whether one more request may go out under a token budget not yet reached."""
     if not inflight:
-        # With none back yet there is nothing to go by, and the first answer is sent.
-        return model.observed == 0 or lone_room(max_tokens - tokens, model)
+        # With none back yet and no history there is nothing to go by: the first is sent.
+        return model.lone_basis().observed == 0 or lone_room(max_tokens - tokens, model)
     limit = max_tokens + allowance(max_tokens, model)
     if tokens + (len(inflight) + 1) * max_new_tokens < limit:
         return True  # even every answer at its cap would fit
@@ -150,12 +150,13 @@ def lone_room(remaining: int, model: SurvivalModel) -> bool:
     answers short while few are back, and then by the quantile less one mean answer (1.7
     mean answers on a lognormal of cv 0.95).
     """
-    high = model.mean * math.log(1.0 / (1.0 - LONE_QUANTILE))
-    if model.observed >= 2 / (1.0 - LONE_QUANTILE):
-        high = model.finished_quantile(LONE_QUANTILE)
-    elif model.observed >= MIN_AT_RISK:
-        high = min(high, model.finished_quantile(LONE_QUANTILE))
+    basis = model.lone_basis()
+    high = basis.mean * math.log(1.0 / (1.0 - LONE_QUANTILE))
+    if basis.observed >= 2 / (1.0 - LONE_QUANTILE):
+        high = basis.finished_quantile(LONE_QUANTILE)
+    elif basis.observed >= MIN_AT_RISK:
+        high = min(high, basis.finished_quantile(LONE_QUANTILE))
     # Before any answer is back the mean is the prior's guess: no allowance past the budget
     # on its word (as in `allowance`), so a woken dataset needs room for three of them.
-    allowed = model.mean if model.observed else 0.0
+    allowed = basis.mean if basis.observed else 0.0
     return remaining + allowed >= high

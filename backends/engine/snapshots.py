@@ -28,7 +28,7 @@ def dataset_snapshot(
         inflight=len(ds.inflight),
         errors=ds.errors,
         malformed=ds.malformed,
-        mean_tokens=ds.model.mean if ds.model.observed else None,
+        mean_tokens=ds.model.known_mean(),
         tok_s=tok_s,
         samples_s=samples_s,
         eta_s=None

@@ -11,6 +11,14 @@ from gen_tui.backends.budget import Budget, BudgetMode, InFlight, may_dispatch
 from gen_tui.backends.lengths import SurvivalModel, bin_edges
 
 
+def seen(cap: int, lengths: list[int]) -> SurvivalModel:
+    """A model that saw `lengths` come back in this run (not a resumed run's history)."""
+    model = SurvivalModel(cap)
+    for length in lengths:
+        model.observe(length, None)
+    return model
+
+
 def test_bins_cover_every_length_up_to_the_cap() -> None:
     edges = bin_edges(16384)
     assert edges[0] == 0 and edges[-1] >= 16384
@@ -19,7 +27,7 @@ def test_bins_cover_every_length_up_to_the_cap() -> None:
 
 
 def test_with_nothing_in_flight_the_estimate_is_the_finished_mean() -> None:
-    model = SurvivalModel(4096, [100] * 10 + [1000] * 10)
+    model = seen(4096, [100] * 10 + [1000] * 10)
     mean, variance, _ = model.survival([]).outlook(0.0)
     assert mean == pytest.approx(550)
     assert variance == pytest.approx(450**2)
@@ -39,7 +47,7 @@ def test_a_censored_estimate_converges_to_the_true_mean() -> None:
     rng = random.Random(7)
     sigma2 = math.log1p(0.95**2)
     draw = [rng.lognormvariate(math.log(1000) - sigma2 / 2, sigma2**0.5) for _ in range(2150)]
-    model = SurvivalModel(32768, [round(x) for x in draw[:2000]])
+    model = seen(32768, [round(x) for x in draw[:2000]])
     running = draw[2000:]
     produced = [x * rng.random() for x in running]
     law = model.survival(produced)
@@ -52,7 +60,7 @@ def test_a_censored_estimate_converges_to_the_true_mean() -> None:
 
 def test_answers_still_running_raise_the_estimate_above_the_short_ones_back() -> None:
     """The cause of the issue: ten short answers back, ten still running past 500."""
-    model = SurvivalModel(4096, [100] * 10)
+    model = seen(4096, [100] * 10)
     naive = model.survival([]).outlook(0.0)[0]
     law = model.survival([500.0] * 10)
     assert naive == pytest.approx(100)
@@ -61,7 +69,7 @@ def test_answers_still_running_raise_the_estimate_above_the_short_ones_back() ->
 
 
 def test_an_old_request_is_expected_to_end_long() -> None:
-    model = SurvivalModel(4096, [100] * 90 + [1000] * 10)
+    model = seen(4096, [100] * 90 + [1000] * 10)
     law = model.survival([])
     assert law.outlook(0.0)[0] == pytest.approx(190)
     assert law.outlook(200.0)[0] == pytest.approx(1000)
@@ -80,8 +88,8 @@ def test_produced_is_read_from_age_or_a_streamed_count() -> None:
 
 
 def test_the_estimate_is_less_sure_after_fewer_answers() -> None:
-    few = SurvivalModel(4096, [100, 1000] * 5).survival([]).outlook(0.0)[2]
-    many = SurvivalModel(4096, [100, 1000] * 500).survival([]).outlook(0.0)[2]
+    few = seen(4096, [100, 1000] * 5).survival([]).outlook(0.0)[2]
+    many = seen(4096, [100, 1000] * 500).survival([]).outlook(0.0)[2]
     assert many < few / 10
 
 
@@ -95,6 +103,38 @@ def test_the_first_wave_is_sized_by_the_prior_not_the_concurrency() -> None:
     ):
         count += 1
     assert 1 <= count <= 200_000 / 4096
+
+
+def first_wave(model: SurvivalModel, budget: int, cap: int = 32768) -> int:
+    count = 0
+    while count < 150 and may_dispatch(
+        BudgetMode.PRECISE, Budget(budget), 0, 0, [InFlight(0.0, cap)] * count, model, cap, 0.0
+    ):
+        count += 1
+    return count
+
+
+def test_a_resumed_history_sizes_the_first_wave_with_doubt_and_decides_lone_answers() -> None:
+    """A history of half the true mean (500 for 1,000) must not send a whole pool of 150 at
+    a budget of one pool's volume (150k): in the window it weighed as this run's own answers
+    and did (+98K at the 95th percentile in the budget sweep); as a prior of 4x its mean it
+    sizes the first wave as the true mean would be sized, and this run's answers take over."""
+    history = [500] * 200
+    model = SurvivalModel(32768, history)
+    assert model.prior_mean == 4 * 500 and model.observed == 0
+    assert model.known_mean() == 500, "the panel still shows the history's mean"
+    assert first_wave(model, 150_000) < 150 * 1000 / 2000 + 1
+    assert first_wave(seen(32768, history), 150_000) == 150, "the history as this run's: all"
+    # Nothing in flight: the history decides whether one more answer has room (a top-up of
+    # less than that stays done), until this run's first answer is back.
+    tailed = SurvivalModel(32768, [500] * 180 + [5000] * 20)  # 95% within 5,000, mean 950
+    assert not may_dispatch(BudgetMode.PRECISE, Budget(1000), 700, 7, [], tailed, 32768, 0.0)
+    assert may_dispatch(BudgetMode.PRECISE, Budget(5000), 700, 7, [], tailed, 32768, 0.0)
+    assert model.lone_basis() is model.history
+    model.observe(900, None)
+    assert model.lone_basis() is model and model.known_mean() == 900
+    # A history longer than the no-history prior leaves that prior as it is.
+    assert SurvivalModel(4096, [3000] * 10).prior_mean == 4096 * 0.25
 
 
 def test_a_window_forgets_old_lengths() -> None:
