@@ -216,15 +216,16 @@ class Engine:
             if ds.samples:
                 self._report.event(
                     "info",
-                    f"{ds.name}: resuming with {ds.samples:,} records, {ds.tokens:,} tokens on disk",
+                    f"{ds.name}: resuming with {ds.samples:,} records, "
+                    f"{ds.tokens:,} tokens on disk",
                 )
             if ds.reached or self._scheduler.ended_short(ds):
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(
                     "info",
-                    f"{ds.name}: already at its budget ({ds.tokens:,} tokens, {ds.samples:,} samples); "
-                    "nothing to do",
+                    f"{ds.name}: already at its budget ({ds.tokens:,} tokens, "
+                    f"{ds.samples:,} samples); nothing to do",
                 )
             else:
                 ds.state = DatasetState.WAITING
