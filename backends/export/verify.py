@@ -30,7 +30,7 @@ from gen_tui.backends.records import (
 )
 from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
 from gen_tui.backends.untrusted import one_line
-from gen_tui.backends.watcher import MAX_COMPLETION_TOKENS, SAMPLE_ID_MAX, SAMPLE_ID_MIN
+from gen_tui.backends.watcher import MAX_COMPLETION_TOKENS, SAMPLE_ID_MAX, SAMPLE_ID_MIN, quoted
 
 KNOWN_FINISH_REASONS = frozenset(
     {"stop", "length", "content_filter", "tool_calls", "function_call"}
@@ -69,7 +69,7 @@ class Verdict:
 def _count(record: dict[str, Any], name: str, top: int) -> str | None:
     value = record.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
-        return f"field '{name}' must be an integer from 0 to {top}, got {value!r:.40}"
+        return f"field '{name}' must be an integer from 0 to {top}, got {quoted(value)}"
     return None
 
 
@@ -83,21 +83,21 @@ def record_problem(record: Any, vocab: int | None, count_ids: bool) -> str | Non
         return "the seed script's layout (no top-level completion_tokens, no output_ids)"
     sample_id = record.get("sample_id")
     if isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
-        return f"field 'sample_id' must be a string or integer, got {sample_id!r:.40}"
+        return f"field 'sample_id' must be a string or integer, got {quoted(sample_id)}"
     if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
         return "field 'sample_id' is out of the 64-bit range"
     for name in ("completion_tokens", "prompt_tokens"):
         if (problem := _count(record, name, MAX_COMPLETION_TOKENS)) is not None:
             return problem
     reason = record.get("finish_reason")
-    if reason not in KNOWN_FINISH_REASONS:
-        return f"field 'finish_reason' is {reason!r:.40}, not one a server sends"
+    if not isinstance(reason, str) or reason not in KNOWN_FINISH_REASONS:  # a list: unhashable
+        return f"field 'finish_reason' is {quoted(reason)}, not one a server sends"
     ids = record.get("output_ids")
     if not isinstance(ids, list):
         return "field 'output_ids' is missing or not a list"
     if not all(type(token) is int for token in ids):
         bad = next(token for token in ids if type(token) is not int)
-        return f"field 'output_ids' holds {bad!r:.40}, not an integer id"
+        return f"field 'output_ids' holds {quoted(bad)}, not an integer id"
     if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
         bad = min(ids) if min(ids) < 0 else max(ids)
         top = "" if vocab is None else vocab - 1

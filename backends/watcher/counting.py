@@ -42,7 +42,8 @@ def _quoter() -> reprlib.Repr:
 _QUOTE = _quoter()
 
 
-def _short(value) -> str:
+def quoted(value) -> str:
+    """`value` as a reason quotes it: bounded as it is built (also `gen-tui verify`'s)."""
     return _QUOTE.repr(value)
 
 
@@ -131,7 +132,7 @@ def record_counts(record) -> tuple:
         raise ValueError("field 'sample_id' is missing")
     if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
         raise ValueError(
-            "field 'sample_id' must be a string or integer, got %s" % (_short(sample_id),)
+            "field 'sample_id' must be a string or integer, got %s" % (quoted(sample_id),)
         )
     if isinstance(sample_id, int) and not SAMPLE_ID_MIN <= sample_id <= SAMPLE_ID_MAX:
         raise ValueError("field 'sample_id' is out of the 64-bit range")
@@ -148,7 +149,7 @@ def record_counts(record) -> tuple:
         raise ValueError("field 'completion_tokens' (or 'usage.completion_tokens') is missing")
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise ValueError(
-            "field 'completion_tokens' must be a non-negative integer, got %s" % (_short(tokens),)
+            "field 'completion_tokens' must be a non-negative integer, got %s" % (quoted(tokens),)
         )
     if tokens > MAX_COMPLETION_TOKENS:
         raise ValueError(

@@ -88,6 +88,31 @@ DAMAGE: dict[str, tuple[Callable[[Lines, int], Lines], int, str]] = {
     ),
     "negative count": (_edit(0, _set("completion_tokens", -1)), 1, "field 'completion_tokens'"),
     "text not a string": (_edit(0, _set("text", 5)), 1, "field 'text' must be a string"),
+    # Any JSON type in any field verify reads is one line, never a traceback (a list as
+    # finish_reason was unhashable and crashed it), and a huge value is quoted bounded.
+    "finish_reason a list": (
+        _edit(8, _set("finish_reason", ["length", {"a": [1] * 100}])),
+        9,
+        "field 'finish_reason' is ['length', {'a': [1, 1, 1, 1, ...]}]",
+    ),
+    "finish_reason an object": (
+        _edit(8, _set("finish_reason", {"type": "stop"})),
+        9,
+        "field 'finish_reason' is {'type': 'stop'}, not one a server sends",
+    ),
+    "finish_reason 1 MB": (
+        _edit(8, _set("finish_reason", "x" * 1_000_000)),
+        9,
+        "not one a server sends",
+    ),
+    "sample_id a list": (_edit(2, _set("sample_id", [1, 2])), 3, "field 'sample_id' must be"),
+    "count an object": (_edit(0, _set("completion_tokens", {"n": 1})), 1, "completion_tokens"),
+    "ids nested": (_edit(3, _set("output_ids", [[1, 2]])), 4, "not an integer id"),
+    "reasoning an object": (
+        _edit(0, _set("reasoning", {"x": 1})),
+        1,
+        "field 'reasoning' must be a string",
+    ),
 }
 
 
@@ -114,4 +139,5 @@ def test_verify_names_each_kind_of_damage(
     assert lines[0].startswith("A: ") and lines[0].endswith("1 problems"), lines
     assert lines[1].startswith(f"  {raw}:{line_no}: ") and words in lines[1], lines
     assert "\x1b" not in "".join(lines)  # untrusted bytes are shown, never obeyed
+    assert len(lines[1]) < 1000, "a quoted value is bounded"
     assert lines[2:] == ["B: 40 records, ok", "1 of 2 datasets have problems"]
