@@ -27,10 +27,14 @@ QUOTED_BODY_BYTES = 200
 """The most bytes of a body quoted raw when no message can be read from it (a proxy's HTML
 page, a JSON body cut at the read bound): enough to tell what answered."""
 
-# C0 controls but tab and newline, DEL, C1 controls, and the Unicode bidirectional
-# embeddings, overrides and isolates (the "trojan source" characters).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROLS_AND_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# C0 controls but tab and newline, DEL, C1 controls, the Unicode bidirectional
+# embeddings, overrides and isolates (the "trojan source" characters), and lone surrogates:
+# the bytes of a command line or path that are not UTF-8, kept as surrogate escapes so that
+# identity checks and relaunches see the real bytes, which no terminal encoding can write.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROLS_AND_BREAKS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
+)
 
 
 def truncate(text: str, limit: int) -> str:

@@ -1,5 +1,7 @@
 """What other people's text looks like once gen-tui has cleaned it for a terminal or a log."""
 
+import shlex
+
 import pytest
 
 from gen_tui.backends.untrusted import clean, one_line, truncate
@@ -47,3 +49,15 @@ def test_the_headless_log_shows_a_hostile_server_message_as_one_plain_line() -> 
     assert "\x1b" not in line and "\x07" not in line
     assert "not found\ufffd]0;owned\ufffd 12:00:00 info: all done" in line
     assert line.endswith("more characters)") and len(line) < 2200
+
+
+def test_bytes_that_are_not_utf8_are_shown_as_replacement_characters() -> None:
+    """A command line or path with bytes that are not UTF-8 reaches us as surrogate escapes
+    (so a kill's identity check and a relaunch see the real bytes); no terminal encoding
+    can write those, and the run list showed them as '\\udcff' text."""
+    argv = [b"python3", b"run_inference.py", b"\xff\xfe", b"--output-dir", b"/data/out\xc3"]
+    command = shlex.join(arg.decode("utf-8", "surrogateescape") for arg in argv)
+    shown = one_line(command)
+    assert shown == "python3 run_inference.py '\ufffd\ufffd' --output-dir '/data/out\ufffd'"
+    shown.encode("utf-8")  # writable to a terminal
+    assert clean("a\ud800b") == "a\ufffdb"
