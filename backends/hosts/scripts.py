@@ -122,6 +122,14 @@ def check_remote_word(value: str, what: str) -> str:
             f"{what} {one_line(repr(value), 200)} holds a line break or NUL: refused, it "
             "cannot go on a remote command line (a csh/tcsh login shell would break it)"
         )
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a command line's bytes that are not UTF-8
+            raise RunError(
+                f"{what} {one_line(value, 200)} holds bytes that are not UTF-8: refused, "
+                "a remote command line is sent as UTF-8 and would not be the same bytes"
+            ) from None
     return value
 
 

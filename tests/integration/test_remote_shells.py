@@ -107,5 +107,9 @@ async def test_a_value_with_a_newline_is_refused_by_name_and_nothing_runs(
     with pytest.raises(RunError, match=r"the remote python 'py\\x00'"):
         csh_host.output_dir, csh_host.python = good, "py\0"
         await csh_host.list_runs()
+    with pytest.raises(RunError, match="out\ufffd holds bytes that are not UTF-8"):
+        csh_host.python = "python3"
+        csh_host.output_dir = good + "/out\udcc3"  # as a process's argv decodes b"\xc3"
+        await csh_host.list_runs()
     assert calls == [], "a command line with a newline reached the host"
     assert not os.path.exists("/tmp/PWNED-csh")
