@@ -39,6 +39,7 @@ from gen_tui.backends.hosts.resume import (
     refuse_live_writers,
     refuse_unsafe_code_folders,
     resume_log_path,
+    with_ancestors,
 )
 from gen_tui.backends.hosts.scripts import (
     owners_script,
@@ -316,8 +317,9 @@ class Host(ABC):
             )
             folders = code_folders(argv, cwd)
             if folders:
-                owners = parse_owners(await self._sh(owners_script(folders)), folders)
-                refuse_unsafe_code_folders(owners, report.uid)
+                checked = with_ancestors(folders)
+                owners = parse_owners(await self._sh(owners_script(checked)), checked)
+                refuse_unsafe_code_folders(owners, report.uid, folders)
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),

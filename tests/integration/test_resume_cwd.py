@@ -90,3 +90,42 @@ async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
         "module planted there"
     ), refused.value
     assert "\n" not in str(refused.value)
+
+
+async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
+    host: AnyHost, tmp_path: Path
+) -> None:
+    """Our own code folder (root's, 0755) in a folder anyone may write in without the sticky
+    bit: another user can rename ours away between the check and the start and put theirs,
+    with a planted module, at its path. The relaunch refuses it, naming the folder above."""
+    if PYTHON is None:
+        pytest.skip("no /usr/bin/python3 to run the stand-in with")
+    shared = Path(tempfile.mkdtemp(prefix="gen-tui-above-", dir="/tmp"))
+    try:
+        shared.chmod(0o777)
+        code = shared / "code"
+        code.mkdir(mode=0o755)
+        (code / "run_inference.py").write_text(STANDIN)
+        argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
+        ours = subprocess.Popen(argv, cwd=code, stdout=subprocess.DEVNULL)
+        try:
+            run = None
+            for _ in range(100):
+                run = next((r for r in await host.list_runs() if r.pid == ours.pid), None)
+                if run is not None and run.cwd == str(code):
+                    break
+                await asyncio.sleep(0.2)
+            assert run is not None and run.mine, "our run was never listed"
+        finally:
+            ours.terminate()
+            ours.wait()
+        with pytest.raises(RunError) as refused:
+            identity = await host.resume(run, 1000)
+            await host.kill(identity, grace_s=2)
+        assert str(refused.value).startswith(
+            f"refusing to relaunch: {shared}, above the code it would run, it is writable by "
+            "others without the sticky bit (mode 0777), so the code folder could be renamed"
+        ), refused.value
+        assert "\n" not in str(refused.value)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
