@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -117,6 +118,21 @@ def _private(url: str) -> str:
     return one_line(targets[0].url(privacy=True), 200) if len(targets) else "(a URL)"
 
 
+_MENTION = re.compile(r"(?<![\w.])@(?=\w)|<(?=[!@#])")
+"""A mention as chat services read one: `@everyone`, `@here`, `@user` (not the `@` inside
+`me@host`), and Slack's `<!channel>`, `<!here>`, `<@U123>`, `<#C123>`."""
+
+
+def quiet_mentions(text: str) -> str:
+    """`text` with every mention broken by a zero-width space, which reads the same.
+
+    Why: an alert quotes what a server or a file said (an error message, a dataset's reason),
+    and a Slack, Discord or Teams target would turn `@everyone` or `<!channel>` in it into a
+    ping of everyone in the channel, at night, from someone else's text.
+    """
+    return _MENTION.sub(lambda mention: mention.group() + "\u200b", text)
+
+
 class Alerter:
     """Sends alerts to the configured URLs, one at a time in a thread, never raising."""
 
@@ -135,8 +151,8 @@ class Alerter:
         """Queue an alert (returns at once); None when no URL wants it."""
         if not self.config.urls or not self.config.wants(event):
             return None
-        title = one_line(title, TITLE_CHARS)
-        body = one_line(body, BODY_CHARS)
+        title = quiet_mentions(one_line(title, TITLE_CHARS))
+        body = quiet_mentions(one_line(body, BODY_CHARS))
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="gen-tui-alerts")

@@ -3,11 +3,15 @@ sequence, which no server text can break out of."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
+from gen_tui.backends import alerts
 from gen_tui.backends.alerts import (
     AlertConfig,
     AlertConfigError,
+    Alerter,
     AlertEvent,
     terminal_notification,
 )
@@ -49,3 +53,29 @@ def test_notification_inside_tmux_is_wrapped_and_unknown_terminals_get_none() ->
     wrapped = terminal_notification("t", "b", {"TERM_PROGRAM": "WezTerm", "TMUX": "/tmp/x"})
     assert wrapped == "\x1bPtmux;\x1b\x1b]9;t: b\x07\x1b\\"
     assert terminal_notification("t", "b", {"TERM": "xterm-256color"}) == ""
+
+
+def test_mentions_in_someone_elses_text_ping_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's error quoted in a `failed` alert must not become `@everyone` or Slack's
+    `<!channel>` in the chat it is sent to: each mention is broken by a zero-width space."""
+    sent: list[tuple[str, str]] = []
+
+    class Targets:
+        def add(self, url: str) -> None:
+            pass
+
+        def notify(self, title: str, body: str) -> bool:
+            sent.append((title, body))
+            return True
+
+    config = AlertConfig.parse({"urls": ["json://127.0.0.1:1/x"]})
+    monkeypatch.setattr(alerts, "_apprise", lambda: types.SimpleNamespace(Apprise=Targets))
+    alerter = Alerter(config)
+    future = alerter.send(
+        AlertEvent.FAILED, "gen-tui: B2 @here", "model @everyone not found <!channel> <@U1>"
+    )
+    assert future is not None and future.result(5)
+    ((title, body),) = sent
+    for mention in ("@everyone", "@here", "<!channel>", "<@U1>"):
+        assert mention not in title + body
+    assert body.replace("\u200b", "") == "model @everyone not found <!channel> <@U1>"
