@@ -26,7 +26,7 @@ from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.views import RunViews
 from gen_tui.backends.export.manifest import RunSetup, file_sha256, public_url, record_setup
 from gen_tui.backends.lock import LockHeld
-from gen_tui.backends.prompts import Prompt
+from gen_tui.backends.prompts import NotARegularFile, Prompt
 from gen_tui.backends.protocol import Generation, RequestFailed
 from gen_tui.backends.records import (
     RAW_FILE,
@@ -136,6 +136,8 @@ class DatasetSink(RunPart):
                 await loop.run_in_executor(executor, self._open_dataset, ds, template_sha256)
             except LockHeld as exc:
                 raise EngineError(str(exc)) from None
+            except NotARegularFile as exc:  # its prompt file: a FIFO, or another user's link
+                raise EngineError(f"{ds.name}: cannot read its prompt file: {exc}") from None
             except OSError as exc:  # a read-only or full output folder, say
                 where = exc.filename or ds.folder
                 raise EngineError(

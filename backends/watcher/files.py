@@ -67,15 +67,22 @@ def open_named(path: str) -> int:
 
     For a file a run names (its prompt file), where `open_regular` is for the files found in
     a dataset folder. Why follow links here: prompt caches hold their files as links, and
-    whoever could plant a link where a run's prompt file is named could name the target
-    itself, so refusing links would guard nothing. Why no owner check: prompt files are
-    shared (a team's datasets), read as the user, for the user, by the engine and the sample
-    viewer alike. What is never done: open a FIFO or a device (a FIFO blocks the open for
+    links we (or root) made are ours to follow. Why no owner check on the file: prompt files
+    are shared (a team's datasets), read as the user, for the user, by the engine and the
+    sample viewer alike. What is never done: open a FIFO or a device (a FIFO blocks the open for
     ever, a tape rewinds), checked on the target before the open and again on the open fd
     (it may be swapped in between); the open itself never waits.
 
+    One owner rule, on links only: a link in the path that another user made (not us, not
+    root) is refused. A user who may create names in a shared prompt folder cannot read our
+    files, but a link of theirs would have us read one (a key, a token file) and send it to
+    a server as prompts, or quote it in a reason.
+
     Raises FileNotFoundError when absent, BadFile (one line naming `path`), OSError.
     """
+    foreign = _foreign_link(path)
+    if foreign is not None:
+        raise BadFile(foreign)
     st = os.stat(path)
     if not is_regular(st.st_mode):
         raise BadFile(_not_regular(path, st.st_mode))
@@ -85,6 +92,26 @@ def open_named(path: str) -> int:
         os.close(fd)
         raise BadFile(_not_regular(path, st.st_mode))
     return fd
+
+
+def _foreign_link(path: str) -> str | None:
+    """Why a link in `path` is not to be followed: another user made it (None: none did)."""
+    me = os.geteuid()
+    at = os.path.abspath(path)
+    while True:
+        try:
+            st = os.lstat(at)
+        except OSError:
+            st = None  # absent: the open says so
+        if st is not None and st.st_mode & _S_IFMT == 0o120000 and st.st_uid not in (me, 0):
+            return (
+                "refusing %s: %s is a link made by uid %d, not by you (uid %d), and would have "
+                "you read a file of their choosing; copy the file or make the link yourself"
+                % (path, at, st.st_uid, me)
+            )
+        if os.path.dirname(at) == at:
+            return None
+        at = os.path.dirname(at)
 
 
 def _not_regular(path: str, mode: int) -> str:

@@ -5,9 +5,10 @@ The gap (issue 16, left open by the last pass): the engine followed links to pro
 (prompt caches often hold links), while the heads, read by the watcher's `open_regular`,
 refused them, so a run's own prompt file showed no heads. Both now open through
 `watcher.open_named`: links followed, the target checked regular before the open and on
-the open descriptor, the open never waiting. No owner rule: prompt files are shared and
-read as the user, by the engine as by the viewer (an owner rule for one alone would make
-them disagree again).
+the open descriptor, the open never waiting. No owner rule on the files: prompt files are
+shared and read as the user, by the engine as by the viewer (an owner rule for one alone
+would make them disagree again). On links, one rule for both: a link another user made is
+refused (tests/integration/test_prompt_links_of_others.py).
 """
 
 from __future__ import annotations
