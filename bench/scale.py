@@ -43,9 +43,9 @@ OVERSHOOT_FLOOR = 0.005
 """Overshoot below this share of the budget counts as within the single server's figure:
 below it, which answers happen to be in flight at the crossing decides, not the count."""
 BUDGET = 6_400_000
-"""Four times the first 1.6M: the ramp and the tail cost every run the same few seconds
-whatever its server count, so at 1.6M four servers (19 s to the budget) lost a third of
-their time to them; at 6.4M the bench takes about 13 minutes."""
+"""Four times the first 1.6M: the ramp and the tail cost every run 7 to 10 s whatever its
+budget (a little more with more servers), so at 1.6M four servers (19 s to the budget) lost
+a third of their time to them; at 6.4M the bench takes about 13 minutes."""
 B2_MEAN, GPU_TOKENS_S = 3793, 20_000
 """A B2-like answer length and a generous rate for one real SGLang server, for the note."""
 
