@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from gen_tui.backends import watcher
 from gen_tui.backends.engine import Engine, EngineError
 from gen_tui.backends.prompt_heads import prompt_heads
 from tests.support.engine import make_config
-from tests.support.users import OTHER_USER, ensure_user
+from tests.support.users import OTHER_USER, ensure_user, shared_folder
 
 SECRET = "TOP-SECRET-only-root-may-read-this"
 
@@ -34,10 +32,8 @@ SECRET = "TOP-SECRET-only-root-may-read-this"
 @pytest.fixture
 def shared_prompts() -> Iterator[Path]:
     """A prompt folder like /tmp: root's, 1777, anyone may create names in it."""
-    folder = Path(tempfile.mkdtemp(prefix="gen-tui-prompts-", dir="/tmp"))
-    folder.chmod(0o1777)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with shared_folder("gen-tui-prompts-") as folder:
+        yield folder
 
 
 async def test_a_link_another_user_planted_is_refused_and_nothing_is_sent(

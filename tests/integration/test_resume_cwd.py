@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.hosts import LocalHost, RunError, SSHHost
+from gen_tui.backends.hosts import LocalHost, RunError, RunProcess, SSHHost
 from tests.support.polling import wait_until
 from tests.support.runs import STANDIN
-from tests.support.users import OTHER_USER, ensure_user
+from tests.support.users import OTHER_USER, ensure_user, shared_folder
 
 AnyHost = LocalHost | SSHHost
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else None
@@ -45,10 +43,19 @@ PLANT = (
 @pytest.fixture
 def shared_cwd() -> Iterator[Path]:
     """A working folder like /tmp: root's, 1777, anyone may create names in it."""
-    folder = Path(tempfile.mkdtemp(prefix="gen-tui-cwd-", dir="/tmp"))
-    folder.chmod(0o1777)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with shared_folder("gen-tui-cwd-") as folder:
+        yield folder
+
+
+async def listed(host: AnyHost, process: subprocess.Popen, cwd: Path) -> RunProcess:
+    """Our stand-in run as `host` lists it (once its command line and folder are read)."""
+    for _ in range(100):
+        run = next((r for r in await host.list_runs() if r.pid == process.pid), None)
+        if run is not None and run.identity.cmdline[:1] == (PYTHON,) and run.cwd == str(cwd):
+            assert run.mine
+            return run
+        await asyncio.sleep(0.2)
+    raise AssertionError("our run was never listed")
 
 
 async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
@@ -62,13 +69,7 @@ async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
     argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
     ours = subprocess.Popen(argv, cwd=shared_cwd, stdout=subprocess.DEVNULL)
     try:
-        run = None
-        for _ in range(100):
-            run = next((r for r in await host.list_runs() if r.pid == ours.pid), None)
-            if run is not None and run.identity.cmdline[:1] == (PYTHON,):
-                break
-            await asyncio.sleep(0.2)
-        assert run is not None and run.mine, "our run was never listed"
+        run = await listed(host, ours, shared_cwd)
         await wait_until(lambda: (Path(host.output_dir) / "B1" / "argv.json").exists(), 20)
     finally:
         ours.terminate()
@@ -100,22 +101,14 @@ async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
     with a planted module, at its path. The relaunch refuses it, naming the folder above."""
     if PYTHON is None:
         pytest.skip("no /usr/bin/python3 to run the stand-in with")
-    shared = Path(tempfile.mkdtemp(prefix="gen-tui-above-", dir="/tmp"))
-    try:
-        shared.chmod(0o777)
+    with shared_folder("gen-tui-above-", 0o777) as shared:
         code = shared / "code"
         code.mkdir(mode=0o755)
         (code / "run_inference.py").write_text(STANDIN)
         argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
         ours = subprocess.Popen(argv, cwd=code, stdout=subprocess.DEVNULL)
         try:
-            run = None
-            for _ in range(100):
-                run = next((r for r in await host.list_runs() if r.pid == ours.pid), None)
-                if run is not None and run.cwd == str(code):
-                    break
-                await asyncio.sleep(0.2)
-            assert run is not None and run.mine, "our run was never listed"
+            run = await listed(host, ours, code)
         finally:
             ours.terminate()
             ours.wait()
@@ -127,5 +120,3 @@ async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
             "others without the sticky bit (mode 0777), so the code folder could be renamed"
         ), refused.value
         assert "\n" not in str(refused.value)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)

@@ -63,3 +63,15 @@ def give(path: Path, user: pwd.struct_passwd) -> Path:
     for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
         os.chown(item, user.pw_uid, user.pw_gid)
     return path
+
+
+@contextmanager
+def shared_folder(prefix: str, mode: int = 0o1777) -> Iterator[Path]:
+    """A folder in /tmp that anyone may create names in (root's; 1777 like /tmp by
+    default), where another user plants their files in the attack tests."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    folder.chmod(mode)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
