@@ -112,6 +112,10 @@ async def test_h_reads_a_watched_runs_history_through_the_host_bounded(
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(lambda: app.dashboard is not None and app.dashboard.names, 20,
                          pause=pilot.pause)  # fmt: skip
+        # A's panel figures (its budget, which `h` shows) come from the host's survey, which
+        # may land after the names: wait for them, as a person would see the panel first (a
+        # race CI lost once, the history opened before the panel had its figures)
+        await wait_until(lambda: snap(app, "A"), 20, "A's panel", pause=pilot.pause)
         screen = await open_history(app, pilot)
         (shown,) = screen.histories
         assert shown.dataset == "A"
