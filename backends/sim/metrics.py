@@ -3,9 +3,11 @@
 What a real server would report is computed from the simulated batch at the moment of the
 read: the running and queued requests, the KV cache their prompts and tokens so far fill,
 the decode rate of the requests still generating, and the counters of tokens generated and
-requests retracted. Rendered by `prometheus_client` itself, with SGLang's labels (one
-series per rank: `model_name`, `engine_type`, `tp_rank`, `pp_rank`), so a client parses
-exactly what it would parse from SGLang started with `--enable-metrics`.
+requests retracted. Rendered by `prometheus_client` itself, with SGLang 0.5.23's labels
+(the scheduler's per rank: `model_name`, `engine_type`, `tp_rank`, `pp_rank`,
+`moe_ep_rank`; the tokenizer's token counter: `model_name`, `engine_type`,
+`is_streaming`), so a client parses what it would parse from SGLang started with
+`--enable-metrics`; tests/integration/test_real_sglang_metrics.py compares the two.
 """
 
 from __future__ import annotations
@@ -66,31 +68,27 @@ Series = tuple[tuple[str, str, float], ...]
 
 
 def _families(
-    prefix: str, labels: list[str], values: list[str], gauges: Series, counters: Series
+    prefix: str, labels: dict[str, str], gauges: Series, counters: Series = ()
 ) -> Iterator[Metric]:
     """One family a series, one sample each, named `prefix:name` as the server names it."""
     for kind, series in ((GaugeMetricFamily, gauges), (CounterMetricFamily, counters)):
         for name, documentation, value in series:
-            family = kind(f"{prefix}:{name}", documentation, labels=labels)
-            family.add_metric(values, value)
+            family = kind(f"{prefix}:{name}", documentation, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
             yield family
 
 
 class _SglangNames(Collector):
-    """SGLang's scheduler metrics (srt/metrics/collector.py), one rank."""
+    """SGLang's metrics (srt/observability/metrics_collector.py): one scheduler rank's, and
+    the tokenizer's token counter."""
 
     def __init__(self, sim: Simulator) -> None:
         self._sim = sim
 
     def collect(self) -> Iterator[Metric]:
         now = load(self._sim)
-        labels = {
-            "model_name": self._sim.config.model_path,
-            "engine_type": "unified",
-            "tp_rank": "0",
-            "pp_rank": "0",
-        }
-        names, values = list(labels), list(labels.values())
+        model = {"model_name": self._sim.config.model_path, "engine_type": "unified"}
+        rank = {**model, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
         gauges = (
             ("num_running_reqs", "The number of running requests.", now.running),
             ("num_queue_reqs", "The number of requests in the waiting queue.", now.queued),
@@ -101,11 +99,10 @@ class _SglangNames(Collector):
             ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
             ("num_retracted_reqs", "The number of retracted requests.", 0),  # (per step)
         )
-        counters = (
-            ("generation_tokens", "Number of generation tokens processed.", now.generated),
-            ("num_retracted_requests", "Total number of retracted requests.", now.retracted),
-        )
-        yield from _families("sglang", names, values, gauges, counters)
+        retracted = ("num_retracted_requests", "Total number of retracted requests.", now.retracted)
+        yield from _families("sglang", rank, gauges, (retracted,))
+        generated = ("generation_tokens", "Number of generation tokens processed.", now.generated)
+        yield from _families("sglang", {**model, "is_streaming": "false"}, (), (generated,))
 
 
 class _VllmNames(Collector):
@@ -116,8 +113,7 @@ class _VllmNames(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = load(self._sim)
-        labels = ["model_name", "engine"]
-        values = [self._sim.config.model_name, "0"]
+        labels = {"model_name": self._sim.config.model_name, "engine": "0"}
         gauges = (
             ("num_requests_running", "Number of requests in model execution batches.", now.running),
             ("num_requests_waiting", "Number of requests waiting to be processed.", now.queued),
@@ -128,7 +124,7 @@ class _VllmNames(Collector):
             ("generation_tokens", "Number of generation tokens processed.", now.generated),
             ("num_preemptions", "Cumulative number of preemption from the engine.", now.retracted),
         )
-        yield from _families("vllm", labels, values, gauges, counters)
+        yield from _families("vllm", labels, gauges, counters)
 
 
 def metrics_handler(sim: Simulator) -> web.Handler:

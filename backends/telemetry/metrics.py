@@ -8,10 +8,19 @@ concurrency control reads one shape whatever answered. Parsing is `prometheus_cl
 wrong); the text is untrusted, so it is size-bounded and non-finite values count as
 "does not say".
 
-- SGLang (`--enable-metrics`; srt/metrics/collector.py): gauges `sglang:num_running_reqs`,
-  `num_queue_reqs`, `token_usage` (KV use 0..1), `num_used_tokens`, `max_total_num_tokens`,
-  `gen_throughput` (tok/s), `cache_hit_rate`; counters `sglang:generation_tokens_total`,
-  `num_retracted_requests_total` (the older gauge `num_retracted_reqs` is per step).
+- SGLang (`--enable-metrics`; 0.5.23's srt/observability/metrics_collector.py, whose output
+  tests/integration/test_real_sglang_metrics.py reads): per scheduler rank (labels
+  `model_name`, `engine_type`, `tp_rank`, `pp_rank`, `moe_ep_rank`, and `dp_rank` under
+  data parallelism; only attention-TP rank 0 of each group reports, so summing over the
+  series counts each request once), gauges `sglang:num_running_reqs`, `num_queue_reqs`,
+  `token_usage` (KV use 0..1: the fullest of its full, sliding-window and Mamba pools),
+  `num_used_tokens`, `max_total_num_tokens`, `gen_throughput` (tok/s), `cache_hit_rate`;
+  counter `num_retracted_requests_total` (the older gauge `num_retracted_reqs` is per step).
+  With `--enable-priority-scheduling` every series also has a `priority` label, and the
+  queue gauges repeat their total per priority (`priority="0"`, ...) beside the total
+  (`priority=""`): those breakdowns are not counted. The counter
+  `sglang:generation_tokens_total` is the tokenizer's, labelled by `is_streaming` and
+  the request's priority (parts of one total, so summed), not by rank.
 - vLLM (on by default): `vllm:num_requests_running`, `num_requests_waiting`,
   `kv_cache_usage_perc` (0..1 despite the name; `gpu_cache_usage_perc` before 0.10),
   counters `generation_tokens_total`, `num_preemptions_total`, `prefix_cache_hits_total` /
@@ -116,13 +125,16 @@ class ServerMetrics:
 
 
 def read_samples(text: str) -> Samples:
-    """Every finite sample of Prometheus `text`, by name; MetricsError if it is not that."""
+    """Every finite sample of Prometheus `text`, by name, less gauges' per-priority
+    breakdowns; MetricsError if it is not that."""
     if len(text) > METRICS_BYTES:
         raise MetricsError(f"more than {METRICS_BYTES >> 20} MB of metrics")
     samples: Samples = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
+                if family.type == "gauge" and sample.labels.get("priority"):
+                    continue  # SGLang's per-priority breakdown of a total it also gives
                 value = float(sample.value)
                 if math.isfinite(value):
                     samples.setdefault(sample.name, []).append(value)
@@ -156,14 +168,18 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def _sglang(samples: Samples) -> ServerMetrics:
-    kv = _ratio(
-        _sum(samples, "sglang:num_used_tokens"), _sum(samples, "sglang:max_total_num_tokens")
-    )
+    # token_usage first: num_used_tokens leaves out the Mamba pool of hybrid models, and
+    # counts sliding-window tokens against the full pool's max_total_num_tokens.
+    kv = _mean(samples, "sglang:token_usage")
+    if kv is None:
+        kv = _ratio(
+            _sum(samples, "sglang:num_used_tokens"), _sum(samples, "sglang:max_total_num_tokens")
+        )
     return ServerMetrics(
         server="sglang",
         running=_sum(samples, "sglang:num_running_reqs"),
         queued=_sum(samples, "sglang:num_queue_reqs"),
-        kv_usage=kv if kv is not None else _mean(samples, "sglang:token_usage"),
+        kv_usage=kv,
         gen_tok_s=_sum(samples, "sglang:gen_throughput"),
         retracted=_sum(samples, "sglang:num_retracted_requests_total"),
         cache_hit=_mean(samples, "sglang:cache_hit_rate"),

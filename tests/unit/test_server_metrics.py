@@ -74,20 +74,32 @@ def test_sglang_names_are_summed_over_ranks() -> None:
     metrics = parse_metrics(SGLANG_TWO_RANKS)
     assert metrics.server == "sglang"
     assert (metrics.running, metrics.queued) == (64, 12)
-    assert metrics.kv_usage == pytest.approx(80000 / 200000)  # used over capacity, all ranks
+    assert metrics.kv_usage == pytest.approx(0.7)  # token_usage: each rank's fullest pool
     assert metrics.gen_tok_s == pytest.approx(3000)
     assert metrics.retracted == 7  # the counter, not its `_created` twin
     assert metrics.cache_hit == pytest.approx(0.3)
     assert metrics.generation_tokens == 3e6
 
 
-def test_sglang_kv_use_without_token_counts_is_the_ranks_mean() -> None:
-    text = "\n".join(
-        line
-        for line in SGLANG_TWO_RANKS.splitlines()
-        if "num_used_tokens" not in line and "max_total_num_tokens" not in line
-    )
-    assert parse_metrics(text + "\n").kv_usage == pytest.approx(0.7)
+def test_sglang_kv_use_without_token_usage_is_used_over_capacity() -> None:
+    text = "\n".join(line for line in SGLANG_TWO_RANKS.splitlines() if "token_usage" not in line)
+    assert parse_metrics(text + "\n").kv_usage == pytest.approx(80000 / 200000)
+
+
+def test_sglang_per_priority_breakdowns_are_not_counted_twice() -> None:
+    # --enable-priority-scheduling: the total under priority="", then each priority's part.
+    text = """\
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{priority="",tp_rank="0"} 4.0
+sglang:num_running_reqs{priority="0",tp_rank="0"} 3.0
+sglang:num_running_reqs{priority="1",tp_rank="0"} 1.0
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{is_streaming="true",priority="0"} 10.0
+sglang:generation_tokens_total{is_streaming="true",priority="1"} 5.0
+"""
+    metrics = parse_metrics(text)
+    assert metrics.running == 4
+    assert metrics.generation_tokens == 15  # a counter's priorities are parts, not repeats
 
 
 def test_vllm_names_and_the_rate_from_the_token_counter() -> None:
