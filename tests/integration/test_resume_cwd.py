@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.hosts import LocalHost, RunError, RunProcess, SSHHost
-from tests.support.polling import wait_until
 from tests.support.runs import STANDIN
 from tests.support.users import OTHER_USER, ensure_user, plant_module, shared_folder
 
@@ -52,6 +51,32 @@ async def listed(host: AnyHost, process: subprocess.Popen, cwd: Path) -> RunProc
     raise AssertionError("our run was never listed")
 
 
+async def stopped_run(host: AnyHost, argv: list[str], cwd: Path) -> RunProcess:
+    """Our stand-in run of `argv` in `cwd`, as `host` lists it, stopped once listed."""
+    process = subprocess.Popen(
+        [*argv, "--output-dir", host.output_dir], cwd=cwd, stdout=subprocess.DEVNULL
+    )
+    try:
+        return await listed(host, process, cwd)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+async def refusal(host: AnyHost, run: RunProcess, marker: Path) -> str:
+    """`r` on `run`: the one line it is refused with; had it started, `marker` shows it."""
+    try:
+        with pytest.raises(RunError) as refused:
+            identity = await host.resume(run, 1000)
+            await asyncio.sleep(2)
+            await host.kill(identity, grace_s=2)
+    finally:
+        await asyncio.sleep(0.5)
+        assert not marker.exists(), "code another user planted or pointed us at ran as root"
+    assert "\n" not in str(refused.value)
+    return str(refused.value)
+
+
 async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
     host: AnyHost, shared_cwd: Path, tmp_path: Path
 ) -> None:
@@ -60,30 +85,14 @@ async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
     user = ensure_user(OTHER_USER)
     marker = tmp_path / "PWNED-planted-module-ran-as-root"
     (shared_cwd / "run_inference.py").write_text(STANDIN)
-    argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
-    ours = subprocess.Popen(argv, cwd=shared_cwd, stdout=subprocess.DEVNULL)
-    try:
-        run = await listed(host, ours, shared_cwd)
-        await wait_until(lambda: (Path(host.output_dir) / "B1" / "argv.json").exists(), 20)
-    finally:
-        ours.terminate()
-        ours.wait()
+    run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], shared_cwd)
     plant_module(user, shared_cwd, marker)
-    try:
-        with pytest.raises(RunError) as refused:
-            identity = await host.resume(run, 1000)
-            await asyncio.sleep(2)
-            await host.kill(identity, grace_s=2)
-    finally:
-        await asyncio.sleep(0.5)
-        assert not marker.exists(), "a module another user planted ran as root"
-    assert str(refused.value) == (
+    assert await refusal(host, run, marker) == (
         f"{host.name}: refusing to start: {shared_cwd} holds code the command would run, and "
         f"{shared_cwd} is writable by others (mode 1777, owner uid 0), so another user could "
         "plant a module there or put their folder in its place, and it would run as you; "
         "start it from a folder of your own"
-    ), refused.value
-    assert "\n" not in str(refused.value)
+    )
 
 
 async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
@@ -98,21 +107,11 @@ async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
         code = shared / "code"
         code.mkdir(mode=0o755)
         (code / "run_inference.py").write_text(STANDIN)
-        argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
-        ours = subprocess.Popen(argv, cwd=code, stdout=subprocess.DEVNULL)
-        try:
-            run = await listed(host, ours, code)
-        finally:
-            ours.terminate()
-            ours.wait()
-        with pytest.raises(RunError) as refused:
-            identity = await host.resume(run, 1000)
-            await host.kill(identity, grace_s=2)
-        assert str(refused.value).startswith(
+        run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], code)
+        assert (await refusal(host, run, tmp_path / "none")).startswith(
             f"{host.name}: refusing to start: {code} holds code the command would run, and "
             f"{shared} is writable by others without the sticky bit (mode 0777, owner uid 0)"
-        ), refused.value
-        assert "\n" not in str(refused.value)
+        )
 
 
 async def test_r_never_follows_a_link_another_user_can_repoint(
@@ -140,26 +139,10 @@ async def test_r_never_follows_a_link_another_user_can_repoint(
         link = shared / "code"
         subprocess.run(["ln", "-s", str(ours), str(link)], **as_them)
         argv = [PYTHON, f"{link}/run_inference.py", "--datasets", "B1"]
-        process = subprocess.Popen(
-            [*argv, "--output-dir", host.output_dir], cwd=ours, stdout=subprocess.DEVNULL
-        )
-        try:
-            run = await listed(host, process, ours)
-        finally:
-            process.terminate()
-            process.wait()
+        run = await stopped_run(host, argv, ours)
         subprocess.run(["ln", "-sfn", str(theirs), str(link)], **as_them)
-        try:
-            with pytest.raises(RunError) as refused:
-                identity = await host.resume(run, 1000)
-                await asyncio.sleep(2)
-                await host.kill(identity, grace_s=2)
-        finally:
-            await asyncio.sleep(0.5)
-            assert not marker.exists(), "a script another user pointed us at ran as root"
-    assert f"and {link} is a symlink made by uid {user.pw_uid}, not by you" in str(refused.value), (
-        refused.value
-    )
+        why = await refusal(host, run, marker)
+    assert f"and {link} is a symlink made by uid {user.pw_uid}, not by you" in why, why
 
 
 async def test_r_checks_pythonpath_entries_relative_to_the_working_folder(
@@ -186,20 +169,7 @@ async def _pythonpath_attack(
     (code / "lib").mkdir()
     (code / "lib").chmod(0o1777)
     monkeypatch.setenv("PYTHONPATH", "lib")
-    argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
-    process = subprocess.Popen(argv, cwd=code, stdout=subprocess.DEVNULL)
-    try:
-        run = await listed(host, process, code)
-    finally:
-        process.terminate()
-        process.wait()
+    run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], code)
     plant_module(user, code / "lib", marker)
-    try:
-        with pytest.raises(RunError) as refused:
-            identity = await host.resume(run, 1000)
-            await asyncio.sleep(2)
-            await host.kill(identity, grace_s=2)
-    finally:
-        await asyncio.sleep(0.5)
-        assert not marker.exists(), "a module another user planted ran as root"
-    assert f"refusing to start: {code / 'lib'} holds code" in str(refused.value), refused.value
+    why = await refusal(host, run, marker)
+    assert f"refusing to start: {code / 'lib'} holds code" in why, why
