@@ -14,6 +14,8 @@ import os
 
 from .files import _S_IFMT, _kind
 
+SCRIPT_ENDINGS = (".py", ".sh", ".bash")
+"""Words of a command line taken for scripts it runs (`python3 x.py`, `bash run.sh`)."""
 _S_IFLNK = 0o120000
 _S_IFDIR = 0o040000
 
@@ -144,7 +146,7 @@ def code_folders(argv: list, cwd, environ) -> list:
     """The folders a start of `argv` in `cwd` (None: ours) with `environ` takes code from,
     besides the system's own: the working folder (first on sys.path for `-m` and `-c`, and
     relative paths), the program's folder (found on PATH as exec would, relative entries
-    against `cwd`), each `.py` script's folder (sys.path[0]), each PYTHONPATH entry (a
+    against `cwd`), each script's folder (`.py` is sys.path[0]; `.sh`), each PYTHONPATH entry (a
     relative one is relative to `cwd`), and a virtual environment's site-packages."""
     base = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
     found = [base]
@@ -155,7 +157,7 @@ def code_folders(argv: list, cwd, environ) -> list:
             if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                 program = candidate
                 break
-    scripts = [word for word in argv[1:] if word.endswith(".py")]
+    scripts = [word for word in argv[1:] if word.endswith(SCRIPT_ENDINGS)]
     for word in [program, *scripts] if "/" in program else scripts:
         found.append(os.path.dirname(os.path.normpath(os.path.join(base, word))))
     if "/" in program:

@@ -22,6 +22,7 @@ def test_the_working_folder_each_script_folder_and_the_programs_folder() -> None
     argv = ["/usr/bin/python3", "run_inference.py", "--x", "/opt/tools/hook.py", "--y", "z"]
     assert code_folders(argv, "/tmp/w", {}) == ["/tmp/w", "/usr/bin", "/opt/tools"]
     assert code_folders(["/v/bin/gen-tui", "run"], "/a", {}) == ["/a", "/v/bin"]
+    assert code_folders(["/bin/bash", "/opt/jobs/go.sh"], "/a", {}) == ["/a", "/bin", "/opt/jobs"]
     assert code_folders(["python3", "../up/s.py"], "/a/b", {"PATH": "/nowhere"}) == [
         "/a/b",
         "/a/up",
