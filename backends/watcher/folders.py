@@ -146,8 +146,8 @@ def code_folders(argv: list, cwd, environ) -> list:
     """The folders a start of `argv` in `cwd` (None: ours) with `environ` takes code from,
     besides the system's own: the working folder (first on sys.path for `-m` and `-c`, and
     relative paths), the program's folder (found on PATH as exec would, relative entries
-    against `cwd`), each script's folder (`.py` is sys.path[0]; `.sh`), each PYTHONPATH entry (a
-    relative one is relative to `cwd`), and a virtual environment's site-packages."""
+    against `cwd`), each script's folder (`.py`: sys.path[0]; `.sh`), each PYTHONPATH
+    entry (a relative one is relative to `cwd`), and a virtual environment's site-packages."""
     base = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
     found = [base]
     program = argv[0] if argv else ""
