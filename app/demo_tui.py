@@ -244,7 +244,9 @@ class SimProcessSource(HostSource):
             *("--plain", "--datasets", self.dataset, *self.run_args),
         ]
         log = self.output_dir.parent / f"{self.dataset}.log"
-        self.launched = await host.start(argv, str(log))
+        # in the demo's own folder: `-m` puts the working folder first on sys.path, and the
+        # folder gen-tui was started in may be a shared one (the start refuses that)
+        self.launched = await host.start(argv, str(log), cwd=str(log.parent))
         return host
 
 

@@ -166,7 +166,9 @@ class Alerter:
             try:
                 targets = _apprise().Apprise()
                 targets.add(url)
-                ok = bool(targets.notify(title=title, body=body))
+                # as text: apprise escapes it for an HTML or Markdown target, so a server's
+                # `<a href=...>` or `[text](url)` quoted in an alert is never a live link
+                ok = bool(targets.notify(title=title, body=body, body_format="text"))
             except Exception as exc:  # a push service is never worth a run
                 ok = False
                 reason = f"{type(exc).__name__}: {exc}"

@@ -42,6 +42,17 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+MAX_LATENCY_S = 10_000_000
+"""The longest latency a record is believed (months): past it, or negative, none is shown
+(a record of 1e308 drew a 309-digit figure)."""
+
+
+def _latency(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value <= MAX_LATENCY_S else None
+
+
 def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
     """The sample of one record line; None for a line that is no record object."""
     try:
@@ -67,7 +78,7 @@ def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
         finish_reason=one_line(str(record.get("finish_reason", "?")), 40),
         tokens=_int(record.get("completion_tokens")),
         prompt_tokens=_int(record.get("prompt_tokens")),
-        latency_s=float(latency) if isinstance(latency, int | float) else None,
+        latency_s=_latency(latency),
         answer=clean(text, TEXT_CHARS) if text is not None else "",
         reasoning=clean(reasoning, TEXT_CHARS) if isinstance(reasoning, str) else None,
         source=source,

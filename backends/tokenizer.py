@@ -29,6 +29,11 @@ def load_tokenizer(source: str) -> Any:
     Raises :class:`TokenizerError` with a one-line reason instead of transformers' traceback.
     """
     path = Path(source).expanduser()
+    try:  # a name the system refuses (too long, a NUL) is a bad name, not a crash
+        path.exists()
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise TokenizerError(f"tokenizer {truncate(source, _REASON_CHARS)!r}: {why}") from None
     if path.exists() and not path.is_dir():
         raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
     if not path.exists() and not _HUB_ID.match(source):

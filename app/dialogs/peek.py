@@ -235,7 +235,8 @@ class LogScreen(PeekScreen):
         scroll = self.query_one("#peek-scroll", VerticalScroll)
         at_end = scroll.scroll_y >= scroll.max_scroll_y - 1
         self.lines = lines
-        head = f"{tail.path}\n" if tail is not None and tail.path else ""
+        # the path is the run's stdout as /proc names it: another user chose that name
+        head = f"{one_line(tail.path)}\n" if tail is not None and tail.path else ""
         self.show(Text(head, style="dim") + Text("\n".join(lines) or "(empty so far)"))
         if at_end:
             scroll.call_after_refresh(scroll.scroll_end, animate=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import orjson
 
 from gen_tui.backends.prompts import open_prompt_file
 from gen_tui.backends.records import write_json_atomic
-from gen_tui.backends.watcher import MANIFEST_FILE, BadFile, read_small
+from gen_tui.backends.watcher import MANIFEST_FILE, BadFile, quoted, read_small
 
 MANIFEST_VERSION = 1
 MAX_MANIFEST_BYTES = 1 << 20
@@ -85,9 +86,16 @@ class RunSetup:
         if not isinstance(payload, dict):
             raise ManifestError(f"{where}: a run entry is not an object")
         try:
-            return cls(**{name: payload[name] for name in cls.__dataclass_fields__})
+            values = {name: payload[name] for name in cls.__dataclass_fields__}
         except KeyError as exc:
             raise ManifestError(f"{where}: a run entry lacks field {exc.args[0]!r}") from None
+        for name, value in values.items():
+            kind, test = _FIELD_TYPES[name]
+            if not test(value):
+                raise ManifestError(
+                    f"{where}: field {name!r} of a run entry must be {kind}, got {quoted(value)}"
+                )
+        return cls(**values)
 
     def differences(self, other: RunSetup) -> list[str]:
         """The fields in which `other` differs from this setup, servers aside: the same
@@ -97,6 +105,24 @@ class RunSetup:
             for name in self.__dataclass_fields__
             if name != "servers" and getattr(self, name) != getattr(other, name)
         ]
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+_FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    # Checked as read: the file may be another script's, or planted, and a list where a
+    # path is named crashed verify and export (unhashable) and the engine's next start.
+    "prompts": ("a string", _text),
+    "prompts_sha256": ("a string", _text),
+    "tokenizer": ("a string", _text),
+    "chat_template_sha256": ("a string or null", lambda v: v is None or _text(v)),
+    "sampling": ("an object", lambda v: isinstance(v, dict)),
+    "api": ("a string", _text),
+    "model": ("a string or null", lambda v: v is None or _text(v)),
+    "servers": ("a list of strings", lambda v: isinstance(v, list) and all(map(_text, v))),
+}
 
 
 @dataclass

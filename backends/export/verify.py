@@ -195,12 +195,17 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
 
 def _check_prompts(prompts: Path, raw: Path, first_line: dict[str, int], verdict: Verdict) -> None:
     """Every record's sample_id must be a prompt of the run's prompt file."""
-    if not prompts.is_file():
-        verdict.problem(str(prompts), "the run's prompt file is gone")
-        return
     missing = dict(first_line)
-    for prompt in iter_prompts(prompts):
-        if isinstance(prompt, Prompt):
-            missing.pop(prompt.key, None)
+    try:
+        for prompt in iter_prompts(prompts):
+            if isinstance(prompt, Prompt):
+                missing.pop(prompt.key, None)
+    except FileNotFoundError:
+        verdict.problem(quoted(str(prompts)), "the run's prompt file is gone")
+        return
+    except OSError as exc:  # a FIFO, another user's link, a name too long: said, not raised
+        why = getattr(exc, "strerror", None) or str(exc)
+        verdict.problem(quoted(str(prompts)), f"cannot read the run's prompt file ({why})")
+        return
     for key, line_no in sorted(missing.items(), key=lambda pair: pair[1]):
         verdict.problem(f"{raw}:{line_no}", f"sample_id {key!r} is not in {prompts}")

@@ -34,19 +34,11 @@ from gen_tui.backends.hosts.ps import (
 )
 from gen_tui.backends.hosts.resume import (
     check_budget,
-    code_folders,
     edited_command,
     refuse_live_writers,
-    refuse_unsafe_code_folders,
     resume_log_path,
-    with_ancestors,
 )
-from gen_tui.backends.hosts.scripts import (
-    owners_script,
-    parse_owners,
-    parse_sizes,
-    sizes_script,
-)
+from gen_tui.backends.hosts.scripts import parse_sizes, sizes_script
 from gen_tui.backends.hosts.start import START_SETTLE_S, StartSpec, start_run
 from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import LineSource, Watch
@@ -315,11 +307,6 @@ class Host(ABC):
             argv, cwd = edited_command(
                 run, locks.get(targets[0]), targets, new_max_tokens, max_samples, report.uid
             )
-            folders = code_folders(argv, cwd)
-            if folders:
-                checked = with_ancestors(folders)
-                owners = parse_owners(await self._sh(owners_script(checked)), checked)
-                refuse_unsafe_code_folders(owners, report.uid, folders)
         return await self.start(
             argv,
             log_path or resume_log_path(out_dir, targets[0]),

@@ -132,6 +132,7 @@ class LocalHost(Host):
     async def _open_watcher(self, args: list[str]) -> LineSource:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
+            *watcher.PYTHON_FLAGS,
             "-",
             *args,
             stdin=asyncio.subprocess.PIPE,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gen_tui.backends import watcher
@@ -98,72 +98,6 @@ def command_for(
         f"lock file names no usable one); resume it from the run list, or configure a "
         "run command template for this host"
     )
-
-
-def code_folders(argv: Sequence[str], cwd: str | None) -> list[str]:
-    """The folders a relaunch of `argv` in `cwd` takes code from, besides installed ones:
-    the working folder (first on sys.path for `python -m` and `-c`; relative paths), each
-    script's folder (sys.path[0] for `python script.py`) and the program's own folder."""
-    found: list[str] = [cwd] if cwd else []
-    for index, word in enumerate(argv):
-        if index == 0 or word.endswith(".py"):
-            path = word if posixpath.isabs(word) else posixpath.join(cwd, word) if cwd else ""
-            if posixpath.isabs(path):
-                found.append(posixpath.dirname(posixpath.normpath(path)))
-    return list(dict.fromkeys(found))
-
-
-def with_ancestors(folders: Sequence[str]) -> list[str]:
-    """`folders`, then every folder above them (each once): what a relaunch checks."""
-    found = list(folders)
-    for folder in folders:
-        above = posixpath.dirname(posixpath.normpath(folder))
-        while above not in found:
-            found.append(above)
-            if posixpath.dirname(above) == above:
-                break
-            above = posixpath.dirname(above)
-    return found
-
-
-def refuse_unsafe_code_folders(
-    owners: Mapping[str, tuple[int, int] | None], uid: int | None, code: Collection[str]
-) -> None:
-    """RunError (one line, naming the folder) for a code folder someone else may write in,
-    or a folder above one whose entries someone else may rename.
-
-    Why: Python imports from the script's folder (or the working folder) before the
-    standard library, so a `json.py` another user plants there after seeing the run in
-    `ps` runs with our rights, environment and API key on the relaunch. Unlike a dataset
-    folder, a sticky one (/tmp) is no safer: a new name is all the attack needs. Above the
-    code, a folder others may write in without the sticky bit lets them rename the code
-    folder away and put theirs at its path; a sticky one (/tmp) keeps our entries ours.
-    """
-    for folder, found in owners.items():
-        if found is None:
-            continue  # the launch says what is wrong with it
-        owner, mode = found
-        above = folder not in code
-        why = None
-        if owner not in (uid, 0):
-            why = f"it belongs to uid {owner}"
-        elif mode & 0o022 and not (above and mode & 0o1000):
-            who = "others" if mode & 0o002 else "its group"
-            sticky = " without the sticky bit" if above else ""
-            why = f"it is writable by {who}{sticky} (mode {mode:04o})"
-        if why is None:
-            continue
-        if above:
-            raise RunError(
-                f"refusing to relaunch: {folder}, above the code it would run, {why}, so "
-                "the code folder could be renamed away and another put in its place; start "
-                "the run from a folder of your own. Nothing was started"
-            )
-        raise RunError(
-            f"refusing to relaunch from {folder}: {why}, so a module planted there "
-            "(next to the script, or in the working folder) would run as you; start the "
-            "run from a folder of your own. Nothing was started"
-        )
 
 
 def edited_command(

@@ -87,11 +87,6 @@ exit 0
 
 # Owner and mode (octal, special bits included: 1777) of each folder, `-` when it cannot be
 # read. -L: a folder named through a link is judged by the folder itself.
-_OWNERS_SCRIPT = r"""
-for d in {folders}; do stat -L -c '%u %a' -- "$d" 2>/dev/null || echo -; done
-exit 0
-"""
-
 SIGNALS = ("TERM", "KILL")
 VERDICTS = ("refused", "denied", "absent", "gone", "alive")
 """The signal script's last word: identity changed, another user's (then its uid), gone
@@ -173,23 +168,6 @@ def signal_script(identity: RunIdentity, sig: str, wait_s: float) -> str:
 def sizes_script(paths: Sequence[str], samples: int = 3) -> str:
     """Print the sizes of `paths` (`-` for a missing one) `samples` times, 0.5 s apart."""
     return _SIZES_SCRIPT.format(files=" ".join(rquote(p) for p in paths), samples=int(samples))
-
-
-def owners_script(folders: Sequence[str]) -> str:
-    """Print `UID MODE` (octal) per folder, `-` for one that cannot be read."""
-    return _OWNERS_SCRIPT.format(folders=" ".join(rquote(f) for f in folders))
-
-
-def parse_owners(output: str, folders: Sequence[str]) -> dict[str, tuple[int, int] | None]:
-    """:func:`owners_script`'s lines as folder -> (uid, mode), None where unreadable."""
-    owners: dict[str, tuple[int, int] | None] = {}
-    for folder, line in zip(folders, output.splitlines(), strict=False):
-        uid, _, mode = line.partition(" ")
-        try:
-            owners[folder] = (int(uid), int(mode, 8))
-        except ValueError:
-            owners[folder] = None
-    return owners
 
 
 def appended_script(offsets: Mapping[str, int]) -> str:

@@ -82,13 +82,14 @@ class SSHHost(Host):
         await self.connection.start()
 
     def _python_command(self, args: Sequence[str]) -> str:
-        """`python3 - ARGS`, quoted: the watcher's source goes to its stdin.
+        """`python3 -I - ARGS`, quoted: the watcher's source goes to its stdin.
 
         Raises :class:`RunError` naming a word with a line break or NUL (see
         `scripts.check_remote_word`) before anything reaches the host.
         """
         words = [remote_quote(arg, "the value") for arg in args]
-        return " ".join([remote_quote(self.python, "the remote python"), "-", *words])
+        python = remote_quote(self.python, "the remote python")
+        return " ".join([python, *watcher.PYTHON_FLAGS, "-", *words])
 
     async def _python(self, args: Sequence[str], timeout: float = 60.0) -> str:
         """Run the watcher source with `python3 - ARGS` and return its stdout."""

@@ -73,7 +73,8 @@ def write_standin(folder: Path, urls_file: Path) -> Path:
     line) in `urls_file`; returns `folder`, to put first on a watcher's PATH."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "nvidia-smi"
-    command = [sys.executable, "-m", "gen_tui.backends.sim.nvidia_smi", "--urls-file"]
+    # -P: the working folder (the watcher's, maybe a shared one) is not on sys.path
+    command = [sys.executable, "-P", "-m", "gen_tui.backends.sim.nvidia_smi", "--urls-file"]
     script.write_text(f'#!/bin/sh\nexec {shlex.join(command)} {shlex.quote(str(urls_file))} "$@"\n')
     script.chmod(0o755)
     return folder

@@ -46,7 +46,10 @@ Modes (all print JSON lines on stdout):
 - `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
   session of its own, under the output folder's start lock, and only if the folder's start
   count is still `expect`: no other start has happened since the check for a live writer
-  that this start relies on. One `start` line: the pid, or `refused` with the count.
+  that this start relies on. Right before the launch, every folder the command takes code
+  from, and every folder above them, is checked (:func:`code_problem`): one another user can
+  write in, or rename ours away in, refuses the start. One `start` line: the pid, `refused`
+  with the count, or `error` with the one line.
 - `--tail JSON` (`path`, `lines`, `max_bytes`, `whole`): the last lines of one regular file,
   or of a run's log (`pid`, `dataset`, `output_dir` instead of `path`: see :func:`log_of`),
   read backwards from its end in chunks (never the whole file: a 10 GB record file costs
@@ -121,9 +124,7 @@ from .dataset import (
 from .emit import boot_id
 from .files import (
     BadFile,
-    ancestor_problem,
     create_unique,
-    folder_problem,
     is_regular,
     open_log,
     open_named,
@@ -132,6 +133,7 @@ from .files import (
     read_json_object,
     read_small,
 )
+from .folders import ancestor_problem, code_folders, code_problem, folder_problem, swap_problem
 from .locks import lock_status, read_holder, read_lock_table, scan_locks
 from .names import (
     DATASET_NAME,
@@ -252,6 +254,8 @@ __all__ = [
     "ancestor_problem",
     "boot_id",
     "bounded_lines",
+    "code_folders",
+    "code_problem",
     "create_unique",
     "fetch_metrics",
     "file_owner",
@@ -301,6 +305,7 @@ __all__ = [
     "spread_lines",
     "start",
     "start_seq",
+    "swap_problem",
     "tail",
     "tail_request",
     "user_name",
@@ -313,6 +318,7 @@ MODULES = (
     "names",
     "counting",
     "files",
+    "folders",
     "locks",
     "spread",
     "tails",
@@ -329,6 +335,11 @@ MODULES = (
 comes last, so its `__main__` guard runs once the whole program is defined."""
 
 _FOLDER = os.path.dirname(os.path.abspath(__file__))
+
+PYTHON_FLAGS = ("-I",)
+"""How python runs the watcher (`python3 -I -`): isolated, so neither the working folder
+(first on sys.path for a program read from stdin) nor PYTHONPATH can supply a module. From a
+shared folder, a `json.py` another user put there ran as us on every watch."""
 
 
 def source() -> str:

@@ -11,15 +11,8 @@ import fcntl
 import os
 import subprocess
 
-from .files import (
-    BadFile,
-    ancestor_problem,
-    create_unique,
-    folder_problem,
-    open_log,
-    open_own,
-    read_small,
-)
+from .files import BadFile, create_unique, open_log, open_own, read_small
+from .folders import ancestor_problem, code_folders, code_problem, folder_problem
 from .names import LOG_DIR, SEQ_MAX_BYTES, START_LOCK, START_SEQ
 
 
@@ -103,12 +96,19 @@ def guarded_start(output_dir: str, expect, launch):
 
 
 def launch_detached(argv: list, log: str, cwd: str | None):
-    """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd."""
+    """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd.
+
+    The folders it takes code from are checked last before the launch, on the host that
+    runs it: a check an SSH round trip earlier would leave the time to swap them.
+    """
     log = os.path.expanduser(log)
     if cwd:
         cwd = os.path.expanduser(cwd)
         if not os.path.isdir(cwd):
             raise StartFailed("cannot cd into %s" % cwd)
+    problem = code_problem(code_folders(argv, cwd, os.environ))
+    if problem is not None:
+        raise StartFailed(problem)
     folder = os.path.dirname(log)
     try:
         if folder:

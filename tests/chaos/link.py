@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from gen_tui.backends.ssh import SSHConnection, SSHError
+from gen_tui.backends.watcher import PYTHON_FLAGS as WATCHER
 from tests.support.sshd import Sshd
 
 from .checker import flock_holders
@@ -78,11 +79,11 @@ class Truth(threading.Thread):
         ]
 
     def helpers(self, procs: list[tuple[int, float, list[str]]] | None = None) -> list[int]:
-        """Remote watchers and listings (`python3 - ...`) and signal scripts (`sh -c ...`)."""
+        """Remote watchers and listings (`python3 -I - ...`) and signal scripts (`sh -c ...`)."""
         return [
             pid
             for pid, _, cmdline in (self.scan() if procs is None else procs)
-            if cmdline[1:2] == ["-"] or cmdline[:2] == ["sh", "-c"]
+            if cmdline[1 : 2 + len(WATCHER)] == [*WATCHER, "-"] or cmdline[:2] == ["sh", "-c"]
         ]
 
     def _problems(self, name: str, procs: list[tuple[int, float, list[str]]]) -> list[str]:

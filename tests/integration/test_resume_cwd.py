@@ -8,8 +8,10 @@ puts the script's folder first on sys.path (and `python -m` the working folder),
 ours; what runs is not. A relaunch must refuse a working folder that anyone else can write
 in, naming it, as the dataset folder check does.
 
-The folders are read on the host (owner and mode, by a sh script, locally and over SSH)
-before the start; a refusal names the folder and why, and nothing starts.
+The folders are checked on the host right before the launch (the watcher's `--start`, or
+in-process locally): every folder code is taken from (the working folder, each script's, the
+program's, PYTHONPATH entries) and every folder above them. A refusal names the folder, its
+owner and mode, and nothing starts.
 """
 
 from __future__ import annotations
@@ -19,25 +21,16 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gen_tui.backends.hosts import LocalHost, RunError, RunProcess, SSHHost
-from tests.support.polling import wait_until
 from tests.support.runs import STANDIN
-from tests.support.users import OTHER_USER, ensure_user, shared_folder
+from tests.support.users import OTHER_USER, ensure_user, plant_module, shared_folder
 
 AnyHost = LocalHost | SSHHost
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else None
-PLANT = (
-    "import os, sys\n"
-    "open(os.path.join(sys.argv[1], 'json.py'), 'w').write(\n"
-    "    'import os\\n'\n"
-    '    \'if os.getuid() == 0: open(%r, "w").write("ran as root")\\n\'\n'
-    "    'from importlib import import_module as _i\\n'\n"
-    '    \'import sys as _s; _s.path.pop(0); _s.modules.pop("json"); _j = _i("json")\\n\'\n'
-    "    'dumps = _j.dumps; dump = _j.dump\\n' % sys.argv[2])\n"
-)
 
 
 @pytest.fixture
@@ -58,6 +51,32 @@ async def listed(host: AnyHost, process: subprocess.Popen, cwd: Path) -> RunProc
     raise AssertionError("our run was never listed")
 
 
+async def stopped_run(host: AnyHost, argv: list[str], cwd: Path) -> RunProcess:
+    """Our stand-in run of `argv` in `cwd`, as `host` lists it, stopped once listed."""
+    process = subprocess.Popen(
+        [*argv, "--output-dir", host.output_dir], cwd=cwd, stdout=subprocess.DEVNULL
+    )
+    try:
+        return await listed(host, process, cwd)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+async def refusal(host: AnyHost, run: RunProcess, marker: Path) -> str:
+    """`r` on `run`: the one line it is refused with; had it started, `marker` shows it."""
+    try:
+        with pytest.raises(RunError) as refused:
+            identity = await host.resume(run, 1000)
+            await asyncio.sleep(2)
+            await host.kill(identity, grace_s=2)
+    finally:
+        await asyncio.sleep(0.5)
+        assert not marker.exists(), "code another user planted or pointed us at ran as root"
+    assert "\n" not in str(refused.value)
+    return str(refused.value)
+
+
 async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
     host: AnyHost, shared_cwd: Path, tmp_path: Path
 ) -> None:
@@ -66,31 +85,14 @@ async def test_r_never_relaunches_in_a_folder_others_can_plant_modules_in(
     user = ensure_user(OTHER_USER)
     marker = tmp_path / "PWNED-planted-module-ran-as-root"
     (shared_cwd / "run_inference.py").write_text(STANDIN)
-    argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
-    ours = subprocess.Popen(argv, cwd=shared_cwd, stdout=subprocess.DEVNULL)
-    try:
-        run = await listed(host, ours, shared_cwd)
-        await wait_until(lambda: (Path(host.output_dir) / "B1" / "argv.json").exists(), 20)
-    finally:
-        ours.terminate()
-        ours.wait()
-    subprocess.run(
-        [PYTHON, "-c", PLANT, str(shared_cwd), str(marker)],
-        user=user.pw_uid, group=user.pw_gid, cwd="/", check=True,
-    )  # fmt: skip
-    try:
-        with pytest.raises(RunError) as refused:
-            identity = await host.resume(run, 1000)
-            await asyncio.sleep(2)
-            await host.kill(identity, grace_s=2)
-    finally:
-        await asyncio.sleep(0.5)
-        assert not marker.exists(), "a module another user planted ran as root"
-    assert str(refused.value).startswith(
-        f"refusing to relaunch from {shared_cwd}: it is writable by others (mode 1777), so a "
-        "module planted there"
-    ), refused.value
-    assert "\n" not in str(refused.value)
+    run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], shared_cwd)
+    plant_module(user, shared_cwd, marker)
+    assert await refusal(host, run, marker) == (
+        f"{host.name}: refusing to start: {shared_cwd} holds code the command would run, and "
+        f"{shared_cwd} is writable by others (mode 1777, owner uid 0), so another user could "
+        "plant a module there or put their folder in its place, and it would run as you; "
+        "start it from a folder of your own"
+    )
 
 
 async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
@@ -105,18 +107,69 @@ async def test_r_never_relaunches_code_under_a_folder_others_can_rename_in(
         code = shared / "code"
         code.mkdir(mode=0o755)
         (code / "run_inference.py").write_text(STANDIN)
-        argv = [PYTHON, "run_inference.py", "--datasets", "B1", "--output-dir", host.output_dir]
-        ours = subprocess.Popen(argv, cwd=code, stdout=subprocess.DEVNULL)
-        try:
-            run = await listed(host, ours, code)
-        finally:
-            ours.terminate()
-            ours.wait()
-        with pytest.raises(RunError) as refused:
-            identity = await host.resume(run, 1000)
-            await host.kill(identity, grace_s=2)
-        assert str(refused.value).startswith(
-            f"refusing to relaunch: {shared}, above the code it would run, it is writable by "
-            "others without the sticky bit (mode 0777), so the code folder could be renamed"
-        ), refused.value
-        assert "\n" not in str(refused.value)
+        run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], code)
+        assert (await refusal(host, run, tmp_path / "none")).startswith(
+            f"{host.name}: refusing to start: {code} holds code the command would run, and "
+            f"{shared} is writable by others without the sticky bit (mode 0777, owner uid 0)"
+        )
+
+
+async def test_r_never_follows_a_link_another_user_can_repoint(
+    host: AnyHost, tmp_path: Path
+) -> None:
+    """Our run started as `python3 /tmp-like/link/run_inference.py`, the link made by
+    another user (to our code, at first) in a sticky folder: they own it, so they re-point
+    it at their own folder once the run is listed, and the relaunch would run their script
+    as root. Before: the link was followed (`stat -L`), our folder passed, and it ran."""
+    if PYTHON is None:
+        pytest.skip("no /usr/bin/python3 the second user can run")
+    user = ensure_user(OTHER_USER)
+    marker = tmp_path / "PWNED-their-script-ran-as-root"
+    with (
+        shared_folder("gen-tui-link-") as shared,
+        shared_folder("gen-tui-theirs-", 0o755) as theirs,
+    ):
+        ours = tmp_path / "code"
+        ours.mkdir()
+        (ours / "run_inference.py").write_text(STANDIN)
+        (theirs / "run_inference.py").write_text(
+            f"open({str(marker)!r}, 'w').write('ran as root')\n" + STANDIN
+        )
+        as_them = {"user": user.pw_uid, "group": user.pw_gid, "cwd": "/", "check": True}
+        link = shared / "code"
+        subprocess.run(["ln", "-s", str(ours), str(link)], **as_them)
+        argv = [PYTHON, f"{link}/run_inference.py", "--datasets", "B1"]
+        run = await stopped_run(host, argv, ours)
+        subprocess.run(["ln", "-sfn", str(theirs), str(link)], **as_them)
+        why = await refusal(host, run, marker)
+    assert f"and {link} is a symlink made by uid {user.pw_uid}, not by you" in why, why
+
+
+async def test_r_checks_pythonpath_entries_relative_to_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our PYTHONPATH names `lib`, relative: in the relaunch's working folder (ours), `lib`
+    is a folder anyone may write in, where another user plants `json.py`. Before: only the
+    working folder and the script's were checked, and the planted module ran as root."""
+    if PYTHON is None:
+        pytest.skip("no /usr/bin/python3 the second user can run")
+    user = ensure_user(OTHER_USER)
+    host = LocalHost(tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    marker = tmp_path / "PWNED-planted-module-ran-as-root"
+    with shared_folder("gen-tui-pythonpath-", 0o755) as ours:  # root's, 0755: they reach lib
+        await _pythonpath_attack(host, ours / "code", marker, user, monkeypatch)
+
+
+async def _pythonpath_attack(
+    host: LocalHost, code: Path, marker: Path, user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code.mkdir()
+    (code / "run_inference.py").write_text(STANDIN)
+    (code / "lib").mkdir()
+    (code / "lib").chmod(0o1777)
+    monkeypatch.setenv("PYTHONPATH", "lib")
+    run = await stopped_run(host, [PYTHON, "run_inference.py", "--datasets", "B1"], code)
+    plant_module(user, code / "lib", marker)
+    why = await refusal(host, run, marker)
+    assert f"refusing to start: {code / 'lib'} holds code" in why, why

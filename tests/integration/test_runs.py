@@ -322,7 +322,7 @@ async def test_a_command_that_exits_at_once_is_reported_with_its_log(
 
 def _is_watcher(process: psutil.Process) -> bool:
     try:
-        return process.cmdline()[:2] == [sys.executable, "-"]
+        return process.cmdline()[:3] == [sys.executable, *watcher.PYTHON_FLAGS, "-"]
     except psutil.Error:
         return False
 

@@ -100,6 +100,7 @@ def test_source_is_python38_and_stdlib_only() -> None:
         "urllib",  # stdlib: the servers' /metrics read on the box
         "concurrent",  # stdlib: a router's workers' /metrics read side by side
         "reprlib",  # stdlib: a bad value quoted bounded as it is built
+        "glob",  # stdlib: a virtual environment's site-packages, code a start takes
     }
 
 

@@ -75,3 +75,23 @@ def shared_folder(prefix: str, mode: int = 0o1777) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_PLANT = (
+    "import os, sys\n"
+    "open(os.path.join(sys.argv[1], 'json.py'), 'w').write(\n"
+    "    'import os\\n'\n"
+    '    \'if os.getuid() == 0: open(%r, "w").write("ran as root")\\n\'\n'
+    "    'from importlib import import_module as _i\\n'\n"
+    '    \'import sys as _s; _s.path.pop(0); _s.modules.pop("json"); _j = _i("json")\\n\'\n'
+    "    'dumps = _j.dumps; dump = _j.dump; loads = _j.loads\\n' % sys.argv[2])\n"
+)
+
+
+def plant_module(user: pwd.struct_passwd, folder: Path, marker: Path) -> None:
+    """As `user`, put a `json.py` in `folder` that writes `marker` when root imports it
+    (then hands over the real json): what another user plants where we take code from."""
+    subprocess.run(
+        ["/usr/bin/python3", "-c", _PLANT, str(folder), str(marker)],
+        user=user.pw_uid, group=user.pw_gid, cwd="/", check=True,
+    )  # fmt: skip

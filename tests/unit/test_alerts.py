@@ -64,7 +64,8 @@ def test_mentions_in_someone_elses_text_ping_nobody(monkeypatch: pytest.MonkeyPa
         def add(self, url: str) -> None:
             pass
 
-        def notify(self, title: str, body: str) -> bool:
+        def notify(self, title: str, body: str, body_format: str) -> bool:
+            assert body_format == "text"
             sent.append((title, body))
             return True
 
