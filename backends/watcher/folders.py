@@ -113,6 +113,10 @@ def swap_problem(folder: str) -> str | None:
             if above == path:
                 break  # made next, in a parent checked here
             return "%s does not exist" % above
+        except NotADirectoryError as exc:
+            if above == path:
+                break  # a file stands where a folder above should be: making it says so
+            return "%s cannot be read (%s)" % (above, exc.strerror)
         except OSError as exc:
             return "%s cannot be read (%s)" % (above, exc.strerror)
         if link.st_mode & _S_IFMT == _S_IFLNK and link.st_uid not in (me, 0):
