@@ -6,8 +6,7 @@ The engine treats SGLang's native API and OpenAI-compatible APIs alike through t
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,29 +76,42 @@ class Aborted(RequestFailed):
         super().__init__(reason, retry=True)
 
 
-@contextmanager
-def transport_errors(url: str) -> Iterator[None]:
+class transport_errors:  # lower case: used as the function it replaced
     """Turn aiohttp's and the clock's exceptions into RequestFailed, the same for every API.
 
     A refused or dropped connection does not count against the sample (the server is away);
-    a timeout or a cut-short body does.
+    a timeout or a cut-short body does. A class, not a @contextmanager: every request goes
+    through it, and a generator-based one cost a generator and its frames each time.
     """
-    try:
-        yield
-    except TimeoutError:
-        raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
-    except aiohttp.ClientConnectorError as exc:
-        raise RequestFailed(
-            f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
-        ) from None
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        raise RequestFailed(
-            f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
-        ) from None
-    except aiohttp.ClientPayloadError as exc:
-        raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
-    except aiohttp.ClientError as exc:
-        raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None
+
+    __slots__ = ("url",)
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if kind is None:
+            return
+        url = self.url
+        if isinstance(exc, TimeoutError):
+            raise RequestFailed(f"no answer within the timeout from {url}", retry=True) from None
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            raise RequestFailed(
+                f"cannot connect to {url}: {exc.os_error}", retry=True, counts=False
+            ) from None
+        if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
+            raise RequestFailed(
+                f"connection to {url} lost: {exc or type(exc).__name__}", retry=True, counts=False
+            ) from None
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            raise RequestFailed(f"response from {url} cut short: {exc}", retry=True) from None
+        if isinstance(exc, aiohttp.ClientError):
+            raise RequestFailed(f"request to {url} failed: {exc}", retry=True) from None
 
 
 def retry_delay(headers: Mapping[str, str], now: float | None = None) -> float | None:

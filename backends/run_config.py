@@ -188,8 +188,9 @@ class EngineConfig:
         flag="--idle-timeout",
         kinds=(int, float),
         above=0,
-        help="seconds a server may go quiet in the middle of an answer; the wait for its "
-        "first byte (queue, prefill) is bounded by --request-timeout alone",
+        help="seconds a server may go quiet in the middle of an answer, and the most an "
+        "answer (or one line of a stream) may take from its first byte to its end; the wait "
+        "for the first byte (queue, prefill) is bounded by --request-timeout alone",
         flag_kwargs={"type": float},
     )
     grace_s: float = setting(

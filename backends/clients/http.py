@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from types import MappingProxyType
 from typing import Self
 
 import aiohttp
@@ -13,6 +15,17 @@ from gen_tui.backends.telemetry.metrics import METRICS_BYTES, MetricsError, Metr
 METRICS_TIMEOUT_S = 5.0
 """The longest a /metrics read may take: it is polled every few seconds, and a server too
 busy to answer in 5 s has its load shown as unknown rather than a poll piling up."""
+
+
+JSON_HEADERS = MappingProxyType({"Content-Type": "application/json"})
+"""The headers of a request whose body is JSON: one read-only mapping, not a dict a request."""
+
+
+@functools.lru_cache(maxsize=16)
+def request_timeout(total_s: float) -> aiohttp.ClientTimeout:
+    """The timeout of one generate request: made once per value, not once per request (every
+    request asks, all with the same value)."""
+    return aiohttp.ClientTimeout(total=total_s, sock_connect=10)
 
 
 class HttpClient(InferenceClient):

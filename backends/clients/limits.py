@@ -4,10 +4,10 @@ Servers, proxies and the network between are untrusted. Without bounds an endles
 or an SSE line that never ends grew the engine by about 300 MB/s, a 50 MB error message
 went whole into errors.jsonl, and a server that sent a byte now and then held a slot for
 the whole request timeout. Every body the HTTP clients read goes through :func:`body` or
-:func:`pieces`, which count bytes per piece (never per byte: this is the hot path) and
-time the silence between pieces. Each bound that trips is one retryable, counted
-:class:`RequestFailed` whose reason names the bound, so the run goes on and errors.jsonl
-says why.
+:func:`pieces`, which count bytes per piece (never per byte: this is the hot path), time
+the silence between pieces and the time a body (or a stream's line) takes once begun.
+Each bound that trips is one retryable, counted :class:`RequestFailed` whose reason names
+the bound, so the run goes on and errors.jsonl says why.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ class Limits:
     """The bounds one client applies to every answer it reads.
 
     `max_bytes`: a whole body, one SSE event, and what a stream's events add up to.
-    `idle_s`: the longest silence allowed between two pieces of a body once it has begun.
+    `idle_s`: the longest silence allowed between two pieces of a body once it has begun,
+    and the longest a body that is not streamed (or one line of a stream) may take from
+    its first byte to its end.
     The wait for the first byte is bounded by the request timeout alone: before it, the
     server may be queueing the request behind its running batch or prefilling a long
     prompt, which can legitimately take minutes.
@@ -89,20 +91,38 @@ def _capped(limits: Limits, max_new_tokens: int) -> Limits:
 
 
 async def pieces(
-    response: aiohttp.ClientResponse, limits: Limits, url: str, *, cap: int | None
+    response: aiohttp.ClientResponse,
+    limits: Limits,
+    url: str,
+    *,
+    cap: int | None,
+    lines: bool = False,
+    first: bytes | None = None,
 ) -> AsyncIterator[bytes]:
     """The body of `response` in the pieces it arrives in, until its end.
 
-    A silence longer than `limits.idle_s` after the first piece fails the attempt, and so
-    does a body whose pieces add up to more than `cap` bytes (None: no total, for streams
-    whose events are bounded one by one).
+    Three bounds on time, all `limits.idle_s`:
+    - a silence longer than it between two pieces, once the first has come;
+    - a whole body (`lines` False), from its first byte that is not white space to its
+      end. A server that does not stream has the whole answer before it sends it, so a
+      body that takes longer is dripped. Leading white space is the keep-alive some
+      servers send while they generate, bounded per gap and by the request timeout;
+    - one line of a stream (`lines` True), from its first byte to its newline. An honest
+      server writes a line whole; whole lines (a keep-alive comment, a token) may come
+      as slowly as the per-gap bound allows, because an honest thinking model sends only
+      keep-alives for minutes and a retracted request goes quiet mid-answer.
+    A body whose pieces add up to more than `cap` bytes fails too (None: no total, for
+    streams whose events are bounded one by one).
 
-    The silence is timed by one watchdog per body that re-arms itself from the time the
-    last wait began, not by a timer per piece (`asyncio.timeout` per piece cost 7.5 us
-    each, a stream of many small events pays it per token): a piece costs a clock read.
+    The time is kept by one watchdog per body that re-arms itself, not a timer per piece
+    (`asyncio.timeout` per piece cost 7.5 us each, a stream of many small events pays it
+    per token): a piece costs a clock read and a look at its last byte.
+
+    `first`: the first piece, when the caller has read it already (see :func:`body`).
     """
     content = response.content
-    piece = await content.readany()  # the wait for the first byte: the request timeout's
+    # the wait for the first byte: the request timeout's
+    piece = first if first is not None else await content.readany()
     if not piece:
         return
     loop = asyncio.get_running_loop()
@@ -110,31 +130,56 @@ async def pieces(
     assert task is not None
     idle = limits.idle_s
     waiting_since: float | None = None  # set while waiting for a piece
-    fired = False
+    opened: float | None = None  # when the body, or the line now open, began
+    fired: str | None = None
+
+    def late(now: float) -> str | None:
+        """Why the body is overdue at `now`, or None."""
+        if waiting_since is not None and now >= waiting_since + idle:
+            return f"no byte for {idle:g} s from {url}"
+        if opened is not None and now >= opened + idle:
+            what = "stream line" if lines else "body"
+            return f"{what} not whole {idle:g} s after it began, from {url}"
+        return None
 
     def watch() -> None:
         nonlocal handle, fired
-        due = (waiting_since if waiting_since is not None else loop.time()) + idle
-        if waiting_since is not None and loop.time() >= due:
-            fired = True
+        now = loop.time()
+        if waiting_since is None:  # reading on: the check runs again before the next wait
+            handle = loop.call_at(now + idle, watch)
+            return
+        fired = late(now)
+        if fired is not None:
             task.cancel()
-        else:
-            handle = loop.call_at(due, watch)
+            return
+        due = waiting_since + idle if opened is None else min(opened, waiting_since) + idle
+        handle = loop.call_at(due, watch)
 
     handle = loop.call_at(loop.time() + idle, watch)
     total = len(piece)
     try:
         while piece:
+            now = loop.time()
+            if lines:
+                if piece[-1] == 10:  # ends with a newline: no line is open
+                    opened = None
+                elif opened is None or b"\n" in piece:
+                    opened = now
+            elif opened is None and not piece.isspace():
+                opened = now
             if cap is not None and total > cap:
                 raise limits.too_big()
             yield piece
             waiting_since = loop.time()
+            reason = late(waiting_since)
+            if reason is not None:
+                raise RequestFailed(reason, retry=True)
             piece = await content.readany()
             waiting_since = None
             total += len(piece)
     except asyncio.CancelledError:
-        if fired and task.uncancel() == 0:
-            raise RequestFailed(f"no byte for {idle:g} s from {url}", retry=True) from None
+        if fired is not None and task.uncancel() == 0:
+            raise RequestFailed(fired, retry=True) from None
         raise
     finally:
         handle.cancel()
@@ -146,7 +191,14 @@ async def body(response: aiohttp.ClientResponse, limits: Limits, url: str) -> by
     declared = response.content_length
     if declared is not None and declared > limits.max_bytes:
         raise limits.too_big()
-    async with aclosing(pieces(response, limits, url, cap=limits.max_bytes)) as stream:
+    content = response.content
+    first = await content.readany()
+    if content.at_eof():  # whole in one piece, as most are: nothing left to time
+        if len(first) > limits.max_bytes:
+            raise limits.too_big()
+        return first
+    stream = pieces(response, limits, url, cap=limits.max_bytes, first=first)
+    async with aclosing(stream):
         return b"".join([piece async for piece in stream])
 
 

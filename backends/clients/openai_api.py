@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 
 from gen_tui.backends.clients.base import ModelLimits, Progress, Request
-from gen_tui.backends.clients.http import HttpClient
+from gen_tui.backends.clients.http import HttpClient, request_timeout
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import models_limits
 from gen_tui.backends.clients.reasoning import reasoning_of
@@ -175,7 +175,7 @@ async def _read_stream(
     chunks_with_text = 0
     finish: str | None = None
     usage: Any = None
-    chunks = pieces(response, limits, url, cap=None)
+    chunks = pieces(response, limits, url, cap=None, lines=True)
     async with aclosing(sse_events(chunks, limits.max_bytes)) as events:
         async for chunk in events:
             choices = _choices(chunk, "a stream chunk")
@@ -236,7 +236,7 @@ async def chat(
         headers["Authorization"] = f"Bearer {api_key}"
     limits = limits or Limits.for_sampling(sampling)
     data = orjson.dumps(request_body(model, messages, sampling, stream))
-    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10)
+    timeout = request_timeout(timeout_s)
     started = time.monotonic()
     try:
         with transport_errors(url):

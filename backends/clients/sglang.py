@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 
 from gen_tui.backends.clients.base import ModelLimits, Progress, Request, Worker
-from gen_tui.backends.clients.http import HttpClient
+from gen_tui.backends.clients.http import JSON_HEADERS, HttpClient, request_timeout
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import (
     SERVER_INFO_BYTES,
@@ -117,7 +117,7 @@ async def _read_stream(
     texts: list[str] = []
     added = 0
     last: dict[str, Any] | None = None
-    chunks = pieces(response, limits, url, cap=None)
+    chunks = pieces(response, limits, url, cap=None, lines=True)
     async with aclosing(sse_events(chunks, limits.max_bytes)) as events:
         async for frame in events:
             if "error" in frame and "meta_info" not in frame:
@@ -169,14 +169,10 @@ async def generate(
     data = orjson.dumps(
         {"input_ids": input_ids, "sampling_params": sampling_params, "rid": rid, "stream": stream}
     )
-    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10)
     started = time.monotonic()
     with transport_errors(url):
         async with session.post(
-            f"{url}/generate",
-            data=data,
-            headers={"Content-Type": "application/json"},
-            timeout=timeout,
+            f"{url}/generate", data=data, headers=JSON_HEADERS, timeout=request_timeout(timeout_s)
         ) as response:
             if response.status != 200:
                 raw = await error_body(response, limits, url)
@@ -192,7 +188,7 @@ async def abort(session: aiohttp.ClientSession, url: str, rid: str) -> None:
         async with session.post(
             f"{url}/abort_request",
             data=orjson.dumps({"rid": rid, "abort_all": False}),
-            headers={"Content-Type": "application/json"},
+            headers=JSON_HEADERS,
             timeout=aiohttp.ClientTimeout(total=3),
         ) as response:
             await head(response)

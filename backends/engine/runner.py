@@ -8,9 +8,10 @@ run-wide reactions to what servers say: slow down on 429, pause on 402, stop on 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import secrets
 import time
-import uuid
 
 from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.answer_cap import AnswerCap
@@ -74,6 +75,11 @@ class RequestRunner(RunPart):
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
         self._rng = random.Random(run.config.seed)
+        self._rid_stem = secrets.token_hex(4)
+        self._rids = itertools.count()
+        """A request's rid ends in this run's random stem and a count: unique on a server
+        shared with other runs (SGLang refuses a rid already in flight), with no random
+        draw per request."""
 
     # servers
 
@@ -200,7 +206,7 @@ class RequestRunner(RunPart):
                 server = self._pick_server()
                 entry.started = time.monotonic()
                 entry.produced = 0
-                rid = f"{ds.name}/{prompt.sample_id}/{uuid.uuid4().hex[:12]}"
+                rid = f"{ds.name}/{prompt.sample_id}/{self._rid_stem}{next(self._rids):x}"
                 server.outstanding += 1
                 self.active[rid] = server
                 try:

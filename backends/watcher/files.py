@@ -80,9 +80,13 @@ def open_named(path: str) -> int:
 
     Raises FileNotFoundError when absent, BadFile (one line naming `path`), OSError.
     """
-    foreign = _foreign_link(path)
-    if foreign is not None:
-        raise BadFile(foreign)
+    foreign = foreign_link(path)
+    if foreign:
+        raise BadFile(
+            "refusing %s: %s is a link made by uid %d, not by you (uid %d), and would have "
+            "you read a file of their choosing; copy the file or make the link yourself"
+            % (path, foreign[0], foreign[1], os.geteuid())
+        )
     st = os.stat(path)
     if not is_regular(st.st_mode):
         raise BadFile(_not_regular(path, st.st_mode))
@@ -94,24 +98,28 @@ def open_named(path: str) -> int:
     return fd
 
 
-def _foreign_link(path: str) -> str | None:
-    """Why a link in `path` is not to be followed: another user made it (None: none did)."""
+def foreign_link(path: str) -> tuple:
+    """The first link in `path`, from the root down, that someone other than us or root
+    made: (that component, its owner's uid), or () when there is none.
+
+    Whoever made a link can re-point it at any time, so nothing reached through it (a
+    prompt file, a code or dataset folder) is what was checked. Parts that cannot be read
+    are passed over: whoever opens the path says why.
+    """
     me = os.geteuid()
     at = os.path.abspath(path)
-    while True:
-        try:
-            st = os.lstat(at)
-        except OSError:
-            st = None  # absent: the open says so
-        if st is not None and st.st_mode & _S_IFMT == 0o120000 and st.st_uid not in (me, 0):
-            return (
-                "refusing %s: %s is a link made by uid %d, not by you (uid %d), and would have "
-                "you read a file of their choosing; copy the file or make the link yourself"
-                % (path, at, st.st_uid, me)
-            )
-        if os.path.dirname(at) == at:
-            return None
+    chain = [at]
+    while os.path.dirname(at) != at:
         at = os.path.dirname(at)
+        chain.append(at)
+    for part in reversed(chain):
+        try:
+            st = os.lstat(part)
+        except OSError:
+            continue
+        if st.st_mode & _S_IFMT == 0o120000 and st.st_uid not in (me, 0):
+            return (part, st.st_uid)
+    return ()
 
 
 def _not_regular(path: str, mode: int) -> str:

@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
-from .files import _S_IFMT, _kind
+from .files import _S_IFMT, _kind, foreign_link
 
-SCRIPT_ENDINGS = (".py", ".sh", ".bash")
+SCRIPT_ENDINGS = (".py", ".sh", ".bash", ".pl", ".rb", ".js")
 """Words of a command line taken for scripts it runs (`python3 x.py`, `bash run.sh`)."""
+_INTERPRETER = re.compile(r"([a-zA-Z]+?)[0-9.]*")
+_CODE_IN_A_WORD = {
+    "python": ("-m", "-c"),
+    "pypy": ("-m", "-c"),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "Rscript": ("-e",),
+}
+for _shell in ("sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh"):
+    _CODE_IN_A_WORD[_shell] = ("-c",)
+"""Interpreters, by name without version, and the options that make them run code from a
+module or a word instead of a script. Otherwise their first word that is not an option is
+the script they run, whatever its name ends with (`perl gen`, `bash -e ./launch`)."""
 _S_IFLNK = 0o120000
 _S_IFDIR = 0o040000
 
@@ -101,14 +116,17 @@ def swap_problem(folder: str) -> str | None:
     """
     me = os.geteuid()
     path = os.path.abspath(folder)
+    foreign = foreign_link(path)  # the path as given: its links are someone's
+    if foreign:
+        return "%s is a symlink made by uid %d, not by you (uid %d)" % (*foreign, me)
     above = os.path.dirname(path)
     parents = [above]
     while os.path.dirname(above) != above:
         above = os.path.dirname(above)
         parents.append(above)
-    for above in [*reversed(parents), path]:  # the path as given: its links are someone's
+    for above in [*reversed(parents), path]:
         try:
-            link = os.lstat(above)
+            os.lstat(above)
         except FileNotFoundError:
             if above == path:
                 break  # made next, in a parent checked here
@@ -119,8 +137,6 @@ def swap_problem(folder: str) -> str | None:
             return "%s cannot be read (%s)" % (above, exc.strerror)
         except OSError as exc:
             return "%s cannot be read (%s)" % (above, exc.strerror)
-        if link.st_mode & _S_IFMT == _S_IFLNK and link.st_uid not in (me, 0):
-            return "%s is a symlink made by uid %d, not by you (uid %d)" % (above, link.st_uid, me)
     above = os.path.realpath(folder)
     while os.path.dirname(above) != above:
         above = os.path.dirname(above)
@@ -150,8 +166,10 @@ def code_folders(argv: list, cwd, environ) -> list:
     """The folders a start of `argv` in `cwd` (None: ours) with `environ` takes code from,
     besides the system's own: the working folder (first on sys.path for `-m` and `-c`, and
     relative paths), the program's folder (found on PATH as exec would, relative entries
-    against `cwd`), each script's folder (`.py`: sys.path[0]; `.sh`), each PYTHONPATH
-    entry (a relative one is relative to `cwd`), and a virtual environment's site-packages."""
+    against `cwd`), each script's folder (a word ending `.py` (sys.path[0]), `.sh`, `.pl`
+    ..., and an interpreter's first word that is not an option, whatever its name), each
+    PYTHONPATH entry (a relative one is relative to `cwd`), and a virtual environment's
+    site-packages."""
     base = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
     found = [base]
     program = argv[0] if argv else ""
@@ -162,6 +180,15 @@ def code_folders(argv: list, cwd, environ) -> list:
                 program = candidate
                 break
     scripts = [word for word in argv[1:] if word.endswith(SCRIPT_ENDINGS)]
+    named = _INTERPRETER.fullmatch(os.path.basename(program))
+    inline = _CODE_IN_A_WORD.get(named.group(1)) if named else None
+    if inline is not None:
+        for word in argv[1:]:
+            if word in inline:
+                break
+            if not word.startswith("-"):
+                scripts.append(word)
+                break
     for word in [program, *scripts] if "/" in program else scripts:
         found.append(os.path.dirname(os.path.normpath(os.path.join(base, word))))
     if "/" in program:

@@ -112,16 +112,35 @@ class Hostile:
         response.content_type = "text/event-stream" if stream else "application/json"
         await response.prepare(request)
         with contextlib.suppress(ConnectionError, RuntimeError):  # the client hung up
-            await self._attack(response, stream, openai)
+            await self._attack(response, stream, openai, answer)
         return response
 
-    async def _attack(self, response: web.StreamResponse, stream: bool, openai: bool) -> None:
+    async def _attack(
+        self,
+        response: web.StreamResponse,
+        stream: bool,
+        openai: bool,
+        answer: Callable[[bool], bytes],
+    ) -> None:
         mode = self.mode
         if mode == "drip":
             await response.write(b"data: {" if stream else b"{")
             for _ in range(3):
                 await asyncio.sleep(DRIP_S)
                 await response.write(b" ")
+            return
+        if mode == "fast_drip":  # a byte well inside the idle timeout, for ever
+            await response.write(b"data: {" if stream else b"{")
+            for _ in range(40):  # 3 s: a test of the old code ends, and fails
+                await asyncio.sleep(IDLE_S / 4)
+                await response.write(b'"')
+            return
+        if mode == "keep_alive":  # what an honest server sends while it generates
+            gap = b": OPENROUTER PROCESSING\n\n" if stream else b" "
+            for _ in range(8):
+                await response.write(gap)
+                await asyncio.sleep(IDLE_S / 3)
+            await response.write(answer(stream))
             return
         piece = CHUNK
         if mode == "huge_error":  # a 60 KB message, then 40 MB of the white space JSON allows
@@ -223,6 +242,39 @@ async def test_a_dripping_server_fails_at_the_idle_timeout(
     assert failure.reason == f"no byte for {IDLE_S:g} s from {hostile.url}"
     assert failure.retry and failure.counts
     assert asyncio.get_running_loop().time() - started < DRIP_S, "the slot was held"
+
+
+@BOTH
+async def test_a_byte_dripped_inside_the_idle_timeout_fails_once_the_body_is_late(
+    api: str, stream: bool, hostile: Hostile
+) -> None:
+    """Point 9's drip: a byte every quarter of the idle timeout never trips the silence
+    bound, yet the body (or the stream's line) must be whole one idle timeout after it
+    began, so the slot is let go then, not at the request timeout."""
+    hostile.mode = "fast_drip"
+    started = asyncio.get_running_loop().time()
+    failure, _ = await _attempt(api, stream, hostile.url)
+    held = asyncio.get_running_loop().time() - started
+    what = "stream line" if stream else "body"
+    assert failure.reason == f"{what} not whole {IDLE_S:g} s after it began, from {hostile.url}"
+    assert failure.retry and failure.counts
+    assert held < 4 * IDLE_S, f"the slot was held {held:.2f} s"
+
+
+@BOTH
+async def test_keep_alives_before_the_answer_are_not_a_drip(
+    api: str, stream: bool, hostile: Hostile
+) -> None:
+    """White space before a body, and whole comment lines in a stream, are what honest
+    servers send while they generate: for longer than the idle timeout in all, the answer
+    is still taken."""
+    hostile.mode = "keep_alive"
+    request = Request("A/1/x", "A", [{"role": "user", "content": "hi"}], [1, 2, 3])
+    started = asyncio.get_running_loop().time()
+    async with _client(api, stream) as client:
+        answer = await receive(client.generate(hostile.url, request), hostile.url)
+    assert answer.completion_tokens == 2
+    assert asyncio.get_running_loop().time() - started > 2 * IDLE_S
 
 
 @BOTH

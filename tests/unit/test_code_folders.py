@@ -30,6 +30,30 @@ def test_the_working_folder_each_script_folder_and_the_programs_folder() -> None
     assert code_folders(["python3", "s.py"], None, {"PATH": "/nowhere"})[0] == os.getcwd()
 
 
+def test_an_interpreters_script_whatever_its_name_ends_with() -> None:
+    """`perl gen`, `bash -e ./launch`, `python3 -u /opt/x/run`: the first word that is not
+    an option is the script; `-m`/`-c`/`-e` run code from a module or a word instead."""
+    env = {"PATH": "/nowhere"}
+    assert code_folders(["/usr/bin/perl", "/opt/jobs/gen", "-n", "4"], "/a", env) == [
+        "/a",
+        "/usr/bin",
+        "/opt/jobs",
+    ]
+    assert code_folders(["bash", "-e", "../jobs/launch", "x"], "/a/b", env) == ["/a/b", "/a/jobs"]
+    assert code_folders(["python3.11", "-u", "/opt/x/run", "/data/in"], "/a", env) == [
+        "/a",
+        "/opt/x",
+    ]
+    assert code_folders(["python3", "-m", "gen", "/opt/y/z"], "/a", env) == ["/a"]
+    assert code_folders(["perl", "-e", "print 1", "/opt/y/z"], "/a", env) == ["/a"]
+    assert code_folders(["/usr/bin/perl", "/opt/jobs/gen.pl"], "/a", env) == [
+        "/a",
+        "/usr/bin",
+        "/opt/jobs",
+    ]
+    assert code_folders(["/opt/tool", "/data/prompts"], "/a", env) == ["/a", "/opt"]
+
+
 def test_the_program_found_on_path_and_pythonpath_entries(tmp_path: Path) -> None:
     """A bare program is found on PATH as exec finds it (a relative entry against the
     working folder); PYTHONPATH entries count, relative ones against the working folder."""
