@@ -12,7 +12,7 @@ import asyncio
 import shutil
 import time
 
-from bench.common import CACHE, Table, prompts, publish, simulator, tokenizer, verdict
+from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
@@ -25,7 +25,7 @@ NEXT = "B3_sharegpt"
 async def one(
     url: str, mode: BudgetMode, budget: int, concurrency: int, count: int, pooled: bool
 ) -> dict:
-    output = CACHE / "out-precision" / f"{mode.value}{'-pooled' if pooled else ''}"
+    output = SCRATCH / "out-precision" / f"{mode.value}{'-pooled' if pooled else ''}"
     shutil.rmtree(output, ignore_errors=True)
     first: list[float] = []
     crossed: list[float] = []

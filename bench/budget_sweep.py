@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import budget_precision
-from bench.common import CACHE, Table, prompts, publish, simulator, verdict
+from bench.common import SCRATCH, Table, prompts, publish, simulator, verdict
 from bench.virtual_clock import run_virtual
 from gen_tui.backends.budget import BudgetMode
 from gen_tui.backends.clients.base import Request
@@ -128,7 +128,7 @@ async def history(cell: Cell, mode: BudgetMode, output: Path, seed: int) -> int:
 async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
     """(final tokens past the budget, seconds from the first dispatch to the budget) of one
     virtual run (after its history, for a resumed cell)."""
-    output = CACHE / "out-sweep" / f"{mode.value}-{os.getpid()}"
+    output = SCRATCH / "out-sweep" / f"{mode.value}-{os.getpid()}"  # one per pool worker
     shutil.rmtree(output, ignore_errors=True)
     before = 0 if cell.history is None else await history(cell, mode, output, seed)
     client, first = scripted_server(cell.mean, seed)

@@ -6,10 +6,12 @@ its own. Tables go to stdout and into BENCHMARKS.md between `<!-- bench:NAME -->
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +26,12 @@ from gen_tui.backends.demo import build_tokenizer, write_prompts
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "BENCHMARKS.md"
 CACHE = Path(user_cache_dir("gen-tui")) / "bench"
+"""Inputs made once and kept: the tokenizer, prompt files, record files to scan."""
+SCRATCH = CACHE / "runs" / str(os.getpid())
+"""What one bench process writes (the runs' output folders), removed when it exits: two
+benches at once (CI's smoke run beside a full one) once shared `out-scale/direct-1`, and
+the smoke run's clean start deleted the full run's folder under it."""
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
 

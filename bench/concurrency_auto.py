@@ -16,7 +16,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from bench.common import CACHE, Table, prompts, publish, simulator, tokenizer, verdict
+from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.snapshot import RunSnapshot
@@ -42,7 +42,7 @@ PROFILES = (
 
 async def one(url: str, concurrency: int | str, window: tuple[float, float]) -> tuple[float, str]:
     """(tokens a second written between window[0] and window[1] s, what the pool ended at)."""
-    output = CACHE / "out-concurrency-auto" / str(concurrency)
+    output = SCRATCH / "out-concurrency-auto" / str(concurrency)
     shutil.rmtree(output, ignore_errors=True)
     marks: list[tuple[float, int]] = []
     last: list[RunSnapshot] = []

@@ -14,7 +14,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.common import CACHE, ENV, GEN_TUI, Table, prompts, publish, simulator, tokenizer, verdict
+from bench.common import (
+    CACHE,
+    ENV,
+    GEN_TUI,
+    SCRATCH,
+    Table,
+    prompts,
+    publish,
+    simulator,
+    tokenizer,
+    verdict,
+)
 from gen_tui.backends.records import RAW_FILE
 
 TARGET = 1.2
@@ -54,12 +65,12 @@ def run(smoke: bool, write: bool) -> bool:
     results = {}
     with simulator("--slots", "1000", "--tokens-per-s", "1e9", "--default-mean", "64") as url:
         if not smoke:  # page cache and bytecode, so that the first run pays no extra
-            peak_rss(files[small], url, CACHE / "out-memory" / "warm-up", budget)
+            peak_rss(files[small], url, SCRATCH / "out-memory" / "warm-up", budget)
         for count, path in files.items():
-            results[count] = peak_rss(path, url, CACHE / "out-memory" / str(count), budget)
+            results[count] = peak_rss(path, url, SCRATCH / "out-memory" / str(count), budget)
             if results[count][2] >= small:
                 raise RuntimeError(f"the run used all {small:,} prompts: lower the budget")
-    shutil.rmtree(CACHE / "out-memory", ignore_errors=True)
+    shutil.rmtree(SCRATCH / "out-memory", ignore_errors=True)
     base = results[small][0]
     ratio = results[large][0] / base
     met = ratio <= TARGET

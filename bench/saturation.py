@@ -14,7 +14,7 @@ import asyncio
 import shutil
 import time
 
-from bench.common import CACHE, Table, prompts, publish, simulator, tokenizer, verdict
+from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.run_config import DatasetSpec, EngineConfig
 from gen_tui.backends.snapshot import RunSnapshot
@@ -27,7 +27,7 @@ TARGET = 0.98
 
 async def one(url: str, concurrency: int, count: int, mark: int) -> tuple[float, float, int]:
     """(seconds from first dispatch to `mark` tokens on disk, whole run's seconds, tokens)."""
-    output = CACHE / "out-saturation" / str(concurrency)
+    output = SCRATCH / "out-saturation" / str(concurrency)
     shutil.rmtree(output, ignore_errors=True)
     first: list[float] = []
     crossed: list[float] = []
