@@ -152,7 +152,8 @@ async def pieces(
         if fired is not None:
             task.cancel()
             return
-        due = waiting_since + idle if opened is None else min(opened, waiting_since) + idle
+        # a body or line opens before the wait that follows it: its bound comes first
+        due = (waiting_since if opened is None else opened) + idle
         handle = loop.call_at(due, watch)
 
     handle = loop.call_at(loop.time() + idle, watch)

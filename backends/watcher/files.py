@@ -22,6 +22,7 @@ from .names import MAX_DEPTH
 
 _S_IFMT = 0o170000
 _S_IFREG = 0o100000
+_S_IFLNK = 0o120000
 _KINDS = {0o140000: "a socket", 0o120000: "a symlink", 0o060000: "a block device"}
 _KINDS.update({0o040000: "a folder", 0o020000: "a character device", 0o010000: "a FIFO"})
 # O_NOFOLLOW and O_NONBLOCK exist on every POSIX system the watcher runs on.
@@ -98,6 +99,22 @@ def open_named(path: str) -> int:
     return fd
 
 
+def lineage(path: str) -> list:
+    """`path` made absolute and every folder above it, from the root down to it."""
+    at = os.path.abspath(path)
+    chain = [at]
+    while os.path.dirname(at) != at:
+        at = os.path.dirname(at)
+        chain.append(at)
+    return chain[::-1]
+
+
+def linked_by_another(st: os.stat_result) -> bool:
+    """Whether `st` (an lstat) is a link someone other than us or root made: they can
+    re-point it at any time."""
+    return st.st_mode & _S_IFMT == _S_IFLNK and st.st_uid not in (os.geteuid(), 0)
+
+
 def foreign_link(path: str) -> tuple:
     """The first link in `path`, from the root down, that someone other than us or root
     made: (that component, its owner's uid), or () when there is none.
@@ -106,18 +123,12 @@ def foreign_link(path: str) -> tuple:
     prompt file, a code or dataset folder) is what was checked. Parts that cannot be read
     are passed over: whoever opens the path says why.
     """
-    me = os.geteuid()
-    at = os.path.abspath(path)
-    chain = [at]
-    while os.path.dirname(at) != at:
-        at = os.path.dirname(at)
-        chain.append(at)
-    for part in reversed(chain):
+    for part in lineage(path):
         try:
             st = os.lstat(part)
         except OSError:
             continue
-        if st.st_mode & _S_IFMT == 0o120000 and st.st_uid not in (me, 0):
+        if linked_by_another(st):
             return (part, st.st_uid)
     return ()
 

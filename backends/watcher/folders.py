@@ -13,7 +13,7 @@ import glob
 import os
 import re
 
-from .files import _S_IFMT, _kind, foreign_link
+from .files import _S_IFMT, _kind, foreign_link, lineage, linked_by_another
 
 SCRIPT_ENDINGS = (".py", ".sh", ".bash", ".pl", ".rb", ".js")
 """Words of a command line taken for scripts it runs (`python3 x.py`, `bash run.sh`)."""
@@ -31,7 +31,6 @@ for _shell in ("sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh"):
 """Interpreters, by name without version, and the options that make them run code from a
 module or a word instead of a script. Otherwise their first word that is not an option is
 the script they run, whatever its name ends with (`perl gen`, `bash -e ./launch`)."""
-_S_IFLNK = 0o120000
 _S_IFDIR = 0o040000
 
 
@@ -58,7 +57,7 @@ def folder_problem(path: str) -> str | None:
         st = os.stat(path)
     except OSError as exc:
         return "cannot use %s (%s)" % (path, exc.strerror)
-    if link.st_mode & _S_IFMT == _S_IFLNK and link.st_uid not in (uid, 0):
+    if linked_by_another(link):
         return "refusing %s: it is a symlink made by uid %d, not by you (uid %d)" % (
             path,
             link.st_uid,
@@ -119,12 +118,7 @@ def swap_problem(folder: str) -> str | None:
     foreign = foreign_link(path)  # the path as given: its links are someone's
     if foreign:
         return "%s is a symlink made by uid %d, not by you (uid %d)" % (*foreign, me)
-    above = os.path.dirname(path)
-    parents = [above]
-    while os.path.dirname(above) != above:
-        above = os.path.dirname(above)
-        parents.append(above)
-    for above in [*reversed(parents), path]:
+    for above in lineage(path):
         try:
             os.lstat(above)
         except FileNotFoundError:
