@@ -26,7 +26,7 @@ from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dialogs.modals import ConfirmScreen
-from gen_tui.app.hosts import SHUTDOWN_GRACE_S, leaving_answers
+from gen_tui.app.host_links import SHUTDOWN_GRACE_S, leaving_answers
 
 LEAVE_MARGIN_S = 10.0
 """On its way out, the app waits for the runs it started up to their grace and this much."""

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 from textual.worker import Worker
 
-from gen_tui.backends.run_config import EngineConfig, EngineError
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, RunSnapshot
+from gen_tui.backends.config.run import EngineConfig, EngineError
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetSnapshot, RunSnapshot
 
 if TYPE_CHECKING:  # aiohttp: loaded in the engine's worker, not at startup
     from gen_tui.backends.engine import Engine

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
-    from gen_tui.backends.config import HostEntry
+    from gen_tui.backends.config.file import HostEntry
     from gen_tui.backends.hosts import Host
-    from gen_tui.backends.ssh import SSHOptions
+    from gen_tui.backends.hosts.ssh_target import SSHOptions
 
 
 class HostSource:
@@ -64,7 +64,7 @@ def ssh_options(
     """SSH client settings from the command line; None means what `ssh` itself would use."""
     if config_file is None and known_hosts is None and identity is None:
         return None
-    from gen_tui.backends.ssh import SSHOptions
+    from gen_tui.backends.hosts.ssh_target import SSHOptions
 
     return SSHOptions(
         config_files=(config_file,) if config_file else None,

@@ -15,7 +15,6 @@ other way through `Engine.threadsafe`. `transformers` is never imported on the U
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,10 +27,10 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
-from gen_tui.app.board import StaleWatch, humanize
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.dashboard.rules import StaleWatch, humanize
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dashboard.sources import Note, PanelSource
 from gen_tui.app.departure import Departure
@@ -43,12 +42,12 @@ from gen_tui.app.engine_run import (
     RunSource,
 )
 from gen_tui.app.heap import HeapSettler
+from gen_tui.app.host_links import HostLink
 from gen_tui.app.host_sources import HostSource
-from gen_tui.app.hosts import HostLink
 from gen_tui.app.tui_alerts import TuiAlerts
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
-from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.untrusted import clean, one_line
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
@@ -301,12 +300,3 @@ class GenTuiApp(App[int]):
             self.dashboard.leaving = True
         self.alerts.close()
         self.departure.unmounted()
-
-
-if __name__ == "__main__":  # `python -m gen_tui.app.tui --demo`, same as `gen-tui --demo`
-    from gen_tui.app.cli_parser import build_parser
-    from gen_tui.app.launch import main
-
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    raise SystemExit(main(build_parser().parse_args()))

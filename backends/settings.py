@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gen_tui.backends.counts import CountError, parse_count
+from gen_tui.backends.figures import CountError, parse_count
 
 DEFAULT_GRACE_S = 30.0
 """How long a stopped run drains its in-flight answers, and so how long `k` waits for it

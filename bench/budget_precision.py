@@ -13,10 +13,10 @@ import shutil
 import time
 
 from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
-from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
-from gen_tui.backends.snapshot import BudgetEvent, RunSnapshot
+from gen_tui.backends.progress.snapshot import BudgetEvent, RunSnapshot
 
 NAME = "B2_opencodeinstruct"
 NEXT = "B3_sharegpt"

@@ -28,15 +28,15 @@ from pathlib import Path
 from bench import budget_precision
 from bench.common import SCRATCH, Table, prompts, publish, simulator, verdict
 from bench.virtual_clock import run_virtual
-from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.clients.scripted import ScriptedClient
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.protocol import Generation
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.progress.snapshot import BudgetEvent
 from gen_tui.backends.settings import MAX_NEW_TOKENS_CAP
 from gen_tui.backends.sim.config import LengthProfile
-from gen_tui.backends.snapshot import BudgetEvent
 
 PROFILES = {"B1-like": 600.0, "B2-like": 3793.0}
 """The demo's B1 and B2 means; the simulator's lognormal with its default cv (0.95)."""

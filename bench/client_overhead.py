@@ -18,9 +18,9 @@ import time
 import aiohttp
 
 from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 
 CONCURRENCY = 150

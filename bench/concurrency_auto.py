@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 
 from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot
 
 TARGET = 0.97
 SEED = 150

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from bench.common import CACHE, Table, prompts, publish, tokenizer, verdict
 from gen_tui.backends.export.exporter import ExportOptions, export_run
-from gen_tui.backends.export.manifest import RunSetup, file_sha256, record_setup, template_sha256
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import RAW_FILE, Completion
+from gen_tui.backends.store.manifest import RunSetup, file_sha256, record_setup, template_sha256
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
+from gen_tui.backends.store.records import RAW_FILE, Completion
 from gen_tui.backends.tokenizer import encode_many, load_tokenizer
 
 

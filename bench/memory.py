@@ -26,7 +26,7 @@ from bench.common import (
     tokenizer,
     verdict,
 )
-from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.store.records import RAW_FILE
 
 TARGET = 1.2
 

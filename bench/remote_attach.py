@@ -22,8 +22,8 @@ from pathlib import Path
 from bench.common import CACHE, Table, publish, verdict
 from bench.resume_scan import make_file
 from gen_tui.backends.hosts import DatasetTotals, SSHHost
-from gen_tui.backends.records import RAW_FILE, scan_records
-from gen_tui.backends.ssh import connect
+from gen_tui.backends.hosts.connection import connect
+from gen_tui.backends.store.records import RAW_FILE, scan_records
 
 TARGET_S = 3.0
 Expected = dict[str, tuple[int, int]]

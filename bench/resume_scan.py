@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench.common import CACHE, Table, publish, verdict
-from gen_tui.backends.records import Completion, scan_records
+from gen_tui.backends.store.records import Completion, scan_records
 
 
 def make_file(megabytes: int, seed: int = 0) -> Path:

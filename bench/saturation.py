@@ -15,9 +15,9 @@ import shutil
 import time
 
 from bench.common import SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot
 
 SLOTS = 64
 RATE = 2000.0

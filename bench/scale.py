@@ -29,9 +29,9 @@ import psutil
 from bench.common import CACHE, SCRATCH, Table, prompts, publish, simulator, tokenizer, verdict
 from bench.cpu_share import CpuShare, describe
 from bench.phases import STEADY, Sample, cut
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, queued_concurrency
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig, queued_concurrency
-from gen_tui.backends.snapshot import BudgetEvent, RunSnapshot
+from gen_tui.backends.progress.snapshot import BudgetEvent, RunSnapshot
 from tests.support.router import router_problem, start_router
 
 SLOTS = 32

@@ -31,7 +31,7 @@ import psutil
 
 from bench.common import CACHE, ENV, GEN_TUI, ROOT, Table, prompts, publish, simulator, verdict
 from bench.common import tokenizer as bench_tokenizer
-from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.store.records import RAW_FILE
 
 MARK = "gen-tui keys"  # the help screen's title, in gen-tui and in the idle app
 CPU_TARGET = 0.10

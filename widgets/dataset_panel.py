@@ -18,10 +18,10 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gen_tui.backends import truncation
-from gen_tui.backends.budget import runs_out_at
-from gen_tui.backends.counts import format_count
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.budget.rules import runs_out_at
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress import truncation
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration
 

@@ -1,13 +1,13 @@
 """Formatting shared by the widgets and the headless display.
 
 It lives with the widgets because they need it and must not import the app; the headless
-display (`gen_tui.app.headless`) imports it from here.
+display (`gen_tui.app.cli.headless`) imports it from here.
 """
 
 from __future__ import annotations
 
-from gen_tui.backends.counts import format_count, format_dollars, format_duration
-from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.figures import format_count, format_dollars, format_duration
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import WorkerLoad, healthy_count
 from gen_tui.backends.untrusted import one_line

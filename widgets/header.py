@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from gen_tui.backends.counts import format_count
+from gen_tui.backends.figures import format_count
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_dollars
 

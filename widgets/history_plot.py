@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual_plotext import PlotextPlot
 
-from gen_tui.backends.history_series import DatasetHistory, TimeAxis, count_ticks
+from gen_tui.backends.store.history_series import DatasetHistory, TimeAxis, count_ticks
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_count
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gen_tui.backends import truncation
-from gen_tui.backends.budget import runs_out_at
-from gen_tui.backends.counts import format_count
-from gen_tui.backends.quality import Quality, length_label
-from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.budget.rules import runs_out_at
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress import truncation
+from gen_tui.backends.progress.quality import Quality, length_label
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import one_line
 
 BAR = "█"

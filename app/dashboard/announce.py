@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gen_tui.app.board import crossing_text
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
+from gen_tui.app.dashboard.rules import crossing_text
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
 
 Toast = Callable[[str, str], None]
 """(text, title): a budget toast."""

@@ -13,24 +13,17 @@ from dataclasses import dataclass, field
 
 from textual.worker import WorkerState
 
-from gen_tui.app.board import StaleWatch, names_title
-from gen_tui.app.dashboard.sources import (
-    Action,
-    Activity,
-    AskBudget,
-    Confirm,
-    Note,
-    PanelSource,
-    Peek,
-)
+from gen_tui.app.dashboard.rules import StaleWatch, names_title
+from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
-from gen_tui.app.headless import summary_line
-from gen_tui.backends.counts import format_count
-from gen_tui.backends.run_config import DatasetSpec, EngineError
-from gen_tui.backends.snapshot import RunSnapshot
-from gen_tui.backends.tails import (
+from gen_tui.backends.config.run import DatasetSpec, EngineError
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.progress.summary import summary_line
+from gen_tui.backends.store.tails import (
     HISTORY_TAIL_LINES,
+    Peek,
     Tail,
     history_spec,
     local_tail,

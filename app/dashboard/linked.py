@@ -1,6 +1,6 @@
 """Panels fed by host links: runs in other processes, on this machine or over SSH.
 
-Each link runs in its own thread (`gen_tui.app.hosts`); this source only reads what the
+Each link runs in its own thread (`gen_tui.app.host_links`); this source only reads what the
 links publish and sends them typed commands, so nothing here waits on a host.
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gen_tui.app.board import StaleWatch
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource, Peek
+from gen_tui.app.dashboard.rules import StaleWatch
+from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
-from gen_tui.app.host_sources import HostSource
-from gen_tui.app.hosts import (
+from gen_tui.app.host_links import (
     HostLink,
     Kill,
     Resume,
@@ -22,10 +21,11 @@ from gen_tui.app.hosts import (
     Shutdown,
     kill_question,
 )
-from gen_tui.backends.progress_file import ServerReport
-from gen_tui.backends.prompt_heads import PromptHeads
-from gen_tui.backends.snapshot import DatasetState
-from gen_tui.backends.tails import Tail
+from gen_tui.app.host_sources import HostSource
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.store.progress_file import ServerReport
+from gen_tui.backends.store.prompt_heads import PromptHeads
+from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
 

@@ -14,7 +14,7 @@ from textual.dom import DOMNode
 from textual.widget import Widget
 from textual.widgets import Label, RichLog, Static
 
-from gen_tui.app.board import Layout, panel_id
+from gen_tui.app.dashboard.rules import Layout, panel_id
 from gen_tui.backends.untrusted import clean
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.filter_bar import FilterBar

@@ -22,13 +22,13 @@ from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 
-from gen_tui.app.board import Layout, plan_layout
 from gen_tui.app.dashboard.controls import Controls
 from gen_tui.app.dashboard.filtering import PanelFilter
 from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
+from gen_tui.app.dashboard.rules import Layout, plan_layout
 from gen_tui.app.dashboard.sources import PanelSource
 from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
 from gen_tui.app.dashboard.viewers import Viewers

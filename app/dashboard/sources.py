@@ -12,13 +12,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
-from gen_tui.backends.prompt_heads import PromptHeads, prompt_heads
-from gen_tui.backends.snapshot import RunSnapshot
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.store.tails import Peek
 from gen_tui.widgets.dataset_panel import PanelView
 
 Action = Literal["kill", "resume"]
@@ -59,36 +57,6 @@ class AskBudget:
 
 Plan = Note | Confirm | AskBudget
 """What a key means for one dataset, decided by its source."""
-
-
-@dataclass(frozen=True)
-class Peek:
-    """How to read the end of a dataset's record file (`v`), of its run's log (`L`) and of
-    its history (`h`).
-
-    Both block (a disk read, an SSH round trip): the screens call them in thread workers.
-    `log` None: the run is this process's, whose log is the events pane.
-    """
-
-    records: Callable[[int], Tail]
-    log: Callable[[int], Tail] | None = None
-    tokenizer: str | None = None
-    """The run's tokenizer, to decode answers recorded as ids only (None: not known)."""
-    history: Callable[[], Tail] | None = None
-    """The end of the dataset's history.jsonl (`h`'s plots); None: not known."""
-    prompts: Path | None = None
-    """The dataset's prompt file on this machine (`v` shows each answer's prompt head)."""
-    no_prompts: str = ""
-    """Why `prompts` is None, said in place of the heads."""
-    heads: Callable[[Sequence[str]], PromptHeads] | None = None
-    """Looks the heads up where the prompt file is, for a run on another host (`prompts`
-    is then None): the watcher does it there."""
-
-    def prompt_heads(self, keys: Sequence[str]) -> PromptHeads:
-        """The prompt heads of the samples `keys`, wherever the prompt file is (blocks)."""
-        if self.heads is not None:
-            return self.heads(keys)
-        return prompt_heads(self.prompts, keys, self.no_prompts)
 
 
 @dataclass(frozen=True)

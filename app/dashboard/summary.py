@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gen_tui.app.dashboard.sources import Activity
-from gen_tui.backends.progress_file import ServerReport
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
 from gen_tui.widgets.header import HeaderView

@@ -15,11 +15,11 @@ from textual.binding import Binding
 
 from gen_tui.app.dashboard.board import Board
 from gen_tui.app.dashboard.keys import help_rows
-from gen_tui.app.dashboard.sources import Peek
 from gen_tui.app.dialogs.history import open_history
 from gen_tui.app.dialogs.modals import HelpScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
-from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
+from gen_tui.backends.store.tails import Peek
 from gen_tui.widgets.dataset_panel import DatasetPanel
 
 HELP_ABOUT = (

@@ -2,7 +2,7 @@
 budget line, and tok/s over time, followed while open.
 
 Why a screen of its own: at 80x24 the plots need the whole terminal. The points come from
-each dataset's history.jsonl (`backends/history.py`) through the same bounded path as `v`
+each dataset's history.jsonl (`backends/store/history.py`) through the same bounded path as `v`
 and `L`: the watcher's tail request, run on the machine that holds the file (this one, or
 a GPU box over SSH), which spreads at most HISTORY_TAIL_LINES points over the whole file, so
 a night fits the plot and only those points cross the link. The fetch runs in
@@ -20,9 +20,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Label
 
-from gen_tui.app.dashboard.sources import Peek
-from gen_tui.backends.history_series import DatasetHistory, summary
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.store.history_series import DatasetHistory, summary
+from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.history_plot import HistoryPlots, legend
 from gen_tui.widgets.key_line import KeyLine

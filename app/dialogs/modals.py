@@ -18,8 +18,8 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
-from gen_tui.backends.budget import runs_out_at
-from gen_tui.backends.counts import CountError, format_count, parse_count
+from gen_tui.backends.budget.rules import runs_out_at
+from gen_tui.backends.figures import CountError, format_count, parse_count
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.format import format_duration
 
@@ -234,7 +234,7 @@ class DatasetNameValidator(Validator):
     """A dataset name as every other part of gen-tui accepts it (`check_dataset_name`)."""
 
     def validate(self, value: str) -> ValidationResult:
-        from gen_tui.backends.prompts import DatasetNameError, check_dataset_name
+        from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name
 
         try:
             check_dataset_name(value)

@@ -23,11 +23,10 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Label, Static
 
-from gen_tui.app.dashboard.sources import Peek
-from gen_tui.backends.prompt_heads import PromptHeads
-from gen_tui.backends.samples import DEFAULT_SAMPLES, Sample, parse_samples
-from gen_tui.backends.snapshot import DatasetSnapshot
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
+from gen_tui.backends.store.prompt_heads import PromptHeads
+from gen_tui.backends.store.samples import DEFAULT_SAMPLES, Sample, parse_samples
+from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.quality_view import quality_text, seconds

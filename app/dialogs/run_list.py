@@ -20,14 +20,14 @@ from textual.screen import Screen
 from textual.widgets import Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
-from gen_tui.app.hosts import Kill, Resume, ResumeRun, kill_question
-from gen_tui.backends.counts import format_count
+from gen_tui.app.host_links import Kill, Resume, ResumeRun, kill_question
+from gen_tui.backends.figures import format_count
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
 
 if TYPE_CHECKING:
-    from gen_tui.app.hosts import HostLink
+    from gen_tui.app.host_links import HostLink
     from gen_tui.backends.hosts import RunProcess
 
 REFRESH_S = 1.0

@@ -10,7 +10,7 @@ from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import OpenAIClient
 from gen_tui.backends.clients.sglang import SGLangClient
-from gen_tui.backends.run_config import EngineConfig, resolve_api_key
+from gen_tui.backends.config.run import EngineConfig, resolve_api_key
 
 __all__ = ["InferenceClient", "OpenAIClient", "Request", "SGLangClient", "client_for"]
 

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol, Self
 
-from gen_tui.backends.protocol import Generation
+from gen_tui.backends.clients.results import Generation
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from gen_tui.backends.clients.http import HttpClient, request_timeout
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import models_limits
 from gen_tui.backends.clients.reasoning import reasoning_of
-from gen_tui.backends.protocol import (
+from gen_tui.backends.clients.results import (
     Generation,
     RequestFailed,
     json_body,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gen_tui.backends.protocol import RequestFailed, typed
+from gen_tui.backends.clients.results import RequestFailed, typed
 
 TEXT_FIELDS = ("reasoning_content", "reasoning")
 """Plain-text reasoning: SGLang's and vLLM's name, then OpenRouter's. Some servers send both

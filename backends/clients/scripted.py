@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gen_tui.backends.clients.base import InferenceClient, Progress, Request
-from gen_tui.backends.protocol import Generation
+from gen_tui.backends.clients.results import Generation
 
 Script = Callable[[str, Request], Generation | Awaitable[Generation]]
 StreamScript = Callable[[str, Request, Progress], Awaitable[Generation]]

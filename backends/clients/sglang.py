@@ -26,8 +26,7 @@ from gen_tui.backends.clients.models import (
     models_limits,
     positive_int,
 )
-from gen_tui.backends.clients.router import Routers
-from gen_tui.backends.protocol import (
+from gen_tui.backends.clients.results import (
     Aborted,
     Generation,
     RequestFailed,
@@ -38,6 +37,7 @@ from gen_tui.backends.protocol import (
     transport_errors,
     typed,
 )
+from gen_tui.backends.clients.router import Routers
 
 __all__ = [
     "Aborted",

@@ -8,9 +8,9 @@
 - `checks`: what a client's answer must be to become a record
 """
 
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.engine.checks import check_generation, receive
 from gen_tui.backends.engine.core import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
 
 __all__ = [
     "DatasetSpec",

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gen_tui.backends.budget import Budget, likely_end, room_for_one, share_total
+from gen_tui.backends.budget.rules import Budget, likely_end, room_for_one, share_total
+from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.run_config import DatasetSpec, EngineError
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 
 
 def settled_tokens(datasets: list[DatasetRun], now: float) -> dict[str, int]:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gen_tui.backends.config.run import queued_concurrency
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.run_config import queued_concurrency
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 START = 16

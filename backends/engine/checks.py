@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from gen_tui.backends.protocol import Generation, RequestFailed
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.untrusted import STORED_CHARS, truncate
 
 _INT = frozenset({int})

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gen_tui.backends.config.run import EngineConfig
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.signals import RunSignals
-from gen_tui.backends.run_config import EngineConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
-from gen_tui.backends.budget import InFlight
+from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
+from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
+from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.engine.dataset_progress import dataset_snapshot
 from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.report import Alert, Event, Reporter
 from gen_tui.backends.engine.runner import RequestRunner
@@ -34,13 +36,11 @@ from gen_tui.backends.engine.shutdown import Shutdown
 from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.engine.snapshots import dataset_snapshot
 from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.engine.tuning import AutoConcurrency
-from gen_tui.backends.export.manifest import template_sha256
-from gen_tui.backends.prompts import Prompt
-from gen_tui.backends.run_config import EngineConfig, EngineError
-from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
+from gen_tui.backends.store.manifest import template_sha256
+from gen_tui.backends.store.prompts import Prompt
 
 
 class Engine:

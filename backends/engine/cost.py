@@ -6,11 +6,11 @@ price per million tokens gives one; otherwise nothing is priced and nothing is s
 
 from __future__ import annotations
 
+from gen_tui.backends.clients.results import Generation
+from gen_tui.backends.config.run import EngineConfig
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.protocol import Generation
-from gen_tui.backends.run_config import EngineConfig
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 
 
 class CostMeter:

@@ -11,14 +11,15 @@ import time
 from collections import deque
 from pathlib import Path
 
-from gen_tui.backends.budget import Budget, BudgetMode, InFlight, length_model
-from gen_tui.backends.lock import DatasetLock
-from gen_tui.backends.prompts import Prompt
-from gen_tui.backends.quality import QualityWatch
-from gen_tui.backends.records import ERRORS_FILE, LOCK_FILE, RecordWriter
-from gen_tui.backends.run_config import DatasetSpec
-from gen_tui.backends.snapshot import DatasetState
-from gen_tui.backends.truncation import TruncationWatch
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model
+from gen_tui.backends.config.run import DatasetSpec
+from gen_tui.backends.progress.quality import QualityWatch
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.progress.truncation import TruncationWatch
+from gen_tui.backends.store.lock import DatasetLock
+from gen_tui.backends.store.prompts import Prompt
+from gen_tui.backends.store.records import ERRORS_FILE, LOCK_FILE, RecordWriter
 
 RATE_WINDOW_S = 60.0
 """The window a dataset's tokens/s and samples/s are measured over."""

@@ -15,11 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.clients.results import Generation
+from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
-from gen_tui.backends.prompts import Prompt, PromptProblem, count_lines, iter_prompts
-from gen_tui.backends.protocol import Generation
-from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.store.prompts import Prompt, PromptProblem, count_lines, iter_prompts
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
 BATCH = 32

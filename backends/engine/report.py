@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from gen_tui.backends.alerts import REPEAT_S, AlertEvent
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.snapshot import BudgetEvent
+from gen_tui.backends.progress.snapshot import BudgetEvent
 
 Event = Callable[[str, str], None]
 Alert = Callable[[AlertEvent, str], None]

@@ -14,18 +14,18 @@ import secrets
 import time
 
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.answer_cap import AnswerCap
-from gen_tui.backends.budget import InFlight
+from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.config.run import EngineError, queued_concurrency
+from gen_tui.backends.engine.answer_cap import AnswerCap
 from gen_tui.backends.engine.checks import receive
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.prompts import Prompt
-from gen_tui.backends.protocol import RequestFailed
-from gen_tui.backends.run_config import EngineError, queued_concurrency
+from gen_tui.backends.store.prompts import Prompt
 
 BACKOFF_CAP_S = 30.0
 ROUTER_WORKERS_NAMED = 8

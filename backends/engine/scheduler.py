@@ -8,11 +8,12 @@ budget, and the server never idles between datasets.
 
 from __future__ import annotations
 
-from gen_tui.backends.budget import BudgetMode, InFlight, may_dispatch
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import BudgetMode, may_dispatch
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 
 
 class Scheduler(RunPart):

@@ -15,7 +15,7 @@ from gen_tui.backends.aio import wait_event
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.runner import RequestRunner
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 
 
 class Shutdown(RunPart):

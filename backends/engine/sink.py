@@ -19,16 +19,18 @@ from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.budget import BudgetMode, length_model
+from gen_tui.backends.budget.rules import BudgetMode, length_model
+from gen_tui.backends.clients.results import Generation, RequestFailed
+from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.engine.views import RunViews
-from gen_tui.backends.export.manifest import RunSetup, file_sha256, public_url, record_setup
-from gen_tui.backends.lock import LockHeld
-from gen_tui.backends.prompts import NotARegularFile, Prompt
-from gen_tui.backends.protocol import Generation, RequestFailed
-from gen_tui.backends.records import (
+from gen_tui.backends.engine.view_files import RunViews
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.store.lock import LockHeld
+from gen_tui.backends.store.manifest import RunSetup, file_sha256, public_url, record_setup
+from gen_tui.backends.store.prompts import NotARegularFile, Prompt
+from gen_tui.backends.store.records import (
     RAW_FILE,
     BadFile,
     Completion,
@@ -40,8 +42,6 @@ from gen_tui.backends.records import (
     quarantine_torn_tail,
     scan_records,
 )
-from gen_tui.backends.run_config import EngineError
-from gen_tui.backends.snapshot import RunSnapshot
 
 FULL_NOTE_S = 60.0
 """A disk that fills again within this long of its last "full" notice gets a short one."""

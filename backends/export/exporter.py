@@ -22,15 +22,15 @@ from typing import Any, BinaryIO
 import orjson
 
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
-from gen_tui.backends.export.manifest import (
+from gen_tui.backends.store.manifest import (
     ManifestError,
     RunSetup,
     file_sha256,
     read_manifest,
     template_sha256,
 )
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import (
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
+from gen_tui.backends.store.records import (
     RAW_FILE,
     RecordFileError,
     open_records,

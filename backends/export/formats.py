@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.records import sample_key
+from gen_tui.backends.store.records import sample_key
 
 FORMATS = ("specforge", "sharegpt", "text")
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.export.manifest import ManifestError, RunSetup, read_manifest
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import (
+from gen_tui.backends.store.manifest import ManifestError, RunSetup, read_manifest
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
+from gen_tui.backends.store.records import (
     RAW_FILE,
     RecordFileError,
     open_records,

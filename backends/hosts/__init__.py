@@ -38,6 +38,7 @@ from gen_tui.backends.hosts.local import LocalHost
 from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey
 from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh import SSHHost
+from gen_tui.backends.hosts.ssh_target import SSHOptions
 from gen_tui.backends.hosts.start import START_SETTLE_S
 from gen_tui.backends.hosts.watch import (
     DatasetTotals,
@@ -48,7 +49,6 @@ from gen_tui.backends.hosts.watch import (
     WatchStatus,
 )
 from gen_tui.backends.settings import DEFAULT_GRACE_S
-from gen_tui.backends.ssh import SSHOptions
 from gen_tui.backends.watcher import LOG_DIR
 
 __all__ = [

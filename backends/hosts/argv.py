@@ -12,8 +12,8 @@ import posixpath
 from collections.abc import Sequence
 
 from gen_tui.backends import watcher
-from gen_tui.backends.server_url import plain_url
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_SERVER
+from gen_tui.backends.telemetry.server_url import plain_url
 
 TOKEN_FLAGS = ("--max-tokens-per-dataset", "--token-budget")
 SAMPLE_FLAGS = ("--max-samples",)

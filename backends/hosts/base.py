@@ -19,6 +19,7 @@ from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts.argv import template_argv
+from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.kill import (
     KillOutcome,
@@ -39,14 +40,14 @@ from gen_tui.backends.hosts.resume import (
     resume_log_path,
 )
 from gen_tui.backends.hosts.scripts import parse_sizes, sizes_script
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.start import START_SETTLE_S, StartSpec, start_run
 from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import LineSource, Watch
-from gen_tui.backends.prompt_heads import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES, PromptHeads
-from gen_tui.backends.prompts import check_dataset_name
 from gen_tui.backends.settings import DEFAULT_GRACE_S
-from gen_tui.backends.ssh import SSHError, describe
-from gen_tui.backends.tails import (
+from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES, PromptHeads
+from gen_tui.backends.store.prompts import check_dataset_name
+from gen_tui.backends.store.tails import (
     HISTORY_TAIL_LINES,
     Tail,
     history_spec,

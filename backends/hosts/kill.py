@@ -17,11 +17,12 @@ import asyncssh
 
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.argv import own_grace
+from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.ps import RunIdentity, owner_text
 from gen_tui.backends.hosts.scripts import VERDICTS, signal_script
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.watch import LineSource
-from gen_tui.backends.ssh import SSHError, describe
 
 KILL_WAIT_S = 10.0
 DRAIN_MARGIN_S = 5.0

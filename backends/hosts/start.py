@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gen_tui.backends.hosts.argv import exec_done
+from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import StartError
 from gen_tui.backends.hosts.ps import RunIdentity
-from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.hosts.ssh_target import SSHError
 
 if TYPE_CHECKING:
     from gen_tui.backends.hosts.base import Host

@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.kill import (
     KILL_WAIT_S,
     KillOutcome,
@@ -22,7 +23,7 @@ from gen_tui.backends.hosts.kill import (
 )
 from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.hosts.scripts import appended_script, parse_appended
-from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.hosts.ssh_target import SSHError
 
 if TYPE_CHECKING:
     from gen_tui.backends.hosts.base import Host

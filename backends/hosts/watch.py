@@ -19,10 +19,11 @@ import asyncssh
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import stop, within
+from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import RunError
-from gen_tui.backends.progress_file import ProgressFile, ServerReport
-from gen_tui.backends.prompts import check_dataset_name
-from gen_tui.backends.ssh import SSHError, describe
+from gen_tui.backends.hosts.ssh_target import SSHError
+from gen_tui.backends.store.progress_file import ProgressFile, ServerReport
+from gen_tui.backends.store.prompts import check_dataset_name
 from gen_tui.backends.telemetry.gpus import Gpu, parse_gpus
 from gen_tui.backends.telemetry.metrics import MetricsError, MetricsReader, ServerMetrics
 from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from gen_tui.backends.axes import ticks_past
-from gen_tui.backends.counts import format_count
+from gen_tui.backends.figures import format_count
 from gen_tui.backends.report.summary import LENGTH_BIN, DatasetReport
 from gen_tui.backends.report.table import COLUMNS, cells
 

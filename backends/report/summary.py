@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.budget import overshoot
-from gen_tui.backends.history import MAX_PROBLEMS, HistoryPoint, read_history
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.record_scan import record_lines
+from gen_tui.backends.budget.rules import overshoot
+from gen_tui.backends.store.history import MAX_PROBLEMS, HistoryPoint, read_history
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.record_scan import record_lines
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
     ERRORS_FILE,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gen_tui.backends.counts import format_count, format_dollars, format_duration
+from gen_tui.backends.figures import format_count, format_dollars, format_duration
 from gen_tui.backends.report.summary import DatasetReport
 
 COLUMNS = (

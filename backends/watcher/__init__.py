@@ -4,7 +4,7 @@ Why a program of its own: the GPU box may have nothing but a system Python 3.8 a
 and its record files hold hundreds of MB. So gen-tui sends the watcher's source over one SSH
 channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cross the
 network. The same source runs locally (as a subprocess of `sys.executable -`), and the package
-is importable, so the tests hold it to :func:`gen_tui.backends.records.scan_records`.
+is importable, so the tests hold it to :func:`gen_tui.backends.store.records.scan_records`.
 
 Why a package that ships as one text: each module holds one concern (file names, the
 counting rule, safe file access, locks, spread and plain tails, telemetry, the watch loop,

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import psutil
 
-from gen_tui.backends.ssh import SSHConnection, SSHError
+from gen_tui.backends.hosts.connection import SSHConnection
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.watcher import PYTHON_FLAGS as WATCHER
 from tests.support.sshd import Sshd
 

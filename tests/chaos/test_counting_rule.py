@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gen_tui.backends import watcher
-from gen_tui.backends.records import RAW_FILE, RecordFileError, scan_records
+from gen_tui.backends.store.records import RAW_FILE, RecordFileError, scan_records
 
 # Raw JSON text put where a sample id or a token count goes.
 HOSTILE = [

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from gen_tui.backends import watcher
-from gen_tui.backends.lock import DatasetLock
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.records import (
+from gen_tui.backends.store.lock import DatasetLock
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.records import (
     ERRORS_FILE,
     LOCK_FILE,
     PROGRESS_FILE,

@@ -16,7 +16,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen_tui.backends.counts import CountError, parse_count
+from gen_tui.backends.figures import CountError, parse_count
 
 from .conftest import Examples
 from .fuzzing import timed

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from gen_tui.backends.config import ConfigError, load_config
+from gen_tui.backends.config.file import ConfigError, load_config
 
 from .conftest import Examples
 from .fuzzing import hostile_names, mutate, timed

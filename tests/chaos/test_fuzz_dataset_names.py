@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 
 from gen_tui.backends import watcher
-from gen_tui.backends.prompts import DatasetNameError, check_dataset_name
+from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name
 
 from .conftest import Examples
 from .fuzzing import hostile_names

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen_tui.backends.prompts import Prompt, PromptProblem, iter_prompts, parse_prompt
+from gen_tui.backends.store.prompts import Prompt, PromptProblem, iter_prompts, parse_prompt
 
 from .conftest import Examples
 from .fuzzing import json_values, mutate, timed

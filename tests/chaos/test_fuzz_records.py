@@ -19,7 +19,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from gen_tui.backends import watcher
-from gen_tui.backends.records import RecordFileError, scan_records
+from gen_tui.backends.store.records import RecordFileError, scan_records
 
 from .conftest import Examples
 from .fuzzing import json_values, timed

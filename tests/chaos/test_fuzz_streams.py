@@ -25,8 +25,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from gen_tui.backends.clients import openai_api, sglang
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.engine import check_generation
-from gen_tui.backends.protocol import Generation, RequestFailed
 
 from .conftest import Examples
 

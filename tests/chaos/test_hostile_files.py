@@ -26,15 +26,15 @@ from pathlib import Path
 import pytest
 
 from gen_tui.backends import watcher
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.records import (
+from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.records import (
     LOCK_FILE,
     PROGRESS_FILE,
     RAW_FILE,
     scan_records,
 )
-from gen_tui.backends.snapshot import DatasetState
 from tests.support.polling import wait_until
 from tests.support.runs import AnyHost
 from tests.support.sshd import python38

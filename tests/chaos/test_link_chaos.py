@@ -50,7 +50,6 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import (
     KillOutcome,
     KillResult,
@@ -60,8 +59,9 @@ from gen_tui.backends.hosts import (
     RunProcess,
     SSHHost,
 )
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.ssh import SSHError
+from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.hosts.ssh_target import SSHError
+from gen_tui.backends.sim.demo import write_prompts
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, python38
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.hosts import KillResult, ResumeRefused, RunError, SSHHost
-from gen_tui.backends.ssh import Disconnected, SSHConnection
+from gen_tui.backends.hosts.connection import Disconnected, SSHConnection
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, python38
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.records import BadFile, prepare_dataset_folder
+from gen_tui.backends.store.records import BadFile, prepare_dataset_folder
 from tests.support.runs import finish, run_args, spawn
 from tests.support.users import OTHER_USER, ensure_user, folder_of
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.export.manifest import file_sha256
-from gen_tui.backends.prompts import NotARegularFile, count_lines, iter_prompts
+from gen_tui.backends.store.manifest import file_sha256
+from gen_tui.backends.store.prompts import NotARegularFile, count_lines, iter_prompts
 from tests.support.runs import finish, run_args, spawn
 
 

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 
 from gen_tui.backends import watcher
-from gen_tui.backends.config import ConfigError, load_config
-from gen_tui.backends.counts import CountError, parse_count
-from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.config.file import ConfigError, load_config
 from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig, EngineError
-from gen_tui.backends.prompts import DatasetNameError, check_dataset_name, discover_datasets
-from gen_tui.backends.records import RecordFileError, scan_records
+from gen_tui.backends.figures import CountError, parse_count
+from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
+from gen_tui.backends.store.records import RecordFileError, scan_records
 
 from .checker import FolderState, check_folder, prompt_ids
 from .procs import openai_stub
@@ -194,7 +194,7 @@ def test_write_prompts_is_what_prompt_ids_reads(tmp_path: Path) -> None:
 PARTIAL_WRITE = r"""
 import os, resource, signal, sys
 from pathlib import Path
-from gen_tui.backends.records import RecordWriter
+from gen_tui.backends.store.records import RecordWriter
 path = Path(sys.argv[1])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: EFBIG, not death
 writer = RecordWriter(path)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import RunSnapshot
 from tests.support.engine import make_config
 
 MEAN = 400
@@ -73,7 +73,7 @@ async def test_auto_settles_near_what_the_kv_cache_holds(
 
 
 def test_auto_is_a_concurrency_and_nothing_else_is(tmp_path: Path) -> None:
-    from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+    from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 
     base = dict(datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], output_dir=tmp_path)
     auto = EngineConfig(concurrency="auto", **base)  # type: ignore[arg-type]
@@ -85,8 +85,8 @@ def test_auto_is_a_concurrency_and_nothing_else_is(tmp_path: Path) -> None:
 
 
 def test_the_flag_and_the_config_file_take_auto(tmp_path: Path) -> None:
-    from gen_tui.app.cli import engine_config
-    from gen_tui.app.cli_parser import build_parser
+    from gen_tui.app.cli.main import engine_config
+    from gen_tui.app.cli.parser import build_parser
 
     prompts = tmp_path / "prompts"
     prompts.mkdir()

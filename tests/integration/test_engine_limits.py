@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import DatasetState
 from tests.support.engine import make_config, run
 from tests.support.records import progress, read_records, recount
 

@@ -36,7 +36,7 @@ async def test_batched_tokenizing_sends_each_prompts_own_ids_and_isolates_a_bad_
 ) -> None:
     """Prompts are tokenized 32 to a call; each must still get its own ids, and a prompt
     the chat template refuses must be named and skipped alone, not sink its batch."""
-    from gen_tui.backends.prompts import Prompt, iter_prompts
+    from gen_tui.backends.store.prompts import Prompt, iter_prompts
     from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 
     picky = tmp_path / "picky-tokenizer"

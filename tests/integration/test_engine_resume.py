@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.lock import DatasetLock
-from gen_tui.backends.run_config import EngineError
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.config.run import EngineError
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.store.lock import DatasetLock
 from tests.support.engine import make_config, run
 from tests.support.records import read_records, recount
 

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
+from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import Faults
-from gen_tui.backends.snapshot import DatasetState
 from tests.support.engine import make_config, run
 from tests.support.records import read_records, record_lines, recount
 

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.metrics import ENABLE_HINT
 from tests.support.engine import make_config, run
 from tests.support.polling import wait_until

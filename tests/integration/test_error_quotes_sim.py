@@ -20,9 +20,9 @@ from aiohttp import web
 
 from gen_tui.backends.clients import OpenAIClient, Request, SGLangClient
 from gen_tui.backends.clients.base import InferenceClient
+from gen_tui.backends.clients.results import RequestFailed
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.checks import receive
-from gen_tui.backends.protocol import RequestFailed
 from gen_tui.backends.sim import Faults
 from gen_tui.backends.sim.faults import HUGE_ERROR_CHARS
 from gen_tui.backends.untrusted import QUOTED_BODY_BYTES

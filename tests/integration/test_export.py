@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.records import sample_key
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
+from gen_tui.backends.store.records import sample_key
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 from tests.support.run_output import copy_run, gen_tui
 
@@ -156,7 +156,7 @@ def test_export_refuses_in_one_line_when_the_inputs_changed(
 def test_a_resume_with_another_setup_is_noted_and_the_same_one_is_not(
     finished_run: tuple[Path, Path], tmp_path: Path, tokenizer_dir: Path
 ) -> None:
-    from gen_tui.backends.export.manifest import RunSetup, read_manifest, record_setup
+    from gen_tui.backends.store.manifest import RunSetup, read_manifest, record_setup
 
     out = copy_run(finished_run, tmp_path)
     manifest = read_manifest(out / "A")

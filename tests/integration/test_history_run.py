@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.history import read_history
 from gen_tui.backends.sim import LengthProfile
+from gen_tui.backends.store.history import read_history
 from tests.support.polling import wait_until
 from tests.support.records import record_lines, recount
 from tests.support.runs import finish, run_args, spawn

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gen_tui.backends import watcher
-from gen_tui.backends.history import HistoryPoint
-from gen_tui.backends.history_series import DatasetHistory, summary
-from gen_tui.backends.tails import HISTORY_TAIL_LINES
+from gen_tui.backends.store.history import HistoryPoint
+from gen_tui.backends.store.history_series import DatasetHistory, summary
+from gen_tui.backends.store.tails import HISTORY_TAIL_LINES
 from tests.support.runs import AnyHost
 
 POINTS = 5000

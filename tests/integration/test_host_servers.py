@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.progress_file import ServerReport
+from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.store.progress_file import ServerReport
 from tests.support.load import busy
 from tests.support.polling import wait_until
 from tests.support.runs import AnyHost, standin_argv

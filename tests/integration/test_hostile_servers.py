@@ -23,9 +23,9 @@ from aiohttp import web
 from gen_tui.backends.clients import OpenAIClient, Request, SGLangClient
 from gen_tui.backends.clients.base import InferenceClient
 from gen_tui.backends.clients.limits import Limits, response_limit
+from gen_tui.backends.clients.results import RequestFailed
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.checks import receive
-from gen_tui.backends.protocol import RequestFailed
 from gen_tui.backends.untrusted import STORED_CHARS
 from tests.support.engine import make_config
 from tests.support.records import read_records

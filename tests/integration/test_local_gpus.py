@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.hosts import LocalHost
-from gen_tui.backends.monitor import HostMonitor
+from gen_tui.backends.hosts.monitor import HostMonitor
 from tests.support.engine import make_config, run
 from tests.support.gpus import write_nvidia_smi
 from tests.support.nvml import FakeGpu, fake_pynvml, installed

@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 from gen_tui.backends.hosts import KillResult
-from gen_tui.backends.monitor import HostMonitor, RateMeter, budget_from_argv
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.hosts.monitor import HostMonitor, RateMeter, budget_from_argv
+from gen_tui.backends.progress.snapshot import DatasetState
 from tests.support.polling import wait_until
 from tests.support.records import recount
 from tests.support.runs import AnyHost, alive, standin_argv

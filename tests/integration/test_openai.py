@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.protocol import retry_delay
-from gen_tui.backends.run_config import EngineError
+from gen_tui.backends.clients.results import retry_delay
+from gen_tui.backends.config.run import EngineError
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import Faults, LengthProfile
-from gen_tui.backends.snapshot import DatasetState
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
 from tests.support.runs import ENV, finish, run_args, spawn

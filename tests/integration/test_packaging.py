@@ -44,4 +44,4 @@ def test_wheel_holds_packages_styles_and_entry_point(tmp_path: Path) -> None:
     assert not any(name.startswith(("app/", "backends/", "widgets/", "tests/")) for name in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "gen-tui = gen_tui.app.cli:main" in text
+    assert "gen-tui = gen_tui.app.cli.main:main" in text

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from gen_tui.app.engine_run import ConfigSource, only_dataset
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import DatasetState, RunSnapshot
 from tests.support.engine import make_config, run
 from tests.support.polling import wait_until
 from tests.support.records import read_records, record_lines, recount

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.budget import BudgetMode
+from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import BudgetEvent, DatasetState
 from tests.support.engine import make_config
 from tests.support.records import progress, recount
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends import precise
-from gen_tui.backends.budget import BudgetMode, InFlight
+from gen_tui.backends.budget import precise
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.sim import LengthProfile
 from tests.support.engine import make_config, run
 from tests.support.records import read_records, recount

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.prompts import Prompt, iter_prompts
-from gen_tui.backends.run_config import EngineConfig, EngineError
+from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.settings import DEFAULT_MAX_PROMPT_TOKENS
+from gen_tui.backends.store.prompts import Prompt, iter_prompts
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
@@ -66,8 +66,8 @@ def test_the_cap_is_a_setting_with_a_checked_default() -> None:
 
 
 def test_the_new_flags_reach_the_engine(tmp_path: Path) -> None:
-    from gen_tui.app.cli import engine_config
-    from gen_tui.app.cli_parser import build_parser
+    from gen_tui.app.cli.main import engine_config
+    from gen_tui.app.cli.parser import build_parser
 
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "A.jsonl").write_text('{"prompt": "hi"}\n')

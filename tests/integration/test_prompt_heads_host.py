@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from gen_tui.backends import watcher
-from gen_tui.backends.prompt_heads import PROMPT_HEAD_CHARS
+from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS
 from tests.support.records import read_records
 from tests.support.runs import AnyHost
 

@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from gen_tui.backends import watcher
-from gen_tui.backends.prompt_heads import prompt_heads
-from gen_tui.backends.prompts import NotARegularFile, count_lines
+from gen_tui.backends.store.prompt_heads import prompt_heads
+from gen_tui.backends.store.prompts import NotARegularFile, count_lines
 from tests.support.runs import AnyHost
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ import pytest
 
 from gen_tui.backends import watcher
 from gen_tui.backends.engine import Engine, EngineError
-from gen_tui.backends.prompt_heads import prompt_heads
+from gen_tui.backends.store.prompt_heads import prompt_heads
 from tests.support.engine import make_config
 from tests.support.users import OTHER_USER, ensure_user, shared_folder
 

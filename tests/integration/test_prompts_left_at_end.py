@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.backends.store.progress_file import ProgressFile
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
 

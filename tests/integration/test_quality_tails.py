@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from gen_tui.backends import watcher
+from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.hosts.resume import resume_log_path
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.quality import LENGTH_EDGES
-from gen_tui.backends.samples import parse_samples
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.progress.quality import LENGTH_EDGES
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.samples import parse_samples
+from gen_tui.backends.store.tails import Tail
 from tests.support.polling import wait_until
 from tests.support.records import read_records
 

@@ -22,7 +22,7 @@ from aiohttp import web
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import chat
 from gen_tui.backends.clients.reasoning import reasoning_of
-from gen_tui.backends.protocol import RequestFailed
+from gen_tui.backends.clients.results import RequestFailed
 from gen_tui.backends.sim import OPENAI_REASONING, LengthProfile, SimConfig
 from gen_tui.backends.sim.cli import main as sim_main
 from gen_tui.backends.tokenizer import encode_text, encode_turn, load_tokenizer

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from gen_tui.backends.clients import Request, SGLangClient
-from gen_tui.backends.protocol import Aborted
+from gen_tui.backends.clients.results import Aborted
 from gen_tui.backends.sim import LengthProfile
 from tests.support.polling import wait_until
 

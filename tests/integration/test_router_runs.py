@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.lock import is_locked
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.sim.server import SimServer
+from gen_tui.backends.store.lock import is_locked
 from tests.support.polling import wait_until
 from tests.support.records import read_records, record_lines, recount
 from tests.support.runs import finish, run_args, spawn

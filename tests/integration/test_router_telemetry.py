@@ -14,8 +14,8 @@ import aiohttp
 import orjson
 
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics, parse_metrics
 from gen_tui.backends.telemetry.workers import WorkerLoad, healthy_count
 from tests.support.engine import make_config

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.monitor import HostMonitor
+from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.telemetry.workers import healthy_count
 from tests.support.load import busy
 from tests.support.polling import wait_until

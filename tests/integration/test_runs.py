@@ -33,11 +33,11 @@ from gen_tui.backends.hosts import (
     WatchStatus,
     resume_argv,
 )
-from gen_tui.backends.lock import DatasetLock, is_locked
-from gen_tui.backends.prompts import DatasetNameError
-from gen_tui.backends.records import RAW_FILE, scan_records
+from gen_tui.backends.hosts.connection import SSHConnection
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.ssh import SSHConnection
+from gen_tui.backends.store.lock import DatasetLock, is_locked
+from gen_tui.backends.store.prompts import DatasetNameError
+from gen_tui.backends.store.records import RAW_FILE, scan_records
 from tests.support.polling import wait_until
 from tests.support.records import progress, read_records, record_commands, record_lines, recount
 from tests.support.runs import AnyHost, alive, append_records, standin_argv

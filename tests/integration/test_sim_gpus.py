@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.hosts import LocalHost
-from gen_tui.backends.monitor import HostMonitor
+from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.sim.nvidia_smi import write_standin
 from tests.support.load import busy
 from tests.support.polling import wait_until

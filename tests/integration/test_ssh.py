@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.ssh import (
-    AuthError,
-    HostKeyError,
-    SSHConnection,
-    SSHError,
-    SSHOptions,
-    Target,
-    connect,
-)
+from gen_tui.backends.hosts.connection import AuthError, HostKeyError, SSHConnection, connect
+from gen_tui.backends.hosts.ssh_target import SSHError, SSHOptions, Target
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, keygen
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.ssh import HostKeyError, SSHOptions, connect
+from gen_tui.backends.hosts.connection import HostKeyError, connect
+from gen_tui.backends.hosts.ssh_target import SSHOptions
 from tests.support.sshd import Sshd
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gen_tui.backends.ssh import MAX_LINE_BYTES, OutputTooLarge, SSHConnection
+from gen_tui.backends.hosts.connection import MAX_LINE_BYTES, OutputTooLarge, SSHConnection
 from tests.support.sshd import Sshd
 
 BOUND = 1 << 20

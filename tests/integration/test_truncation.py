@@ -17,18 +17,18 @@ import pytest
 
 from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.clients.models import limits_from_models
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.hosts import LocalHost
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.progress.truncation import TruncationWatch, label, over
 from gen_tui.backends.settings import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_CAP
 from gen_tui.backends.sim import LengthProfile, SimConfig
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.store.progress_file import ProgressFile
 from gen_tui.backends.tokenizer import load_tokenizer
-from gen_tui.backends.truncation import TruncationWatch, label, over
 from gen_tui.widgets.dataset_panel import truncation_piece
 from tests.support.polling import wait_until
 from tests.support.records import progress, read_records

@@ -17,11 +17,11 @@ from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts import LocalHost
-from gen_tui.backends.monitor import HostMonitor
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.snapshot import DatasetSnapshot
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.records import RAW_FILE
 from gen_tui.widgets.dataset_panel import truncation_piece
 from gen_tui.widgets.quality_view import quality_text
 from tests.support.polling import wait_until

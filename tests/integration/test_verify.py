@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.records import seal
+from gen_tui.backends.store.records import seal
 from tests.support.run_output import copy_run, gen_tui
 
 Lines = list[bytes]

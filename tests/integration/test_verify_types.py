@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.export.manifest import RunSetup, record_setup
 from gen_tui.backends.export.verify import verify_dataset
-from gen_tui.backends.records import seal
+from gen_tui.backends.store.manifest import RunSetup, record_setup
+from gen_tui.backends.store.records import seal
 from tests.support.run_output import copy_run, gen_tui
 
 HOSTILE: list[Any] = [

@@ -20,8 +20,8 @@ import pytest
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts import DatasetTotals, LocalHost, WatchStatus
-from gen_tui.backends.lock import DatasetLock
-from gen_tui.backends.records import (
+from gen_tui.backends.store.lock import DatasetLock
+from gen_tui.backends.store.records import (
     RAW_FILE,
     Completion,
     quarantine_torn_tail,

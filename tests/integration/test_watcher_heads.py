@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from gen_tui.backends import watcher
-from gen_tui.backends.prompt_heads import PromptHeads
+from gen_tui.backends.store.prompt_heads import PromptHeads
 from tests.support.polling import wait_until
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts import RunIdentity, SSHHost
-from gen_tui.backends.monitor import HostMonitor
+from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.sim import SimServer
 from gen_tui.backends.telemetry.metrics import parse_metrics
 from tests.support.gpus import write_nvidia_smi

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
-from gen_tui.backends.snapshot import BudgetEvent, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
 
 
 def make_config(

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from gen_tui.backends.hosts import LocalHost, SSHHost
-from gen_tui.backends.records import RAW_FILE
+from gen_tui.backends.store.records import RAW_FILE
 
 AnyHost = LocalHost | SSHHost
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gen_tui.backends.ssh import SSHOptions
+from gen_tui.backends.hosts.ssh_target import SSHOptions
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 ALIAS = "gen-tui-test"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from gen_tui.app.board import StaleWatch
+from gen_tui.app.dashboard.rules import StaleWatch
 from gen_tui.app.dashboard.sources import Activity, PanelSource
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.widgets.dataset_panel import PanelView
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from textual.message import Message
 from textual.notifications import Notify
 
-from gen_tui.app.board import panel_id
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.sim import LengthProfile, SimConfig
-from gen_tui.backends.snapshot import DatasetSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
 
 SIZE = (80, 24)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gen_tui.app.launch import demo_app
+from gen_tui.app.cli.launch import demo_app
 from gen_tui.widgets.gpu_strip import GpuStrip
 from tests.support.polling import wait_until
 from tests.support.tui import SIZE

@@ -20,11 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gen_tui.app.cli.launch import demo_app, mark_owner, reap_demo_folders
 from gen_tui.app.demo_tui import STALE
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
-from gen_tui.app.hosts import Kill
-from gen_tui.app.launch import demo_app, mark_owner, reap_demo_folders
+from gen_tui.app.host_links import Kill
 from gen_tui.backends.hosts import RunIdentity
 from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until, wait_until_sync
@@ -125,7 +125,7 @@ class Terminal:
         self.tmux = ["tmux", "-S", str(tmp_path / f"tmux-{name}")]  # no socket left in /tmp
         self.tmp_path = tmp_path
         command = shlex.join(
-            ["env", f"TMPDIR={tmp_path}", sys.executable, "-m", "gen_tui.app.tui", "--demo"]
+            ["env", f"TMPDIR={tmp_path}", sys.executable, "-m", "gen_tui.app.cli", "--demo"]
         )
         subprocess.run(
             [*self.tmux, "new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", command],
@@ -137,7 +137,7 @@ class Terminal:
         ).stdout.split()[0]  # fmt: skip
         shell = psutil.Process(int(pane))
         self.app = next(
-            (p for p in (shell, *shell.children(recursive=True)) if "gen_tui.app.tui" in
+            (p for p in (shell, *shell.children(recursive=True)) if "gen_tui.app.cli" in
              " ".join(p.cmdline())),
             shell,
         )  # fmt: skip

@@ -7,8 +7,8 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual_plotext import PlotextPlot
 
-from gen_tui.backends.history import HistoryPoint
-from gen_tui.backends.history_series import DatasetHistory
+from gen_tui.backends.store.history import HistoryPoint
+from gen_tui.backends.store.history_series import DatasetHistory
 from gen_tui.widgets.history_plot import HistoryPlots
 from tests.support.tui import SIZE
 

@@ -9,8 +9,8 @@ from typing import Any
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.alerts import AlertConfig
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
-from gen_tui.backends.ssh import SSHOptions
+from gen_tui.backends.hosts.ssh_target import SSHOptions
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from tests.support.polling import wait_until
 from tests.support.static_source import StaticSnapshot
 

@@ -7,11 +7,11 @@ import gc
 import sys
 import types
 
-from gen_tui.app.board import StaleWatch, humanize, plan_layout
+from gen_tui.app.dashboard.rules import StaleWatch, humanize, plan_layout
 from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from tests.support.polling import wait_until
 from tests.support.tui import SIZE, Notes

@@ -16,9 +16,9 @@ from textual.widgets import Input
 from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile, SimConfig
-from gen_tui.backends.snapshot import DatasetState
 from gen_tui.widgets.dataset_panel import DatasetPanel, detail_parts
 from gen_tui.widgets.header import header_parts
 from tests.support.polling import wait_until

@@ -15,9 +15,9 @@ from gen_tui.app.dialogs.history import HistoryScreen
 from gen_tui.app.dialogs.modals import HelpScreen
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.counts import format_count
-from gen_tui.backends.history import HistoryPoint
-from gen_tui.backends.tails import HISTORY_TAIL_LINES
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.store.history import HistoryPoint
+from gen_tui.backends.store.tails import HISTORY_TAIL_LINES
 from gen_tui.widgets.history_plot import HistoryPlots
 from tests.support.polling import wait_until
 from tests.support.records import read_records

@@ -10,7 +10,7 @@ from textual.widgets import Static
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.ssh import SSHOptions
+from gen_tui.backends.hosts.ssh_target import SSHOptions
 from gen_tui.widgets.header import RunHeader
 from tests.support.polling import wait_until
 

@@ -15,14 +15,14 @@ from typing import Any
 
 from textual.widgets import Input
 
-from gen_tui.app.board import panel_id
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunIdentity, SSHHost
-from gen_tui.backends.records import RAW_FILE, scan_records
 from gen_tui.backends.sim import LengthProfile
+from gen_tui.backends.store.records import RAW_FILE, scan_records
 from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until
 from tests.support.records import recount

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gen_tui.app.launch import main
+from gen_tui.app.cli.launch import main
 from tests.support.polling import wait_until_sync
 
 
@@ -51,7 +51,7 @@ def test_main_with_a_bad_config_is_one_line_and_exit_2(
 def test_main_refuses_bad_flags_in_one_line(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gen_tui.app.cli_parser import build_parser
+    from gen_tui.app.cli.parser import build_parser
 
     code = main(build_parser().parse_args(argv))
     assert code in (1, 2)
@@ -62,7 +62,7 @@ def test_main_refuses_bad_flags_in_one_line(
 def test_the_window_does_not_wait_for_heavy_imports() -> None:
     """transformers, the engine's aiohttp and the SSH stack load in workers, not at startup."""
     code = (
-        "import sys, tempfile, pathlib; import gen_tui.app.cli, gen_tui.app.launch; "
+        "import sys, tempfile, pathlib; import gen_tui.app.cli.main, gen_tui.app.cli.launch; "
         "from gen_tui.app.demo_tui import DemoSource, stale_source; "
         "stale_source(DemoSource(pathlib.Path(tempfile.mkdtemp()))); "
         "print(sorted(m for m in ('transformers', 'aiohttp', 'asyncssh', 'psutil') "
@@ -77,7 +77,7 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
     """`gen-tui --demo` at 80x24 in tmux: panels come up, keys answer, q drains and exits."""
     session = f"gen-tui-test-{os.getpid()}"
     command = (
-        f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.tui --demo; echo EXIT=$?; sleep 30"
+        f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.cli --demo; echo EXIT=$?; sleep 30"
     )
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True
@@ -122,7 +122,7 @@ def test_demo_leaves_nothing_behind_when_its_terminal_dies(tmp_path: Path) -> No
     demo folder all go (SIGHUP), instead of an orphan spinning on a dead terminal."""
     socket = f"gen-tui-hup-{os.getpid()}"  # a private server: killing it touches nothing else
     tmux = ["tmux", "-L", socket]
-    command = f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.tui --demo"
+    command = f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.cli --demo"
     subprocess.run([*tmux, "new-session", "-d", "-s", "hup", "-x", "80", "-y", "24", command],
                    check=True)  # fmt: skip
     try:
@@ -161,7 +161,7 @@ def test_a_config_of_hosts_alone_watches_them(
     """A gen-tui.toml naming only `[[hosts]]` (a watcher's config, with their servers) opens
     the panel over those hosts, as `--host` does; it used to be refused for having no
     `[[datasets]]`, then for having no tokenizer (a new user's trial)."""
-    from gen_tui.app.tui import GenTuiApp
+    from gen_tui.app.cli import GenTuiApp
 
     out = tmp_path / "out"
     out.mkdir()

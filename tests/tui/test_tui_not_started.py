@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gen_tui.app.board import panel_id
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ResumeScreen
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 from tests.support.polling import wait_until
 from tests.support.runs import append_records
 from tests.support.tui import SIZE, badge, panel, snap

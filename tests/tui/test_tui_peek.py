@@ -15,8 +15,8 @@ from textual.widgets import Static
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.quality import QualityWatch
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.progress.quality import QualityWatch
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import LEFT_WIDTH, DatasetPanel, PanelView
 from tests.support.polling import wait_until
 from tests.support.records import read_records

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from gen_tui.app.dialogs.peek import SampleScreen
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.prompt_heads import PROMPT_HEAD_CHARS
+from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS
 from tests.support.polling import wait_until
 from tests.support.records import read_records
 from tests.support.tui import SIZE

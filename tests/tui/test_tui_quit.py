@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from gen_tui.app.cli.launch import demo_app
 from gen_tui.app.dialogs.modals import ConfirmScreen
-from gen_tui.app.launch import demo_app
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.header import HeaderView
 from tests.support.polling import wait_until

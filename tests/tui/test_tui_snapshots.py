@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gen_tui.app.board import panel_id
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from tests.support.static_source import StaticSnapshot
 

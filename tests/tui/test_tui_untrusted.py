@@ -18,16 +18,16 @@ from textual.content import Content
 from textual.widgets import Label, RichLog, Static
 from textual.widgets._toast import Toast
 
+from gen_tui.app.cli.launch import main
 from gen_tui.app.dashboard.sources import Confirm, Plan
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.engine_run import EngineEvent, HostedRun
+from gen_tui.app.host_links import kill_question
 from gen_tui.app.host_sources import HostSource
-from gen_tui.app.hosts import kill_question
-from gen_tui.app.launch import main
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunIdentity
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
 from gen_tui.widgets.header import HeaderView, RunHeader, header_parts
 from tests.support.polling import wait_until

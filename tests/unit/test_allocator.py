@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gen_tui.backends.budget import Budget
+from gen_tui.backends.budget.rules import Budget
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.allocator import Allocator, settled_tokens
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.signals import RunSignals
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
-from gen_tui.backends.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState
 
 
 def allocator(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.backends.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
+from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
 
 BASE = DatasetSnapshot(
     name="B2", state=DatasetState.ACTIVE, tokens=0, samples=0, max_tokens=10_000_000,

@@ -4,7 +4,7 @@ more) is said as reached, in the words a watched one gets, not as a bare final c
 from __future__ import annotations
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.backends.snapshot import BudgetEvent
+from gen_tui.backends.progress.snapshot import BudgetEvent
 
 
 def _announcer() -> tuple[BudgetAnnouncer, list[str]]:

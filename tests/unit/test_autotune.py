@@ -4,9 +4,9 @@ queue, honours max_running_requests, and climbs on the token rate without metric
 
 from __future__ import annotations
 
+from gen_tui.backends.config.run import queued_concurrency
 from gen_tui.backends.engine.autotune import ConcurrencyTuner
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.run_config import queued_concurrency
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 

@@ -3,9 +3,9 @@ look that changes nothing tells nothing."""
 
 from __future__ import annotations
 
+from gen_tui.backends.config.run import queued_concurrency
 from gen_tui.backends.engine.autotune import ConcurrencyTuner
 from gen_tui.backends.engine.slots import SlotPool
-from gen_tui.backends.run_config import queued_concurrency
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gen_tui.backends.axes import ticks_past, ticks_within
-from gen_tui.backends.history import HistoryPoint
-from gen_tui.backends.history_series import DatasetHistory, TimeAxis
+from gen_tui.backends.store.history import HistoryPoint
+from gen_tui.backends.store.history_series import DatasetHistory, TimeAxis
 
 
 @pytest.mark.parametrize(

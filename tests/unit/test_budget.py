@@ -1,6 +1,6 @@
 import pytest
 
-from gen_tui.backends.budget import (
+from gen_tui.backends.budget.rules import (
     TAPER_Z,
     Budget,
     BudgetMode,

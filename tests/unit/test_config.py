@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.app.cli import engine_config
-from gen_tui.app.cli_parser import build_parser
-from gen_tui.backends.budget import BudgetMode
-from gen_tui.backends.config import ConfigError, load_config
-from gen_tui.backends.run_config import EngineConfig, EngineError, resolve_api_key
+from gen_tui.app.cli.main import engine_config
+from gen_tui.app.cli.parser import build_parser
+from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.config.file import ConfigError, load_config
+from gen_tui.backends.config.run import EngineConfig, EngineError, resolve_api_key
 
 
 def _config(tmp_path: Path, text: str) -> Path:

@@ -1,6 +1,6 @@
 import pytest
 
-from gen_tui.backends.counts import CountError, format_count, parse_count
+from gen_tui.backends.figures import CountError, format_count, parse_count
 
 
 @pytest.mark.parametrize(

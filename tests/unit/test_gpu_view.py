@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gen_tui.app.dashboard.sources import Activity
 from gen_tui.app.dashboard.summary import gpu_view
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.widgets.gpu_strip import GpuLine, compact_line
 

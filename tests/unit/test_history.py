@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends import history
-from gen_tui.backends.history import (
+from gen_tui.backends.store import history
+from gen_tui.backends.store.history import (
     HISTORY_EVERY_S,
     HistoryPoint,
     HistoryWriter,

@@ -3,9 +3,9 @@ whether older points were left behind, the time axis, the ticks and the summary 
 
 from __future__ import annotations
 
-from gen_tui.backends.history import HistoryPoint, parse_history_lines
-from gen_tui.backends.history_series import DatasetHistory, TimeAxis, count_ticks, summary
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.store.history import HistoryPoint, parse_history_lines
+from gen_tui.backends.store.history_series import DatasetHistory, TimeAxis, count_ticks, summary
+from gen_tui.backends.store.tails import Tail
 
 T0 = 1_700_000_000.0
 

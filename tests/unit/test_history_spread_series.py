@@ -4,9 +4,9 @@ saying how many points the shown ones stand for."""
 
 from __future__ import annotations
 
-from gen_tui.backends.history import HistoryPoint
-from gen_tui.backends.history_series import DatasetHistory, summary
-from gen_tui.backends.tails import Tail
+from gen_tui.backends.store.history import HistoryPoint
+from gen_tui.backends.store.history_series import DatasetHistory, summary
+from gen_tui.backends.store.tails import Tail
 
 T0 = 1_700_000_000.0
 

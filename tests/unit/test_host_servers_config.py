@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app.host_sources import sources_from_config
-from gen_tui.backends.config import ConfigError, load_config
-from gen_tui.backends.server_url import MAX_HOST_SERVERS
+from gen_tui.backends.config.file import ConfigError, load_config
+from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS
 
 
 def _load(tmp_path: Path, servers: str) -> Path:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from gen_tui.backends.budget import Budget, BudgetMode, InFlight, may_dispatch
-from gen_tui.backends.lengths import SurvivalModel, bin_edges
+from gen_tui.backends.budget.lengths import InFlight, SurvivalModel, bin_edges
+from gen_tui.backends.budget.rules import Budget, BudgetMode, may_dispatch
 
 
 def seen(cap: int, lengths: list[int]) -> SurvivalModel:

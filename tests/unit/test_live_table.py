@@ -8,8 +8,8 @@ import re
 import pytest
 from rich.console import Console
 
-from gen_tui.app.live_table import live_table, shorten
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.app.cli.live_table import live_table, shorten
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 
 NAMES = [
     "B1_glaive",

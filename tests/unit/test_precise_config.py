@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.app.cli import build_parser, engine_config
-from gen_tui.backends.budget import BudgetMode
-from gen_tui.backends.demo import write_prompts
-from gen_tui.backends.progress_file import ProgressFile
+from gen_tui.app.cli.main import build_parser, engine_config
+from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.store.progress_file import ProgressFile
 
 
 def test_the_flag_and_the_config_file_take_precise(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ import random
 
 import pytest
 
-from gen_tui.backends.budget import Budget, BudgetMode, InFlight, length_model, may_dispatch
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model, may_dispatch
 from gen_tui.backends.sim.config import LengthProfile
 
 CAP = 32_768

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.progress_file import ProgressFile, ServerReport
-from gen_tui.backends.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.store.progress_file import ProgressFile, ServerReport
 
 
 def snapshot(name: str = "B1", **changes: Any) -> DatasetSnapshot:

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import orjson
 
-from gen_tui.backends.progress_file import MAX_SERVERS, ProgressFile, ServerReport
-from gen_tui.backends.snapshot import PROGRESS_VERSION, DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import (
+    PROGRESS_VERSION,
+    DatasetSnapshot,
+    DatasetState,
+    RunSnapshot,
+)
+from gen_tui.backends.store.progress_file import MAX_SERVERS, ProgressFile, ServerReport
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 LOAD = ServerMetrics(

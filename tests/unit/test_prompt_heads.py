@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from gen_tui.backends.prompt_heads import PROMPT_HEAD_CHARS, head_of, prompt_heads
+from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS, head_of, prompt_heads
 
 
 def write(path: Path, *lines: dict | bytes) -> Path:

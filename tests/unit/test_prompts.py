@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.prompts import (
+from gen_tui.backends.store.prompts import (
     DatasetNameError,
     Prompt,
     PromptProblem,

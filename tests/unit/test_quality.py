@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_preview
-from gen_tui.backends.budget import runs_out_at
-from gen_tui.backends.progress_file import ProgressFile
-from gen_tui.backends.prompts import count_lines
-from gen_tui.backends.quality import (
+from gen_tui.backends.budget.rules import runs_out_at
+from gen_tui.backends.progress.quality import (
     LATENCY_EDGES,
     LENGTH_EDGES,
     MAX_ERROR_KINDS,
@@ -24,6 +22,8 @@ from gen_tui.backends.quality import (
     QualityWatch,
     length_label,
 )
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.prompts import count_lines
 
 
 def test_answers_fill_the_reason_mix_the_length_buckets_and_the_latency_quantiles() -> None:

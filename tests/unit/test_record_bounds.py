@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gen_tui.backends import record_scan
-from gen_tui.backends.records import (
+from gen_tui.backends.store import record_scan
+from gen_tui.backends.store.records import (
     RecordFileError,
     quarantine_torn_tail,
     record_lines,

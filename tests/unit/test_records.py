@@ -3,7 +3,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gen_tui.backends.records import (
+from gen_tui.backends.store.records import (
     Completion,
     RecordFileError,
     RecordWriter,
@@ -155,7 +155,7 @@ def test_fast_scan_does_not_accept_a_damaged_line(tmp_path: Path) -> None:
 
 
 def test_a_record_carries_a_crc32_of_its_bytes_that_catches_a_flipped_digit() -> None:
-    from gen_tui.backends.records import Completion, seal_problem, sealed
+    from gen_tui.backends.store.records import Completion, seal_problem, sealed
 
     line = Completion("s1", 3, 5, "stop", [101, 202, 303], text="hi").to_line()
     assert sealed(line) and seal_problem(line) is None

@@ -8,11 +8,11 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
-from gen_tui.backends.history import HistoryPoint
 from gen_tui.backends.report import summarize
 from gen_tui.backends.report.html import render
 from gen_tui.backends.report.summary import LogHistogram
 from gen_tui.backends.report.table import COLUMNS, cells, text_table
+from gen_tui.backends.store.history import HistoryPoint
 
 T0 = 1_800_000_000.0
 HOSTILE = '<img src=x onerror="alert(1)">'

@@ -4,9 +4,9 @@ columns, a worker that is down saying so."""
 
 from __future__ import annotations
 
-from gen_tui.app.headless import server_lines
-from gen_tui.backends.progress_file import ProgressFile, ServerReport, merge_writer_reports
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.app.cli.headless import server_lines
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.store.progress_file import ProgressFile, ServerReport, merge_writer_reports
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import (
     MAX_WORKERS_READ,

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.budget import Budget, BudgetMode, InFlight
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import Budget, BudgetMode
 from gen_tui.backends.clients import OpenAIClient, SGLangClient, client_for
 from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.clients.scripted import ScriptedClient, answer
-from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.context import RunContext
@@ -24,10 +26,9 @@ from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.signals import RunSignals
-from gen_tui.backends.prompts import Prompt
-from gen_tui.backends.protocol import Generation
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig, EngineError
-from gen_tui.backends.snapshot import DatasetState, RunSnapshot
+from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
+from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.store.prompts import Prompt
 from tests.support.records import recount
 
 URL = "http://scripted"

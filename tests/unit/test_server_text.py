@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from gen_tui.app.headless import HeadlessDisplay, server_lines
-from gen_tui.app.live_table import live_table
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.app.cli.headless import HeadlessDisplay, server_lines
+from gen_tui.app.cli.live_table import live_table
+from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.widgets.format import server_text
 from gen_tui.widgets.server_strip import MAX_LINES, ServerLine, strip_lines

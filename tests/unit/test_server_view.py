@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from gen_tui.app.dashboard.sources import Activity
 from gen_tui.app.dashboard.summary import server_view
-from gen_tui.backends.progress_file import ServerReport
-from gen_tui.backends.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.widgets.server_strip import ServerLine
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gen_tui.backends.budget import BudgetMode, InFlight
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.base import Progress, Request
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient, stream
-from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.protocol import Generation, RequestFailed
-from gen_tui.backends.run_config import DatasetSpec, EngineConfig
+from gen_tui.backends.sim.demo import write_prompts
 from tests.support.polling import wait_until
 from tests.support.records import recount
 

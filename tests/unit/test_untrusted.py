@@ -38,7 +38,7 @@ def test_size_is_bounded_and_the_cut_said() -> None:
 def test_the_headless_log_shows_a_hostile_server_message_as_one_plain_line() -> None:
     import io
 
-    from gen_tui.app.headless import HeadlessDisplay
+    from gen_tui.app.cli.headless import HeadlessDisplay
 
     stream = io.StringIO()
     display = HeadlessDisplay(stream)

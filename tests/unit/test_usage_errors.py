@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.app.cli import main
+from gen_tui.app.cli.main import main
 from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
 
 

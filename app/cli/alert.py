@@ -1,0 +1,104 @@
+"""`gen-tui alert --test`, and the alerts of a headless `gen-tui run`.
+
+The alerts are configured in the TOML's `[alerts]` table (see backends/alerts.py); a run
+started with `--config FILE` sends them, and `gen-tui alert --test` checks that they arrive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent
+from gen_tui.backends.config.file import ConfigError, load_config
+
+TEST_WAIT_S = 30.0
+"""How long `alert --test` waits for every URL to answer (apprise's own timeouts are less)."""
+
+
+def add_alert(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    alert = commands.add_parser(
+        "alert",
+        help="send a test alert to the [alerts] URLs of a config",
+        description="Alerts go to the apprise URLs in the config's [alerts] table (urls = "
+        '["ntfy://topic", ...], events = ["budget", "stale", "failed", "credits", '
+        '"disk_full", "host_lost", "ended"]). --test sends one now.',
+    )
+    alert.add_argument("--test", action="store_true", required=True, help="send a test alert")
+    alert.add_argument(
+        "--config",
+        type=Path,
+        dest="alert_config",
+        help="the TOML with [alerts] (default ./gen-tui.toml, then the user config)",
+    )
+
+
+def alert_main(args: argparse.Namespace) -> int:
+    from gen_tui.backends.config.file import find_config
+
+    path = args.alert_config or find_config()
+    if path is None:
+        print(
+            "gen-tui: error: no config: give --config FILE with an [alerts] table", file=sys.stderr
+        )
+        return EXIT_USAGE
+    try:
+        alerts = load_config(path).alerts
+    except ConfigError as exc:
+        print(f"gen-tui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not alerts.urls:
+        print(f"gen-tui: error: {path} has no [alerts] urls", file=sys.stderr)
+        return EXIT_USAGE
+    said: list[str] = []
+    alerter = Alerter(alerts, on_failure=said.append)
+    future = alerter.send(
+        AlertEvent.TEST,
+        f"gen-tui on {socket.gethostname()}: test",
+        "a test alert from gen-tui alert --test: alerts reach you",
+    )
+    assert future is not None
+    ok = future.result(timeout=TEST_WAIT_S)
+    alerter.close()
+    if not ok:
+        print(f"gen-tui: error: {said[0] if said else 'the alert was not sent'}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"sent a test alert to {len(alerts.urls)} URL(s)")
+    return EXIT_OK
+
+
+def alerts_of(config: Path | None) -> AlertConfig:
+    """The `[alerts]` of a run's --config (none without one). Raises ConfigError."""
+    return load_config(config).alerts if config is not None else AlertConfig()
+
+
+Say = Callable[[str, str], None]
+"""(level, message): a line in the run's log."""
+
+
+class RunAlerts:
+    """The alerts of one headless run: engine events in, apprise out, failures to the log."""
+
+    def __init__(self, config: AlertConfig, say: Say) -> None:
+        self._say = say
+        self._loop = asyncio.get_running_loop()
+        self._host = socket.gethostname()
+        self.alerter = Alerter(config, on_failure=self._failed)
+
+    def _failed(self, message: str) -> None:
+        try:  # said on the run's loop, like every other event
+            self._loop.call_soon_threadsafe(self._say, "warning", message)
+        except RuntimeError:  # the loop is closed: the run is over
+            print(f"gen-tui: warning: {message}", file=sys.stderr, flush=True)
+
+    def __call__(self, event: AlertEvent, message: str) -> None:
+        self.alerter.send(event, f"gen-tui on {self._host}: {event}", message)
+
+    async def close(self) -> None:
+        """Let the last alerts (the run's end) go out, off the loop."""
+        await asyncio.to_thread(self.alerter.close)

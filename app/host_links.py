@@ -1,0 +1,344 @@
+"""Hosts in the app: a :class:`HostMonitor` per host, each in its own worker thread and loop.
+
+The UI thread reads a link's monitor (its attributes are replaced whole, never mutated) and
+its per-dataset `busy`/`countdown`/`outcome` dicts (likewise), and sends typed commands
+(:class:`Kill`, :class:`Resume`, :class:`ResumeRun`, :class:`Shutdown`) through
+:meth:`HostLink.send`; a kill or a start never waits on the UI loop, and a slow or dropped
+SSH link never blocks a key. Only the link writes its state: `send` marks a command's
+datasets busy itself, under the same lock as the link's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from gen_tui.app.host_sources import HostSource
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.untrusted import one_line
+
+if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
+    from gen_tui.backends.hosts import Host, KillOutcome, RunIdentity, RunProcess
+    from gen_tui.backends.hosts.monitor import HostMonitor
+
+SHUTDOWN_GRACE_S = 5.0
+"""How long a process the app itself started gets to drain when the app exits."""
+
+T = TypeVar("T")
+
+Say = Callable[["HostLink", str, str], None]
+"""(link, severity, text): something the user should read, called from the link's thread."""
+
+
+def leaving_answers(links: Sequence[HostLink]) -> int:
+    """Answers in flight in the datasets of `links`, as last seen (what quitting drains)."""
+    now, answers = time.monotonic(), 0
+    for link in links:
+        monitor = link.monitor
+        for name in link.datasets if monitor is not None else ():
+            snap = monitor.snapshot(name, now) if monitor is not None else None
+            answers += snap.inflight if snap is not None else 0
+    return answers
+
+
+# ---- what the UI asks of a link ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Stop the process `identity` (SIGTERM, drain, SIGKILL).
+
+    `datasets` show as busy from the moment the command is sent (the dashboard's panels);
+    empty from the run list, which shows the countdown once the link has it.
+    """
+
+    identity: RunIdentity
+    datasets: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        return "SIGTERM sent"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Start `dataset` again as a new detached process with a new budget."""
+
+    dataset: str
+    tokens: int | None
+    samples: int | None
+    mark_busy: bool = False
+    """Show the dataset as starting from the moment the command is sent (its panel)."""
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return (self.dataset,) if self.mark_busy else ()
+
+    @property
+    def note(self) -> str:
+        return f"starting again to {format_count(self.tokens or 0)}"
+
+
+@dataclass(frozen=True)
+class ResumeRun:
+    """Start an ended run's command again, as launched, with a new token budget."""
+
+    run: RunProcess
+    tokens: int | None
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Close the link (stopping the runs it started itself, if its source owns them)."""
+
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
+
+
+Command = Kill | Resume | ResumeRun | Shutdown
+
+
+def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
+    """The kill confirmation's text for a process on a host (`none`: when it names none).
+
+    The command line is the process's own, whoever started it: one line, its control
+    characters made visible, so what the dialog shows is what the kill would stop.
+    """
+    from gen_tui.backends.hosts import kill_wait
+
+    return (
+        f"Stop pid {identity.pid} on {one_line(identity.host, 200)}?\n"
+        f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"
+        f"Command: {one_line(identity.command, 500)}\n"
+        f"SIGTERM to its process group: it drains in-flight requests; SIGKILL if it is "
+        f"still there after {kill_wait(identity.cmdline, grace_s):g} s. "
+        "Completed responses are kept."
+    )
+
+
+class HostLink:
+    """One host as the UI sees it (see the module docstring)."""
+
+    def __init__(self, source: HostSource, say: Say | None = None) -> None:
+        self.source = source
+        self.say = say
+        self.grace_s = source.grace_s
+        self.label = source.label
+        self.monitor: HostMonitor | None = None
+        self.busy: dict[str, str] = {}
+        self.countdown: dict[str, int] = {}
+        self.outcome: dict[str, str] = {}
+        self.started: tuple[RunIdentity, ...] = ()
+        self.failure: str | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[Command] | None = None
+        self._pending: list[Command] = []
+
+    # any thread
+
+    @property
+    def name(self) -> str:
+        monitor = self.monitor
+        return monitor.name if monitor is not None else self.label or "host"
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        monitor = self.monitor
+        return monitor.datasets if monitor is not None else self.source.datasets
+
+    @property
+    def state(self) -> str:
+        if self.failure is not None:
+            return f"failed: {self.failure}"
+        monitor = self.monitor
+        return monitor.status if monitor is not None else "connecting"
+
+    def send(self, command: Command) -> None:
+        """Queue a command for the link's thread; its datasets show its note until then."""
+        with self._lock:
+            if command.datasets:
+                self._mark_locked(command.datasets, busy=command.note, count=None, keep=True)
+            if self._loop is None or self._queue is None:
+                self._pending.append(command)
+                return
+            loop, queue = self._loop, self._queue
+        with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
+            loop.call_soon_threadsafe(queue.put_nowait, command)
+
+    def call(self, work: Callable[[Host], Awaitable[T]], timeout: float) -> T:
+        """Run `work(host)` on the link's loop and wait for its result: blocks, so only from
+        a thread worker (the sample viewer, the log tail). Raises ConnectionError when the
+        link is not up, TimeoutError, or what `work` raises."""
+        with self._lock:
+            loop, monitor = self._loop, self.monitor
+        if loop is None or monitor is None:
+            raise ConnectionError(f"{self.name}: {self.state}")
+        future = asyncio.run_coroutine_threadsafe(work(monitor.host), loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    # the worker thread
+
+    def run(self) -> None:
+        """The worker's body: its own loop until "shutdown"; failures end up in `failure`."""
+        try:
+            asyncio.run(self._main())
+        except Exception as exc:  # a bug or a failed launch: said on the panel, never raised
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self._say("error", self.failure)
+        finally:
+            self.done.set()
+
+    async def _main(self) -> None:
+        from gen_tui.backends.hosts import RunError
+        from gen_tui.backends.hosts.monitor import HostMonitor
+
+        queue: asyncio.Queue[Command] = asyncio.Queue()
+        with self._lock:
+            self._loop, self._queue = asyncio.get_running_loop(), queue
+            pending, self._pending = self._pending, []
+        for item in pending:
+            queue.put_nowait(item)
+        async with AsyncExitStack() as stack:
+            host = await self.source.open(stack)
+            stack.push_async_callback(host.close)
+            source = self.source
+            monitor = HostMonitor(
+                host, source.datasets, discover=source.discover, servers=source.servers
+            )
+            self.monitor = monitor
+            task = asyncio.create_task(monitor.run())
+            stack.push_async_callback(_cancel, task)
+            if self.source.owns_runs:  # first of all on the way out, while the monitor runs
+                stack.push_async_callback(self._stop_own_runs)
+            seeded = getattr(self.source, "launched", None)
+            if seeded is not None:
+                self.started = (seeded,)
+            while True:
+                command = await queue.get()
+                try:
+                    match command:
+                        case Shutdown():
+                            return
+                        case Kill(identity=identity):
+                            await self._kill(monitor, identity)
+                        case Resume(dataset=dataset, tokens=tokens, samples=samples):
+                            await self._resume(monitor, dataset, tokens, samples)
+                        case ResumeRun(run=run, tokens=tokens):
+                            await self._resume_run(monitor, run, tokens)
+                except RunError as exc:
+                    self._say("warning", str(exc))
+                except Exception as exc:  # never let one command end the link
+                    self._say("error", f"{type(exc).__name__}: {exc}")
+
+    async def _kill(
+        self, monitor: HostMonitor, identity: RunIdentity, quiet: bool = False
+    ) -> KillOutcome:
+        names = monitor.datasets_of(identity) or tuple(
+            name for name, run in ((n, monitor.writer(n)) for n in monitor.datasets)
+            if run is not None and run.identity.same_process(identity)
+        )  # fmt: skip
+        from gen_tui.backends.hosts import kill_wait
+
+        grace = kill_wait(identity.cmdline, self.grace_s)  # the run's own drain, when longer
+        self._mark(names, busy=f"SIGTERM sent; SIGKILL in {grace:g} s", count=math.ceil(grace))
+
+        def tick(left: int) -> None:
+            with self._lock:
+                self.countdown = {**self.countdown, **dict.fromkeys(names, left)}
+
+        try:
+            outcome = await monitor.kill(identity, grace, on_tick=tick)
+        finally:
+            self._mark(names, busy=None, count=None)
+        self.outcome = {**self.outcome, **dict.fromkeys(names, str(outcome.result))}
+        if not quiet:
+            from gen_tui.backends.hosts import KillResult
+
+            refused = outcome.result in (KillResult.NOT_YOURS, KillResult.REFUSED)
+            severity = "warning" if refused or outcome.files_stable is False else "information"
+            self._say(severity, f"{', '.join(names) or 'run'}: {outcome.detail}")
+        return outcome
+
+    async def _resume(
+        self, monitor: HostMonitor, dataset: str, tokens: int | None, samples: int | None
+    ) -> None:
+        await self._start(
+            (dataset,), tokens, monitor.resume(dataset, tokens, samples), dataset, "resumed"
+        )
+
+    async def _resume_run(self, monitor: HostMonitor, run: RunProcess, tokens: int | None) -> None:
+        what = ", ".join(run.datasets) or f"run {run.pid}"
+        await self._start(
+            run.datasets, tokens, monitor.resume_run(run, tokens), what, "started again"
+        )
+
+    async def _start(
+        self,
+        names: Sequence[str],
+        tokens: int | None,
+        starting: Awaitable[RunIdentity],
+        what: str,
+        verb: str,
+    ) -> None:
+        """Show `names` as starting while `starting` runs; then record and say the new run."""
+        self._mark(names, busy=f"starting again to {format_count(tokens or 0)}", count=None)
+        try:
+            identity = await starting
+        finally:
+            self._mark(names, busy=None, count=None)
+        self.started = (*self.started, identity)
+        self.outcome = {k: v for k, v in self.outcome.items() if k not in names}
+        budget = format_count(tokens) if tokens else "no token budget"
+        self._say("information", f"{what}: {verb} to {budget} as pid {identity.pid}")
+
+    async def _stop_own_runs(self) -> None:
+        """Stop what the app started (identity-checked: one that already ended is left)."""
+        monitor = self.monitor
+        if monitor is None:
+            return
+        self.grace_s = min(self.grace_s, SHUTDOWN_GRACE_S)
+        for identity in self.started:
+            with contextlib.suppress(Exception):
+                await self._kill(monitor, identity, quiet=True)
+
+    def _mark(self, names: Sequence[str], *, busy: str | None, count: int | None) -> None:
+        with self._lock:
+            self._mark_locked(names, busy=busy, count=count)
+
+    def _mark_locked(
+        self, names: Sequence[str], *, busy: str | None, count: int | None, keep: bool = False
+    ) -> None:
+        """Replace (never mutate) the busy and countdown maps; `keep`: leave countdowns be."""
+        busy_map = {k: v for k, v in self.busy.items() if k not in names}
+        count_map = dict(self.countdown)
+        if not keep:
+            count_map = {k: v for k, v in count_map.items() if k not in names}
+        if busy is not None:
+            busy_map.update(dict.fromkeys(names, busy))
+        if count is not None:
+            count_map.update(dict.fromkeys(names, count))
+        self.busy, self.countdown = busy_map, count_map
+
+    def _say(self, severity: str, text: str) -> None:
+        if self.say is not None:
+            self.say(self, severity, text)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.wait({task}, timeout=10)

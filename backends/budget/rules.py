@@ -1,0 +1,306 @@
+"""Budget arithmetic: when a dataset may send one more request, and when it is done.
+
+Four modes trade precision against throughput at the end of a dataset:
+
+- ``drain`` (the seed's behaviour): dispatch while committed tokens are under the budget and
+  let in-flight requests finish; overshoots by up to in-flight x mean length.
+- ``predictive`` (default): dispatch while committed tokens plus the *expected* tokens of the
+  in-flight requests stay under the budget. A request that has been running for a while is
+  likely a long one, so its expectation is the mean of past lengths longer than what it has
+  probably generated already (age x observed per-request speed), not the plain mean. The
+  in-flight count thus tapers as the budget nears and the run ends at or just past it.
+- ``strict``: reserve each in-flight request's ``max_new_tokens``, so the committed total can
+  never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
+  work already done, while a reservation only idles slots at the very end (and with several
+  datasets in one pool those slots go to the next dataset).
+- ``precise``: land as close to the budget as possible, from either side: a survival
+  estimate that counts the answers still in flight, a first wave sized by a prior, the last
+  answers sent alone only with room; it may end short of the budget, by less than about two
+  mean answers (`backends/budget/precise.py`). Not the default: predictive always crosses its
+  budget, which is the moment a user watches for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gen_tui.backends.budget import precise
+from gen_tui.backends.budget.lengths import InFlight, LengthWindow, SurvivalModel
+
+
+class BudgetMode(StrEnum):
+    DRAIN = "drain"
+    PREDICTIVE = "predictive"
+    STRICT = "strict"
+    PRECISE = "precise"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_tokens: int | None = None
+    max_samples: int | None = None
+
+    def reached(self, tokens: int, samples: int) -> bool:
+        return (self.max_tokens is not None and tokens >= self.max_tokens) or (
+            self.max_samples is not None and samples >= self.max_samples
+        )
+
+    def remaining_tokens(self, tokens: int) -> int | None:
+        return None if self.max_tokens is None else max(0, self.max_tokens - tokens)
+
+
+class LengthModel(LengthWindow):
+    """Running picture of a dataset's completion lengths and per-request decode speed, for
+    drain, predictive and strict: on top of the window, its sorted lengths with suffix sums,
+    rebuilt lazily, for the expected final length of a request of a given age.
+    """
+
+    def __init__(self, prior_mean: float, lengths: list[int] | None = None) -> None:
+        super().__init__(prior_mean, lengths)
+        self._sorted: list[int] = []
+        self._suffix: list[int] = []
+        self._suffix_sq: list[int] = []
+        self._dirty = True
+
+    def observe(self, tokens: int, latency_s: float | None) -> int | None:
+        evicted = super().observe(tokens, latency_s)
+        self._dirty = True
+        return evicted
+
+    def _refresh(self) -> None:
+        self._sorted = sorted(self._window)
+        size = len(self._sorted)
+        suffix = [0] * (size + 1)
+        suffix_sq = [0] * (size + 1)
+        for index in range(size - 1, -1, -1):
+            value = self._sorted[index]
+            suffix[index] = suffix[index + 1] + value
+            suffix_sq[index] = suffix_sq[index + 1] + value * value
+        self._suffix = suffix
+        self._suffix_sq = suffix_sq
+        self._dirty = False
+
+    def outlook(self, age_s: float) -> tuple[float, float]:
+        """(mean, variance) of the final length of a request in flight for `age_s` seconds."""
+        if not self._window:
+            return self.prior_mean, (self.prior_mean / 2) ** 2
+        if self._dirty:
+            self._refresh()
+        index = 0
+        line = self.latency_line()
+        if line is not None and age_s > 0:
+            fixed, per_token = line
+            done = (age_s - fixed) / per_token
+            if done > 0:
+                index = bisect.bisect_right(self._sorted, done)
+                if index == len(self._sorted):
+                    return done + self.mean / 2, (self.mean / 2) ** 2
+        longer = len(self._sorted) - index
+        mean = self._suffix[index] / longer
+        variance = max(0.0, self._suffix_sq[index] / longer - mean * mean)
+        return mean, variance
+
+    def expected_total(self, age_s: float) -> float:
+        """Expected final length of a request that has been in flight for `age_s` seconds."""
+        return self.outlook(age_s)[0]
+
+
+Lengths = LengthModel | SurvivalModel
+"""A dataset's length model: a SurvivalModel in precise mode, a LengthModel in the others."""
+
+
+def length_model(mode: BudgetMode, cap: int, lengths: list[int] | None = None) -> Lengths:
+    """The length model `mode` decides by, for answers of at most `cap` tokens, seeded with
+    a resumed dataset's `lengths` (its own history)."""
+    if mode is BudgetMode.PRECISE:
+        return SurvivalModel(cap, lengths)
+    return LengthModel(float(cap), lengths)
+
+
+def _survival(model: Lengths) -> SurvivalModel:
+    if not isinstance(model, SurvivalModel):
+        raise TypeError("precise mode decides by a SurvivalModel (see length_model)")
+    return model
+
+
+TAPER_Z = 2.0
+"""Standard deviations of the in-flight total kept below the budget in predictive mode.
+
+Keeping a margin of z·σ means dispatch slows before the budget instead of stopping with a
+full pool in flight, so the last stretch runs with few requests and the overshoot shrinks
+from about √in-flight·σ to about one response's residual. A larger z tapers earlier, which
+costs throughput on a dataset that has the server to itself.
+"""
+
+
+def inflight_outlook(
+    inflight: list[InFlight], model: LengthModel, now: float
+) -> tuple[float, float]:
+    """(mean, variance) of the tokens the requests in flight will still add in all."""
+    mean = variance = 0.0
+    for request in inflight:
+        m, v = model.outlook(now - request.started)
+        mean += min(m, request.max_new_tokens)
+        variance += v
+    return mean, variance
+
+
+def likely_end(tokens: int, inflight: list[InFlight], model: Lengths, now: float) -> int:
+    """A high estimate (TAPER_Z above the mean) of the final count of a dataset that has
+    sent its last prompt: what the total budget may hand on before its answers are in."""
+    if isinstance(model, SurvivalModel):
+        return precise.likely_end(tokens, inflight, model, now)
+    mean, variance = inflight_outlook(inflight, model, now)
+    cap = sum(request.max_new_tokens for request in inflight)
+    return tokens + math.ceil(min(cap, mean + TAPER_Z * variance**0.5))
+
+
+def may_dispatch(
+    mode: BudgetMode,
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    inflight: list[InFlight],
+    model: Lengths,
+    max_new_tokens: int,
+    now: float | None = None,
+) -> bool:
+    """Whether one more request may be sent for this dataset right now."""
+    if budget.max_samples is not None and samples + len(inflight) >= budget.max_samples:
+        return False
+    if budget.max_tokens is None:
+        return True
+    if tokens >= budget.max_tokens:
+        return False
+    if mode is BudgetMode.PRECISE:
+        return precise.may_dispatch(
+            budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now
+        )
+    if mode is BudgetMode.DRAIN or not inflight:
+        return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
+    if mode is BudgetMode.STRICT:
+        reserved = sum(request.max_new_tokens for request in inflight)
+        return tokens + reserved + max_new_tokens <= budget.max_tokens
+    if tokens + (len(inflight) + 1) * max_new_tokens * (1 + TAPER_Z) < budget.max_tokens:
+        return True
+    now = time.monotonic() if now is None else now
+    mean, variance = model.outlook(0.0)
+    # Until a few dozen lengths are in, assume a spread at least as wide as the mean
+    # (LLM answer lengths are long-tailed): the first answers back are the short ones.
+    spread = variance if model.observed >= 32 else max(variance, mean * mean)
+    more, more_variance = inflight_outlook(inflight, model, now)
+    mean += more
+    variance += more_variance
+    # The mean itself is uncertain after few observations, and that error is shared by
+    # every request in flight, so it adds up linearly rather than as a square root.
+    count = len(inflight) + 1
+    variance += count * count * spread / max(model.observed, 1)
+    return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
+
+
+def room_for_one(
+    mode: BudgetMode,
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    model: Lengths,
+    max_new_tokens: int,
+) -> bool:
+    """Whether a finished dataset whose budget grew has room for one more answer.
+
+    Predictive and drain send one request whenever none is in flight, so a dataset woken
+    for less than an answer would only overshoot: it needs room for a mean answer (strict:
+    for `max_new_tokens`; precise: what it would send a lone answer for, `lone_room`).
+    """
+    if budget.reached(tokens, samples):
+        return False
+    remaining = budget.remaining_tokens(tokens)
+    if remaining is None:
+        return True
+    if mode is BudgetMode.STRICT:
+        return remaining >= max_new_tokens
+    if mode is BudgetMode.PRECISE:
+        return precise.lone_room(remaining, _survival(model))
+    return remaining >= model.mean
+
+
+def eta_seconds(
+    budget: Budget,
+    tokens: int,
+    samples: int,
+    tok_s: float,
+    samples_s: float,
+    prompts_left: int | None = None,
+) -> float | None:
+    """Seconds to the nearest limit at the current rates, or None when unknowable.
+
+    A prompt file that runs out first is a limit too (`prompts_left` more answers)."""
+    estimates = []
+    if prompts_left is not None and samples_s > 0:
+        estimates.append(prompts_left / samples_s)
+    if budget.max_tokens is not None and tok_s > 0:
+        estimates.append(max(0, budget.max_tokens - tokens) / tok_s)
+    if budget.max_samples is not None and samples_s > 0:
+        estimates.append(max(0, budget.max_samples - samples) / samples_s)
+    return min(estimates) if estimates else None
+
+
+def runs_out_at(
+    tokens: int, max_tokens: int | None, prompts_left: int | None, mean: float | None
+) -> int | None:
+    """The token count at which the prompt file is likely to run out, when that comes
+    before the token budget (prompts left x mean length < tokens to go); None otherwise.
+
+    Why: a resumed budget past what the file can give used to end silently "exhausted".
+    """
+    if max_tokens is None or prompts_left is None or not mean or tokens >= max_tokens:
+        return None
+    reach = tokens + round(prompts_left * mean)
+    return reach if reach < max_tokens else None
+
+
+def overshoot(tokens: int, budget: int | None) -> float | None:
+    """How far past `budget` a final count landed, as a fraction of it (negative: short)."""
+    if not budget:
+        return None
+    return (tokens - budget) / budget
+
+
+def share_total(
+    total: int,
+    weights: dict[str, float],
+    caps: dict[str, int | None],
+    settled: dict[str, int],
+) -> dict[str, int]:
+    """Split a total token budget into per-dataset budgets by weight (water-filling).
+
+    `settled` holds the final token count of datasets that can take no more (out of
+    prompts); their unused share goes to the others in proportion to their weights, and so
+    does the share a dataset's own cap (`caps`) keeps it from using. The result never gives
+    a dataset more than its cap, and its values add up to at most `total`.
+    """
+    fixed = dict(settled)
+    for name, cap in caps.items():
+        if cap is not None and name not in fixed and cap <= 0:
+            fixed[name] = 0
+    while True:
+        open_names = [name for name in weights if name not in fixed]
+        if not open_names:
+            break
+        remaining = max(0, total - sum(fixed.values()))
+        weight_sum = sum(weights[name] for name in open_names) or 1.0
+        shares = {name: remaining * weights[name] / weight_sum for name in open_names}
+        capped = {
+            name: caps[name]
+            for name in open_names
+            if caps.get(name) is not None and caps[name] < shares[name]  # type: ignore[operator]
+        }
+        if not capped:
+            fixed.update({name: int(share) for name, share in shares.items()})
+            break
+        fixed.update(capped)  # type: ignore[arg-type]
+    return {name: fixed[name] for name in weights}

@@ -1,0 +1,361 @@
+"""What a run is asked to do: datasets, servers, budgets and limits.
+
+Kept apart from the engine so that the CLI and the TUI can parse and show a run's
+configuration without importing aiohttp and the engine (a quarter of a second at startup).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gen_tui.backends.budget.rules import BudgetMode, share_total
+from gen_tui.backends.settings import (
+    AUTO,
+    AUTO_MAX_CONCURRENCY,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    DEFAULT_SERVER,
+    DEFAULT_TRUNCATED_WARN,
+    SettingError,
+    setting,
+    settings_of,
+)
+from gen_tui.backends.store.prompts import check_dataset_name
+
+APIS = ("sglang", "openai")
+DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
+CREDIT_PROBE_S = 300.0
+DISK_PROBE_S = 5.0
+
+
+class EngineError(Exception):
+    """A problem that stops the run before or while it starts; the message is for the user."""
+
+
+def price_arg(text: str) -> tuple[float, float]:
+    """`--price IN,OUT`: dollars per million input and output tokens."""
+    try:
+        price = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        price = ()
+    if len(price) != 2 or min(price) < 0:
+        raise SettingError(f"--price {text!r}: expected IN,OUT dollars per million")
+    return price  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    prompts: Path
+    max_tokens: int | None = None
+    max_samples: int | None = None
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_dataset_name(self.name)
+        if not self.weight > 0:
+            raise EngineError(f"{self.name}: weight must be positive, got {self.weight}")
+
+
+def queued_concurrency(running: int) -> int:
+    """A concurrency that keeps a queue at servers running `running` requests at once."""
+    return running + max(8, running // 4)
+
+
+@dataclass
+class EngineConfig:
+    """What one run is asked to do. The fields made with :func:`setting` are the run's
+    settings: the `[run]` keys of a config file and the flags of `gen-tui run`, with their
+    defaults here and nowhere else."""
+
+    datasets: list[DatasetSpec]
+    server_urls: list[str] = setting(
+        default_factory=lambda: [DEFAULT_SERVER],
+        key="server_urls",
+        flag="--server-url",
+        kinds=(list,),
+        help="SGLang server or router URL; repeat to use several",
+        flag_kwargs={"action": "append", "metavar": "URL"},
+    )
+    tokenizer: str = setting(
+        "",
+        key="tokenizer",
+        flag="--tokenizer",
+        kinds=(str,),
+        help="tokenizer directory of the served model",
+    )
+    output_dir: Path = setting(
+        Path("output"),
+        key="output_dir",
+        group="datasets",
+        flag="--output-dir",
+        kinds=(str,),
+        help="dataset folders go here",
+        flag_kwargs={"type": Path},
+    )
+    concurrency: int | str = setting(
+        DEFAULT_CONCURRENCY,
+        key="concurrency",
+        flag="--concurrency",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        words=(AUTO,),
+        help="requests in flight across all datasets, or auto: tuned to the servers' load "
+        "(their /metrics: queue, KV use, retractions; else the token rate)",
+    )
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """SGLang-style sampling parameters. Without `max_new_tokens` each request's cap comes
+    from the server's context length (see answer_cap.py)."""
+    server_max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    """The run's cap when `sampling` names none: DEFAULT_MAX_NEW_TOKENS until the engine has
+    asked the servers at start, then what they allow (see answer_cap.py)."""
+    budget_mode: BudgetMode = setting(
+        BudgetMode.PREDICTIVE,
+        key="budget_mode",
+        group="budgets",
+        flag="--budget-mode",
+        kinds=(str,),
+        choices=tuple(mode.value for mode in BudgetMode),
+        help="drain: seed behaviour; predictive: ends at or just past the budget; strict: "
+        "never past it; precise: as near the budget as it can, either side: the last answers "
+        "go one at a time, each only if room left + mean answer >= the 95th percentile of the "
+        "lengths seen, so it may stop short by up to that percentile less the mean (about two "
+        "mean answers; no room for one more)",
+    )
+    max_prompt_tokens: int = setting(
+        DEFAULT_MAX_PROMPT_TOKENS,
+        key="max_prompt_tokens",
+        group="datasets",
+        flag="--max-prompt-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="a prompt longer than this many tokens is skipped and reported, never sent "
+        "(counted where prompts are tokenized: always with --api sglang, with --tokenizer "
+        "for --api openai)",
+    )
+    """Why a cap, and why 32,768: a prompt file is data from elsewhere, and one huge prompt
+    costs a server a long prefill and a slot's share of its KV cache for an answer most
+    servers refuse anyway once it is past their context window. 32k tokens is the context
+    most served models take; a run on a long-context model raises it."""
+    truncated_warn: float = setting(
+        DEFAULT_TRUNCATED_WARN,
+        key="truncated_warn",
+        group="datasets",
+        flag="--warn-truncated",
+        kinds=(int, float),
+        minimum=0,
+        help="percent of a dataset's answers cut at max_new_tokens past which the run warns "
+        "(log and panel)",
+        flag_kwargs={"type": float, "metavar": "PERCENT"},
+    )
+    stream: bool = setting(
+        False,
+        key="stream",
+        flag="--stream",
+        kinds=(bool,),
+        help="use SSE streaming",
+        flag_kwargs={"action": "store_true", "default": None},
+    )
+    max_retries: int = setting(
+        6,
+        key="max_retries",
+        flag="--max-retries",
+        kinds=(int,),
+        minimum=0,
+        help="attempts per sample on errors",
+        flag_kwargs={"type": int},
+    )
+    request_timeout_s: float = setting(
+        3600.0,
+        key="request_timeout",
+        flag="--request-timeout",
+        kinds=(int, float),
+        above=0,
+        help="seconds per request",
+        flag_kwargs={"type": float},
+    )
+    idle_timeout_s: float = setting(
+        DEFAULT_IDLE_TIMEOUT_S,
+        key="idle_timeout",
+        flag="--idle-timeout",
+        kinds=(int, float),
+        above=0,
+        help="seconds a server may go quiet in the middle of an answer, and the most an "
+        "answer (or one line of a stream) may take from its first byte to its end; the wait "
+        "for the first byte (queue, prefill) is bounded by --request-timeout alone",
+        flag_kwargs={"type": float},
+    )
+    grace_s: float = setting(
+        DEFAULT_GRACE_S,
+        key="grace",
+        group="budgets",
+        flag="--grace",
+        kinds=(int, float),
+        minimum=0,
+        help="seconds to drain in-flight requests on SIGTERM",
+        flag_kwargs={"type": float},
+    )
+    lookahead: int | None = None
+    parallel_datasets: int = setting(
+        1,
+        key="parallel_datasets",
+        flag="--parallel-datasets",
+        kinds=(int,),
+        count=True,
+        minimum=1,
+        help="datasets sharing the slots at once; with 1 they run in order, the next one "
+        "filling the slots the previous leaves free",
+    )
+    max_total_tokens: int | None = setting(
+        None,
+        key="max_total_tokens",
+        group="budgets",
+        flag="--max-total-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="a budget across the selected datasets, shared by weight (equal by default); a "
+        "dataset that runs out of prompts hands its share to the others",
+    )
+    api: str = setting(
+        "sglang",
+        key="api",
+        flag="--api",
+        kinds=(str,),
+        choices=APIS,
+        help="sglang: native /generate; openai: /v1/chat/completions (OpenRouter, vLLM, "
+        "SGLang /v1)",
+    )
+    model: str | None = setting(
+        None, key="model", flag="--model", kinds=(str,), help="model name for --api openai"
+    )
+    api_key_env: str | None = setting(
+        None,
+        key="api_key_env",
+        flag="--api-key-env",
+        kinds=(str,),
+        help="environment variable holding the API key (default OPENROUTER_API_KEY, then "
+        "OPENAI_API_KEY); keys are never taken on the command line",
+    )
+    price_per_million: tuple[float, float] | None = setting(
+        None,
+        key="price_per_million",
+        flag="--price",
+        kinds=(list,),
+        help="IN,OUT dollars per million tokens, when the server does not report usage.cost",
+        flag_kwargs={"type": price_arg, "metavar": "IN,OUT"},
+    )
+    max_cost: float | None = setting(
+        None,
+        key="max_cost",
+        group="budgets",
+        flag="--max-cost",
+        kinds=(int, float),
+        minimum=0,
+        help="stop dispatching once this many dollars are spent",
+        flag_kwargs={"type": float},
+    )
+    credit_probe_s: float = CREDIT_PROBE_S
+    disk_probe_s: float = setting(
+        DISK_PROBE_S,
+        key="disk_probe",
+        group="budgets",
+        flag="--disk-probe",
+        kinds=(int, float),
+        above=0,
+        help="while the disk is full, seconds between tries to write the answers held in "
+        "memory; dispatch waits meanwhile",
+        flag_kwargs={"type": float},
+    )
+    snapshot_interval_s: float = 0.25
+    progress_interval_s: float = 1.0
+    auto_start: int | None = None
+    """Where `--concurrency auto` starts (None: autotune.START); tests and benchmarks set it."""
+    metrics_interval_s: float = 2.0
+    """Seconds between reads of each server's /metrics: fresh enough to watch a queue form,
+    and a cost no server notices (SGLang renders it in about a millisecond)."""
+    gpu_telemetry: str | None = None
+    """Where the GPUs shown beside this run come from, when not from this machine: None reads
+    this machine's through NVML; a phrase ("simulated (demo)...") is said once in the log
+    instead, and NVML is not read (no flag: the demo sets it, whose GPUs are simulated)."""
+    seed: int | None = None
+    sim_dataset_header: bool = False
+    """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo
+    set it; no flag: a real provider must never be told the run's dataset names)."""
+
+    def __post_init__(self) -> None:
+        for spelled in settings_of(EngineConfig):
+            value = getattr(self, spelled.name)
+            if value is not None:
+                try:
+                    spelled.setting.convert(value)
+                except SettingError as exc:
+                    raise EngineError(str(exc)) from None
+        self.budget_mode = BudgetMode(self.budget_mode)
+        self.output_dir = Path(self.output_dir)
+
+    def planned_budgets(self) -> dict[str, int | None]:
+        """Each dataset's token budget as a run starts: its own, or its share of the total
+        (what a panel shows before the run does)."""
+        planned = {spec.name: spec.max_tokens for spec in self.datasets}
+        if self.max_total_tokens is not None:
+            planned.update(
+                share_total(
+                    self.max_total_tokens,
+                    {spec.name: spec.weight for spec in self.datasets},
+                    planned,
+                    {},
+                )
+            )
+        return planned
+
+    @property
+    def auto_concurrency(self) -> bool:
+        """`--concurrency auto`: the engine picks the requests in flight (see autotune.py)."""
+        return self.concurrency == AUTO
+
+    @property
+    def max_concurrency(self) -> int:
+        """The most requests in flight: the user's number, or auto's ceiling."""
+        return AUTO_MAX_CONCURRENCY if self.concurrency == AUTO else int(self.concurrency)
+
+    @property
+    def max_new_tokens_given(self) -> int | None:
+        """The user's `max_new_tokens` (flag or [sampling]); None: the server's rule applies."""
+        given = self.sampling.get("max_new_tokens")
+        return None if given is None else int(given)
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The longest answer any request of the run may get: the user's, else the servers'."""
+        given = self.max_new_tokens_given
+        return self.server_max_new_tokens if given is None else given
+
+
+def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:
+    """(key, the variable to name in messages) for an OpenAI-compatible API.
+
+    The key only ever comes from the environment; it is never logged or written anywhere.
+    White space around it (a `\r` left by a file saved on Windows, a pasted newline) is
+    dropped; a control character or space inside it is refused, naming the variable, since
+    every request would otherwise fail as a malformed one.
+    """
+    names = (config.api_key_env,) if config.api_key_env else DEFAULT_KEY_VARIABLES
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            if any(char.isspace() or not char.isprintable() for char in value):
+                raise EngineError(
+                    f"{name} holds a space or a control character inside the key: "
+                    "set it to the key alone"
+                )
+            return value, name
+    return None, " or ".join(names)

@@ -1,0 +1,51 @@
+"""A dataset's state as the UI and progress.json see it: plain data, taken 4+ times a second."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gen_tui.backends.budget.rules import eta_seconds
+from gen_tui.backends.config.run import EngineConfig
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
+
+
+def dataset_snapshot(
+    ds: DatasetRun, config: EngineConfig, host: str, now_mono: float, now: float | None = None
+) -> DatasetSnapshot:
+    """`ds` now: its tally, budget, rates, ETA and, when its answers are priced, its cost."""
+    tok_s, samples_s = ds.rates(now_mono)
+    return DatasetSnapshot(
+        name=ds.name,
+        state=ds.state,
+        tokens=ds.tokens,
+        samples=ds.samples,
+        max_tokens=ds.budget.max_tokens,
+        max_samples=ds.budget.max_samples,
+        budget_mode=str(config.budget_mode),
+        inflight=len(ds.inflight),
+        errors=ds.errors,
+        malformed=ds.malformed,
+        mean_tokens=ds.model.known_mean(),
+        tok_s=tok_s,
+        samples_s=samples_s,
+        eta_s=None
+        if ds.state.finished
+        else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s, ds.prompts_left),
+        resumed_tokens=ds.resumed_tokens,
+        resumed_samples=ds.resumed_samples,
+        started_at=ds.started_at,
+        updated_at=time.time() if now is None else now,
+        last_record_at=ds.last_record_at,
+        pid=os.getpid(),
+        host=host,
+        message=ds.message,
+        truncated=ds.truncation.truncated,
+        truncated_of=ds.samples,
+        truncated_warn=config.truncated_warn,
+        quality=ds.quality.published(),
+        prompts_left=ds.prompts_left,
+        **CostMeter.fields(ds, now_mono),
+    )

@@ -1,0 +1,378 @@
+"""One host's runs and dataset totals, kept fresh: what a panel and the run table show.
+
+A :class:`HostMonitor` looks at its host every couple of seconds (`Host.survey`: the
+processes that generate data and the dataset folders under the output directory) and keeps
+one watcher stream open for the datasets it knows, so token totals arrive as they are
+written and always equal a full recount. Datasets found later (a run started on another
+dataset, a folder that appears) join the stream without recounting the others: the new
+watcher starts from the old one's offsets.
+
+It is plain asyncio and knows nothing of Textual: the app reads its attributes from another
+thread (each is replaced whole, never mutated in place) and sends it work through
+:meth:`kill` and :meth:`resume` on its loop. A failed look (a dropped link) is retried with
+backoff; an untrusted host key is final, because retrying cannot fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from gen_tui.backends import watcher
+from gen_tui.backends.aio import stop, wait_event
+from gen_tui.backends.figures import CountError, parse_count
+from gen_tui.backends.host_status import RETRY
+from gen_tui.backends.hosts import (
+    SAMPLE_FLAGS,
+    TOKEN_FLAGS,
+    DatasetTotals,
+    GpuSample,
+    Host,
+    KillOutcome,
+    RunError,
+    RunIdentity,
+    RunProcess,
+    ServerLoad,
+    Survey,
+    TickCallback,
+    Watch,
+    WatchStatus,
+    server_urls,
+)
+from gen_tui.backends.hosts.connection import HostKeyError
+from gen_tui.backends.hosts.ssh_target import SSHError
+from gen_tui.backends.hosts.telemetry import HostTelemetry
+from gen_tui.backends.hosts.watched import watched_snapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
+from gen_tui.backends.store.progress_file import ServerReport, merge_writer_reports
+
+SURVEY_S = 2.0
+MAX_ENDED = 20
+TOTALS_RATE_WINDOW_S = 30.0
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
+
+
+class RateMeter:
+    """Tokens and samples per second over a sliding window, from successive totals."""
+
+    def __init__(self, window_s: float = TOTALS_RATE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._points: deque[tuple[float, int, int]] = deque()
+
+    def add(self, at: float, tokens: int, samples: int) -> None:
+        points = self._points
+        if points and tokens < points[-1][1]:  # a file replaced or truncated: start over
+            points.clear()
+        points.append((at, tokens, samples))
+        while len(points) > 2 and at - points[1][0] >= self.window_s:
+            points.popleft()
+
+    def rates(self, now: float) -> tuple[float, float]:
+        points = self._points
+        if len(points) < 2:
+            return 0.0, 0.0
+        first, last = points[0], points[-1]
+        # Time since the last change counts too: a writer that stopped decays to zero.
+        span = max(now, last[0]) - first[0]
+        if span <= 0:
+            return 0.0, 0.0
+        return (last[1] - first[1]) / span, (last[2] - first[2]) / span
+
+
+def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:
+    """(max_tokens, max_samples) a run's command line asks for, when it says."""
+    found: list[int | None] = []
+    for flags in (TOKEN_FLAGS, SAMPLE_FLAGS):
+        value = watcher.flag_value(list(argv), *flags)
+        try:
+            found.append(parse_count(value) if value is not None else None)
+        except CountError:
+            found.append(None)
+    return found[0], found[1]
+
+
+class HostMonitor:
+    """Runs and per-dataset totals of one host (see the module docstring).
+
+    `datasets` are watched from the start; with `discover`, the dataset folders of the
+    output directory and the datasets of runs writing there are added as they appear.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        datasets: Sequence[str] = (),
+        *,
+        discover: bool = True,
+        survey_s: float = SURVEY_S,
+        on_change: Callable[[], None] | None = None,
+        servers: Sequence[str] = (),
+    ) -> None:
+        self.host = host
+        self.configured = tuple(servers)
+        """Servers to read on the host whatever its runs name (a `[[hosts]]` entry's)."""
+        self.name = host.name
+        self.discover = discover
+        self.survey_s = survey_s
+        self.on_change = on_change
+        self.datasets: tuple[str, ...] = tuple(datasets)
+        self.runs: tuple[RunProcess, ...] = ()
+        self.ended: tuple[RunProcess, ...] = ()
+        """Runs seen before and gone since, newest first: what `r` can start again."""
+        self.totals: dict[str, DatasetTotals] = {}
+        self.state = "connecting"
+        self.problem: str | None = None
+        """What the last survey found wrong with the output folder ("... does not exist")."""
+        self.watch_state = ""
+        self.output_dir = host.output_dir
+        self.surveyed_at: float | None = None
+        self.failure: str | None = None
+        self.ready = asyncio.Event()
+        self.telemetry = HostTelemetry()
+        """The servers' load and the GPUs, as the watcher reads them on the host."""
+        self._rates: dict[str, RateMeter] = {}
+        self._budgets: dict[str, tuple[int | None, int | None]] = {}
+        self._watch: Watch | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._refreshing = asyncio.Lock()
+
+    # the loop
+
+    async def run(self) -> None:
+        """Survey and watch until cancelled; a host-key refusal ends it (see `failure`)."""
+        failures = 0
+        try:
+            while True:
+                self._wake.clear()  # here, so a poke while surveying cuts the next sleep
+                try:
+                    await self._connect()
+                    await self.refresh()
+                    failures = 0
+                except HostKeyError as exc:
+                    self.failure = str(exc)
+                    self._set_state(f"refused: {exc}")
+                    self.ready.set()
+                    return
+                except (SSHError, RunError, OSError) as exc:
+                    failures += 1
+                    delay = BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
+                    self._set_state(f"disconnected: {_first_line(exc)}{RETRY}{delay:g}s)")
+                    self.ready.set()
+                    await self._sleep(delay)
+                    continue
+                await self._sleep(self.survey_s)
+        finally:
+            await self._close_watch()
+
+    async def _connect(self) -> None:
+        connect = getattr(self.host, "connect", None)
+        connection = getattr(self.host, "connection", None)
+        if connect is not None and (connection is None or connection.state != "connected"):
+            await connect()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, or less if poked since the survey began."""
+        await wait_event(self._wake, seconds)
+
+    def poke(self) -> None:
+        """Survey again now (after a kill or a start), not at the next tick."""
+        self._wake.set()
+
+    async def refresh(self) -> Survey:
+        """One survey: runs, discovered datasets, and the watcher stream kept in step."""
+        async with self._refreshing:  # the loop's and a kill's or resume's never interleave
+            return await self._refresh()
+
+    async def _refresh(self) -> Survey:
+        import asyncssh
+
+        try:
+            survey = await self.host.survey()
+        except asyncssh.Error as exc:
+            raise SSHError(str(exc)) from exc
+        gone = [run for run in self.runs if not _listed(run, survey.runs)]
+        if gone:
+            kept = [run for run in self.ended if not _listed(run, gone)]
+            self.ended = (*gone, *kept)[:MAX_ENDED]
+        self.runs = survey.runs
+        self.output_dir = survey.output_dir
+        self.surveyed_at = time.time()
+        for run in survey.runs:
+            for name in run.datasets:
+                self._budgets[name] = budget_from_argv(run.identity.cmdline)
+        if self.discover:
+            found = list(self.datasets)
+            mine = [run for run in survey.runs if run.output_dir == survey.output_dir]
+            for name in [*survey.folders, *(n for run in mine for n in run.datasets)]:
+                if name not in found:
+                    found.append(name)
+            self.datasets = tuple(found)
+        if survey.problem != self.problem:
+            self.problem = survey.problem
+            self._changed()
+        self._set_state("connected")
+        await self._keep_watch()
+        self.ready.set()
+        self._changed()
+        return survey
+
+    async def _keep_watch(self) -> None:
+        names = self.datasets
+        mine = [run for run in self.runs if run.output_dir == self.output_dir]
+        named = {url for run in mine for url in server_urls(run.identity.cmdline)}
+        urls = tuple(sorted(named.union(self.configured)))
+        watch = self._watch
+        if watch is not None and (watch.datasets, watch.metrics_urls) == (names, urls):
+            return
+        offsets = watch.offsets() if watch is not None else None
+        await self._close_watch()
+        self.telemetry.keep_only(urls)
+        if not names and not urls:  # configured servers are read before any dataset exists
+            return
+        self._watch = self.host.watch(self.output_dir, names, resume=offsets, metrics_urls=urls)
+        self._pump = asyncio.create_task(self._consume(self._watch))
+
+    async def _consume(self, watch: Watch) -> None:
+        async for item in watch:
+            if isinstance(item, WatchStatus):
+                self.watch_state = item.state
+            elif isinstance(item, ServerLoad):
+                self.telemetry.server(item.url, item.report)
+            elif isinstance(item, GpuSample):
+                self.telemetry.gpus(item.gpus, item.absent, item.problem)
+            else:
+                self._rates.setdefault(item.dataset, RateMeter()).add(
+                    time.monotonic(), item.tokens, item.samples
+                )
+                self.totals = {**self.totals, item.dataset: item}
+            self._changed()
+
+    async def _close_watch(self) -> None:
+        watch, pump = self._watch, self._pump
+        self._watch = self._pump = None
+        if watch is not None:
+            await watch.aclose()
+        await stop(pump)
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # what the UI asks
+
+    @property
+    def status(self) -> str:
+        """The host's state for a person: the survey's, unless the watch stream is down."""
+        if self.state == "connected" and self.watch_state.startswith(("disconnected", "stale")):
+            return self.watch_state
+        if self.state == "connected" and self.problem:
+            return self.problem
+        return self.state
+
+    def writer(self, dataset: str) -> RunProcess | None:
+        """The live run writing `dataset` here: the lock holder, else the one naming it."""
+        # Only runs writing here: a B2 in another folder of the same machine is not ours.
+        runs = [run for run in self.runs if run.output_dir == self.output_dir]
+        for run in runs:
+            if dataset in run.writing:
+                return run
+        for run in runs:
+            if dataset in run.datasets:
+                return run
+        totals = self.totals.get(dataset)
+        if totals is not None and totals.locked and totals.lock_pid is not None:
+            return next((run for run in runs if run.pid == totals.lock_pid), None)
+        return None
+
+    def snapshot(self, dataset: str, now: float | None = None) -> DatasetSnapshot | None:
+        """The panel's figures: counts from the records, the rest from the writer."""
+        totals = self.totals.get(dataset)
+        if totals is None:
+            return None
+        now = time.monotonic() if now is None else now
+        return watched_snapshot(
+            totals,
+            self.writer(dataset),
+            self._rates.get(dataset, RateMeter()).rates(now),
+            self._budgets.get(dataset, (None, None)),
+            self.name,
+        )
+
+    def servers(self) -> dict[str, ServerReport]:
+        """The load of the servers this host's live runs use: as the watcher read it on the
+        host, else (and for a router) as their writers last said in progress.json."""
+        found: dict[str, ServerReport] = dict(self.telemetry.loads)
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or not progress.servers or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            merge_writer_reports(found, progress.servers)
+        return found
+
+    # what the UI does
+
+    async def kill(
+        self, identity: RunIdentity, grace_s: float, on_tick: TickCallback | None = None
+    ) -> KillOutcome:
+        """Stop a run (identity-checked by the host before each signal), then look again."""
+        try:
+            outcome = await self.host.kill(identity, grace_s, on_tick=on_tick)
+        finally:
+            self.poke()
+        # Look again before reporting, so that whoever reads the outcome also sees the run
+        # list without it (and `r` is not refused because of a run that is gone).
+        await self._look_again()
+        return outcome
+
+    def datasets_of(self, identity: RunIdentity) -> tuple[str, ...]:
+        run = next((r for r in self.runs if r.identity.same_process(identity)), None)
+        return run.datasets if run is not None else ()
+
+    async def resume(
+        self, dataset: str, max_tokens: int | None, max_samples: int | None = None
+    ) -> RunIdentity:
+        """Start `dataset` again with a new budget (the host refuses a second writer)."""
+        identity = await self.host.resume(dataset, max_tokens, max_samples=max_samples)
+        self._budgets[dataset] = (max_tokens, max_samples)
+        await self._look_again()
+        return identity
+
+    async def resume_run(self, run: RunProcess, max_tokens: int | None) -> RunIdentity:
+        """Start an ended run again, as it was launched, with a new token budget."""
+        identity = await self.host.resume(run, max_tokens)
+        for name in run.datasets:
+            self._budgets[name] = (max_tokens, self._budgets.get(name, (None, None))[1])
+        await self._look_again()
+        return identity
+
+    async def _look_again(self) -> None:
+        """Survey after a start; a dropped link then must not turn a started run into an
+        error (the loop's next survey, once the link heals, lists it)."""
+        try:
+            await self.refresh()
+        except (SSHError, RunError, OSError):
+            self.poke()
+
+    async def close(self) -> None:
+        await self._close_watch()
+        await self.host.close()
+
+
+def _listed(run: RunProcess, runs: Sequence[RunProcess]) -> bool:
+    return any(run.identity.same_process(other.identity) for other in runs)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
