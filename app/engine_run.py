@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 from textual.worker import Worker
 
+from gen_tui.app.messages import BudgetAnnounced, EngineEvent
 from gen_tui.backends.config.run import EngineConfig, EngineError
-from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetSnapshot, RunSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
 
 if TYPE_CHECKING:  # aiohttp: loaded in the engine's worker, not at startup
     from gen_tui.backends.engine import Engine
@@ -203,7 +204,7 @@ class HostedRun:
                 config,
                 on_snapshot=self.store,
                 on_event=functools.partial(self._event, post),
-                on_budget=lambda event: post(BudgetAnnounced(self, event)),
+                on_budget=lambda event: post(BudgetAnnounced(event)),
             )
             task = asyncio.create_task(engine.run())
             await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
@@ -212,7 +213,7 @@ class HostedRun:
 
     def _event(self, post: Callable[[Message], object], level: str, text: str) -> None:
         """The engine's `on_event` (engine thread): hand it to the UI, never block."""
-        post(EngineEvent(self, level, text))
+        post(EngineEvent(level, text))
 
     def dataset(self, name: str) -> DatasetSnapshot | None:
         if self.latest is None:
@@ -221,22 +222,3 @@ class HostedRun:
             if snap.name == name:
                 return snap
         return None
-
-
-class BudgetAnnounced(Message):
-    """A dataset crossed its budget or finished (engine thread -> UI)."""
-
-    def __init__(self, run: HostedRun, event: BudgetEvent) -> None:
-        super().__init__()
-        self.run = run
-        self.event = event
-
-
-class EngineEvent(Message):
-    """An engine event (level, message), posted from the engine thread."""
-
-    def __init__(self, run: HostedRun, level: str, text: str) -> None:
-        super().__init__()
-        self.run = run
-        self.level = level
-        self.text = text

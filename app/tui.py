@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
@@ -34,16 +33,11 @@ from gen_tui.app.dashboard.rules import StaleWatch, humanize
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dashboard.sources import Note, PanelSource
 from gen_tui.app.departure import Departure
-from gen_tui.app.engine_run import (
-    BudgetAnnounced,
-    ConfigSource,
-    EngineEvent,
-    HostedRun,
-    RunSource,
-)
+from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.host_links import HostLink
 from gen_tui.app.host_sources import HostSource
+from gen_tui.app.messages import BudgetAnnounced, EngineEvent, HostEvent
 from gen_tui.app.tui_alerts import TuiAlerts
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.progress.snapshot import RunSnapshot
@@ -54,16 +48,6 @@ TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
 REFRESH_HZ = 4.0
 HEAP_TICK_S = 1.0  # how long the loaded modules must hold still before the heap is frozen
 BUDGET_TOAST_S = 6.0
-
-
-class HostEvent(Message):
-    """Something a host link wants said (a kill outcome, a resume, a refusal, a failure)."""
-
-    def __init__(self, link: HostLink, severity: str, text: str) -> None:
-        super().__init__()
-        self.link = link
-        self.severity = severity
-        self.text = text
 
 
 class GenTuiApp(App[int]):

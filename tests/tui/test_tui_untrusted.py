@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from textual.content import Content
@@ -22,9 +22,9 @@ from gen_tui.app.cli.launch import main
 from gen_tui.app.dashboard.sources import Confirm, Plan
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.dialogs.run_list import RunsScreen
-from gen_tui.app.engine_run import EngineEvent, HostedRun
 from gen_tui.app.host_links import kill_question
 from gen_tui.app.host_sources import HostSource
+from gen_tui.app.messages import EngineEvent
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts import RunIdentity
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
@@ -98,9 +98,8 @@ async def test_hostile_text_is_shown_literally_and_without_escapes() -> None:
         dashboard = app.dashboard
         assert dashboard is not None
         # An engine warning and error quoting a sample id and a server's error body.
-        run = cast(HostedRun, None)  # the handler reads only the level and text
-        app.post_message(EngineEvent(run, "warning", f"sample {HOSTILE}: skipped"))
-        app.post_message(EngineEvent(run, "error", f"server said: {HOSTILE}"))
+        app.post_message(EngineEvent("warning", f"sample {HOSTILE}: skipped"))
+        app.post_message(EngineEvent("error", f"server said: {HOSTILE}"))
         # The host's failure arrives from its link's thread (a toast and an event).
         link = app.links[0]
         await wait_until(
