@@ -2,7 +2,7 @@
 
 The engine runs in a worker thread under its own `asyncio.run`. That thread only swaps
 `HostedRun.latest` (the snapshot coalescing) and posts messages; controls go the other way through
-`Engine.threadsafe`, queued until the engine exists.
+`Engine.send`, queued until the engine exists.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 from textual.worker import Worker
 
 from gen_tui.app.messages import BudgetAnnounced, EngineEvent
 from gen_tui.backends.config.run import EngineConfig, EngineError
+from gen_tui.backends.engine.commands import EngineCommand, Stop
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
 
 if TYPE_CHECKING:  # aiohttp: loaded in the engine's worker, not at startup
@@ -124,7 +125,7 @@ class HostedRun:
         self.failure: str | None = None
         self.grace_s = source.grace_s
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self._pending: list[EngineCommand] = []
 
     @property
     def active(self) -> bool:
@@ -150,11 +151,11 @@ class HostedRun:
             self.engine = engine
             self.grace_s = engine.config.grace_s
             pending, self._pending = self._pending, []
-        for method, args in pending:
-            getattr(engine, method)(*args)
+        for command in pending:
+            engine.apply(command)
 
-    def control(self, method: str, *args: Any) -> bool:
-        """UI thread: call an engine control method on the engine's loop.
+    def control(self, command: EngineCommand) -> bool:
+        """UI thread: hand a command to the engine's loop.
 
         Before the engine exists (tokenizer still loading, say) the call is queued and
         replayed by `attach`. False if the engine has already finished.
@@ -162,10 +163,10 @@ class HostedRun:
         with self._lock:
             engine = self.engine
             if engine is None:
-                self._pending.append((method, args))
+                self._pending.append(command)
                 return True
         try:
-            engine.threadsafe(getattr(engine, method), *args)
+            engine.send(command)
         except (EngineError, RuntimeError):  # not running yet / loop already closed
             return False
         return True
@@ -173,14 +174,14 @@ class HostedRun:
     def request_stop(self) -> None:
         if self.stop_at is None:
             self.stop_at = time.monotonic()
-        self.control("request_stop")
+        self.control(Stop())
 
     def abort(self) -> None:
         if self.stop_at is None:
             self.stop_at = time.monotonic()
-            self.control("request_stop")
+            self.control(Stop())
         self.escalated = True
-        self.control("request_stop")
+        self.control(Stop())
 
     def countdown(self, now: float) -> float | None:
         if self.stop_at is None or not self.active:
@@ -207,7 +208,7 @@ class HostedRun:
                 on_budget=lambda event: post(BudgetAnnounced(event)),
             )
             task = asyncio.create_task(engine.run())
-            await asyncio.sleep(0)  # run() has bound its loop: threadsafe() works from here
+            await asyncio.sleep(0)  # run() has bound its loop: send() works from here
             self.attach(engine)
             return await task
 

@@ -10,7 +10,7 @@ own `asyncio.run`; tokenization and file scans run in the engine's executor. The
 thread only stores its latest :class:`RunSnapshot` in an attribute (`HostedRun.latest`) and
 posts messages; a 4 Hz timer on the dashboard applies the latest snapshot inside
 `batch_update()`, so the refresh rate does not depend on the request rate. Control goes the
-other way through `Engine.threadsafe`. `transformers` is never imported on the UI thread.
+other way as commands through `Engine.send`. `transformers` is never imported on the UI thread.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, 
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.backends.config.run import DatasetSpec, EngineError
+from gen_tui.backends.engine.commands import Pause, SetBudget
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.progress.summary import summary_line
@@ -94,7 +95,7 @@ class HostedRuns(PanelSource):
         for run in active:
             run.paused = paused
             run.was_paused = run.was_paused or paused
-            run.control("set_paused", paused)
+            run.control(Pause(paused))
         return Note("dispatch paused (in-flight requests finish)" if paused else "dispatch resumed")
 
     def tick(self, now: float) -> str | None:
@@ -120,7 +121,7 @@ class HostedRuns(PanelSource):
             return None
         for name, tokens in result.budgets.items():
             snap = run.dataset(name)
-            run.control("set_budget", name, tokens, snap.max_samples if snap else None)
+            run.control(SetBudget(name, tokens, snap.max_samples if snap else None))
         return result.notice
 
     def settle(
@@ -272,7 +273,7 @@ class HostedRuns(PanelSource):
             run is not None
             and run.active
             and not run.stopping
-            and run.control("set_budget", name, budget, target.max_samples)
+            and run.control(SetBudget(name, budget, target.max_samples))
         ):
             return Note(f"budget set to {format_count(budget)}", title=name)
         if name not in self.names:

@@ -18,7 +18,6 @@ from gen_tui.backends.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SERVER,
     DEFAULT_TRUNCATED_WARN,
@@ -113,9 +112,6 @@ class EngineConfig:
     sampling: dict[str, Any] = field(default_factory=dict)
     """SGLang-style sampling parameters. Without `max_new_tokens` each request's cap comes
     from the server's context length (see answer_cap.py)."""
-    server_max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    """The run's cap when `sampling` names none: DEFAULT_MAX_NEW_TOKENS until the engine has
-    asked the servers at start, then what they allow (see answer_cap.py)."""
     budget_mode: BudgetMode = setting(
         BudgetMode.PREDICTIVE,
         key="budget_mode",
@@ -332,12 +328,6 @@ class EngineConfig:
         """The user's `max_new_tokens` (flag or [sampling]); None: the server's rule applies."""
         given = self.sampling.get("max_new_tokens")
         return None if given is None else int(given)
-
-    @property
-    def max_new_tokens(self) -> int:
-        """The longest answer any request of the run may get: the user's, else the servers'."""
-        given = self.max_new_tokens_given
-        return self.server_max_new_tokens if given is None else given
 
 
 def resolve_api_key(config: EngineConfig) -> tuple[str | None, str]:

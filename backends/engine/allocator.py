@@ -82,7 +82,7 @@ class Allocator(RunPart):
             ds.tokens,
             ds.samples,
             ds.model,
-            self.config.max_new_tokens,
+            self.limit.tokens,
         )
 
     def apply(self, ds: DatasetRun, budget: Budget, *, share: bool = False) -> None:

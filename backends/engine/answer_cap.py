@@ -65,6 +65,11 @@ class AnswerCap:
             cap = min(cap, self.context_length - 1)
         return max(1, cap)
 
+    @property
+    def budget_cap(self) -> int:
+        """The longest answer budgets reserve: the user's cap as given, else `run_cap`."""
+        return self.given if self.given is not None else self.run_cap
+
     def for_prompt(self, prompt_tokens: int) -> int:
         """The cap of one request whose prompt is `prompt_tokens` long (or at most that)."""
         cap = self.run_cap

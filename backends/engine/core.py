@@ -24,7 +24,8 @@ from gen_tui.backends.clients import InferenceClient, client_for
 from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
-from gen_tui.backends.engine.context import RunContext
+from gen_tui.backends.engine.commands import EngineCommand, Pause, SetBudget, Stop
+from gen_tui.backends.engine.context import AnswerLimit, RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
@@ -72,13 +73,15 @@ class Engine:
         self.config = config
         self.client = client if client is not None else client_for(config)
         self._on_snapshot = on_snapshot
-        cap, mode = float(config.max_new_tokens), config.budget_mode
+        self._caps = AnswerCap(given=config.max_new_tokens_given)
+        self._limit = AnswerLimit(self._caps.budget_cap)
+        cap, mode = float(self._limit.tokens), config.budget_mode
         self._datasets = [
             DatasetRun(spec, config.output_dir / spec.name, cap, mode) for spec in config.datasets
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
-        run = RunContext(config, self._datasets, self._signals, self._report)
+        run = RunContext(config, self._datasets, self._signals, self._report, self._limit)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gen-tui-tokenize")
         self._pool = SlotPool(config.max_concurrency)
         self._auto = AutoConcurrency(run, self._pool) if config.auto_concurrency else None
@@ -100,10 +103,9 @@ class Engine:
         self._host = socket.gethostname()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opened = False
-        self._caps = AnswerCap(given=config.max_new_tokens_given)
         self._shutdown = Shutdown(run, self._pool, self._runner)
 
-    # control: call on the engine's loop, or from another thread through `threadsafe`
+    # control: call on the engine's loop, or send a command from another thread
 
     def request_stop(self) -> None:
         """First call: stop dispatching and drain. Second call: abort in-flight requests."""
@@ -123,11 +125,21 @@ class Engine:
         """Change a dataset's budget mid-run; a dataset done at its old budget starts again."""
         self._allocator.set_budget(name, max_tokens, max_samples)
 
-    def threadsafe(self, method: Callable[..., None], *args: object) -> None:
-        """Run a control method on the engine's loop from any thread (the TUI's, say)."""
+    def apply(self, command: EngineCommand) -> None:
+        """Carry out a command on the engine's loop (`send` brings one from another thread)."""
+        match command:
+            case Stop():
+                self.request_stop()
+            case Pause(paused=paused):
+                self.set_paused(paused)
+            case SetBudget(dataset=name, max_tokens=tokens, max_samples=samples):
+                self.set_budget(name, tokens, samples)
+
+    def send(self, command: EngineCommand) -> None:
+        """Hand a command to the engine's loop from any thread (the TUI's, say)."""
         if self._loop is None:
             raise EngineError("the engine is not running")
-        self._loop.call_soon_threadsafe(method, *args)
+        self._loop.call_soon_threadsafe(self.apply, command)
 
     # reporting
 
@@ -195,7 +207,7 @@ class Engine:
         """Ask the servers how long an answer may be, before anything reads the run's cap
         (the length model's prior, the strict budget's reservations)."""
         self._caps = await self._runner.answer_cap()
-        self.config.server_max_new_tokens = self._caps.run_cap
+        self._limit.tokens = self._caps.budget_cap
         self._report.event("info", self._caps.describe())
 
     def _request_cap(self, prompt: Prompt, ids: list[int] | None) -> int:

@@ -32,7 +32,7 @@ class Scheduler(RunPart):
             ds.samples,
             inflight,
             ds.model,
-            self.config.max_new_tokens,
+            self.limit.tokens,
         )
 
     def ended_short(self, ds: DatasetRun) -> bool:
