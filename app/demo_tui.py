@@ -13,7 +13,6 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,24 +49,6 @@ GPU_TELEMETRY = (
 )
 """What the demo's run says of its GPUs: the strip's are simulated (sim/nvidia_smi.py), and
 this machine's (none, most likely) are not read."""
-
-
-class SimSource(RunSource):
-    """A run against a simulator started in the engine's own loop (tests, demo)."""
-
-    label = "in-process run"
-
-    def __init__(self, config: EngineConfig, sim: SimConfig) -> None:
-        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
-        self.config = config
-        self.sim = sim
-
-    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
-        from gen_tui.backends.sim import SimServer
-
-        sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
-        server = await stack.enter_async_context(SimServer(sim))
-        return replace(self.config, server_urls=[server.url])
 
 
 class DemoSource(RunSource):

@@ -104,10 +104,6 @@ class LengthModel(LengthWindow):
         variance = max(0.0, self._suffix_sq[index] / longer - mean * mean)
         return mean, variance
 
-    def expected_total(self, age_s: float) -> float:
-        """Expected final length of a request that has been in flight for `age_s` seconds."""
-        return self.outlook(age_s)[0]
-
 
 Lengths = LengthModel | SurvivalModel
 """A dataset's length model: a SurvivalModel in precise mode, a LengthModel in the others."""

@@ -197,10 +197,6 @@ class Host(ABC):
                     self._by_dataset[dataset] = run
         return runs
 
-    async def list_runs(self, pattern: str | None = None) -> list[RunProcess]:
-        """Every process matching `pattern` (default: `run_inference` and `gen-tui run`)."""
-        return list((await self.survey(pattern)).runs)
-
     async def survey(self, pattern: str | None = None) -> Survey:
         """The runs, and the dataset folders of the host's output directory, in one look."""
         report = await self._ps(pattern or self.pattern, self.output_dir)

@@ -340,11 +340,6 @@ class SSHConnection:
         except (OSError, asyncssh.Error) as exc:
             raise Disconnected(f"{self.target}: {describe(exc)}") from None
 
-    def drop(self) -> None:
-        """Close the current link; the supervisor reconnects (a "reconnect now" for the UI)."""
-        if self._conn is not None:
-            self._conn.close()
-
     async def close(self) -> None:
         self._closed = True
         self._up.clear()

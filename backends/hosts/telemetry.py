@@ -23,7 +23,6 @@ class HostTelemetry:
         self.board = GpuBoard()
         self.gpus_absent = False
         """The host said it has no nvidia-smi (or no GPU): the strip says nothing of GPUs."""
-        self.gpu_problem: str | None = None
 
     def server(self, url: str, report: ServerReport) -> None:
         self.loads = {**self.loads, url: report}
@@ -35,6 +34,5 @@ class HostTelemetry:
 
     def gpus(self, sample_gpus: tuple[Gpu, ...], absent: bool, problem: str | None) -> None:
         self.gpus_absent = absent
-        self.gpu_problem = problem
         if not absent and problem is None:
             self.board.add(sample_gpus)

@@ -37,12 +37,6 @@ def read_holder(path: Path) -> dict[str, object]:
     return watcher.read_holder(os.fspath(path))
 
 
-def is_locked(path: Path) -> bool:
-    """Whether a live process holds `path`, read from /proc/locks as the watcher reads it
-    (never by taking a lock, which could make a starting writer's `flock` fail)."""
-    return watcher.lock_status(os.fspath(path), watcher.read_lock_table())[0]
-
-
 class DatasetLock:
     """Exclusive, non-blocking lock of one dataset folder."""
 

@@ -102,7 +102,7 @@ async def test_a_command_cut_off_by_the_link_raises_disconnected(sshd: Sshd, kin
 async def test_a_listing_cut_off_by_the_link_says_so_not_python(link: Any) -> None:
     host, faults = link
     with pytest.raises(Disconnected, match=r"link lost|closed"):
-        await cut_during(faults, host.list_runs)()  # was: "the host needs Python 3.8"
+        await cut_during(faults, host.survey)()  # was: "the host needs Python 3.8"
 
 
 async def test_a_kill_whose_file_check_is_cut_off_still_reports_the_stop(

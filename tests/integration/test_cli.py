@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.store.lock import is_locked
+from tests.support.locks import is_locked
 from tests.support.polling import wait_until
 from tests.support.records import progress, record_lines, recount
 from tests.support.runs import finish, run_args, spawn

@@ -95,7 +95,7 @@ async def test_k_with_a_short_panel_grace_lets_the_run_finish_its_drain(
     identity = await host.start(argv, str(tmp_path / "run.log"))
     try:
         await wait_until(lambda: server.stats.in_flight >= 8, 60, "eight requests in flight")
-        assert identity.pid in [run.pid for run in await host.list_runs()]  # as the panel has
+        assert identity.pid in [run.pid for run in (await host.survey()).runs]  # as the panel has
         outcome = await host.kill(identity, grace_s=1)
     finally:
         await host.close()

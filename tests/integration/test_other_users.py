@@ -55,7 +55,7 @@ def others_run(host: AnyHost, tmp_path: Path) -> Iterator[tuple[subprocess.Popen
 async def listed_run(host: AnyHost, pid: int) -> RunProcess:
     deadline = time.monotonic() + 20
     while True:
-        found = [run for run in await host.list_runs() if run.pid == pid]
+        found = [run for run in (await host.survey()).runs if run.pid == pid]
         if found and found[0].identity.cmdline[:1] == (PYTHON,):
             return found[0]
         assert time.monotonic() < deadline, f"pid {pid} never listed"

@@ -84,7 +84,7 @@ async def _stop_under_csh(csh_host: SSHHost, identity: RunIdentity, out: Path) -
     while not (records.exists() and records.stat().st_size > 0):
         assert time.monotonic() < deadline, "the run never wrote"
         await asyncio.sleep(0.05)
-    runs = [run for run in await csh_host.list_runs() if run.pid == identity.pid]
+    runs = [run for run in (await csh_host.survey()).runs if run.pid == identity.pid]
     assert [run.datasets for run in runs] == [("B1",)]
     outcome = await csh_host.kill(identity, grace_s=5, files=[str(records)])
     assert outcome.result is KillResult.STOPPED, outcome
@@ -100,16 +100,16 @@ async def test_a_value_with_a_newline_is_refused_by_name_and_nothing_runs(
     bad = good + "/x\ntouch /tmp/PWNED-csh"
     csh_host.output_dir = bad
     with pytest.raises(RunError, match=r"x\\ntouch /tmp/PWNED-csh.*line break") as caught:
-        await csh_host.list_runs()
+        await csh_host.survey()
     assert "\n" not in str(caught.value)
     with pytest.raises(RunError, match="line break"):
         csh_host.watch(bad, ["B1"])
     with pytest.raises(RunError, match=r"the remote python 'py\\x00'"):
         csh_host.output_dir, csh_host.python = good, "py\0"
-        await csh_host.list_runs()
+        await csh_host.survey()
     with pytest.raises(RunError, match="out\ufffd holds bytes that are not UTF-8"):
         csh_host.python = "python3"
         csh_host.output_dir = good + "/out\udcc3"  # as a process's argv decodes b"\xc3"
-        await csh_host.list_runs()
+        await csh_host.survey()
     assert calls == [], "a command line with a newline reached the host"
     assert not os.path.exists("/tmp/PWNED-csh")

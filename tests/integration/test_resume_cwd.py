@@ -43,7 +43,7 @@ def shared_cwd() -> Iterator[Path]:
 async def listed(host: AnyHost, process: subprocess.Popen, cwd: Path) -> RunProcess:
     """Our stand-in run as `host` lists it (once its command line and folder are read)."""
     for _ in range(100):
-        run = next((r for r in await host.list_runs() if r.pid == process.pid), None)
+        run = next((r for r in (await host.survey()).runs if r.pid == process.pid), None)
         if run is not None and run.identity.cmdline[:1] == (PYTHON,) and run.cwd == str(cwd):
             assert run.mine
             return run

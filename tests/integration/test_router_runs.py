@@ -12,7 +12,7 @@ from typing import Any
 
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.sim.server import SimServer
-from gen_tui.backends.store.lock import is_locked
+from tests.support.locks import is_locked
 from tests.support.polling import wait_until
 from tests.support.records import read_records, record_lines, recount
 from tests.support.runs import finish, run_args, spawn

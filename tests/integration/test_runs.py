@@ -35,9 +35,10 @@ from gen_tui.backends.hosts import (
 )
 from gen_tui.backends.hosts.connection import SSHConnection
 from gen_tui.backends.sim import LengthProfile
-from gen_tui.backends.store.lock import DatasetLock, is_locked
+from gen_tui.backends.store.lock import DatasetLock
 from gen_tui.backends.store.prompts import DatasetNameError
 from gen_tui.backends.store.records import RAW_FILE, scan_records
+from tests.support.locks import is_locked
 from tests.support.polling import wait_until
 from tests.support.records import progress, read_records, record_commands, record_lines, recount
 from tests.support.runs import AnyHost, alive, append_records, standin_argv
@@ -45,7 +46,7 @@ from tests.support.sshd import Sshd
 
 
 async def listed(host: AnyHost, identity: RunIdentity) -> RunProcess:
-    runs = await host.list_runs()
+    runs = (await host.survey()).runs
     found = [run for run in runs if run.identity.same_process(identity)]
     assert found, f"pid {identity.pid} not in {[r.pid for r in runs]}"
     return found[0]
@@ -184,7 +185,7 @@ async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
             await host.start(
                 late, str(tmp_path / "late.log"), output_dir=str(out), expect=late_check
             )
-        writers = [run for run in await host.list_runs() if "B7" in run.datasets]
+        writers = [run for run in (await host.survey()).runs if "B7" in run.datasets]
         assert [run.pid for run in writers] == [retry.pid]
         assert not (tmp_path / "late.log").exists()
         # A start that relies on the newest check goes ahead.
@@ -215,7 +216,7 @@ async def test_two_resumes_at_once_start_one_run(
         assert len(started) == 1, results
         assert [type(r) for r in results if not isinstance(r, RunIdentity)] == [ResumeRefused]
         assert (await host._ps(host.pattern, str(out))).start_seq == before + 1
-        writers = [run for run in await host.list_runs() if "B9" in run.datasets]
+        writers = [run for run in (await host.survey()).runs if "B9" in run.datasets]
         assert [run.pid for run in writers] == [started[0].pid]
     finally:  # the stops are checked after, where a failure cannot hide the test's own
         outcomes = [await host.kill(identity, grace_s=10) for identity in started]

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.clients.models import limits_from_models
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
@@ -33,7 +32,7 @@ from gen_tui.widgets.dataset_panel import truncation_piece
 from tests.support.polling import wait_until
 from tests.support.records import progress, read_records
 from tests.support.runs import finish, run_args, spawn
-from tests.support.tui import SIZE, panel
+from tests.support.tui import SIZE, SimSource, panel
 
 CONTEXT = 600
 """A small context, so that long answers (mean 3,000) are cut by it."""

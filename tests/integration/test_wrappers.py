@@ -111,7 +111,7 @@ async def test_k_stops_only_the_writer_inside_screen_and_wrappers(
     host: AnyHost, screen_chain: Chain
 ) -> None:
     chain = screen_chain
-    runs = [run for run in await host.list_runs() if run.output_dir == host.output_dir]
+    runs = [run for run in (await host.survey()).runs if run.output_dir == host.output_dir]
     # The writer alone is the run: not SCREEN, runuser, bash -lc or the shim.
     assert [run.pid for run in runs] == [chain.writer.pid], [r.identity.command for r in runs]
     outcome = await host.kill(runs[0].identity, grace_s=10)
@@ -157,7 +157,7 @@ async def test_the_process_holding_the_record_file_is_the_run_not_its_helper(
             await asyncio.sleep(0.05)
         helper_pid = psutil.Process(writer.pid).children()[0].pid
         host = LocalHost(out)
-        runs = [run for run in await host.list_runs() if run.pid in (writer.pid, helper_pid)]
+        runs = [run for run in (await host.survey()).runs if run.pid in (writer.pid, helper_pid)]
         assert [run.pid for run in runs] == [writer.pid]
     finally:
         for child in psutil.Process(writer.pid).children():

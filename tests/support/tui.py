@@ -6,22 +6,42 @@ Shared by the TUI tests and the chaos suite's abuse test, which drive the same a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from textual.message import Message
 from textual.notifications import Notify
 
 from gen_tui.app.dashboard.rules import panel_id
-from gen_tui.app.demo_tui import SimSource
+from gen_tui.app.engine_run import RunSource
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
-from gen_tui.backends.sim import LengthProfile, SimConfig
+from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
 
 SIZE = (80, 24)
 """The smallest terminal gen-tui supports: what most tests run the app at."""
+
+
+class SimSource(RunSource):
+    """A run against a simulator started in the engine's own loop, as the demo's is: the TUI
+    tests' in-process run."""
+
+    label = "in-process run"
+
+    def __init__(self, config: EngineConfig, sim: SimConfig) -> None:
+        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
+        self.config = config
+        self.sim = sim
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
+        server = await stack.enter_async_context(SimServer(sim))
+        return replace(self.config, server_urls=[server.url])
 
 
 def make_app(

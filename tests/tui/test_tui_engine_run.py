@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from gen_tui.app.demo_tui import SimSource
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
@@ -23,7 +22,7 @@ from gen_tui.widgets.dataset_panel import DatasetPanel, detail_parts
 from gen_tui.widgets.header import header_parts
 from tests.support.polling import wait_until
 from tests.support.records import recount
-from tests.support.tui import SIZE, Notes, badge, panel, snap
+from tests.support.tui import SIZE, Notes, SimSource, badge, panel, snap
 
 
 async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -> None:

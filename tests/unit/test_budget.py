@@ -74,10 +74,10 @@ def test_predictive_expects_more_of_old_requests() -> None:
     model = LengthModel(100)
     for length in [10] * 90 + [1000] * 10:
         model.observe(length, 0.2 + length / 100.0)
-    assert model.expected_total(0.0) == model.mean
+    assert model.outlook(0.0)[0] == model.mean
     assert model.latency_line() == pytest.approx((0.2, 0.01))
-    assert model.expected_total(0.1) == model.mean
-    assert model.expected_total(0.7) == 1000
+    assert model.outlook(0.1)[0] == model.mean
+    assert model.outlook(0.7)[0] == 1000
 
 
 def test_strict_reserves_max_new_tokens() -> None:
