@@ -25,7 +25,7 @@ from gen_tui.backends.hosts.argv import (
     server_urls,
     set_flag,
 )
-from gen_tui.backends.hosts.base import DEFAULT_PATTERN, Host
+from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
 from gen_tui.backends.hosts.kill import (
     KILL_WAIT_S,
@@ -35,6 +35,7 @@ from gen_tui.backends.hosts.kill import (
     kill_wait,
 )
 from gen_tui.backends.hosts.local import LocalHost
+from gen_tui.backends.hosts.primitives import DEFAULT_PATTERN
 from gen_tui.backends.hosts.ps import PsReport, RunIdentity, RunProcess, Survey
 from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh import SSHHost

@@ -10,12 +10,7 @@ dataset names pass :func:`check_dataset_name` before anything runs.
 
 from __future__ import annotations
 
-import re
-import shlex
-import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts.argv import template_argv
@@ -24,14 +19,12 @@ from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.kill import (
     KillOutcome,
     TickCallback,
-    signal_and_wait,
 )
+from gen_tui.backends.hosts.primitives import HostPrimitives
 from gen_tui.backends.hosts.ps import (
-    PsReport,
     RunIdentity,
     RunProcess,
     Survey,
-    runs_in,
 )
 from gen_tui.backends.hosts.resume import (
     check_budget,
@@ -39,11 +32,10 @@ from gen_tui.backends.hosts.resume import (
     refuse_live_writers,
     resume_log_path,
 )
-from gen_tui.backends.hosts.scripts import parse_sizes, sizes_script
 from gen_tui.backends.hosts.ssh_target import SSHError
-from gen_tui.backends.hosts.start import START_SETTLE_S, StartSpec, start_run
+from gen_tui.backends.hosts.start import START_SETTLE_S, start_run
 from gen_tui.backends.hosts.stop import stop_run
-from gen_tui.backends.hosts.watch import LineSource, Watch
+from gen_tui.backends.hosts.watch import Watch
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES, PromptHeads
 from gen_tui.backends.store.prompts import check_dataset_name
@@ -55,99 +47,17 @@ from gen_tui.backends.store.tails import (
     record_spec,
 )
 
-DEFAULT_PATTERN = watcher.DEFAULT_PATTERN
-
-
 ResumePreview = tuple[Callable[[int | None], list[str]] | None, str | None]
 
 
-class Host(ABC):
+class Host(HostPrimitives):
     """A machine whose runs gen-tui lists and controls: `LocalHost` or `SSHHost`.
 
-    A subclass supplies the abstract primitives (the watcher's process listing, a shell
-    script run to its end or read line by line, a guarded detached start, the watcher's
-    stream); everything a person asks of a host is written here once, so the two hosts
-    cannot drift apart.
+    A subclass supplies the abstract primitives (`primitives.py`: the watcher's process
+    listing, a shell script run to its end or read line by line, a guarded detached start,
+    the watcher's stream); everything a person asks of a host is written here once, so the
+    two hosts cannot drift apart.
     """
-
-    def __init__(
-        self,
-        name: str,
-        output_dir: str,
-        pattern: str | None = None,
-        template: Sequence[str] | str | None = None,
-    ) -> None:
-        self.name = name
-        self.output_dir = output_dir
-        self.pattern = pattern or DEFAULT_PATTERN
-        re.compile(self.pattern)
-        self.template = shlex.split(template) if isinstance(template, str) else template
-        self._runs: dict[tuple[int, int | None], RunProcess] = {}
-        self._by_dataset: dict[str, RunProcess] = {}
-        self._expanded_output: str | None = None
-
-    # primitives (per host)
-
-    @abstractmethod
-    async def _ps_raw(
-        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None
-    ) -> Mapping[str, Any]:
-        """The watcher's `ps` report (`watcher.ps`) as run on the host."""
-
-    @abstractmethod
-    async def _open_sh(self, script: str) -> LineSource:
-        """Start a POSIX sh script on the host; its output line by line."""
-
-    @abstractmethod
-    async def _sh(self, script: str, timeout: float = 60.0) -> str:
-        """Run a POSIX sh script on the host to its end: its stdout."""
-
-    @abstractmethod
-    async def _spawn(self, spec: StartSpec) -> int:
-        """Start detached under the output folder's start guard (`watcher.guarded_start`):
-        the pid. Raises :class:`ResumeRefused` when a start came after the check that
-        `spec.expect` was read in."""
-
-    @abstractmethod
-    async def _open_watcher(self, args: list[str]) -> LineSource:
-        """Start the watcher on the host with `args`; its JSON lines."""
-
-    @abstractmethod
-    async def _tail_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The watcher's `--tail` report (`watcher.tail_request`) as run on the host."""
-
-    @abstractmethod
-    async def _heads_raw(self, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The watcher's `--heads` report (`watcher.heads_request`) as run on the host."""
-
-    async def close(self) -> None:
-        return None
-
-    # what the primitives give, read once
-
-    def _abs_output_dir(self) -> str:
-        return self._expanded_output or self.output_dir
-
-    async def _ps(
-        self, pattern: str, output_dir: str | None, pids: Sequence[int] | None = None
-    ) -> PsReport:
-        report = PsReport.parse(await self._ps_raw(pattern, output_dir, pids), self.name)
-        if output_dir == self.output_dir and report.output_dir:
-            self._expanded_output = report.output_dir
-        return report
-
-    async def _signal_wait(
-        self, identity: RunIdentity, sig: str, wait_s: float, on_tick: TickCallback | None
-    ) -> tuple[str, str]:
-        return await signal_and_wait(self._open_sh, self.name, identity, sig, wait_s, on_tick)
-
-    async def _sizes(self, paths: Sequence[str], samples: int = 3) -> list[dict[str, int | None]]:
-        """Sizes of `paths`, sampled `samples` times half a second apart."""
-        return parse_sizes(await self._sh(sizes_script(paths, samples)), paths)
-
-    async def _log_tail(self, log_path: str) -> str:
-        report = Tail.parse(await self._tail_raw({"path": log_path, "max_bytes": 2000}), 20)
-        return report.error or "\n".join(report.lines)
 
     # the ends of files
 
@@ -187,16 +97,6 @@ class Host(ABC):
 
     # list
 
-    def _runs_from_report(self, report: PsReport) -> list[RunProcess]:
-        default_out = report.output_dir or self._abs_output_dir()
-        runs = runs_in(report, self.name, default_out, report.time or time.time())
-        for run in runs:
-            self._runs[(run.pid, run.identity.start_ticks)] = run
-            if run.output_dir == default_out:  # B2 elsewhere on the machine is another dataset
-                for dataset in run.datasets:
-                    self._by_dataset[dataset] = run
-        return runs
-
     async def survey(self, pattern: str | None = None) -> Survey:
         """The runs, and the dataset folders of the host's output directory, in one look."""
         report = await self._ps(pattern or self.pattern, self.output_dir)
@@ -209,10 +109,6 @@ class Host(ABC):
             tuple(report.folder(out_dir)),
             f"output folder {out_dir} {problem}" if problem else None,
         )
-
-    def known_run(self, identity: RunIdentity) -> RunProcess | None:
-        run = self._runs.get((identity.pid, identity.start_ticks))
-        return run if run is not None and run.identity.same_process(identity) else None
 
     # kill
 

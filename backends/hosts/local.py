@@ -15,7 +15,7 @@ from gen_tui.backends import watcher
 from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
-from gen_tui.backends.hosts.start import StartSpec
+from gen_tui.backends.hosts.primitives import StartSpec
 from gen_tui.backends.hosts.watch import LineSource, Watch
 from gen_tui.backends.telemetry.nvml import read_gpus
 

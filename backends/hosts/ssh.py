@@ -22,9 +22,9 @@ from gen_tui.backends.aio import within
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.connection import SSHConnection, describe
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
+from gen_tui.backends.hosts.primitives import StartSpec
 from gen_tui.backends.hosts.scripts import check_remote_word, remote_quote, sh_command
 from gen_tui.backends.hosts.ssh_target import SSHError, SSHOptions
-from gen_tui.backends.hosts.start import StartSpec
 from gen_tui.backends.hosts.watch import LineSource, Watch
 
 

@@ -1,8 +1,8 @@
 """Starting a run, the algorithm: a detached launch under the output folder's start guard,
 then the wait until the pid runs the command itself and is still alive a moment later, so a
 command that dies at once (a typo, a missing file) is reported with the end of its log
-instead of being listed as a run. It runs over a :class:`Host`'s primitives, the same for
-every host, as :mod:`stop` does for stopping.
+instead of being listed as a run. It runs over a host's primitives (:class:`HostPrimitives`),
+the same for every host, as :mod:`stop` does for stopping.
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ import asyncio
 import shlex
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gen_tui.backends.hosts.argv import exec_done
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import StartError
+from gen_tui.backends.hosts.primitives import HostPrimitives, StartSpec
 from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.hosts.ssh_target import SSHError
-
-if TYPE_CHECKING:
-    from gen_tui.backends.hosts.base import Host
 
 START_WAIT_S = 10.0
 """How long a launched pid may take to exec the command itself (past env, setsid, nohup)."""
@@ -29,20 +25,8 @@ START_SETTLE_S = 0.5
 """How long a started run must stay alive to count as started."""
 
 
-@dataclass(frozen=True)
-class StartSpec:
-    """One detached start: the watcher's `--start` request, or its in-process call."""
-
-    argv: list[str]
-    log: str
-    cwd: str | None
-    output_dir: str
-    expect: int | None
-    """The folder's start count the check for a live writer read (None: start regardless)."""
-
-
 async def start_run(
-    host: Host,
+    host: HostPrimitives,
     command_argv: Sequence[str],
     log_path: str,
     cwd: str | None,
@@ -68,7 +52,7 @@ async def start_run(
 
 
 async def _started(
-    host: Host, argv: list[str], pid: int, log_path: str, launched: float, settle_s: float
+    host: HostPrimitives, argv: list[str], pid: int, log_path: str, launched: float, settle_s: float
 ) -> RunIdentity:
     """Wait until `pid` runs the command itself and is still alive `settle_s` after it."""
     identity: RunIdentity | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.kill import (
@@ -21,16 +20,14 @@ from gen_tui.backends.hosts.kill import (
     not_yours,
     stopped_detail,
 )
+from gen_tui.backends.hosts.primitives import HostPrimitives
 from gen_tui.backends.hosts.ps import RunIdentity
 from gen_tui.backends.hosts.scripts import appended_script, parse_appended
 from gen_tui.backends.hosts.ssh_target import SSHError
 
-if TYPE_CHECKING:
-    from gen_tui.backends.hosts.base import Host
-
 
 async def stop_run(
-    host: Host,
+    host: HostPrimitives,
     identity: RunIdentity,
     grace_s: float,
     on_tick: TickCallback | None,
@@ -80,7 +77,7 @@ async def stop_run(
 
 
 async def _settled(
-    host: Host, files: Sequence[str], result: KillResult, detail: str
+    host: HostPrimitives, files: Sequence[str], result: KillResult, detail: str
 ) -> KillOutcome:
     """The outcome, once the run's record files are seen to stop growing."""
     if not files:
@@ -98,7 +95,7 @@ async def _settled(
     return KillOutcome(result, detail, stable, samples[-1] if samples else {})
 
 
-async def _offsets(host: Host, paths: Sequence[str]) -> dict[str, int]:
+async def _offsets(host: HostPrimitives, paths: Sequence[str]) -> dict[str, int]:
     """The record files' sizes before a stop, to count what the drain writes after it
     (empty when unknown: the count is then left out, the stop goes ahead)."""
     if not paths:
@@ -110,7 +107,7 @@ async def _offsets(host: Host, paths: Sequence[str]) -> dict[str, int]:
     return {path: size for path, size in sizes.items() if size is not None}
 
 
-async def _drained(host: Host, offsets: Mapping[str, int]) -> int | None:
+async def _drained(host: HostPrimitives, offsets: Mapping[str, int]) -> int | None:
     """Records appended past `offsets` (None: unknown)."""
     if not offsets:
         return None
