@@ -34,7 +34,7 @@ START_HELP = """\
 gen-tui: no run configured here.
 Start one of:
   gen-tui --demo           the control panel on a built-in simulator (nothing to set up)
-  gen-tui --config FILE    the run a TOML file describes (see README)
+  gen-tui --config FILE    the run a TOML file describes (see docs/run.md, Config file)
   gen-tui run ...          the headless engine
 A ./gen-tui.toml, or gen-tui.toml in {user_dir}, is picked up automatically."""
 

@@ -3,84 +3,19 @@
 Why a program of its own: the GPU box may have nothing but a system Python 3.8 and no gen-tui,
 and its record files hold hundreds of MB. So gen-tui sends the watcher's source over one SSH
 channel and runs it there with `python3 - OUTPUT_DIR DATASET...`; only counts cross the
-network. The same source runs locally (as a subprocess of `sys.executable -`), and the package
-is importable, so the tests hold it to :func:`gen_tui.backends.store.records.scan_records`.
-
-Why a package that ships as one text: each module holds one concern (file names, the
-counting rule, safe file access, locks, spread and plain tails, telemetry, the watch loop,
-command lines, starts, processes, prompt lines, the command line) and stays small, while
-:func:`source` concatenates them, in `MODULES` order, into the one program that
-`python3 -` reads from stdin. The intra-package imports are dropped from that text, so
-every top-level name is unique across the modules (a unit test checks it, and that the
-program runs under the oldest Python at hand).
-
-It is also the one home of the portable half of the on-disk contract, which the rest of
-gen-tui imports from here: a dataset folder's file names, the dataset-name rule, the
-record-counting rule (:func:`record_counts`), the prompt-line rule (:func:`prompt_fields`:
-which line is which sample, and what its head is), the lock holder and the lock probe
-(:func:`lock_status`, from /proc/locks), and the process listing (:func:`ps`, which the local
-host calls in-process).
+network. The same source runs locally, and the package is importable, so the tests hold it to
+the engine's record scan. It ships as one text: :func:`source` joins the modules in `MODULES`
+order, their own imports dropped, so every top-level name is unique across the modules. It is
+also the one home of the portable half of the on-disk contract (file names, the dataset-name,
+record-counting and prompt-line rules, locks, the process listing), which the rest of gen-tui
+imports from here.
 
 Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, no
 `str.removeprefix`, no third-party imports. The tests parse :func:`source` with
 `feature_version=(3, 8)`.
 
-Modes (all print JSON lines on stdout):
-
-- watch (default): `OUTPUT_DIR DATASET[:OFFSET:INO:TOKENS:SAMPLES:TRUNCATED]...`. One
-  `hello` line, then one `dataset` line per dataset at start and whenever its totals
-  (tokens, samples, answers cut at their cap: `truncated`), lock holder or
-  progress change, and a `heartbeat` line every `--heartbeat` seconds so the client can tell
-  a live but quiet watcher from a dead link. A dataset line carries `resume`, the exact
-  argument that lets a later watcher continue from the same byte offset without recounting
-  or double counting. `--once` prints one line per dataset and exits. With `--telemetry
-  SECONDS`, a `metrics` line per `--metrics-url` (its /metrics, read on this box; for an
-  SGLang router, a line per worker first and the router's with its `workers`: see
-  telemetry.py) and a `gpus` line (nvidia-smi) that often, from a thread of their own.
-- `--ps REGEX --output-dir DIR [--pids PID,...]`: one `ps` line describing the processes
-  whose command line matches (or the given pids) with each one's owner uid and name, and
-  the watcher's own uid (the login user's: a client then tells another user's run from
-  its own), the lock files under the output folders with who owns and may write them,
-  and the prompt files of each process's `--prompts-dir`. The run list is built from it.
-  It also carries the output folder's start count (`start_seq`), read before the processes.
-- `--start JSON` (`output_dir`, `argv`, `log`, `cwd`, `expect`): start a run detached, in a
-  session of its own, under the output folder's start lock, and only if the folder's start
-  count is still `expect`: no other start has happened since the check for a live writer
-  that this start relies on. Right before the launch, every folder the command takes code
-  from, and every folder above them, is checked (:func:`code_problem`): one another user can
-  write in, or rename ours away in, refuses the start. One `start` line: the pid, `refused`
-  with the count, or `error` with the one line.
-- `--tail JSON` (`path`, `lines`, `max_bytes`, `whole`): the last lines of one regular file,
-  or of a run's log (`pid`, `dataset`, `output_dir` instead of `path`: see :func:`log_of`),
-  read backwards from its end in chunks (never the whole file: a 10 GB record file costs
-  what its last answers weigh), at most `max_bytes` in all. One `tail` line: `lines` (text,
-  utf-8 with replacement), `size` (the file's length) and `cut` (true when fewer lines
-  came than asked because of the size cap). With `whole`, a partial last line (a record
-  being written) is left out. With `spread` (the plot view's history), the `lines` are
-  instead picked evenly from the file's first line to its last (see :func:`spread_lines`).
-- `--heads JSON` (`keys`, and `path` or `output_dir`, `dataset`, `pid`): the head of each
-  sample's prompt (its last user turn, cut), looked up in the dataset's prompt file on this
-  box, bounded (see :func:`heads_request`). One `heads` line.
-
-Counting: a dataset's totals are always those of a full recount. Complete lines are counted
-once, from a byte offset that only moves past whole lines; a partial last line is never
-committed, but a last line that already parses is counted provisionally (as the full recount
-does); a file that shrank or was replaced is recounted from zero. A byte scan finds the
-`"completion_tokens":` key, which is far faster than parsing every line; lines that scan
-cannot read exactly fall back to `json`.
-
-Hostile files: the folders may sit on a box shared with other users, so every file is opened
-without following a symlink, without blocking (a FIFO) and only if it is a regular file;
-progress.json and run.lock are read only up to a bound in size and nesting. A file that
-fails is named in its dataset's `problem` (one line), and the other datasets keep their
-totals. Files we write are never opened through a link, new names are O_EXCL, and the
-start-log folder must be ours alone (:func:`folder_problem`).
-
-progress.json: when present, its content rides along in the dataset line (`progress`, with
-`progress_fresh` when written in the last 10 s): budget, state, rates, ETA and in-flight
-are only known to the writer. The token and sample counts themselves always come from the
-record file, because progress.json lags it by up to a second and a foreign script writes
-none; once attached, tailing costs only the newly appended bytes.
+Its modes, the lines it prints, the counting rule and how it treats hostile files are in the
+docs: docs/watcher-protocol.md.
 """
 
 from __future__ import annotations

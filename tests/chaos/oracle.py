@@ -1,7 +1,7 @@
 """Independent oracles for the fuzz tests, written with plain `json` and `str` methods.
 
 Why not call the code under test to get the expected answer: an oracle that shares the
-engine's parser shares its bugs. These re-state the documented rules (README, module
+engine's parser shares its bugs. These re-state the documented rules (docs/, module
 docstrings) from scratch, as simply as possible, and are held against the real functions.
 """
 
@@ -17,7 +17,7 @@ _INT_MAX = 2**64 - 1  # orjson's range: a wider integer is not JSON the engine c
 
 
 def dataset_name_ok(name: str) -> bool:
-    """README: letters, digits, '.', '_' and '-', starting with a letter or digit, <= 128."""
+    """The name rule: letters, digits, '.', '_' and '-', starting with a letter or digit, <= 128."""
     return (
         0 < len(name) <= 128
         and all(char in SAFE_NAME_CHARS for char in name)
@@ -74,7 +74,7 @@ def record_tokens(value: Any) -> tuple[str, int] | None:
     if sample_id is None or isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
         return None
     if isinstance(sample_id, int) and not -(2**63) <= sample_id < 2**63:
-        return None  # README: an integer sample id is a signed 64-bit one
+        return None  # docs/run.md: an integer sample id is a signed 64-bit one
     tokens = value.get("completion_tokens")
     if tokens is None and isinstance(value.get("usage"), dict):
         tokens = value["usage"].get("completion_tokens")
@@ -91,7 +91,7 @@ def line_record(line: bytes) -> tuple[str, int] | None:
 
 
 def is_cut(value: Any) -> bool:
-    """README/truncation: an answer is cut at its cap when its finish_reason (top level, else
+    """docs/run.md, truncation: an answer is cut at its cap when its finish_reason (top level, else
     meta_info's) is "length", or an object whose type is "length" (SGLang's)."""
     reason = value.get("finish_reason")
     if reason is None and isinstance(value.get("meta_info"), dict):

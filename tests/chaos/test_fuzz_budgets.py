@@ -35,7 +35,7 @@ count_texts = st.one_of(
 
 
 def expected_count(text: str) -> int | None:
-    """README: `10M`, `2.5e6`, `500k`, `10_000_000`; a whole, non-negative, sane number.
+    """docs/run.md: `10M`, `2.5e6`, `500k`, `10_000_000`; a whole, non-negative, sane number.
 
     Exact arithmetic (Fraction), so a rounding shortcut in the parser would show.
     """

@@ -1,5 +1,5 @@
 """Fuzz the prompt parser: a prompt line in any of the three layouts (or none), whole or
-damaged, parses as the README says or is refused with a reason, and a prompt file reports
+damaged, parses as docs/run.md says or is refused with a reason, and a prompt file reports
 every line it skips as `file:line: reason`.
 
 Property for each: the real function either returns what an independent oracle
@@ -63,7 +63,7 @@ def prompt_lines(draw: st.DrawFn) -> bytes:
 
 
 def expected_messages(obj: Any) -> list[dict[str, str]] | None:
-    """The README's prompt rules, restated: None when the line must be refused."""
+    """The prompt rules of docs/run.md, restated: None when the line must be refused."""
     mapping = {
         "system": "system",
         "human": "user",
