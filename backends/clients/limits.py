@@ -22,7 +22,8 @@ from typing import Any
 
 import aiohttp
 
-from gen_tui.backends.clients.results import BodyHead, RequestFailed
+from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.wire import BodyHead
 from gen_tui.backends.settings import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_NEW_TOKENS
 
 BYTES_PER_TOKEN = 16

@@ -25,9 +25,8 @@ from gen_tui.backends.clients.http import HttpClient, request_timeout
 from gen_tui.backends.clients.limits import Limits, body, error_body, head, pieces
 from gen_tui.backends.clients.models import models_limits
 from gen_tui.backends.clients.reasoning import reasoning_of
-from gen_tui.backends.clients.results import (
-    Generation,
-    RequestFailed,
+from gen_tui.backends.clients.results import Generation, RequestFailed
+from gen_tui.backends.clients.wire import (
     json_body,
     sse_events,
     status_failure,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gen_tui.backends.clients.results import RequestFailed, typed
+from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.wire import typed
 
 TEXT_FIELDS = ("reasoning_content", "reasoning")
 """Plain-text reasoning: SGLang's and vLLM's name, then OpenRouter's. Some servers send both

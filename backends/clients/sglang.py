@@ -26,10 +26,9 @@ from gen_tui.backends.clients.models import (
     models_limits,
     positive_int,
 )
-from gen_tui.backends.clients.results import (
-    Aborted,
-    Generation,
-    RequestFailed,
+from gen_tui.backends.clients.results import Aborted, Generation, RequestFailed
+from gen_tui.backends.clients.router import Routers
+from gen_tui.backends.clients.wire import (
     json_body,
     message_of,
     sse_events,
@@ -37,7 +36,6 @@ from gen_tui.backends.clients.results import (
     transport_errors,
     typed,
 )
-from gen_tui.backends.clients.router import Routers
 
 __all__ = [
     "Aborted",

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.clients.results import retry_delay
+from gen_tui.backends.clients.wire import retry_delay
 from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import Faults, LengthProfile

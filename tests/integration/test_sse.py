@@ -14,7 +14,8 @@ import pytest
 from aiohttp import web
 
 from gen_tui.backends.clients import openai_api, sglang
-from gen_tui.backends.clients.results import RequestFailed, sse_events
+from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.wire import sse_events
 
 # What real servers send around their events: OpenRouter's keep-alive comment, an `event:`
 # field, CRLF line ends, blank lines, a `data:` without its space, unicode split across

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.clients.limits import ERROR_BODY_BYTES
-from gen_tui.backends.clients.results import BodyHead, error_message, status_failure
+from gen_tui.backends.clients.wire import BodyHead, error_message, status_failure
 from gen_tui.backends.untrusted import QUOTED_BODY_BYTES, quote_body
 
 PAGE = b"<html><head><title>502 Bad Gateway</title></head><body>" + b"x" * 1000 + b"</body>"
