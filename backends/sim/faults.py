@@ -13,14 +13,29 @@ import contextlib
 import random
 import socket
 import struct
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from aiohttp import web
 
-from gen_tui.backends.sim.config import Faults
+from gen_tui.backends.sim.config import Faults, SimConfig
 
-if TYPE_CHECKING:
-    from gen_tui.backends.sim.pipeline import Frontend, Simulator
+
+class Refusing(Protocol):
+    """What a refusal reads of the simulator (`pipeline.Simulator`)."""
+
+    config: SimConfig
+    fault_rng: random.Random
+    closing: asyncio.Event
+
+
+class Wording(Protocol):
+    """How an API words a refusal (`pipeline.Frontend`)."""
+
+    def error(self, status: int, message: str) -> web.Response: ...
+
+    def limit_headers(self, config: SimConfig) -> Mapping[str, str]: ...
+
 
 __all__ = ["HUGE_ERROR_CHARS", "draw", "huge_message", "refuse", "reset", "torn_response"]
 
@@ -40,7 +55,7 @@ def draw(rng: random.Random, faults: Faults, kinds: tuple[str, ...]) -> str | No
 
 
 async def refuse(
-    request: web.Request, fault: str, sim: Simulator, api: Frontend
+    request: web.Request, fault: str, sim: Refusing, api: Wording
 ) -> web.Response | None:
     """Faults that strike before any generation, worded by `api`; None for the ones that strike
     during it."""

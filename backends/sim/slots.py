@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gen_tui.backends.sim.completion import Prompt, plan
-
-if TYPE_CHECKING:
-    from gen_tui.backends.sim.pipeline import Simulator
+from gen_tui.backends.sim.config import SimConfig, SimStats
 
 __all__ = ["Job", "Slots"]
 
@@ -74,6 +72,14 @@ def _abort_reason(message: str) -> dict[str, Any]:
     return {"type": "abort", "message": message, "status_code": None, "err_type": None}
 
 
+class Served(Protocol):
+    """What the slots read and count of the simulator they serve (`pipeline.Simulator`)."""
+
+    config: SimConfig
+    stats: SimStats
+    jobs: dict[str, set[Job]]
+
+
 class Slots:
     """FIFO admission to the batch slots.
 
@@ -81,7 +87,7 @@ class Slots:
     abort must be able to pull a request out of the queue with a clean "not admitted" answer.
     """
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: Served) -> None:
         self._sim = sim
         self._waiting: deque[Job] = deque()
 
