@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gen_tui.app.engine_run import Calibration, RunSource
 from gen_tui.app.host_sources import HostSource
-from gen_tui.backends.config.run import DatasetSpec, EngineConfig, queued_concurrency
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineHooks, queued_concurrency
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.backends.sim import demo
@@ -118,7 +118,7 @@ class DemoSource(RunSource):
             sampling={"max_new_tokens": 16384, "temperature": 0.7},
             parallel_datasets=len(self.datasets),
             grace_s=self.grace_s,
-            gpu_telemetry=GPU_TELEMETRY,
+            hooks=EngineHooks(gpu_telemetry=GPU_TELEMETRY),
         )
 
     def calibrate(self, snapshot: RunSnapshot, elapsed_s: float) -> Calibration | None:

@@ -20,10 +20,11 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gen_tui.backends.settings import SettingError, read_table, setting
 from gen_tui.backends.untrusted import one_line
 
 TITLE_CHARS = 80
@@ -60,19 +61,20 @@ class AlertConfigError(ValueError):
 class AlertConfig:
     """The `[alerts]` table: where alerts go and which events raise one."""
 
-    urls: tuple[str, ...] = ()
-    events: frozenset[AlertEvent] = field(default_factory=lambda: frozenset(AlertEvent))
+    urls: tuple[str, ...] = setting((), key="urls", kinds=(list,))
+    events: frozenset[AlertEvent] = setting(
+        default_factory=lambda: frozenset(AlertEvent), key="events", kinds=(list,)
+    )
 
     @classmethod
     def parse(cls, table: Mapping[str, Any], where: str = "alerts") -> AlertConfig:
         """The config of a parsed `[alerts]` table; AlertConfigError names a wrong key."""
-        unknown = set(table) - {"urls", "events"}
-        if unknown:
-            raise AlertConfigError(
-                f"unknown key {where}.{sorted(unknown)[0]} (known: events, urls)"
-            )
-        urls = table.get("urls", [])
-        if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        try:
+            (values,) = read_table(table, where, cls)
+        except SettingError as exc:
+            raise AlertConfigError(str(exc)) from None
+        urls = values.get("urls", [])
+        if not all(isinstance(url, str) for url in urls):
             raise AlertConfigError(f"{where}.urls must be a list of apprise URLs (strings)")
         for index, url in enumerate(urls):
             if not _apprise_accepts(url):
@@ -81,8 +83,8 @@ class AlertConfig:
                     "slack://..., json://host:port/path)"
                 )
         known = [str(event) for event in AlertEvent if event is not AlertEvent.TEST]
-        names = table.get("events", known)
-        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        names = values.get("events", known)
+        if not all(isinstance(name, str) for name in names):
             raise AlertConfigError(f"{where}.events must be a list of event names")
         wrong = [name for name in names if name not in known]
         if wrong:

@@ -1,16 +1,19 @@
-"""Every setting of a run in one place: its `[run]` key, its flag, its checks, its default.
+"""Every setting in one place: its key in the config file, its flag, its checks, its default.
 
 Why: the TOML file, `gen-tui run`'s flags and :class:`EngineConfig` were three schemas
 merged by hand, with defaults written again at each (the 30 s grace stood in nine places).
-Now each field of `EngineConfig` carries a :class:`Setting` in its metadata and its default
-in the field alone; `config.py` validates `[run]` from them, `cli.py` builds its flags from
-them and merges flag over file over default without knowing any default itself.
+Now each field of a settings dataclass carries a :class:`Setting` in its metadata and its
+default in the field alone: `EngineConfig` (`[run]`), `DatasetDefaults` (the `[run]` values
+every dataset shares), `DatasetSpec` (`[[datasets]]`), `Sampling` (`[sampling]`) and
+`HostEntry` (`[[hosts]]`). :func:`read_table` validates any of those tables from them, the
+command line builds its flags from them, and the merge puts flag over file over default
+without knowing any default itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,19 +58,23 @@ class SettingError(ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    """How one run setting is spelt in a TOML `[run]` table and on `gen-tui run`'s line."""
+    """How one setting is spelt in its TOML table and on `gen-tui run`'s line."""
 
     key: str
-    """The `[run]` key."""
-    flag: str
-    help: str
+    """The key in its table (`[run]`, `[[datasets]]`, ...)."""
     kinds: tuple[type, ...]
     """The TOML value types accepted (a count also takes a string such as "10M")."""
     count: bool = False
     """A whole number that accepts 10M, 2.5e6, 500k, 10_000_000."""
+    flag: str | None = None
+    """`gen-tui run`'s flag; None: the setting is the config file's only."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings of the flag (kept for old command lines)."""
+    help: str = ""
     minimum: float | None = None
     above: float | None = None
     """The value must be greater than this (seconds that must be positive)."""
+    maximum: float | None = None
     choices: tuple[str, ...] | None = None
     flag_kwargs: tuple[tuple[str, Any], ...] = ()
     """Extra argparse arguments (an alias, `action="append"`, a metavar)."""
@@ -75,11 +82,13 @@ class Setting:
     """Where `gen-tui run --help` lists it."""
     words: tuple[str, ...] = ()
     """Words taken as they are instead of a value (`auto` for --concurrency)."""
+    path: bool = False
+    """A path: relative to the config file that gives it, `~` expanded."""
 
     def convert(self, value: Any, name: str | None = None) -> Any:
         """The value as the engine takes it, checked; raise :class:`SettingError` naming
         it as `name` (the flag by default, `run.KEY` for a config file)."""
-        name = name or self.flag
+        name = name or self.flag or self.key
         if isinstance(value, str) and value in self.words:
             return value
         if self.count and isinstance(value, str):
@@ -93,6 +102,8 @@ class Setting:
             raise SettingError(f"{name} must be at least {self.minimum:g}, got {value:g}")
         if self.above is not None and not value > self.above:
             raise SettingError(f"{name} must be more than {self.above:g}, got {value:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise SettingError(f"{name} must be at most {self.maximum:g}, got {value:g}")
         return value
 
 
@@ -117,6 +128,8 @@ class FieldSetting:
     name: str
     setting: Setting
     default: Any
+    required: bool = False
+    """The field has no default: its table must give it."""
 
     @property
     def help(self) -> str:
@@ -140,4 +153,61 @@ def settings_of(cls: type) -> Iterator[FieldSetting]:
             default = item.default_factory()
         else:
             default = None if item.default is dataclasses.MISSING else item.default
-        yield FieldSetting(item.name, spelled, default)
+        required = item.default is dataclasses.MISSING and (
+            item.default_factory is dataclasses.MISSING
+        )
+        yield FieldSetting(item.name, spelled, default, required)
+
+
+def check_settings(obj: object) -> None:
+    """Check each setting of dataclass instance `obj` that has a value by its own rule (the
+    same `Setting.convert` a flag and a config key pass): however the object was made, from
+    a file, flags or code, one rule decides. Raise :class:`SettingError`."""
+    for spelled in settings_of(type(obj)):
+        value = getattr(obj, spelled.name)
+        if value is not None:
+            spelled.setting.convert(value)
+
+
+def read_table(table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:
+    """The values a TOML table gives for the settings of the dataclasses `classes` (one dict
+    each, by field name): each key known, of its kinds, without a NUL, converted and checked
+    by its setting, and every field without a default given. Raise :class:`SettingError`
+    naming `where.KEY`. Paths come back as written: the caller knows what they are relative to.
+
+    Several classes share one table where one TOML table feeds several (`[run]`: the run's
+    settings and the datasets' defaults)."""
+    if not isinstance(table, Mapping):
+        raise SettingError(f"[{where}] must be a table")
+    spelled = {
+        item.setting.key: (index, item)
+        for index, cls in enumerate(classes)
+        for item in settings_of(cls)
+    }
+    values: tuple[dict[str, Any], ...] = tuple({} for _ in classes)
+    for key, value in table.items():
+        if key not in spelled:
+            raise SettingError(f"unknown key {where}.{key} (known: {', '.join(sorted(spelled))})")
+        index, item = spelled[key]
+        kinds = item.setting.kinds
+        if isinstance(value, bool) and bool not in kinds:
+            raise SettingError(f"{where}.{key} must not be true/false")
+        if not isinstance(value, kinds):
+            raise SettingError(f"{where}.{key} has the wrong type ({type(value).__name__})")
+        if _has_nul(value):
+            # TOML allows "\u0000"; no path, URL or command word can hold one, and the OS
+            # would refuse it later with a bare ValueError instead of naming the key.
+            raise SettingError(f"{where}.{key} contains a NUL character")
+        values[index][item.name] = item.setting.convert(value, f"{where}.{key}")
+    for index, item in spelled.values():
+        if item.required and item.name not in values[index]:
+            raise SettingError(f"{where} has no {item.setting.key!r}")
+    return values
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False

@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         file = load_config(path)
         extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
-        if file.hosts and not file.datasets and "prompts_dir" not in file.run:
+        if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
             # A file that only names hosts to watch: no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
             return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts)

@@ -19,26 +19,17 @@ from typing import Any
 
 from gen_tui.app.cli.alert import alerts_of
 from gen_tui.app.cli.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from gen_tui.app.cli.parser import build_parser
+from gen_tui.app.cli.parser import build_parser, run_flags
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
-from gen_tui.backends.config.file import (
-    SAMPLING_FLAGS,
-    ConfigError,
-    FileConfig,
-    load_config,
-    merge_run,
-)
-from gen_tui.backends.config.run import EngineConfig, EngineError, queued_concurrency
+from gen_tui.backends.config.file import ConfigError, FileConfig, load_config, merge_run
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError, queued_concurrency
 from gen_tui.backends.figures import CountError
-from gen_tui.backends.settings import settings_of
 from gen_tui.backends.untrusted import one_line
-
-RUN_FLAGS = ("prompts_dir", "datasets", "max_tokens", "max_samples", *SAMPLING_FLAGS)
-"""The `gen-tui run` values besides the engine settings that the merge takes."""
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
-    names = [*RUN_FLAGS, *(spelled.name for spelled in settings_of(EngineConfig))]
+    """What the merge takes of `gen-tui run`'s flags: the settings' and `--datasets`."""
+    names = ["datasets", *(spelled.name for spelled in run_flags())]
     return {name: getattr(args, name) for name in names}
 
 
@@ -113,7 +104,6 @@ def demo_config(args: argparse.Namespace) -> EngineConfig:
     """
     from platformdirs import user_cache_dir
 
-    from gen_tui.backends.config.file import DatasetEntry
     from gen_tui.backends.sim import demo
 
     root = Path(user_cache_dir("gen-tui")) / "demo"
@@ -130,7 +120,7 @@ def demo_config(args: argparse.Namespace) -> EngineConfig:
         },
         sampling={"max_new_tokens": 16384, "temperature": 0.7},
         datasets=[
-            DatasetEntry(spec.name, prompts[spec.name], max_tokens=spec.budget)
+            DatasetSpec(spec.name, prompts[spec.name], max_tokens=spec.budget)
             for spec in demo.HEADLESS_DATASETS
         ],
     )

@@ -16,13 +16,11 @@ from typing import Any, NoReturn
 from gen_tui.app.cli.alert import add_alert
 from gen_tui.app.cli.exits import EXIT_USAGE
 from gen_tui.app.cli.report import add_report
-from gen_tui.backends.config.run import EngineConfig
+from gen_tui.backends.config.run import DatasetDefaults, EngineConfig, Sampling
 from gen_tui.backends.figures import CountError, parse_count
 from gen_tui.backends.settings import (
     DEFAULT_GRACE_S,
-    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_STALE_AFTER_S,
-    MAX_NEW_TOKENS_CAP,
     FieldSetting,
     SettingError,
     settings_of,
@@ -50,6 +48,7 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
     """One `gen-tui run` flag from its setting; None stands for "not given" (the config
     file's value, then the field's default, apply)."""
     flag = spelled.setting
+    assert flag.flag is not None  # only settings with a flag are added
     kwargs: dict[str, Any] = {
         "dest": spelled.name,
         "help": spelled.help,
@@ -65,7 +64,7 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
         del kwargs["metavar"]
     if "type" in kwargs:
         kwargs["type"] = _checked(kwargs["type"])
-    group.add_argument(flag.flag, **kwargs)
+    group.add_argument(flag.flag, *flag.aliases, **kwargs)
 
 
 def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -79,6 +78,16 @@ def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return wrapped
+
+
+def run_flags() -> list[FieldSetting]:
+    """`gen-tui run`'s flags that are settings: the run's, every dataset's and sampling's."""
+    return [
+        spelled
+        for cls in (DatasetDefaults, EngineConfig, Sampling)
+        for spelled in settings_of(cls)
+        if spelled.setting.flag is not None
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,31 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     }
     src = groups["datasets"]
     src.add_argument("--config", type=Path, help="TOML run config (flags override it)")
-    src.add_argument("--prompts-dir", type=Path, help="each NAME.jsonl in DIR is dataset NAME")
     src.add_argument("--datasets", help="comma-separated subset of dataset names, in order")
-    for spelled in settings_of(EngineConfig):
+    for spelled in run_flags():
         _add_setting(groups[spelled.setting.group], spelled)
-    smp = groups["sampling"]
-    smp.add_argument(
-        "--max-new-tokens",
-        type=_count_arg("--max-new-tokens"),
-        help="longest answer, in tokens; never above the server's context minus the prompt "
-        f"(default: that, capped at {MAX_NEW_TOKENS_CAP}; {DEFAULT_MAX_NEW_TOKENS} when the "
-        "server does not say its context length)",
-    )
-    smp.add_argument("--temperature", type=float)
-    smp.add_argument("--top-p", type=float)
-    bud = groups["budgets"]
-    bud.add_argument(
-        "--max-tokens-per-dataset",
-        "--token-budget",
-        dest="max_tokens",
-        type=_count_arg("--max-tokens-per-dataset"),
-        help="stop each dataset at this many completion tokens",
-    )
-    bud.add_argument(
-        "--max-samples", type=_count_arg("--max-samples"), help="stop each dataset at N records"
-    )
     run.add_argument(
         "--demo",
         action="store_true",

@@ -28,7 +28,7 @@ def client_for(config: EngineConfig) -> InferenceClient:
             stream=config.stream,
             timeout_s=config.request_timeout_s,
             limits=limits,
-            sim_dataset_header=config.sim_dataset_header,
+            sim_dataset_header=config.hooks.sim_dataset_header,
         )
     # The key is not sent to SGLang; it is still kept out of every reason written down.
     return SGLangClient(

@@ -9,54 +9,24 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.alerts import AlertConfig, AlertConfigError
-from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
-from gen_tui.backends.figures import CountError, parse_count
-from gen_tui.backends.settings import SettingError, settings_of
+from gen_tui.backends.config.run import (
+    DatasetDefaults,
+    DatasetSpec,
+    EngineConfig,
+    EngineError,
+    Sampling,
+)
+from gen_tui.backends.settings import SettingError, check_settings, read_table, setting, settings_of
 from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.untrusted import one_line
 
-RUN_SETTINGS = {spelled.setting.key: spelled.setting for spelled in settings_of(EngineConfig)}
-"""The `[run]` keys that are engine settings: type, checks and default live with the field."""
-RUN_KEYS: dict[str, Any] = {key: spelled.kinds for key, spelled in RUN_SETTINGS.items()} | {
-    "prompts_dir": str,
-    "max_tokens_per_dataset": (int, str),
-    "max_samples": (int, str),
-}
-SAMPLING_KEYS = {
-    "max_new_tokens": (int, str),
-    "temperature": (int, float),
-    "top_p": (int, float),
-    "top_k": int,
-    "min_p": (int, float),
-    "stop": list,
-    "stop_token_ids": list,
-    "ignore_eos": bool,
-    "skip_special_tokens": bool,
-    "frequency_penalty": (int, float),
-    "presence_penalty": (int, float),
-    "repetition_penalty": (int, float),
-}
-HOST_KEYS = {
-    "name": str,
-    "target": str,
-    "output_dir": str,
-    "pattern": str,
-    "command": list,
-    "servers": list,
-}
-DATASET_KEYS = {
-    "name": str,
-    "prompts": str,
-    "max_tokens": (int, str),
-    "max_samples": (int, str),
-    "weight": (int, float),
-}
+TABLES = ("run", "sampling", "datasets", "hosts", "alerts")
 
 
 class ConfigError(Exception):
@@ -64,83 +34,61 @@ class ConfigError(Exception):
 
 
 @dataclass
-class DatasetEntry:
-    name: str
-    prompts: Path
-    max_tokens: int | None = None
-    max_samples: int | None = None
-    weight: float = 1.0
-
-
-@dataclass
 class HostEntry:
-    """A machine whose generation runs gen-tui watches and controls.
+    """A machine whose generation runs gen-tui watches and controls (`[[hosts]]`).
 
     `target` is an ~/.ssh/config alias or user@host[:port]; "local" (or no target) means
     this machine. `command` is the run template gen-tui appends quoted flags to.
     """
 
-    name: str
-    target: str | None
-    output_dir: str
-    pattern: str | None = None
-    command: list[str] | None = None
-    servers: tuple[str, ...] = ()
+    name: str = setting(key="name", kinds=(str,))
+    output_dir: str = setting(key="output_dir", kinds=(str,))
+    target: str | None = setting(None, key="target", kinds=(str,))
+    pattern: str | None = setting(None, key="pattern", kinds=(str,))
+    command: list[str] | None = setting(None, key="command", kinds=(list,))
+    servers: tuple[str, ...] = setting((), key="servers", kinds=(list,))
     """Servers whose /metrics the watcher reads on the host, beside those its runs' command
     lines name: a run started by a script that takes its URL from elsewhere still shows."""
 
 
 @dataclass
 class FileConfig:
+    """A config file, read and checked: each table as the settings it gives (by field
+    name); what it leaves out is the defaults' (the fields') or the flags'."""
+
     path: Path
     run: dict[str, Any] = field(default_factory=dict)
+    """The `EngineConfig` settings `[run]` gives."""
+    defaults: DatasetDefaults = field(default_factory=DatasetDefaults)
+    """What `[run]` says of every dataset: the prompt folder and the budgets."""
     sampling: dict[str, Any] = field(default_factory=dict)
-    datasets: list[DatasetEntry] = field(default_factory=list)
+    """The `[sampling]` keys given (see :class:`Sampling`)."""
+    datasets: list[DatasetSpec] = field(default_factory=list)
     hosts: list[HostEntry] = field(default_factory=list)
     alerts: AlertConfig = field(default_factory=AlertConfig)
 
 
-def _check_table(path: Path, where: str, table: Any, allowed: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [{where}] must be a table")
-    for key, value in table.items():
-        if key not in allowed:
-            known = ", ".join(sorted(allowed))
-            raise ConfigError(f"{path}: unknown key {where}.{key} (known: {known})")
-        kinds = allowed[key] if isinstance(allowed[key], tuple) else (allowed[key],)
-        if isinstance(value, bool) and bool not in kinds:
-            raise ConfigError(f"{path}: {where}.{key} must not be true/false")
-        if not isinstance(value, kinds):
-            raise ConfigError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
-        if _has_nul(value):
-            # TOML allows "\u0000"; no path, URL or command word can hold one, and the OS
-            # would refuse it later with a bare ValueError instead of naming the key.
-            raise ConfigError(f"{path}: {where}.{key} contains a NUL character")
-    return table
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
-
-
-def count(path: Path, where: str, value: Any) -> int | None:
-    """A count from a config value, or None when absent."""
-    if value is None:
-        return None
+def _table(path: Path, table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:
+    """`read_table` with its error as a ConfigError naming the file."""
     try:
-        return parse_count(value, what=where)
-    except CountError as exc:
+        return read_table(table, where, *classes)
+    except SettingError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def _weight(path: Path, where: str, value: float) -> float:
-    if not value > 0:
-        raise ConfigError(f"{path}: {where}.weight must be positive, got {value}")
-    return float(value)
+def _paths(base: Path, cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The path settings among `values`, made absolute against the config's folder."""
+    for spelled in settings_of(cls):
+        if spelled.setting.path and spelled.name in values:
+            values[spelled.name] = (base / Path(values[spelled.name]).expanduser()).resolve()
+    return values
+
+
+def _array(path: Path, data: Mapping[str, Any], name: str) -> list[Any]:
+    tables = data.get(name, [])
+    if not isinstance(tables, list):
+        raise ConfigError(f"{path}: {name} must be an array of tables ([[{name}]])")
+    return tables
 
 
 def load_config(path: Path) -> FileConfig:
@@ -153,28 +101,19 @@ def load_config(path: Path) -> FileConfig:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"run", "sampling", "datasets", "hosts", "alerts"}
+    unknown = set(data) - set(TABLES)
     if unknown:
         names = ", ".join(sorted(unknown))
-        raise ConfigError(
-            f"{path}: unknown table(s) {names} (known: run, sampling, datasets, hosts, alerts)"
-        )
-    config = FileConfig(path=path)
-    config.run = dict(_check_table(path, "run", data.get("run", {}), RUN_KEYS))
-    config.sampling = dict(_check_table(path, "sampling", data.get("sampling", {}), SAMPLING_KEYS))
-    for key, value in config.run.items():
-        if key in RUN_SETTINGS:
-            try:
-                config.run[key] = RUN_SETTINGS[key].convert(value, f"run.{key}")
-            except SettingError as exc:
-                raise ConfigError(f"{path}: {exc}") from None
-    for key in ("max_tokens_per_dataset", "max_samples"):
-        if key in config.run:
-            config.run[key] = count(path, f"run.{key}", config.run[key])
-    if "max_new_tokens" in config.sampling:
-        config.sampling["max_new_tokens"] = count(
-            path, "sampling.max_new_tokens", config.sampling["max_new_tokens"]
-        )
+        raise ConfigError(f"{path}: unknown table(s) {names} (known: {', '.join(TABLES)})")
+    base = path.parent
+    run, defaults = _table(path, data.get("run", {}), "run", EngineConfig, DatasetDefaults)
+    (sampling,) = _table(path, data.get("sampling", {}), "sampling", Sampling)
+    config = FileConfig(
+        path=path,
+        run=_paths(base, EngineConfig, run),
+        defaults=DatasetDefaults(**_paths(base, DatasetDefaults, defaults)),
+        sampling=sampling,
+    )
     price = config.run.get("price_per_million")
     if price is not None:
         if len(price) != 2 or not all(
@@ -182,41 +121,23 @@ def load_config(path: Path) -> FileConfig:
         ):
             raise ConfigError(f"{path}: run.price_per_million must be [input, output] dollars")
         config.run["price_per_million"] = (float(price[0]), float(price[1]))
-    base = path.parent
-    for key in ("output_dir", "prompts_dir"):
-        if key in config.run:
-            config.run[key] = str((base / Path(config.run[key]).expanduser()).resolve())
-    if "tokenizer" in config.run:
+    if "tokenizer" in config.run:  # a folder beside the config, else a name as given
         candidate = base / Path(config.run["tokenizer"]).expanduser()
         if candidate.exists():
             config.run["tokenizer"] = str(candidate.resolve())
-    datasets = data.get("datasets", [])
-    if not isinstance(datasets, list):
-        raise ConfigError(f"{path}: datasets must be an array of tables ([[datasets]])")
-    seen: set[str] = set()
-    for index, entry in enumerate(datasets):
+    for index, entry in enumerate(_array(path, data, "datasets")):
         where = f"datasets[{index}]"
-        _check_table(path, where, entry, DATASET_KEYS)
-        for required in ("name", "prompts"):
-            if required not in entry:
-                raise ConfigError(f"{path}: {where} has no {required!r}")
+        (values,) = _table(path, entry, where, DatasetSpec)
         try:
-            name = check_dataset_name(entry["name"])
+            spec = DatasetSpec(**_paths(base, DatasetSpec, values))
         except DatasetNameError as exc:
             raise ConfigError(f"{path}: {where}: {exc}") from None
-        if name in seen:
-            raise ConfigError(f"{path}: dataset {name!r} is listed twice")
-        seen.add(name)
-        config.datasets.append(
-            DatasetEntry(
-                name=name,
-                prompts=(base / Path(entry["prompts"]).expanduser()).resolve(),
-                max_tokens=count(path, f"{where}.max_tokens", entry.get("max_tokens")),
-                max_samples=count(path, f"{where}.max_samples", entry.get("max_samples")),
-                weight=_weight(path, where, entry.get("weight", 1.0)),
-            )
-        )
-    config.hosts = _hosts(path, data.get("hosts", []))
+        except EngineError as exc:
+            raise ConfigError(f"{path}: {where}: {exc}") from None
+        if any(seen.name == spec.name for seen in config.datasets):
+            raise ConfigError(f"{path}: dataset {spec.name!r} is listed twice")
+        config.datasets.append(spec)
+    config.hosts = _hosts(path, _array(path, data, "hosts"))
     alerts = data.get("alerts", {})
     if not isinstance(alerts, dict):
         raise ConfigError(f"{path}: [alerts] must be a table")
@@ -227,36 +148,24 @@ def load_config(path: Path) -> FileConfig:
     return config
 
 
-def _hosts(path: Path, hosts: Any) -> list[HostEntry]:
-    if not isinstance(hosts, list):
-        raise ConfigError(f"{path}: hosts must be an array of tables ([[hosts]])")
+def _hosts(path: Path, hosts: list[Any]) -> list[HostEntry]:
     out: list[HostEntry] = []
     for index, entry in enumerate(hosts):
         where = f"hosts[{index}]"
-        _check_table(path, where, entry, HOST_KEYS)
-        for required in ("name", "output_dir"):
-            if required not in entry:
-                raise ConfigError(f"{path}: {where} has no {required!r}")
+        (values,) = _table(path, entry, where, HostEntry)
         try:
-            check_dataset_name(entry["name"])
+            check_dataset_name(values["name"])
         except DatasetNameError:
             raise ConfigError(
-                f"{path}: {where}.name {entry['name']!r}: use letters, digits, '.', '_', '-'"
+                f"{path}: {where}.name {values['name']!r}: use letters, digits, '.', '_', '-'"
             ) from None
-        command = entry.get("command")
+        command = values.get("command")
         if command is not None and (not command or not all(isinstance(w, str) for w in command)):
             raise ConfigError(f"{path}: {where}.command must be a non-empty list of strings")
-        target = entry.get("target")
-        out.append(
-            HostEntry(
-                name=entry["name"],
-                target=None if target in (None, "", "local") else target,
-                output_dir=entry["output_dir"],
-                pattern=entry.get("pattern"),
-                command=command,
-                servers=_servers(path, where, entry.get("servers", [])),
-            )
-        )
+        if values.get("target") in ("", "local"):
+            values["target"] = None
+        values["servers"] = _servers(path, where, values.get("servers", []))
+        out.append(HostEntry(**values))
     if len({host.name for host in out}) != len(out):
         raise ConfigError(f"{path}: two hosts share a name")
     return out
@@ -282,10 +191,6 @@ def _servers(path: Path, where: str, servers: list[Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-SAMPLING_FLAGS = ("max_new_tokens", "temperature", "top_p")
-"""The sampling parameters `gen-tui run` takes as flags (the rest come from [sampling])."""
-
-
 def _select(available: dict[str, Any], wanted: str | None) -> list[str]:
     if not wanted:
         return list(available)
@@ -297,15 +202,25 @@ def _select(available: dict[str, Any], wanted: str | None) -> list[str]:
     return names
 
 
-def _datasets(file: FileConfig, flags: Mapping[str, Any]) -> list[DatasetSpec]:
-    """The selected datasets, each with its budget: the flag's, else its own, else the
-    file's `[run]` one."""
-    run = file.run
+def _given(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of `cls` among `values` (flags by field name; None: not given)."""
+    return {
+        spelled.name: values[spelled.name]
+        for spelled in settings_of(cls)
+        if values.get(spelled.name) is not None
+    }
+
+
+def _first(*values: Any) -> Any:
+    return next((value for value in values if value is not None), None)
+
+
+def _datasets(file: FileConfig, flagged: DatasetDefaults, wanted: str | None) -> list[DatasetSpec]:
+    """The selected datasets, each with its budget: the flag's, else its own, else `[run]`'s."""
     entries: dict[str, DatasetSpec] = {}
-    prompts_dir = flags.get("prompts_dir") or (
-        Path(run["prompts_dir"]) if "prompts_dir" in run else None
-    )
+    prompts_dir = _first(flagged.prompts_dir, file.defaults.prompts_dir)
     if prompts_dir is not None:
+        prompts_dir = Path(prompts_dir)
         if not prompts_dir.is_dir():
             raise EngineError(f"--prompts-dir {prompts_dir} is not a directory")
         try:
@@ -317,44 +232,36 @@ def _datasets(file: FileConfig, flags: Mapping[str, Any]) -> list[DatasetSpec]:
         for name, path in found.items():
             entries[name] = DatasetSpec(name, path)
     for entry in file.datasets:
-        entries[entry.name] = DatasetSpec(
-            entry.name, entry.prompts, entry.max_tokens, entry.max_samples, entry.weight
-        )
+        entries[entry.name] = entry
     if not entries:
         raise EngineError("no datasets: give --prompts-dir DIR, or --config FILE with [[datasets]]")
-
-    def first(*values: int | None) -> int | None:
-        return next((value for value in values if value is not None), None)
-
     return [
-        DatasetSpec(
-            name,
-            entries[name].prompts,
-            first(
-                flags.get("max_tokens"), entries[name].max_tokens, run.get("max_tokens_per_dataset")
+        replace(
+            entries[name],
+            max_tokens=_first(
+                flagged.max_tokens, entries[name].max_tokens, file.defaults.max_tokens
             ),
-            first(flags.get("max_samples"), entries[name].max_samples, run.get("max_samples")),
-            entries[name].weight,
+            max_samples=_first(
+                flagged.max_samples, entries[name].max_samples, file.defaults.max_samples
+            ),
         )
-        for name in _select(entries, flags.get("datasets"))
+        for name in _select(entries, wanted)
     ]
 
 
 def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
-    """The run `file` describes with `flags` over it (None: not given); the defaults are
-    :class:`EngineConfig`'s own. Raise :class:`EngineError` with a line for the user."""
-    values: dict[str, Any] = {}
-    for spelled in settings_of(EngineConfig):
-        value = flags.get(spelled.name)
-        if value is None:
-            value = file.run.get(spelled.setting.key)
-        if value is not None:
-            values[spelled.name] = value
-    sampling = dict(file.sampling)
-    sampling.update({name: flags[name] for name in SAMPLING_FLAGS if flags.get(name) is not None})
-    if sampling.get("max_new_tokens", 1) < 1:
-        raise EngineError("--max-new-tokens must be at least 1")
-    config = EngineConfig(datasets=_datasets(file, flags), sampling=sampling, **values)
+    """The run `file` describes with `flags` over it (by field name; None: not given); the
+    defaults are the settings' own. Raise :class:`EngineError` with a line for the user."""
+    values = file.run | _given(EngineConfig, flags)
+    sampling = file.sampling | _given(Sampling, flags)
+    try:
+        check_settings(Sampling(**sampling))
+    except SettingError as exc:
+        raise EngineError(str(exc)) from None
+    datasets = _datasets(
+        file, DatasetDefaults(**_given(DatasetDefaults, flags)), flags.get("datasets")
+    )
+    config = EngineConfig(datasets=datasets, sampling=sampling, **values)
     # Checked last: a wrong value (--concurrency 0) or a missing prompt folder is the
     # first thing to fix, and the message for it must not hide behind this one.
     if not config.tokenizer and config.api == "sglang":

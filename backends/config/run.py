@@ -18,12 +18,14 @@ from gen_tui.backends.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SERVER,
     DEFAULT_TRUNCATED_WARN,
+    MAX_NEW_TOKENS_CAP,
     SettingError,
+    check_settings,
     setting,
-    settings_of,
 )
 from gen_tui.backends.store.prompts import check_dataset_name
 
@@ -50,16 +52,125 @@ def price_arg(text: str) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    name: str
-    prompts: Path
-    max_tokens: int | None = None
-    max_samples: int | None = None
-    weight: float = 1.0
+    """One dataset of a run: a `[[datasets]]` entry of a config file, or a prompt file of
+    `--prompts-dir` with the budgets `DatasetDefaults` give every dataset."""
+
+    name: str = setting(key="name", kinds=(str,))
+    prompts: Path = setting(key="prompts", kinds=(str,), path=True)
+    max_tokens: int | None = setting(None, key="max_tokens", kinds=(int, str), count=True)
+    max_samples: int | None = setting(None, key="max_samples", kinds=(int, str), count=True)
+    weight: float = setting(1.0, key="weight", kinds=(int, float), above=0)
+    """Its share of `max_total_tokens` against the other datasets'."""
 
     def __post_init__(self) -> None:
         check_dataset_name(self.name)
-        if not self.weight > 0:
-            raise EngineError(f"{self.name}: weight must be positive, got {self.weight}")
+        try:
+            check_settings(self)
+        except SettingError as exc:
+            raise EngineError(f"{self.name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class DatasetDefaults:
+    """What `[run]` and `gen-tui run`'s flags say of every dataset: where the prompt files
+    are and each one's budget (a `[[datasets]]` entry's own budget wins over these)."""
+
+    prompts_dir: Path | None = setting(
+        None,
+        key="prompts_dir",
+        group="datasets",
+        flag="--prompts-dir",
+        kinds=(str,),
+        path=True,
+        help="each NAME.jsonl in DIR is dataset NAME",
+        flag_kwargs={"type": Path},
+    )
+    max_tokens: int | None = setting(
+        None,
+        key="max_tokens_per_dataset",
+        group="budgets",
+        flag="--max-tokens-per-dataset",
+        aliases=("--token-budget",),
+        kinds=(int, str),
+        count=True,
+        help="stop each dataset at this many completion tokens",
+    )
+    max_samples: int | None = setting(
+        None,
+        key="max_samples",
+        group="budgets",
+        flag="--max-samples",
+        kinds=(int, str),
+        count=True,
+        help="stop each dataset at N records",
+    )
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The `[sampling]` keys gen-tui knows (SGLang's names; the OpenAI path maps them), and
+    the three that are flags too. None: not sent, the server's default applies."""
+
+    max_new_tokens: int | None = setting(
+        None,
+        key="max_new_tokens",
+        group="sampling",
+        flag="--max-new-tokens",
+        kinds=(int, str),
+        count=True,
+        minimum=1,
+        help="longest answer, in tokens; never above the server's context minus the prompt "
+        f"(default: that, capped at {MAX_NEW_TOKENS_CAP}; {DEFAULT_MAX_NEW_TOKENS} when the "
+        "server does not say its context length)",
+    )
+    temperature: float | None = setting(
+        None,
+        key="temperature",
+        group="sampling",
+        flag="--temperature",
+        kinds=(int, float),
+        minimum=0,
+        help="sampling temperature (0: greedy)",
+        flag_kwargs={"type": float},
+    )
+    top_p: float | None = setting(
+        None,
+        key="top_p",
+        group="sampling",
+        flag="--top-p",
+        kinds=(int, float),
+        above=0,
+        maximum=1,
+        help="nucleus sampling: the smallest set of tokens whose probability reaches P",
+        flag_kwargs={"type": float},
+    )
+    top_k: int | None = setting(None, key="top_k", kinds=(int,))
+    min_p: float | None = setting(None, key="min_p", kinds=(int, float), minimum=0, maximum=1)
+    stop: list[str] | None = setting(None, key="stop", kinds=(list,))
+    stop_token_ids: list[int] | None = setting(None, key="stop_token_ids", kinds=(list,))
+    ignore_eos: bool | None = setting(None, key="ignore_eos", kinds=(bool,))
+    skip_special_tokens: bool | None = setting(None, key="skip_special_tokens", kinds=(bool,))
+    frequency_penalty: float | None = setting(None, key="frequency_penalty", kinds=(int, float))
+    presence_penalty: float | None = setting(None, key="presence_penalty", kinds=(int, float))
+    repetition_penalty: float | None = setting(None, key="repetition_penalty", kinds=(int, float))
+
+
+@dataclass(frozen=True)
+class EngineHooks:
+    """What tests, benchmarks and the demo set on a run and no user does: none is a flag or
+    a config key, and a run without hooks is a user's run."""
+
+    auto_start: int | None = None
+    """Where `--concurrency auto` starts (None: autotune.START)."""
+    gpu_telemetry: str | None = None
+    """Where the GPUs shown beside this run come from, when not from this machine: None reads
+    this machine's through NVML; a phrase ("simulated (demo)...") is said once in the log
+    instead, and NVML is not read (the demo's GPUs are simulated)."""
+    seed: int | None = None
+    """The retries' jitter, made repeatable."""
+    sim_dataset_header: bool = False
+    """Send the simulator's X-Sim-Dataset header with each chat (a real provider must never
+    be told the run's dataset names)."""
 
 
 def queued_concurrency(running: int) -> int:
@@ -95,6 +206,7 @@ class EngineConfig:
         group="datasets",
         flag="--output-dir",
         kinds=(str,),
+        path=True,
         help="dataset folders go here",
         flag_kwargs={"type": Path},
     )
@@ -273,28 +385,16 @@ class EngineConfig:
     )
     snapshot_interval_s: float = 0.25
     progress_interval_s: float = 1.0
-    auto_start: int | None = None
-    """Where `--concurrency auto` starts (None: autotune.START); tests and benchmarks set it."""
     metrics_interval_s: float = 2.0
     """Seconds between reads of each server's /metrics: fresh enough to watch a queue form,
     and a cost no server notices (SGLang renders it in about a millisecond)."""
-    gpu_telemetry: str | None = None
-    """Where the GPUs shown beside this run come from, when not from this machine: None reads
-    this machine's through NVML; a phrase ("simulated (demo)...") is said once in the log
-    instead, and NVML is not read (no flag: the demo sets it, whose GPUs are simulated)."""
-    seed: int | None = None
-    sim_dataset_header: bool = False
-    """Send the simulator's X-Sim-Dataset header with each chat (tests, benchmarks, the demo
-    set it; no flag: a real provider must never be told the run's dataset names)."""
+    hooks: EngineHooks = field(default_factory=EngineHooks)
 
     def __post_init__(self) -> None:
-        for spelled in settings_of(EngineConfig):
-            value = getattr(self, spelled.name)
-            if value is not None:
-                try:
-                    spelled.setting.convert(value)
-                except SettingError as exc:
-                    raise EngineError(str(exc)) from None
+        try:
+            check_settings(self)
+        except SettingError as exc:
+            raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
         self.output_dir = Path(self.output_dir)
 

@@ -82,7 +82,7 @@ class Allocator(RunPart):
             ds.tokens,
             ds.samples,
             ds.model,
-            self.limit.tokens,
+            self.answer_limit.tokens,
         )
 
     def apply(self, ds: DatasetRun, budget: Budget, *, share: bool = False) -> None:

@@ -45,4 +45,4 @@ class RunPart:
         self.datasets = run.datasets
         self.signals = run.signals
         self.reporter = run.reporter
-        self.limit = run.limit
+        self.answer_limit = run.limit

@@ -74,7 +74,7 @@ class RequestRunner(RunPart):
         self.servers = [Server(url) for url in run.config.server_urls]
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
-        self._rng = random.Random(run.config.seed)
+        self._rng = random.Random(run.config.hooks.seed)
         self._rid_stem = secrets.token_hex(4)
         self._rids = itertools.count()
         """A request's rid ends in this run's random stem and a count: unique on a server

@@ -32,7 +32,7 @@ class Scheduler(RunPart):
             ds.samples,
             inflight,
             ds.model,
-            self.limit.tokens,
+            self.answer_limit.tokens,
         )
 
     def ended_short(self, ds: DatasetRun) -> bool:

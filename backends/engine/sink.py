@@ -120,7 +120,7 @@ class DatasetSink(RunPart):
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
         ds.truncation.truncated = scan.truncated
-        ds.model = length_model(self.config.budget_mode, self.limit.tokens, scan.lengths)
+        ds.model = length_model(self.config.budget_mode, self.answer_limit.tokens, scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
         self.views.open(ds)
@@ -262,7 +262,7 @@ class DatasetSink(RunPart):
         """Log the share of the file's answers cut at their cap, when it is news (a resumed
         30% with this run's 0% so far is still 30%: the records are one dataset)."""
         warning = ds.truncation.warning(
-            ds.name, ds.samples, self.config.truncated_warn, self.limit.tokens
+            ds.name, ds.samples, self.config.truncated_warn, self.answer_limit.tokens
         )
         if warning is not None:
             self.reporter.event("warning", warning)

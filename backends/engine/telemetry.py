@@ -142,9 +142,9 @@ class ServerTelemetry(RunPart):
     async def _read_gpus(self) -> None:
         if self._gpus_absent:
             return
-        if self.config.gpu_telemetry is not None:  # shown from elsewhere (the demo's)
+        if self.config.hooks.gpu_telemetry is not None:  # shown from elsewhere (the demo's)
             self._gpus_absent = True
-            self._say(GPUS, "info", f"GPU telemetry: {self.config.gpu_telemetry}")
+            self._say(GPUS, "info", f"GPU telemetry: {self.config.hooks.gpu_telemetry}")
             return
         try:
             gpus = await asyncio.to_thread(read_gpus)

@@ -25,7 +25,7 @@ class AutoConcurrency(RunPart):
         self._pool = pool
         self._telemetry: ServerTelemetry | None = None
         self.tuner = ConcurrencyTuner(
-            pool, self.config.max_concurrency, self.config.auto_start, on_move=self._moved
+            pool, self.config.max_concurrency, self.config.hooks.auto_start, on_move=self._moved
         )
         self.reporter.event(
             "info",

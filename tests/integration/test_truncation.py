@@ -29,6 +29,7 @@ from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.backends.store.progress_file import ProgressFile
 from gen_tui.backends.tokenizer import load_tokenizer
 from gen_tui.widgets.dataset_panel import truncation_piece
+from tests.support.engine import with_hooks
 from tests.support.polling import wait_until
 from tests.support.records import progress, read_records
 from tests.support.runs import finish, run_args, spawn
@@ -52,7 +53,7 @@ def config_for(
         "seed": 1,
     }
     options.update(overrides)
-    return EngineConfig(**options)
+    return EngineConfig(**with_hooks(options))
 
 
 async def run(config: EngineConfig) -> tuple[RunSnapshot, list[tuple[str, str]]]:

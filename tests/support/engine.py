@@ -6,12 +6,22 @@ run is built and checked the same way.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineHooks
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
+
+HOOKS = frozenset(field.name for field in fields(EngineHooks))
+
+
+def with_hooks(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` for EngineConfig, with the test hooks among them (seed, auto_start,
+    gpu_telemetry, sim_dataset_header) gathered into its `hooks`."""
+    hooks = {name: options.pop(name) for name in list(options) if name in HOOKS}
+    return options | ({"hooks": EngineHooks(**hooks)} if hooks else {})
 
 
 def make_config(
@@ -36,7 +46,7 @@ def make_config(
         "seed": 1,
     }
     options.update(overrides)
-    return EngineConfig(**options)
+    return EngineConfig(**with_hooks(options))
 
 
 async def run(config: EngineConfig) -> tuple[RunSnapshot, list[tuple[str, str]], list[RunSnapshot]]:

@@ -29,6 +29,7 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.backends.sim.demo import write_prompts
 from gen_tui.backends.store.prompts import Prompt
+from tests.support.engine import with_hooks
 from tests.support.records import recount
 
 URL = "http://scripted"
@@ -53,7 +54,7 @@ def config_for(tmp_path: Path, counts: dict[str, int], **overrides: object) -> E
         "seed": 1,
     }
     options.update(overrides)
-    return EngineConfig(**options)  # type: ignore[arg-type]
+    return EngineConfig(**with_hooks(options))  # type: ignore[arg-type]
 
 
 # the scheduler alone

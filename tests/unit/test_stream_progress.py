@@ -15,7 +15,7 @@ from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.base import Progress, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient, stream
-from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineHooks
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.sim.demo import write_prompts
 from tests.support.polling import wait_until
@@ -35,7 +35,7 @@ def one_prompt(tmp_path: Path) -> EngineConfig:
         sampling={"max_new_tokens": 1000},
         budget_mode=BudgetMode.PRECISE,
         snapshot_interval_s=0.01,
-        seed=1,
+        hooks=EngineHooks(seed=1),
     )
 
 
