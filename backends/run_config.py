@@ -46,7 +46,7 @@ def price_arg(text: str) -> tuple[float, float]:
         price = ()
     if len(price) != 2 or min(price) < 0:
         raise SettingError(f"--price {text!r}: expected IN,OUT dollars per million")
-    return price  # type: ignore[return-value]
+    return price  # len() above narrows it to (float, float)
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,9 @@ class EngineConfig:
             value = getattr(self, spelled.name)
             if value is not None:
                 try:
-                    spelled.setting.convert(value)
+                    # Kept converted: `concurrency="2k"` is 2000 from here on, as from a
+                    # config file or the flag (comparisons and int() need the number).
+                    setattr(self, spelled.name, spelled.setting.convert(value))
                 except SettingError as exc:
                     raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
