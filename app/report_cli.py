@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from gen_tui.app.cli_io import error as _error
 from gen_tui.app.cli_io import say as _say
@@ -18,7 +19,7 @@ from gen_tui.app.exits import EXIT_ERROR, EXIT_OK
 from gen_tui.backends.untrusted import one_line
 
 
-def add_report(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_report(commands: argparse._SubParsersAction[Any]) -> None:
     report = commands.add_parser(
         "report",
         help="a run's per-dataset summary, and with --html one page of plots",
