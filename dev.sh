@@ -32,6 +32,16 @@ install() {
     echo "$want" >> "$stamp"
 }
 
+# mypy_links: the three folders as the package gen_tui, in .venv/mypy-path, for mypy
+# ([tool.mypy] in pyproject.toml): it cannot follow the editable install's import hook.
+mypy_links() {
+    local folder links=.venv/mypy-path/gen_tui
+    mkdir -p "$links"
+    for folder in app widgets backends; do
+        ln -sfn "../../../$folder" "$links/$folder"
+    done
+}
+
 case "${1:-}" in
     demo)
         venv
@@ -45,6 +55,9 @@ case "${1:-}" in
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/lint-imports
+        mypy_links
+        # Its paths as the files' own (app/tui.py:12), not through the links.
+        .venv/bin/mypy | sed 's#^\.venv/mypy-path/gen_tui/##'
         shift
         exec .venv/bin/python -m pytest "$@"
         ;;

@@ -159,7 +159,7 @@ class DemoSource(RunSource):
         budgets = {STAR: new}
         for d in snapshot.datasets:
             if d.name != STAR and d.max_tokens is not None and not d.state.finished:
-                budgets[d.name] = max(step // 5, round(d.max_tokens * factor, -5))
+                budgets[d.name] = max(step // 5, int(round(d.max_tokens * factor, -5)))
         self.budgets.update(budgets)
         self.scale *= factor
         self.calibrated = True

@@ -77,7 +77,9 @@ class ConfigSource(RunSource):
         return self.config
 
 
-def only_dataset(config: EngineConfig, name: str, budget: tuple[int | None, int | None]):
+def only_dataset(
+    config: EngineConfig, name: str, budget: tuple[int | None, int | None]
+) -> EngineConfig:
     """The same run narrowed to one dataset with a new (max_tokens, max_samples) budget."""
     specs = [
         replace(spec, max_tokens=budget[0], max_samples=budget[1])

@@ -15,7 +15,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, TypeVar
@@ -25,6 +25,8 @@ from gen_tui.backends.figures import format_count
 from gen_tui.backends.untrusted import one_line
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
+    from textual.notifications import SeverityLevel
+
     from gen_tui.backends.hosts import Host, KillOutcome, RunIdentity, RunProcess
     from gen_tui.backends.hosts.monitor import HostMonitor
 
@@ -33,7 +35,7 @@ SHUTDOWN_GRACE_S = 5.0
 
 T = TypeVar("T")
 
-Say = Callable[["HostLink", str, str], None]
+Say = Callable[["HostLink", "SeverityLevel", str], None]
 """(link, severity, text): something the user should read, called from the link's thread."""
 
 
@@ -176,7 +178,7 @@ class HostLink:
         with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
             loop.call_soon_threadsafe(queue.put_nowait, command)
 
-    def call(self, work: Callable[[Host], Awaitable[T]], timeout: float) -> T:
+    def call(self, work: Callable[[Host], Coroutine[object, object, T]], timeout: float) -> T:
         """Run `work(host)` on the link's loop and wait for its result: blocks, so only from
         a thread worker (the sample viewer, the log tail). Raises ConnectionError when the
         link is not up, TimeoutError, or what `work` raises."""
@@ -270,7 +272,9 @@ class HostLink:
             from gen_tui.backends.hosts import KillResult
 
             refused = outcome.result in (KillResult.NOT_YOURS, KillResult.REFUSED)
-            severity = "warning" if refused or outcome.files_stable is False else "information"
+            severity: SeverityLevel = (
+                "warning" if refused or outcome.files_stable is False else "information"
+            )
             self._say(severity, f"{', '.join(names) or 'run'}: {outcome.detail}")
         return outcome
 
@@ -334,7 +338,7 @@ class HostLink:
             count_map.update(dict.fromkeys(names, count))
         self.busy, self.countdown = busy_map, count_map
 
-    def _say(self, severity: str, text: str) -> None:
+    def _say(self, severity: SeverityLevel, text: str) -> None:
         if self.say is not None:
             self.say(self, severity, text)
 

@@ -8,6 +8,7 @@ posts one of these and the app's handler (`on_engine_event`, ...) does the rest.
 from __future__ import annotations
 
 from textual.message import Message
+from textual.notifications import SeverityLevel
 
 from gen_tui.app.host_links import HostLink
 from gen_tui.backends.progress.snapshot import BudgetEvent
@@ -33,7 +34,7 @@ class EngineEvent(Message):
 class HostEvent(Message):
     """Something a host link wants said (a kill outcome, a resume, a refusal, a failure)."""
 
-    def __init__(self, link: HostLink, severity: str, text: str) -> None:
+    def __init__(self, link: HostLink, severity: SeverityLevel, text: str) -> None:
         super().__init__()
         self.link = link
         self.severity = severity

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
@@ -59,7 +59,7 @@ class GenTuiApp(App[int]):
     AUTO_FOCUS = None  # panels take focus themselves; never the hidden filter bar
     NOTIFICATION_TIMEOUT = 6.0
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit (drains an active run first)", id="quit"),
     ]
 
@@ -133,7 +133,7 @@ class GenTuiApp(App[int]):
             start_hint=self.start_hint,
             refresh_hz=self.refresh_hz,
             quitting=lambda: self.departure.quitting,
-            app_keys=self.BINDINGS,
+            app_keys=[key for key in self.BINDINGS if isinstance(key, Binding)],
             on_refresh=self.alerts.observe,
             readonly=self.readonly,
         )
@@ -252,7 +252,7 @@ class GenTuiApp(App[int]):
         for link in self.links:
             self._run_link(link)
 
-    def _link_said(self, link: HostLink, severity: str, text: str) -> None:
+    def _link_said(self, link: HostLink, severity: SeverityLevel, text: str) -> None:
         """A link's `say` (its own thread): hand it to the UI, never block."""
         self.post_message(HostEvent(link, severity, text))
 
@@ -264,7 +264,7 @@ class GenTuiApp(App[int]):
         self.record_event(event.severity, f"{link.name}: {event.text}")
         outcome = link.outcome.get(name) if name in link.datasets else None
         title = f"{name}: {outcome}" if outcome else (name if rest else link.name)
-        self.notify(rest or event.text, title=title, severity=event.severity, timeout=8)  # type: ignore[arg-type]
+        self.notify(rest or event.text, title=title, severity=event.severity, timeout=8)
         self._refresh()
 
     # leaving: departure.py's

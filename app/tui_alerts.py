@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from textual.app import App
 
@@ -26,7 +27,7 @@ class TuiAlerts:
     """Turns the dashboard's state into alerts (call :meth:`observe` on the app's thread)."""
 
     def __init__(
-        self, app: App[object], config: AlertConfig | None, say: Callable[[str, str], None]
+        self, app: App[Any], config: AlertConfig | None, say: Callable[[str, str], None]
     ) -> None:
         self.app = app
         self._say = say

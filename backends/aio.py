@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
     return task.result()
 
 
-async def stop(task: asyncio.Future[object] | None) -> None:
+async def stop(task: asyncio.Future[Any] | None) -> None:
     """Cancel `task` and wait until it has ended, whatever it ends with (its error is
     retrieved, so none is logged as never retrieved); a cancel of the caller while it
     waits still propagates."""

@@ -63,7 +63,7 @@ def parse_count(text: str | int, *, what: str = "count") -> int:
             raise CountError(f"{what}: {text!r} is not a whole number")
         digits = digits[:power]
         power = 0
-    value = int(digits) * 10**power
+    value: int = int(digits) * 10**power  # power >= 0 here: an int (typeshed says Any)
     if value > MAX_COUNT:
         raise too_large
     return value

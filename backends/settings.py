@@ -159,14 +159,17 @@ def settings_of(cls: type) -> Iterator[FieldSetting]:
         yield FieldSetting(item.name, spelled, default, required)
 
 
-def check_settings(obj: object) -> None:
+def convert_settings(obj: object) -> None:
     """Check each setting of dataclass instance `obj` that has a value by its own rule (the
-    same `Setting.convert` a flag and a config key pass): however the object was made, from
-    a file, flags or code, one rule decides. Raise :class:`SettingError`."""
+    same `Setting.convert` a flag and a config key pass), and keep the converted value
+    (`concurrency="2k"` is 2000 from here on, as from a file or a flag: comparisons and
+    int() need the number). However the object was made, from a file, flags or code, one
+    rule decides. Raise :class:`SettingError`."""
     for spelled in settings_of(type(obj)):
         value = getattr(obj, spelled.name)
         if value is not None:
-            spelled.setting.convert(value)
+            # object.__setattr__: frozen settings dataclasses (DatasetSpec) convert too.
+            object.__setattr__(obj, spelled.name, spelled.setting.convert(value))
 
 
 def read_table(table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:

@@ -115,7 +115,8 @@ character no template strips, so it survives `trim` and friends; never tokenized
 
 
 def _render(tokenizer: Any, messages: list[dict[str, str]], **options: Any) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, **options)
+    text: str = tokenizer.apply_chat_template(messages, tokenize=False, **options)
+    return text
 
 
 def _turn_text(

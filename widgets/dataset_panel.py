@@ -391,7 +391,7 @@ class DatasetPanel(Widget, can_focus=True):
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
         if not chart:
-            rate = ((" " + rates[: width - 2], ()),)
+            rate: Line = ((" " + rates[: width - 2], ()),)
             if cut is not None and len(rates) + 1 + cut_width <= width:
                 rate += (cut,)
             lines.append(rate)
@@ -404,7 +404,7 @@ class DatasetPanel(Widget, can_focus=True):
             rate_width = min(24, max(0, width - 10))
             spark_width = max(0, width - rate_width - 1 - cut_width)
             spark = spark_rows(self._history, spark_width, 1)[0]
-            rate: Line = ((" " + rates[: rate_width - 2].ljust(rate_width - 1), ()),)
+            rate = ((" " + rates[: rate_width - 2].ljust(rate_width - 1), ()),)
             if cut is not None and spark_width:
                 rate += (cut,)
             lines.append((*rate, (spark, ("spark",))))

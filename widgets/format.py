@@ -14,6 +14,7 @@ from gen_tui.backends.untrusted import one_line
 
 __all__ = [
     "cost_text",
+    "format_count",
     "format_dollars",
     "format_duration",
     "server_name",

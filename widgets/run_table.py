@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -51,11 +52,11 @@ class RunRow:
         )
 
 
-class RunTable(DataTable[str]):
+class RunTable(DataTable[Text]):
     """Runs as rows; the cursor selects one for `k` and `r`."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[str, ...]] = {}
 
     def on_mount(self) -> None:
@@ -66,7 +67,7 @@ class RunTable(DataTable[str]):
     def selected_key(self) -> str | None:
         if not self.row_count:
             return None
-        row_key, _ = self.coordinate_to_cell_key((self.cursor_row, 0))
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
         return row_key.value
 
     def show(self, rows: Sequence[RunRow]) -> None:

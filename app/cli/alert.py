@@ -12,6 +12,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent
@@ -21,7 +22,7 @@ TEST_WAIT_S = 30.0
 """How long `alert --test` waits for every URL to answer (apprise's own timeouts are less)."""
 
 
-def add_alert(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_alert(commands: argparse._SubParsersAction[Any]) -> None:
     alert = commands.add_parser(
         "alert",
         help="send a test alert to the [alerts] URLs of a config",

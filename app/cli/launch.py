@@ -76,9 +76,10 @@ def main(args: argparse.Namespace) -> int:
         getattr(args, "tui_identity", None),
     )
     grace = float(getattr(args, "tui_grace", DEFAULT_GRACE_S))
+    host: HostSource | None = None  # --host's: watched alone, or beside the config's run
     if target is not None and remote_dir is not None:
         try:
-            source = host_source(
+            host = host_source(
                 target,
                 remote_dir,
                 pattern=getattr(args, "tui_pattern", None),
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
                 grace_s=grace,
             )
             if path is None:
-                return _watch_only([source], stale, readonly=readonly)
+                return _watch_only([host], stale, readonly=readonly)
         except (ValueError, re.error) as exc:
             return _error(str(exc))
     if path is None:
@@ -105,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
         return _error(f"config file {path} does not exist")
     try:
         file = load_config(path)
-        extra = [host_source(target, remote_dir, options=options, grace_s=grace)] if target else []
+        extra = [host] if host is not None else []
         if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
             # A file that only names hosts to watch: no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]

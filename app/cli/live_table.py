@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
@@ -49,7 +49,7 @@ def shorten(name: str, width: int) -> str:
 @dataclass(frozen=True)
 class _Column:
     title: str
-    justify: str
+    justify: JustifyMethod
     cells: list[str]
 
     @property
@@ -95,11 +95,11 @@ def live_table(snap: RunSnapshot, width: int) -> RenderableType:
     columns, bar = fit(snap.datasets, width)
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, GAP, 0, 0))
     for column in columns[:3]:
-        table.add_column(column.title, justify=column.justify, no_wrap=True, min_width=column.width)  # type: ignore[arg-type]
+        table.add_column(column.title, justify=column.justify, no_wrap=True, min_width=column.width)
     if bar:
         table.add_column("", no_wrap=True, width=bar)
     for column in columns[3:]:
-        table.add_column(column.title, justify=column.justify, no_wrap=True, min_width=column.width)  # type: ignore[arg-type]
+        table.add_column(column.title, justify=column.justify, no_wrap=True, min_width=column.width)
     for row, d in enumerate(snap.datasets):
         cells: list[RenderableType] = [col.cells[row] for col in columns[:3]]
         if bar:

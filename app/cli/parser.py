@@ -27,7 +27,7 @@ from gen_tui.backends.settings import (
 )
 
 
-def _count_arg(what: str, words: tuple[str, ...] = ()):
+def _count_arg(what: str, words: tuple[str, ...] = ()) -> Callable[[str], int | str]:
     def parse(text: str) -> int | str:
         if text in words:
             return text

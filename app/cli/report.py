@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK
 from gen_tui.app.cli.output import error as _error
@@ -18,7 +19,7 @@ from gen_tui.app.cli.output import write_whole
 from gen_tui.backends.untrusted import one_line
 
 
-def add_report(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_report(commands: argparse._SubParsersAction[Any]) -> None:
     report = commands.add_parser(
         "report",
         help="a run's per-dataset summary, and with --html one page of plots",

@@ -18,7 +18,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 
@@ -42,7 +42,7 @@ from gen_tui.widgets.server_strip import TALL_SCREEN
 class DashboardScreen(Screen[None]):
     """One panel per dataset; single keys act on the selected dataset's source."""
 
-    BINDINGS: ClassVar[list[Binding]] = DASHBOARD_KEYS
+    BINDINGS: ClassVar[list[BindingType]] = list(DASHBOARD_KEYS)
 
     def __init__(
         self,
@@ -299,7 +299,7 @@ class DashboardScreen(Screen[None]):
         self.viewers.history()
 
     def action_help(self) -> None:
-        self.viewers.help((*self.BINDINGS, *self.app_keys))
+        self.viewers.help((*DASHBOARD_KEYS, *self.app_keys))
 
     def action_filter(self) -> None:
         self.filtering.open()

@@ -33,7 +33,8 @@ class ViewedBoard(Board, Protocol):
     """What the viewers need of the dashboard, besides the selection: the events (for `L`)
     and every panel (for `h`'s all-datasets plot)."""
 
-    events: Iterable[str]
+    @property
+    def events(self) -> Iterable[str]: ...
 
     def panels(self, visible_only: bool = False) -> list[DatasetPanel]: ...
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Label
 
@@ -40,7 +40,7 @@ class HistoryScreen(Screen[None]):
     """
     """The summary line wraps at 80 columns rather than losing its end (the peak, the span)."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,h", "close", "Panels", tooltip="Back to the dataset panels"),
         Binding("left", "step(-1)", "Prev", tooltip="The previous dataset's history"),
         Binding("right", "step(1)", "Next", tooltip="The next dataset's history"),

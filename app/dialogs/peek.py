@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Label, Static
@@ -68,7 +68,7 @@ class PeekScreen(Screen[None]):
 class QualityScreen(PeekScreen):
     """The data quality of one dataset, live: it follows the panel's snapshots."""
 
-    BINDINGS: ClassVar[list[Binding]] = [_close("escape,d")]
+    BINDINGS: ClassVar[list[BindingType]] = [_close("escape,d")]
 
     def __init__(self, dataset: str, snapshot: Callable[[], DatasetSnapshot | None]) -> None:
         super().__init__(dataset)
@@ -136,7 +136,7 @@ def sample_text(samples: Sequence[Sample], tail: Tail, prompts: PromptHeads | No
 class SampleScreen(PeekScreen):
     """The last answers of one dataset, read from the end of its record file."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         _close("escape,v"),
         Binding("R", "reload", "Reload", tooltip="Read the newest answers again"),
     ]
@@ -188,7 +188,7 @@ class SampleScreen(PeekScreen):
 class LogScreen(PeekScreen):
     """The end of the log of the run writing one dataset, followed once a second."""
 
-    BINDINGS: ClassVar[list[Binding]] = [_close("escape,L")]
+    BINDINGS: ClassVar[list[BindingType]] = [_close("escape,L")]
 
     def __init__(
         self, dataset: str, peek: Peek | None, events: Callable[[], Sequence[str]]

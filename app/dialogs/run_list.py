@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Label, Static
 
@@ -66,7 +66,7 @@ def run_key(run: RunProcess) -> str:
 class RunsScreen(Screen[None]):
     """A table of runs from every host link, refreshed every second."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "k",
             "kill",

@@ -185,7 +185,7 @@ class CensoredLengths:
         alive = 1.0
         mass = [0.0] * size
         noise = [0.0] * size  # Greenwood's d / (n (n - d)) of each bin's hazard
-        edge = None  # where the estimate stops and the prior's tail takes over
+        edge: float | None = None  # where the estimate stops and the prior's tail takes over
         for index in range(size):
             if at_risk <= 0:
                 break

@@ -123,6 +123,12 @@ def _survival(model: Lengths) -> SurvivalModel:
     return model
 
 
+def _window(model: Lengths) -> LengthModel:
+    if not isinstance(model, LengthModel):
+        raise TypeError("predictive mode decides by a LengthModel (see length_model)")
+    return model
+
+
 TAPER_Z = 2.0
 """Standard deviations of the in-flight total kept below the budget in predictive mode.
 
@@ -152,7 +158,7 @@ def likely_end(tokens: int, inflight: list[InFlight], model: Lengths, now: float
         return precise.likely_end(tokens, inflight, model, now)
     mean, variance = inflight_outlook(inflight, model, now)
     cap = sum(request.max_new_tokens for request in inflight)
-    return tokens + math.ceil(min(cap, mean + TAPER_Z * variance**0.5))
+    return tokens + math.ceil(min(cap, mean + TAPER_Z * math.sqrt(variance)))
 
 
 def may_dispatch(
@@ -184,6 +190,7 @@ def may_dispatch(
     if tokens + (len(inflight) + 1) * max_new_tokens * (1 + TAPER_Z) < budget.max_tokens:
         return True
     now = time.monotonic() if now is None else now
+    model = _window(model)
     mean, variance = model.outlook(0.0)
     # Until a few dozen lengths are in, assume a spread at least as wide as the mean
     # (LLM answer lengths are long-tailed): the first answers back are the short ones.
@@ -195,7 +202,7 @@ def may_dispatch(
     # every request in flight, so it adds up linearly rather than as a square root.
     count = len(inflight) + 1
     variance += count * count * spread / max(model.observed, 1)
-    return tokens + mean + TAPER_Z * variance**0.5 < budget.max_tokens
+    return tokens + mean + TAPER_Z * math.sqrt(variance) < budget.max_tokens
 
 
 def room_for_one(
@@ -291,12 +298,12 @@ def share_total(
         weight_sum = sum(weights[name] for name in open_names) or 1.0
         shares = {name: remaining * weights[name] / weight_sum for name in open_names}
         capped = {
-            name: caps[name]
+            name: cap
             for name in open_names
-            if caps.get(name) is not None and caps[name] < shares[name]  # type: ignore[operator]
+            if (cap := caps.get(name)) is not None and cap < shares[name]
         }
         if not capped:
             fixed.update({name: int(share) for name, share in shares.items()})
             break
-        fixed.update(capped)  # type: ignore[arg-type]
+        fixed.update(capped)
     return {name: fixed[name] for name in weights}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +99,7 @@ async def pieces(
     cap: int | None,
     lines: bool = False,
     first: bytes | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The body of `response` in the pieces it arrives in, until its end.
 
     Three bounds on time, all `limits.idle_s`:
@@ -133,6 +133,7 @@ async def pieces(
     waiting_since: float | None = None  # set while waiting for a piece
     opened: float | None = None  # when the body, or the line now open, began
     fired: str | None = None
+    handle: asyncio.TimerHandle  # armed below, once `watch` (which re-arms it) is defined
 
     def late(now: float) -> str | None:
         """Why the body is overdue at `now`, or None."""

@@ -95,7 +95,8 @@ def _content(container: dict[str, Any], where: str) -> str | None:
     model's thinking) carry no answer text; anything else is a named failure."""
     value = container.get("content")
     if not isinstance(value, list):
-        return typed(container, "content", str, where)
+        text: str | None = typed(container, "content", str, where)
+        return text
     texts = []
     for part in value:
         if not isinstance(part, dict):

@@ -34,7 +34,8 @@ def _details(container: dict[str, Any], where: str) -> str | None:
             raise RequestFailed(
                 f"{where} has a {DETAILS} entry of type {type(detail).__name__}", retry=True
             )
-        key = DETAIL_TEXT.get(detail.get("type"))  # type: ignore[arg-type]
+        # checked first: an unhashable `type` (a list) made .get raise a bare TypeError
+        key = DETAIL_TEXT.get(typed(detail, "type", str, f"{where}'s {DETAILS} entry"))
         if key is not None:
             texts.append(typed(detail, key, str, f"{where}'s {DETAILS} entry") or "")
     return "".join(texts) or None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from gen_tui.backends.clients.base import InferenceClient, Progress, Request
 from gen_tui.backends.clients.results import Generation
@@ -84,10 +85,12 @@ class ScriptedClient(InferenceClient):
         self.sent.append((url, request))
         if self.stream:
             holder = progress if progress is not None else Produced()
-            return await self.script(url, request, holder)
-        result = self.script(url, request)
+            # stream=True: the script is a StreamScript, which takes the progress too
+            return await cast(StreamScript, self.script)(url, request, holder)
+        result = cast(Script, self.script)(url, request)
         if inspect.isawaitable(result):
-            result = await result
+            answered: Generation = await result
+            return answered
         return result
 
     async def probe(self, url: str) -> str | None:

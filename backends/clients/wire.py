@@ -6,7 +6,7 @@ typed JSON fields and server-sent events.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,7 +191,7 @@ def _event(payload: bytes, *, last: bool) -> dict[str, Any]:
 
 async def sse_events(
     chunks: AsyncIterable[bytes], max_line: int | None = None
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """The JSON objects of a Server-Sent-Events body, one per `data:` line, until `[DONE]`.
 
     SGLang and every OpenAI-compatible server frame their streams alike; only what an event

@@ -21,7 +21,7 @@ from gen_tui.backends.config.run import (
     EngineError,
     Sampling,
 )
-from gen_tui.backends.settings import SettingError, check_settings, read_table, setting, settings_of
+from gen_tui.backends.settings import SettingError, read_table, setting, settings_of
 from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.untrusted import one_line
@@ -255,7 +255,7 @@ def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
     values = file.run | _given(EngineConfig, flags)
     sampling = file.sampling | _given(Sampling, flags)
     try:
-        check_settings(Sampling(**sampling))
+        Sampling(**sampling)
     except SettingError as exc:
         raise EngineError(str(exc)) from None
     datasets = _datasets(

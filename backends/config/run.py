@@ -24,7 +24,7 @@ from gen_tui.backends.settings import (
     DEFAULT_TRUNCATED_WARN,
     MAX_NEW_TOKENS_CAP,
     SettingError,
-    check_settings,
+    convert_settings,
     setting,
 )
 from gen_tui.backends.store.prompts import check_dataset_name
@@ -47,7 +47,7 @@ def price_arg(text: str) -> tuple[float, float]:
         price = ()
     if len(price) != 2 or min(price) < 0:
         raise SettingError(f"--price {text!r}: expected IN,OUT dollars per million")
-    return price  # type: ignore[return-value]
+    return price  # len() above narrows it to (float, float)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         check_dataset_name(self.name)
         try:
-            check_settings(self)
+            convert_settings(self)
         except SettingError as exc:
             raise EngineError(f"{self.name}: {exc}") from None
 
@@ -153,6 +153,9 @@ class Sampling:
     frequency_penalty: float | None = setting(None, key="frequency_penalty", kinds=(int, float))
     presence_penalty: float | None = setting(None, key="presence_penalty", kinds=(int, float))
     repetition_penalty: float | None = setting(None, key="repetition_penalty", kinds=(int, float))
+
+    def __post_init__(self) -> None:
+        convert_settings(self)
 
 
 @dataclass(frozen=True)
@@ -392,7 +395,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         try:
-            check_settings(self)
+            convert_settings(self)
         except SettingError as exc:
             raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)

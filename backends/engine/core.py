@@ -61,7 +61,7 @@ class Engine:
         config: EngineConfig,
         on_snapshot: Callable[[RunSnapshot], None] | None = None,
         on_event: Event | None = None,
-        on_budget: Callable[[BudgetEvent], None] | None = None,
+        on_budget: Callable[[BudgetEvent], object] | None = None,
         *,
         client: InferenceClient | None = None,
         on_alert: Alert | None = None,

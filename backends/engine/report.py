@@ -27,7 +27,7 @@ class Reporter:
     def __init__(
         self,
         on_event: Event | None,
-        on_budget: Callable[[BudgetEvent], None] | None,
+        on_budget: Callable[[BudgetEvent], object] | None,
         stop: Callable[[], None],
         on_alert: Alert | None = None,
     ) -> None:

@@ -134,10 +134,10 @@ class RequestRunner(RunPart):
         if None in batches or self.config.auto_concurrency:
             return
         running = sum(b for b in batches if b is not None)
-        if self.config.concurrency <= running:
+        if self.config.max_concurrency <= running:  # not auto: the user's number
             self.reporter.event(
                 "info",
-                f"--concurrency {self.config.concurrency} is not above the servers' running "
+                f"--concurrency {self.config.max_concurrency} is not above the servers' running "
                 f"batch (max_running_requests {running}): each slot will idle for a round trip "
                 f"between answers; about {queued_concurrency(running)} keeps a queue at the "
                 "server and the slots full",
@@ -180,7 +180,7 @@ class RequestRunner(RunPart):
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, 300.0) + self._rng.uniform(0, 0.1)
-        return min(BACKOFF_CAP_S, 0.25 * 2**attempt) * self._rng.uniform(0.5, 1.5)
+        return min(BACKOFF_CAP_S, 0.25 * 2.0**attempt) * self._rng.uniform(0.5, 1.5)
 
     async def run(
         self,

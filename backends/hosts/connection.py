@@ -86,7 +86,7 @@ async def connect(
     if client_factory is not None:
         kwargs["client_factory"] = client_factory
     try:
-        return await asyncssh.connect(**kwargs)  # type: ignore[arg-type]
+        return await asyncssh.connect(**kwargs)
     except asyncssh.HostKeyNotVerifiable:
         raise HostKeyError(await host_key_message(target, options)) from None
     except asyncssh.PermissionDenied as exc:

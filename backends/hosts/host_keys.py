@@ -43,7 +43,7 @@ def resolve(target: Target, options: SSHOptions) -> _Resolved:
     kwargs = options.where_kwargs(target) | {"client_keys": None, "agent_path": None}
     unchecked = unread = False
     try:
-        resolved = asyncssh.SSHClientConnectionOptions(**kwargs)  # type: ignore[arg-type]
+        resolved = asyncssh.SSHClientConnectionOptions(**kwargs)
         host, port, user = str(resolved.host), int(resolved.port), str(resolved.username)
         files = resolved.known_hosts
         unchecked = files is None
@@ -70,10 +70,9 @@ async def _presented_key(target: Target, resolved: _Resolved, options: SSHOption
     config = () if options.config_files is None else list(options.config_files)
     # Keys are not needed to read a host key: a config's unusable IdentityFile is skipped.
     where = asyncssh.SSHClientConnectionOptions(config=config, client_keys=None, agent_path=None)
-    kwargs: dict[str, object] = {"options": where}
     try:
         key = await within(
-            asyncssh.get_server_host_key(resolved.host, resolved.port, **kwargs),  # type: ignore[arg-type]
+            asyncssh.get_server_host_key(resolved.host, resolved.port, options=where),
             options.connect_timeout_s,
         )
     except (OSError, asyncssh.Error, TimeoutError, ValueError):  # ValueError: a bad key file

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
-    pass
+    from gen_tui.backends.sim import SimConfig
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
@@ -145,7 +145,7 @@ def write_demo_prompts(
     }
 
 
-def demo_sim_config(vocab_size: int | None = None):
+def demo_sim_config(vocab_size: int | None = None) -> SimConfig:
     """A simulated 64-slot server whose per-dataset lengths mimic the seed's datasets, fast
     enough that the headless demo's three budgets (16.8M tokens) are reached in about a
     minute. `vocab_size`: the demo tokenizer's (:func:`vocab_size`), so the answers' ids
@@ -165,5 +165,6 @@ def vocab_size(directory: Path) -> int:
     """How many ids the tokenizer saved in `directory` has (read from its tokenizer.json,
     without loading transformers)."""
     data = orjson.loads((directory / "tokenizer.json").read_bytes())
-    ids = set(data["model"]["vocab"].values()) | {token["id"] for token in data["added_tokens"]}
+    ids: set[int] = set(data["model"]["vocab"].values())
+    ids |= {token["id"] for token in data["added_tokens"]}
     return max(ids) + 1

@@ -24,6 +24,8 @@ from prometheus_client.registry import Collector
 from gen_tui.backends.sim.config import SimConfig
 
 if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler
+
     from gen_tui.backends.sim.pipeline import Simulator
 
 __all__ = ["SimLoad", "kv_capacity", "load", "metrics_handler"]
@@ -127,7 +129,7 @@ class _VllmNames(Collector):
         yield from _families("vllm", labels, gauges, counters)
 
 
-def metrics_handler(sim: Simulator) -> web.Handler:
+def metrics_handler(sim: Simulator) -> Handler:
     """The /metrics endpoint: rendered afresh at each read, 404 when `metrics` is off."""
     registries = {}
     for name, collector in (("sglang", _SglangNames), ("vllm", _VllmNames)):

@@ -28,7 +28,8 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 def _get(url: str) -> bytes | None:
     try:
         with _NO_PROXY.open(url, timeout=1.0) as response:
-            return response.read(1 << 20)
+            data: bytes = response.read(1 << 20)
+            return data
     except (OSError, ValueError):
         return None
 

@@ -37,7 +37,9 @@ class _OneLine(logging.Filter):
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError):
             record.msg = "refused a request that is not HTTP/1.1 (%s %s) from %s"
-            record.args = (exc.code, type(exc).__name__, *(record.args or ("?",))[-1:])
+            # the peer, aiohttp's last argument (a tuple: the message is %-formatted)
+            said = record.args if isinstance(record.args, tuple) and record.args else ("?",)
+            record.args = (exc.code, type(exc).__name__, said[-1])
             record.exc_info = None
             record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"

@@ -312,11 +312,11 @@ def _split(path: str) -> tuple[list[str], str]:
         text = handle.read()
     lines = text.splitlines()
     imports = []
-    dropped = set()
+    dropped: set[int] = set()
     for node in ast.parse(text, path).body:
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        span = range(node.lineno - 1, node.end_lineno)
+        span = range(node.lineno - 1, node.end_lineno or node.lineno)
         dropped.update(span)
         if not _own_import(node):
             imports.append("\n".join(lines[index] for index in span))

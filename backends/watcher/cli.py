@@ -20,7 +20,7 @@ from .starts import start
 from .tails import tail_request
 
 
-def main(argv: list | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gen-tui-watcher")
     parser.add_argument("--ps", metavar="REGEX", help="list runs instead of watching")
     parser.add_argument("--pids", help="with --ps: these pids (comma-separated) only")

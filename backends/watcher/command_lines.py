@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import typing
 
 from .names import DATASET_NAME
 
@@ -76,7 +77,7 @@ _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
 # -- processes (the run list) ------------------------------------------------------------
 
 
-def flag_value(argv: list, *names: str) -> str | None:
+def flag_value(argv: list[str], *names: str) -> str | None:
     """The value of the last `--flag VALUE` or `--flag=VALUE` among `names` in argv."""
     found = None
     for index, word in enumerate(argv):
@@ -88,7 +89,7 @@ def flag_value(argv: list, *names: str) -> str | None:
     return found
 
 
-def run_args(argv: list) -> dict:
+def run_args(argv: list[str]) -> dict[str, typing.Any]:
     """What a run's command line says about its datasets and folders (paths as written)."""
     datasets = flag_value(argv, "--datasets", "--dataset")
     names = None
@@ -105,11 +106,11 @@ def run_args(argv: list) -> dict:
 _GEN_TUI_RUN = re.compile(r"gen[-_]tui(\.app\.cli)?\s+run(\s|$)")
 
 
-def is_gen_tui_run(argv: list) -> bool:
+def is_gen_tui_run(argv: list[str]) -> bool:
     return _GEN_TUI_RUN.search(" ".join(argv)) is not None
 
 
-def output_dir_of(argv: list, cwd: str | None) -> str | None:
+def output_dir_of(argv: list[str], cwd: str | None) -> str | None:
     """A run's output folder, absolute: its `--output-dir`, or gen-tui's default `./output`."""
     args = run_args(argv)
     folder = args["output_dir"]
@@ -118,7 +119,7 @@ def output_dir_of(argv: list, cwd: str | None) -> str | None:
     return _resolve(folder, cwd)
 
 
-def is_candidate(argv: list, pattern) -> bool:
+def is_candidate(argv: list[str], pattern: re.Pattern[str]) -> bool:
     """Whether a command line is a run: it matches, and it is not a multiplexer, wrapper,
     pager or editor, nor a shell given the command as a string (`-c`, `-lc`, `-ec`...)."""
     if not argv:
@@ -131,7 +132,7 @@ def is_candidate(argv: list, pattern) -> bool:
     return pattern.search(" ".join(argv)) is not None
 
 
-def _shell_command_string(args: list) -> bool:
+def _shell_command_string(args: list[str]) -> bool:
     """Whether a shell's options (before its first operand) include `c`: `-c`, `-lc`, `-ec`."""
     for word in args:
         if word == "--" or not word.startswith("-") or word.startswith("--"):
@@ -141,7 +142,7 @@ def _shell_command_string(args: list) -> bool:
     return False
 
 
-def prompt_names(folder: str) -> list:
+def prompt_names(folder: str) -> list[str]:
     try:
         names = os.listdir(folder)
     except OSError:

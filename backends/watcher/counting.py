@@ -42,7 +42,7 @@ def _quoter() -> reprlib.Repr:
 _QUOTE = _quoter()
 
 
-def quoted(value) -> str:
+def quoted(value: object) -> str:
     """`value` as a reason quotes it: bounded as it is built (also `gen-tui verify`'s)."""
     return _QUOTE.repr(value)
 
@@ -78,7 +78,7 @@ def record_tokens(line: bytes) -> int | None:
     return figures[0] if figures is not None else None
 
 
-def record_figures(line: bytes) -> tuple | None:
+def record_figures(line: bytes) -> tuple[int, bool] | None:
     """(completion tokens, cut at its cap) of one record line in either layout, or None if
     it is not a record.
 
@@ -117,7 +117,7 @@ def record_figures(line: bytes) -> tuple | None:
     return _json_figures(stripped)
 
 
-def record_counts(record) -> tuple:
+def record_counts(record: object) -> tuple[str | int, int]:
     """(sample_id, completion_tokens) of a parsed record in either layout: the counting rule.
 
     A record is a JSON object with a `sample_id` (or `id`) that is a string or a signed
@@ -158,7 +158,7 @@ def record_counts(record) -> tuple:
     return sample_id, tokens
 
 
-def record_cut(record) -> bool:
+def record_cut(record: object) -> bool:
     """Whether a parsed record is an answer cut at its cap: the truncation rule.
 
     Its `finish_reason` (at the top level, else in `meta_info`, where SGLang's native
@@ -177,7 +177,7 @@ def record_cut(record) -> bool:
     return reason == CUT
 
 
-def _json_figures(line: bytes) -> tuple | None:
+def _json_figures(line: bytes) -> tuple[int, bool] | None:
     try:
         record = json.loads(line)
         return record_counts(record)[1], record_cut(record)

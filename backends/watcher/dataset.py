@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import time
+import typing
 
 from .counting import _json_figures, record_figures
 from .emit import _emit, boot_id
@@ -56,22 +57,22 @@ class DatasetTail:
         """Records cut at their cap (`record_cut`): the panel's truncated share, for a
         foreign script's run as for ours."""
         self.bad_lines = 0
-        self.first_bad = None
+        self.first_bad: str | None = None
         self.tail_tokens = 0
         self.tail_samples = 0
         self.tail_truncated = 0
         self.tail_bytes = 0
         self.size = 0
-        self.mtime = None
+        self.mtime: float | None = None
         self.exists = False
         self.resets = 0
         self.locked = False
-        self.lock_pid = None
-        self.progress = None
-        self.progress_mtime = None
-        self.problems = {}
+        self.lock_pid: int | None = None
+        self.progress: dict[str, typing.Any] | None = None
+        self.progress_mtime: float | None = None
+        self.problems: dict[str, str] = {}
         """{file name: one line}: the folder's files that cannot be read as they stand."""
-        self._last_key = None
+        self._last_key: tuple[object, ...] | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -138,7 +139,7 @@ class DatasetTail:
             self._note(RAW_FILE, None)
             self._read_appended(handle, os.fstat(fd))
 
-    def _read_appended(self, handle, st) -> None:
+    def _read_appended(self, handle: typing.IO[bytes], st: os.stat_result) -> None:
         self.exists = True
         if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
             self._reset()
@@ -167,7 +168,7 @@ class DatasetTail:
         self.tail_samples = 1 if figures is not None else 0
         self.tail_truncated = 1 if figures is not None and figures[1] else 0
 
-    def poll_meta(self, table: dict | None) -> None:
+    def poll_meta(self, table: dict[tuple[int, int, int], int] | None) -> None:
         """Refresh the lock holder and, when it changed on disk, progress.json."""
         lock = os.path.join(self.folder, LOCK_FILE)
         self.locked, self.lock_pid, _, problem = _lock_status(lock, table)
@@ -206,7 +207,7 @@ class DatasetTail:
             self.truncated,
         )
 
-    def report(self, now: float) -> dict | None:
+    def report(self, now: float) -> dict[str, typing.Any] | None:
         """The dataset line if anything a client shows changed since the last report."""
         key = (
             self.exists,
@@ -273,12 +274,12 @@ def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
 
 def watch(
     output_dir: str,
-    tails: list,
+    tails: list[DatasetTail],
     once: bool = False,
     interval: float = POLL_S,
     heartbeat: float = HEARTBEAT_S,
     telemetry: float = 0.0,
-    metrics_urls: list | None = None,
+    metrics_urls: list[str] | None = None,
 ) -> None:
     """Poll every `interval` s; print changes and a heartbeat; run until stdout goes away.
     With `telemetry` > 0, also read `metrics_urls` and the GPUs that often (see Telemetry)."""

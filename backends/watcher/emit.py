@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import typing
 
 _EMIT_LOCK = threading.Lock()
 
 
-def _emit(payload: dict) -> None:
+def _emit(payload: dict[str, typing.Any]) -> None:
     line = json.dumps(payload, separators=(",", ":")) + "\n"
     with _EMIT_LOCK:  # the telemetry thread writes too: never half a line of each
         sys.stdout.write(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 
 from .names import MAX_DEPTH
 
@@ -99,7 +100,7 @@ def open_named(path: str) -> int:
     return fd
 
 
-def lineage(path: str) -> list:
+def lineage(path: str) -> list[str]:
     """`path` made absolute and every folder above it, from the root down to it."""
     at = os.path.abspath(path)
     chain = [at]
@@ -115,7 +116,7 @@ def linked_by_another(st: os.stat_result) -> bool:
     return st.st_mode & _S_IFMT == _S_IFLNK and st.st_uid not in (os.geteuid(), 0)
 
 
-def foreign_link(path: str) -> tuple:
+def foreign_link(path: str) -> tuple[str, int] | tuple[()]:
     """The first link in `path`, from the root down, that someone other than us or root
     made: (that component, its owner's uid), or () when there is none.
 
@@ -162,7 +163,7 @@ def read_small(path: str, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _deeper_than(value, depth: int) -> bool:
+def _deeper_than(value: object, depth: int) -> bool:
     """Whether parsed JSON nests more than `depth` levels (walked without recursion)."""
     stack = [(value, 0)]
     while stack:
@@ -175,7 +176,7 @@ def _deeper_than(value, depth: int) -> bool:
     return False
 
 
-def read_json_object(path: str, limit: int) -> dict:
+def read_json_object(path: str, limit: int) -> dict[str, typing.Any]:
     """The JSON object in a small file of a dataset folder.
 
     Raises FileNotFoundError when absent, OSError, and BadFile (one line) for anything else:
@@ -184,7 +185,7 @@ def read_json_object(path: str, limit: int) -> dict:
     return _json_object(read_small(path, limit), os.path.basename(path))
 
 
-def _json_object(data: bytes, name: str) -> dict:
+def _json_object(data: bytes, name: str) -> dict[str, typing.Any]:
     try:
         value = json.loads(data, parse_constant=_no_constant)
     except RecursionError:
@@ -198,7 +199,7 @@ def _json_object(data: bytes, name: str) -> dict:
     return value
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> typing.NoReturn:
     raise ValueError("%s is not JSON" % name)
 
 
@@ -242,7 +243,7 @@ def open_log(path: str) -> int:
     return open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
-def create_unique(stem: str) -> tuple:
+def create_unique(stem: str) -> tuple[int, str]:
     """(fd, path) of a new 0600 file named `stem.PID.N`: O_EXCL, so a name planted in advance
     is skipped rather than followed. For temporary files beside their target."""
     for attempt in range(1000):

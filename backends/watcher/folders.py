@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import typing
 
 from .files import _S_IFMT, _kind, foreign_link, lineage, linked_by_another
 
@@ -156,7 +157,7 @@ def ancestor_problem(folder: str) -> str | None:
     )
 
 
-def code_folders(argv: list, cwd, environ) -> list:
+def code_folders(argv: list[str], cwd: str | None, environ: typing.Mapping[str, str]) -> list[str]:
     """The folders a start of `argv` in `cwd` (None: ours) with `environ` takes code from,
     besides the system's own: the working folder (first on sys.path for `-m` and `-c`, and
     relative paths), the program's folder (found on PATH as exec would, relative entries
@@ -195,7 +196,7 @@ def code_folders(argv: list, cwd, environ) -> list:
     return list(dict.fromkeys(found))
 
 
-def code_problem(folders: list) -> str | None:
+def code_problem(folders: list[str]) -> str | None:
     """Why another user could change the code in one of `folders`, in one line naming the
     folder, its owner and mode (None: nobody but us and root can).
 

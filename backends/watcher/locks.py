@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import typing
 
 from .files import BadFile, _json_object, _kind, is_regular, open_regular, read_small
 from .names import DATASET_NAME, HOLDER_MAX_BYTES, LOCK_FILE, RAW_FILE
 
 
-def read_lock_table() -> dict | None:
+def read_lock_table() -> dict[tuple[int, int, int], int] | None:
     """(major, minor, inode) -> pid of every flock holder, from /proc/locks (Linux).
 
     Reading /proc/locks never touches the lock itself, so a watcher polling it cannot make a
@@ -25,7 +26,7 @@ def read_lock_table() -> dict | None:
             text = handle.read()
     except OSError:
         return None
-    table = {}
+    table: dict[tuple[int, int, int], int] = {}
     for row in text.splitlines():
         parts = row.split()
         if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK":
@@ -39,12 +40,12 @@ def read_lock_table() -> dict | None:
     return table
 
 
-def read_holder(path: str) -> dict:
+def read_holder(path: str) -> dict[str, typing.Any]:
     """What the current or last writer wrote into its lock file (empty if unreadable)."""
     return _holder(path)[0]
 
 
-def _holder(path: str) -> tuple:
+def _holder(path: str) -> tuple[dict[str, typing.Any], str | None]:
     """(holder dict, problem or None) of a lock file: an absent or empty file is no problem."""
     try:
         data = read_small(path, HOLDER_MAX_BYTES)
@@ -59,12 +60,16 @@ def _holder(path: str) -> tuple:
         return {}, "%s is unreadable (%s)" % (os.path.basename(path), exc.strerror)
 
 
-def lock_status(path: str, table: dict | None) -> tuple:
+def lock_status(
+    path: str, table: dict[tuple[int, int, int], int] | None
+) -> tuple[bool, int | None, dict[str, typing.Any]]:
     """(locked, pid of the live holder or None, holder dict) of a dataset's `run.lock`."""
     return _lock_status(path, table)[:3]
 
 
-def _lock_status(path: str, table: dict | None) -> tuple:
+def _lock_status(
+    path: str, table: dict[tuple[int, int, int], int] | None
+) -> tuple[bool, int | None, dict[str, typing.Any], str | None]:
     """`lock_status` and the lock file's problem (None when it is sound or absent).
 
     Only a regular file is a lock: a writer opens it with O_NOFOLLOW, so a symlink or a FIFO
@@ -99,13 +104,15 @@ def _lock_status(path: str, table: dict | None) -> tuple:
     return False, None, holder, problem
 
 
-def scan_locks(output_dir: str, table: dict | None) -> dict:
+def scan_locks(
+    output_dir: str, table: dict[tuple[int, int, int], int] | None
+) -> dict[str, dict[str, typing.Any]]:
     """{dataset: {locked, pid, holder}} for each dataset folder of `output_dir`.
 
     A dataset folder holds a lock file or a record file: a foreign script writes no lock,
     and its datasets must still be found (unlocked, no holder).
     """
-    out = {}
+    out: dict[str, dict[str, typing.Any]] = {}
     try:
         names = sorted(os.listdir(output_dir))
     except OSError:

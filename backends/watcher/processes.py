@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import time
+import typing
 
 from .command_lines import _resolve, is_candidate, output_dir_of, prompt_names, run_args
 from .emit import boot_id
@@ -19,7 +20,7 @@ from .names import LOCK_FILE, RAW_FILE
 from .starts import start_seq
 
 
-def record_writes(pid: int):
+def record_writes(pid: int) -> list[str] | None:
     """The record files (`raw_responses.jsonl`) `pid` holds open for writing, from
     /proc/PID/fd; None where that cannot be read (another user's process, unless root).
 
@@ -31,7 +32,7 @@ def record_writes(pid: int):
         fds = os.listdir(folder)
     except OSError:
         return None
-    found = []
+    found: list[str] = []
     for fd in fds:
         try:
             target = os.readlink(os.path.join(folder, fd))
@@ -49,9 +50,9 @@ def record_writes(pid: int):
     return found
 
 
-def _parents(pid: int, ppid, limit: int = 64) -> list:
+def _parents(pid: int, ppid: int, limit: int = 64) -> list[int]:
     """The ancestors of a process, nearest first (`ppid` given, the rest read from /proc)."""
-    out = []
+    out: list[int] = []
     while ppid and ppid > 1 and len(out) < limit:
         out.append(ppid)
         try:
@@ -62,7 +63,7 @@ def _parents(pid: int, ppid, limit: int = 64) -> list:
     return out
 
 
-def writers_only(procs: list) -> list:
+def writers_only(procs: list[dict[str, typing.Any]]) -> list[dict[str, typing.Any]]:
     """The runs among matching processes: a wrapper around a run is not one.
 
     A process that holds a record file open for writing is a run. One that does not is
@@ -88,9 +89,9 @@ def writers_only(procs: list) -> list:
     return kept
 
 
-def _ancestors() -> set:
+def _ancestors() -> set[int]:
     """Our own pid and its parents: the shell that runs us mentions the pattern too."""
-    out = set()
+    out: set[int] = set()
     pid = os.getpid()
     while pid > 1 and pid not in out:
         out.add(pid)
@@ -102,7 +103,7 @@ def _ancestors() -> set:
     return out
 
 
-def proc_info(pid: int, btime: float, hz: int) -> dict | None:
+def proc_info(pid: int, btime: float, hz: int) -> dict[str, typing.Any] | None:
     """Identity and state of one process from /proc (None when it is gone)."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as handle:
@@ -132,7 +133,7 @@ def proc_info(pid: int, btime: float, hz: int) -> dict | None:
     }
 
 
-def proc_uid(pid: int):
+def proc_uid(pid: int) -> int | None:
     """The real uid that owns a process (None when it is gone): runs of other users are
     listed, and this lets a client tell them apart."""
     try:
@@ -145,10 +146,10 @@ def proc_uid(pid: int):
     return None
 
 
-_NAMES = {}
+_NAMES: dict[int, str | None] = {}
 
 
-def user_name(uid):
+def user_name(uid: int | None) -> str | None:
     """The login name of `uid` (None when the box has none): shown beside another user's run."""
     if uid is None:
         return None
@@ -162,14 +163,14 @@ def user_name(uid):
     return _NAMES[uid]
 
 
-def file_owner(path: str) -> dict:
+def file_owner(path: str) -> dict[str, typing.Any]:
     """Who owns `path` and its folder, and who may write them: a command line taken from a
     lock file is run only when its owner, and no one else, can have written it.
 
     The file is looked at without following a link (a link is never trusted), the folder
     through one (its target is what holds the file).
     """
-    out = {}
+    out: dict[str, typing.Any] = {}
     try:
         st = os.lstat(path)
         out.update(uid=st.st_uid, user=user_name(st.st_uid), mode=st.st_mode)
@@ -181,7 +182,7 @@ def file_owner(path: str) -> dict:
     return out
 
 
-def _clock() -> tuple:
+def _clock() -> tuple[float, int]:
     btime = 0.0
     try:
         with open("/proc/stat") as handle:
@@ -206,7 +207,9 @@ def folder_missing(path: str) -> str | None:
     return None
 
 
-def ps(pattern: str, output_dir: str | None, pids: list | None = None) -> dict:
+def ps(
+    pattern: str, output_dir: str | None, pids: list[int] | None = None
+) -> dict[str, typing.Any]:
     """The `ps` report: matching (or given) processes, their prompt folders and the locks."""
     seq = start_seq(output_dir) if output_dir else None  # before the processes: see start
     regex = re.compile(pattern)

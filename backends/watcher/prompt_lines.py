@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 
 from .command_lines import _resolve, run_args
 from .files import BadFile, open_named, read_json_object
@@ -51,7 +52,7 @@ MAX_HEAD_KEYS = 100
 MANIFEST_MAX_BYTES = 1 << 20
 
 
-def prompt_fields(obj, line: int) -> tuple:
+def prompt_fields(obj: object, line: int) -> tuple[str | int, list[dict[str, str]]]:
     """(sample_id, messages) of one parsed prompt line (`line`: its 1-based number), or
     ValueError naming the field that is wrong (the caller adds file and line).
 
@@ -83,7 +84,7 @@ def prompt_fields(obj, line: int) -> tuple:
     return sample_id, messages
 
 
-def _turns(value, field: str, role_key: str, text_key: str) -> list:
+def _turns(value: object, field: str, role_key: str, text_key: str) -> list[dict[str, str]]:
     if not isinstance(value, list) or not value:
         raise ValueError("field '%s' must be a non-empty list" % field)
     out = []
@@ -106,7 +107,9 @@ def _turns(value, field: str, role_key: str, text_key: str) -> list:
     return out
 
 
-def last_user_turn(messages: list, chars: int = PROMPT_HEAD_CHARS) -> dict:
+def last_user_turn(
+    messages: list[dict[str, str]], chars: int = PROMPT_HEAD_CHARS
+) -> dict[str, typing.Any]:
     """What a prompt's head shows: its last user turn (what the answer answers) stripped
     and cut at `chars`, its whole length, and how many turns come before it."""
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -115,7 +118,7 @@ def last_user_turn(messages: list, chars: int = PROMPT_HEAD_CHARS) -> dict:
     return {"before": max(0, index), "text": text[: max(0, chars)], "chars": len(text)}
 
 
-def bounded_lines(handle, limit: int):
+def bounded_lines(handle: typing.IO[bytes], limit: int) -> typing.Iterator[bytes | int]:
     """Each line of the binary file `handle`, or its length in bytes (an int) where it is
     over `limit`: such a line is read past in chunks, never held whole."""
     while True:
@@ -134,7 +137,13 @@ def bounded_lines(handle, limit: int):
         yield size
 
 
-def find_heads(path: str, keys, max_bytes: int, chars: int = PROMPT_HEAD_CHARS, loads=None):
+def find_heads(
+    path: str,
+    keys: typing.Iterable[object],
+    max_bytes: int,
+    chars: int = PROMPT_HEAD_CHARS,
+    loads: typing.Callable[[bytes], typing.Any] | None = None,
+) -> dict[str, typing.Any]:
     """The heads of the samples `keys` in the prompt file `path` (see the module's doc):
     `loads` parses a line (gen-tui passes a faster one than `json.loads` locally).
 
@@ -142,7 +151,7 @@ def find_heads(path: str, keys, max_bytes: int, chars: int = PROMPT_HEAD_CHARS, 
     """
     wanted = set(str(key) for key in keys)
     loads = loads or json.loads
-    heads = {}
+    heads: dict[str, dict[str, typing.Any]] = {}
     bounded = False
     with os.fdopen(open_named(path), "rb") as handle:
         for line_no, raw in enumerate(bounded_lines(handle, MAX_PROMPT_LINE), start=1):
@@ -165,7 +174,7 @@ def find_heads(path: str, keys, max_bytes: int, chars: int = PROMPT_HEAD_CHARS, 
     return {"type": "heads", "heads": heads, "bounded": bounded, "path": path}
 
 
-def heads_request(spec: dict) -> dict:
+def heads_request(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
     """The `--heads` request: the heads found, or a `heads` line naming why none can be."""
     keys = [str(key)[:200] for key in list(spec.get("keys") or [])[:MAX_HEAD_KEYS]]
     max_bytes = max(0, min(int(spec.get("max_bytes", PROMPT_SCAN_BYTES)), PROMPT_SCAN_BYTES))
@@ -184,7 +193,9 @@ def heads_request(spec: dict) -> dict:
         return {"type": "heads", "error": why, "path": str(path)}
 
 
-def prompt_file_of(output_dir: str, dataset: str, spec: dict) -> tuple:
+def prompt_file_of(
+    output_dir: str, dataset: str, spec: dict[str, typing.Any]
+) -> tuple[str | None, str | None]:
     """(the prompt file of `dataset`, None) or (None, why none is known): the one its
     manifest names for its last run, else `DATASET.jsonl` in the `--prompts-dir` of the run
     `spec["pid"]`."""

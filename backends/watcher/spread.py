@@ -14,6 +14,7 @@ every other one, until they fit) and a line longer than that is never held.
 from __future__ import annotations
 
 import os
+import typing
 
 from .files import open_regular
 
@@ -22,7 +23,9 @@ SPREAD_SCAN_BYTES = 16 << 20
 SPREAD_CHUNK = 256 << 10
 
 
-def spread_lines(path: str, points: int, max_bytes: int, whole: bool = False) -> dict:
+def spread_lines(
+    path: str, points: int, max_bytes: int, whole: bool = False
+) -> dict[str, typing.Any]:
     """At most `points` lines of the regular file `path`, spread evenly over it.
 
     The `tail` line carries, beyond a tail's `lines`, `size` and `cut`: `numbers` (each
@@ -85,7 +88,7 @@ def _count_lines(fd: int, start: int, size: int, whole: bool) -> tuple[int, int]
     return pos, breaks + (1 if pos > start and last != pos - 1 else 0)
 
 
-def _lines(fd: int, start: int, end: int, cap: int):
+def _lines(fd: int, start: int, end: int, cap: int) -> typing.Iterator[bytes | int]:
     """Each line of [start, end) in order, without its line break: its bytes, or its length
     (an int) when longer than `cap`, so a huge line is never held."""
     pos, held, over = start, b"", 0
@@ -112,7 +115,7 @@ def _lines(fd: int, start: int, end: int, cap: int):
 
 def _pick(
     fd: int, start: int, end: int, total: int, points: int, max_bytes: int
-) -> tuple[list, bool]:
+) -> tuple[list[tuple[int, bytes]], bool]:
     """([(line index, bytes)], cut): the lines at `points` indices spread evenly over
     `total`, first and last included, thinned every other one (the last kept) while they
     weigh more than `max_bytes`."""

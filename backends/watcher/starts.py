@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import typing
 
 from .files import BadFile, create_unique, open_log, open_own, read_small
 from .folders import ancestor_problem, code_folders, code_problem, folder_problem
@@ -39,7 +40,12 @@ class StartFailed(Exception):
     """The command could not be launched; the message says why."""
 
 
-def guarded_start(output_dir: str, expect, launch):
+_Launched = typing.TypeVar("_Launched")
+
+
+def guarded_start(
+    output_dir: str, expect: int | None, launch: typing.Callable[[], _Launched]
+) -> _Launched:
     """`launch()` under the output folder's start lock, if its start count is still `expect`.
 
     Why: a start request can reach the host late, after its sender gave up on a frozen link
@@ -95,7 +101,7 @@ def guarded_start(output_dir: str, expect, launch):
         os.close(fd)
 
 
-def launch_detached(argv: list, log: str, cwd: str | None):
+def launch_detached(argv: list[str], log: str, cwd: str | None) -> subprocess.Popen[bytes]:
     """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd.
 
     The folders it takes code from are checked last before the launch, on the host that
@@ -134,12 +140,14 @@ def launch_detached(argv: list, log: str, cwd: str | None):
         handle.close()
 
 
-def guarded_launch(output_dir: str, expect, argv: list, log: str, cwd: str | None):
+def guarded_launch(
+    output_dir: str, expect: int | None, argv: list[str], log: str, cwd: str | None
+) -> subprocess.Popen[bytes]:
     """`launch_detached` under the output folder's start guard: the Popen."""
     return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
 
 
-def start(spec: dict) -> dict:
+def start(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
     """The `--start` mode: the `start` report for one guarded, detached launch."""
     argv = spec.get("argv")
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import typing
 
 from .files import _problem, is_regular, open_regular
 from .names import LOG_DIR
@@ -23,7 +24,7 @@ TAIL_MAX_LINES = 1000
 _LOG_STAMP = r"-\d{8}-\d{6}\.log\Z"
 
 
-def log_of(pid, dataset: str, output_dir: str) -> str | None:
+def log_of(pid: int | str | None, dataset: str, output_dir: str) -> str | None:
     """Where a run's output goes: the file its stdout is (any run of this user started with
     its output in a file, gen-tui's detached starts included), else the newest of the
     output folder's start logs for `dataset` (a run that has ended); None when neither."""
@@ -41,7 +42,7 @@ def log_of(pid, dataset: str, output_dir: str) -> str | None:
     return os.path.join(folder, max(names)) if names else None  # the stamp sorts by time
 
 
-def tail_request(spec: dict) -> dict:
+def tail_request(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
     """The `--tail` request: a file's last lines, or a `tail` line naming why not."""
     path = spec.get("path")
     if path is None:
@@ -70,7 +71,7 @@ def tail_request(spec: dict) -> dict:
     return report
 
 
-def tail(path: str, lines: int, max_bytes: int, whole: bool = False) -> dict:
+def tail(path: str, lines: int, max_bytes: int, whole: bool = False) -> dict[str, typing.Any]:
     """The last `lines` lines of the regular file `path` (see `--tail` in the docstring).
 
     A line that does not fit in `max_bytes` is not returned in part (the bytes read are its

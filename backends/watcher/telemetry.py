@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import time
+import typing
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -69,10 +70,10 @@ def _metric_line(line: str) -> bool:
     return not name.endswith(_HISTOGRAM_PARTS)
 
 
-def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict:
+def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict[str, typing.Any]:
     """One `metrics` line for `url`: its /metrics text (`text`), or `absent` (404: SGLang
     without --enable-metrics), or `error`: one line saying why not."""
-    message = {"type": "metrics", "url": url}
+    message: dict[str, typing.Any] = {"type": "metrics", "url": url}
     if not url.startswith(("http://", "https://")):
         message["error"] = "not an http(s) URL"
         return message
@@ -111,7 +112,7 @@ def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict:
     return message
 
 
-def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S):
+def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S) -> typing.Any:
     """The JSON at `url` read up to `limit` bytes, or None (no answer, too big, not JSON)."""
     try:
         with _NO_PROXY.open(url, timeout=timeout) as response:
@@ -123,7 +124,7 @@ def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S):
         return None
 
 
-def worker_url(value):
+def worker_url(value: object) -> str | None:
     """`value` as a worker URL without its trailing slash, if it is a plain http(s) URL
     (what a router lists is untrusted: gen-tui's client takes workers by this rule too)."""
     if not isinstance(value, str) or not _WORKER_URL.match(value):
@@ -136,12 +137,12 @@ def worker_url(value):
     return value.rstrip("/")
 
 
-def router_listing(listing) -> list:
+def router_listing(listing: object) -> list[dict[str, typing.Any]]:
     """The workers in a router's /workers answer, `{"url", "healthy"}` each: plain http(s)
     URLs only, each once, in URL order (the router's own order changes), at most
     MAX_ROUTER_WORKERS."""
     entries = listing.get("workers") if isinstance(listing, dict) else None
-    found = {}
+    found: dict[str, bool] = {}
     for entry in entries if isinstance(entries, list) else []:
         url = worker_url(entry.get("url")) if isinstance(entry, dict) else None
         if url is not None:
@@ -149,7 +150,7 @@ def router_listing(listing) -> list:
     return [{"url": url, "healthy": found[url]} for url in sorted(found)[:MAX_ROUTER_WORKERS]]
 
 
-def router_workers(url: str):
+def router_workers(url: str) -> list[dict[str, typing.Any]] | None:
     """The workers behind `url` if it is an SGLang router (its /get_server_info says
     `router_manager`), else None."""
     base = url.rstrip("/")
@@ -159,7 +160,7 @@ def router_workers(url: str):
     return router_listing(_get_json(base + "/workers", ROUTER_LIST_BYTES))
 
 
-def _number(text: str):
+def _number(text: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
@@ -167,10 +168,10 @@ def _number(text: str):
     return value if value == value and abs(value) != float("inf") else None
 
 
-def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
+def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict[str, typing.Any]:
     """One `gpus` line: each GPU's index, name, utilisation %, memory used and total (MiB),
     power (W) and temperature (C) from nvidia-smi; `absent` without it; `error` if it fails."""
-    message = {"type": "gpus"}
+    message: dict[str, typing.Any] = {"type": "gpus"}
     exe = shutil.which("nvidia-smi")
     if exe is None:
         message["absent"] = True
@@ -216,11 +217,11 @@ class Telemetry(threading.Thread):
     slow server must not hold up the totals or the heartbeat). A GPU report that says the
     same "absent" or error as the last one is not sent again."""
 
-    def __init__(self, urls: list, every: float = TELEMETRY_S) -> None:
+    def __init__(self, urls: list[str], every: float = TELEMETRY_S) -> None:
         super().__init__(name="gen-tui-telemetry", daemon=True)
         self.urls = urls[:MAX_METRICS_URLS]
         self.every = every
-        self.listed = {}
+        self.listed: dict[str, list[dict[str, typing.Any]]] = {}
         """Each router's workers as last listed: read on while its listing does not answer."""
 
     def run(self) -> None:
@@ -240,7 +241,7 @@ class Telemetry(threading.Thread):
         finally:
             pool.shutdown(wait=False)
 
-    def read_server(self, url: str, pool) -> None:
+    def read_server(self, url: str, pool: concurrent.futures.Executor) -> None:
         """Emit `url`'s `metrics` line; for a router, its workers' lines before it."""
         message = fetch_metrics(url)
         workers = None

@@ -110,6 +110,8 @@ def test_each_reasoning_shape_is_read_once(fields: dict[str, Any], expected: str
         ({"reasoning_details": "x"}, "reasoning_details of type str"),
         ({"reasoning_details": ["x"]}, "reasoning_details entry of type str"),
         ({"reasoning_details": [{"type": "reasoning.text", "text": 3}]}, "text of type int"),
+        # An unhashable type was a bare TypeError from dict.get (found by mypy).
+        ({"reasoning_details": [{"type": ["reasoning.text"]}]}, "type of type list"),
         # A bad field is named even when a good one would have been used.
         ({"reasoning": "fine", "reasoning_details": 7}, "reasoning_details of type int"),
     ],

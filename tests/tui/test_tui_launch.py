@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from gen_tui.app.cli.launch import main
+from gen_tui.app.host_sources import HostSource
 from tests.support.polling import wait_until_sync
 
 
@@ -182,3 +184,47 @@ def test_a_config_of_hosts_alone_watches_them(
     assert app.hosted.source is None and not app.autostart  # no run of its own
     (link,) = app.linked.links
     assert link.source.servers == ("http://127.0.0.1:30000",)
+
+
+def test_a_host_beside_a_config_is_watched_by_its_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gen-tui --config FILE --host T --remote-dir D --pattern P` watches T beside the
+    config's run by P: the host used to be made a second time, without the pattern (found
+    by mypy: one name held the host, then the config's run)."""
+    from gen_tui.app import launch
+    from gen_tui.app.tui import GenTuiApp
+
+    made: dict[int, tuple[str | None, str | None]] = {}
+    real = launch.host_source
+
+    def recording(target: str | None, output_dir: str, **kwargs: Any) -> HostSource:
+        source = real(target, output_dir, **kwargs)
+        made[id(source)] = (target, kwargs.get("pattern"))
+        return source
+
+    opened: list[GenTuiApp] = []
+
+    def run(app: GenTuiApp) -> int:
+        opened.append(app)
+        for link in app.links:  # never started: nothing for the exit to wait for
+            link.done.set()
+        return 0
+
+    monkeypatch.setattr(launch, "host_source", recording)
+    monkeypatch.setattr(GenTuiApp, "run", run)
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "a.jsonl").write_text('{"prompt": "hi"}\n')
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(
+        f'[run]\ntokenizer = "tok"\nprompts_dir = "{prompts}"\noutput_dir = "{tmp_path / "out"}"\n'
+    )
+    argv = ["--config", str(path), "--host", "local", "--remote-dir", str(tmp_path)]
+    from gen_tui.app.cli.parser import build_parser
+
+    args = build_parser().parse_args([*argv, "--pattern", "my_run"])
+    assert main(args) == 0
+    (app,) = opened
+    hosts = [made[id(link.source)] for link in app.linked.links]
+    assert ("local", "my_run") in hosts and ("local", None) not in hosts, hosts

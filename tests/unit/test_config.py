@@ -154,3 +154,15 @@ def test_api_key_with_a_control_character_inside_is_refused_by_name(monkeypatch,
     with pytest.raises(EngineError, match=r"^MY_KEY holds a space or a control character") as err:
         resolve_api_key(_key_config("MY_KEY"))
     assert "sk" not in str(err.value)  # the key itself is never echoed
+
+
+def test_counts_given_as_text_are_kept_as_their_numbers() -> None:
+    """An EngineConfig built in code takes a count as text, as a config file does, and keeps
+    the number: the runner compares `concurrency` with the servers' batch (mypy found it
+    compared the text with an int) and the budget shares `max_total_tokens`."""
+    config = EngineConfig(
+        [], ["http://x"], "tok", Path("out"), concurrency="2k", max_total_tokens="10M"
+    )
+    assert config.concurrency == 2000 and config.max_concurrency == 2000
+    assert config.max_total_tokens == 10_000_000
+    assert EngineConfig([], concurrency="auto").concurrency == "auto"

@@ -35,3 +35,35 @@ def test_prompt_files_cover_the_budget_with_headroom(tmp_path: Path) -> None:
         assert lines == spec.prompts
         assert lines * spec.mean_tokens >= demo.PROMPT_HEADROOM * spec.budget
         assert lines == math.ceil(demo.PROMPT_HEADROOM * spec.budget / spec.mean_tokens)
+
+
+def test_calibrated_budgets_are_whole_numbers_of_tokens() -> None:
+    """The panel's demo scales every budget by one factor once it has seen the machine's
+    speed; each stays an int (round(x, -5) of a float is a float: found by mypy)."""
+    from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+
+    source = DemoSource(Path("/nonexistent"))
+
+    def snapshot(star_tokens: int) -> RunSnapshot:
+        fields = dict(
+            samples=0, max_samples=None, budget_mode="predictive", inflight=1, errors=0,
+            malformed=0, mean_tokens=None, tok_s=0.0, samples_s=0.0, eta_s=None,
+            resumed_tokens=0, resumed_samples=0, started_at=0.0, updated_at=0.0,
+            last_record_at=None, pid=1, host="demo",
+        )  # fmt: skip
+        datasets = tuple(
+            DatasetSnapshot(
+                name=d.name,
+                state=DatasetState.ACTIVE,
+                tokens=star_tokens if d.name == demo.STAR else 0,
+                max_tokens=d.budget,
+                **fields,
+            )
+            for d in source.datasets
+        )
+        return RunSnapshot(datasets, 64, 64, 1.0, 0.0, 0.0, stopping=False, paused=False)
+
+    results = [source.calibrate(snapshot(1000 * t), float(t)) for t in range(15, 30)]
+    (result,) = [r for r in results if r is not None]  # a slow machine: scaled once
+    assert result.budgets[demo.STAR] < demo.DEMO_DATASETS[0].budget * 100
+    assert all(type(tokens) is int for tokens in result.budgets.values()), result.budgets

@@ -144,3 +144,12 @@ def test_a_window_forgets_old_lengths() -> None:
     for length in [1000] * 4 + [10] * 4:
         model.observe(length, None)
     assert model.mean == pytest.approx(10)
+
+
+def test_predictive_mode_given_a_survival_model_says_which_model_it_needs() -> None:
+    """The modes and their models go together (length_model); a mix-up is a TypeError that
+    says so, as precise mode's is, not an AttributeError from deep inside (found by mypy:
+    `outlook` is a LengthModel's alone)."""
+    inflight = [InFlight(0.0, 1000)] * 4
+    with pytest.raises(TypeError, match="predictive mode decides by a LengthModel"):
+        may_dispatch(BudgetMode.PREDICTIVE, Budget(5000), 0, 0, inflight, seen(1000, []), 1000)
