@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from gen_tui.app.engine_run import Calibration, RunSource
 from gen_tui.app.host_sources import HostSource
+from gen_tui.backends import demo
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineHooks, queued_concurrency
+from gen_tui.backends.demo import DEMO_DATASETS, STAR, DemoDataset
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
-from gen_tui.backends.sim import demo
-from gen_tui.backends.sim.demo import DEMO_DATASETS, STAR, DemoDataset
 
 if TYPE_CHECKING:  # the simulator (aiohttp.web) is imported in the worker, not at startup
     from gen_tui.app.demo_host import OwnRunsHost

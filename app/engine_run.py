@@ -21,8 +21,8 @@ from textual.message import Message
 from textual.worker import Worker
 
 from gen_tui.app.messages import BudgetAnnounced, EngineEvent
+from gen_tui.backends.config.commands import EngineCommand, Stop
 from gen_tui.backends.config.run import EngineConfig, EngineError
-from gen_tui.backends.engine.commands import EngineCommand, Stop
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
 
 if TYPE_CHECKING:  # aiohttp: loaded in the engine's worker, not at startup

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from gen_tui.backends.sim.demo import build_tokenizer, write_prompts
+from gen_tui.backends.demo import build_tokenizer, write_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "BENCHMARKS.md"

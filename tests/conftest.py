@@ -24,9 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
-from gen_tui.backends.sim.demo import build_tokenizer, write_prompts
 from tests.support import KINDS
 from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive

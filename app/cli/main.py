@@ -104,7 +104,7 @@ def demo_config(args: argparse.Namespace) -> EngineConfig:
     """
     from platformdirs import user_cache_dir
 
-    from gen_tui.backends.sim import demo
+    from gen_tui.backends import demo
 
     root = Path(user_cache_dir("gen-tui")) / "demo"
     output = args.output_dir or root / "output"
@@ -140,7 +140,8 @@ DEMO_SERVER_PENDING = "http://127.0.0.1:1"
 
 async def run_headless_demo(config: EngineConfig, plain: bool) -> int:
     """Run `config` (from :func:`demo_config`) against a simulator started here."""
-    from gen_tui.backends.sim import SimServer, demo
+    from gen_tui.backends import demo
+    from gen_tui.backends.sim import SimServer
 
     vocab = demo.vocab_size(Path(config.tokenizer))
     async with SimServer(demo.demo_sim_config(vocab)) as server:

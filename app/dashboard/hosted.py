@@ -17,8 +17,8 @@ from gen_tui.app.dashboard.rules import StaleWatch, names_title
 from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
+from gen_tui.backends.config.commands import Pause, SetBudget
 from gen_tui.backends.config.run import DatasetSpec, EngineError
-from gen_tui.backends.engine.commands import Pause, SetBudget
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.progress.summary import summary_line

@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients import InferenceClient, client_for
+from gen_tui.backends.config.commands import EngineCommand, Pause, SetBudget, Stop
 from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
-from gen_tui.backends.engine.commands import EngineCommand, Pause, SetBudget, Stop
 from gen_tui.backends.engine.context import AnswerLimit, RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun

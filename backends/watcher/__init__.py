@@ -7,8 +7,8 @@ network. The same source runs locally, and the package is importable, so the tes
 the engine's record scan. It ships as one text: :func:`source` joins the modules in `MODULES`
 order, their own imports dropped, so every top-level name is unique across the modules. It is
 also the one home of the portable half of the on-disk contract (file names, the dataset-name,
-record-counting and prompt-line rules, locks, the process listing), which the rest of gen-tui
-imports from here.
+record-counting and prompt-line rules, locks, the process listing): the rest of gen-tui
+takes those from here.
 
 Keep it Python 3.8 and stdlib only: no `match`, no `X | Y` outside annotations, no
 `str.removeprefix`, no third-party imports. The tests parse :func:`source` with

@@ -4,8 +4,8 @@ Why here, in the stdlib-only watcher: the sample viewer shows each answer's prom
 the prompt file of a run on a GPU box is on that box. The watcher looks the heads up there
 (bounded) and sends only them; so the rule that says which line is which sample, and what
 its last user turn is, lives here once, and gen-tui's own prompt reader
-(`backends/store/prompts.py`) and the local lookup (`backends/store/prompt_heads.py`) use it
-from here.
+(`backends/store/prompts.py`) and the local lookup (`backends/store/prompt_heads.py`) take
+it from here.
 
 `--heads JSON` (`keys`, then `path`, or `output_dir` and `dataset` with an optional `pid`):
 one `heads` line with, for each key found, `before` (the turns before its last user turn),

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.demo import write_prompts
 from tests.support.polling import wait_until_sync
 
 from .checker import (

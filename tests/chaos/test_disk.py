@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.demo import write_prompts
 from tests.support.polling import wait_until_sync
 
 from .checker import FolderState, check_folder, prompt_ids

@@ -50,6 +50,7 @@ from typing import Any
 
 import pytest
 
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import (
     KillOutcome,
     KillResult,
@@ -61,7 +62,6 @@ from gen_tui.backends.hosts import (
 )
 from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.hosts.ssh_target import SSHError
-from gen_tui.backends.sim.demo import write_prompts
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, python38
 

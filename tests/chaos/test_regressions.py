@@ -19,9 +19,9 @@ from aiohttp import web
 
 from gen_tui.backends import watcher
 from gen_tui.backends.config.file import ConfigError, load_config
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import DatasetSpec, Engine, EngineConfig, EngineError
 from gen_tui.backends.figures import CountError, parse_count
-from gen_tui.backends.sim.demo import write_prompts
 from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.store.records import RecordFileError, scan_records
 

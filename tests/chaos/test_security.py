@@ -33,8 +33,8 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import KillResult, LocalHost, SSHHost, rquote
-from gen_tui.backends.sim.demo import write_prompts
 
 from .conftest import Examples
 from .procs import RunProcess, SimProcess, child_env, openai_stub

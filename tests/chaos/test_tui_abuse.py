@@ -33,8 +33,8 @@ import psutil
 from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.hosts import SSHHost
-from gen_tui.backends.sim.demo import write_prompts
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd

@@ -31,7 +31,7 @@ DEMO_TEMPLATE = {
     "assistant_header": "<|assistant|>\n",
     "end_of_turn_token": "<|end|>\n",
 }
-"""backends/sim/demo.py's CHAT_TEMPLATE in SpecForge's terms, which it needs to find the answer."""
+"""backends/demo.py's CHAT_TEMPLATE in SpecForge's terms, which it needs to find the answer."""
 FORMATS = ("specforge", "sharegpt", "text")
 # torch and datasets imports, SpecForge's map over 100 rows and a prepare-data process take
 # tens of seconds on the two shared cores.

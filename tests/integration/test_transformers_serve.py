@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.demo import write_prompts
 from tests.support.records import read_records
 
 SERVE_PYTHON = os.environ.get("GEN_TUI_SERVE_PYTHON", "")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.demo import write_prompts
 
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}

@@ -163,7 +163,7 @@ def test_a_config_of_hosts_alone_watches_them(
     """A gen-tui.toml naming only `[[hosts]]` (a watcher's config, with their servers) opens
     the panel over those hosts, as `--host` does; it used to be refused for having no
     `[[datasets]]`, then for having no tokenizer (a new user's trial)."""
-    from gen_tui.app.cli import GenTuiApp
+    from gen_tui.app.tui import GenTuiApp
 
     out = tmp_path / "out"
     out.mkdir()
@@ -192,7 +192,7 @@ def test_a_host_beside_a_config_is_watched_by_its_pattern(
     """`gen-tui --config FILE --host T --remote-dir D --pattern P` watches T beside the
     config's run by P: the host used to be made a second time, without the pattern (found
     by mypy: one name held the host, then the config's run)."""
-    from gen_tui.app import launch
+    from gen_tui.app.cli import launch
     from gen_tui.app.tui import GenTuiApp
 
     made: dict[int, tuple[str | None, str | None]] = {}

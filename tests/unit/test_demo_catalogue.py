@@ -1,4 +1,4 @@
-"""One demo catalogue: both demos name, size and budget their datasets from backends/sim/demo.py.
+"""One demo catalogue: both demos name, size and budget their datasets from backends/demo.py.
 
 Two demos once had datasets of the same names with different budgets; the panel's demo and
 `gen-tui run --demo` now read the same entries, and their prompt files cover the budget.
@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from gen_tui.app.demo_tui import DemoSource
-from gen_tui.backends.sim import demo
+from gen_tui.backends import demo
 
 
 def test_both_demos_read_one_catalogue() -> None:

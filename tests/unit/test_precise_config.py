@@ -9,7 +9,7 @@ import pytest
 
 from gen_tui.app.cli.main import build_parser, engine_config
 from gen_tui.backends.budget.rules import BudgetMode
-from gen_tui.backends.sim.demo import write_prompts
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.store.progress_file import ProgressFile
 
 

@@ -18,9 +18,9 @@ from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.clients.scripted import ScriptedClient, answer
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.progress.snapshot import DatasetState
-from gen_tui.backends.sim.demo import write_prompts
 from tests.support.records import recount
 
 BUDGET = 60_688

@@ -19,6 +19,7 @@ from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.clients.scripted import ScriptedClient, answer
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.context import RunContext
@@ -27,7 +28,6 @@ from gen_tui.backends.engine.report import Reporter
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
-from gen_tui.backends.sim.demo import write_prompts
 from gen_tui.backends.store.prompts import Prompt
 from tests.support.engine import with_hooks
 from tests.support.records import recount

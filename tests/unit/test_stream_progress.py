@@ -16,8 +16,8 @@ from gen_tui.backends.clients.base import Progress, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient, stream
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineHooks
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import Engine
-from gen_tui.backends.sim.demo import write_prompts
 from tests.support.polling import wait_until
 from tests.support.records import recount
 
