@@ -6,11 +6,13 @@ Shared by the TUI tests and the chaos suite's abuse test, which drive the same a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from textual.message import Message
 from textual.notifications import Notify
+from textual.widgets import RichLog
 
 from gen_tui.app.board import panel_id
 from gen_tui.app.demo_tui import SimSource
@@ -70,6 +72,15 @@ def panel(app: GenTuiApp, name: str) -> DatasetPanel:
 def snap(app: GenTuiApp, name: str) -> DatasetSnapshot | None:
     view = panel(app, name).view
     return view.snapshot if view else None
+
+
+def log_text(log: RichLog) -> str:
+    """The event log as a person reads it: its lines joined, each wrapped message whole again.
+
+    Where a message wraps depends on the width and on what it quotes (a temporary folder's
+    path is as long as pytest's base folder makes it), so the line ends are read as spaces.
+    """
+    return re.sub(" +", " ", " ".join(strip.text for strip in log.lines))
 
 
 def badge(app: GenTuiApp, name: str) -> str:
