@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone: `./dev.sh demo` runs gen-tui on its embedded default,
-# `./dev.sh test` runs the checks. Both create ./.venv on first use, and install into it
-# only when pyproject.toml changed since the last install (an editable install follows the
-# sources by itself), so a second launch starts at once.
+# `./dev.sh test` runs the checks, `./dev.sh quick` the same linters and the quick tier of
+# tests (`pytest -m quick`: every unit test and one real-process test of each subsystem, a
+# few minutes where the whole suite takes 20 to 35). All create ./.venv on first use, and
+# install into it only when pyproject.toml changed since the last install (an editable
+# install follows the sources by itself), so a second launch starts at once.
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
@@ -38,17 +40,19 @@ case "${1:-}" in
         shift
         exec .venv/bin/gen-tui --demo "$@"
         ;;
-    test)
+    test | quick)
         venv
         install test
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/lint-imports
+        tier=()
+        [ "$1" = quick ] && tier=(-m quick)
         shift
-        exec .venv/bin/python -m pytest "$@"
+        exec .venv/bin/python -m pytest "${tier[@]}" "$@"
         ;;
     *)
-        echo "usage: ./dev.sh demo | ./dev.sh test [pytest args]" >&2
+        echo "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh quick [pytest args]" >&2
         exit 2
         ;;
 esac

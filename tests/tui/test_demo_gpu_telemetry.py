@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
 from gen_tui.app.hosts import HostLink
@@ -18,6 +19,7 @@ from tests.support.polling import wait_until
 from tests.support.tui import SIZE
 
 
+@pytest.mark.quick
 async def test_the_demo_says_its_gpus_are_simulated_while_its_strip_shows_them(
     tmp_path: Path,
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import RichLog, Static
 
 from gen_tui.app.dialogs.run_list import RunsScreen
@@ -21,6 +22,7 @@ def _text(widget: Static) -> str:
     return str(getattr(rendered, "plain", rendered))
 
 
+@pytest.mark.quick
 async def test_a_missing_local_folder_and_a_refused_port_are_visible_at_80x24(
     tmp_path: Path,
 ) -> None:
