@@ -3,9 +3,6 @@ the events say "GPU telemetry: simulated (demo)" once, never "no GPU telemetry".
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from gen_tui.app.launch import demo_app
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.gpu_strip import GpuStrip
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE
+from tests.support.tui import SIZE, end_started_runs
 
 
 @pytest.mark.quick
@@ -29,11 +26,7 @@ async def test_the_demo_says_its_gpus_are_simulated_while_its_strip_shows_them(
         try:
             await strip_and_log_agree(app, stale, pilot)
         finally:
-            # Leaving drains the stale run for its whole grace, some 30 s (issue 31 point 3;
-            # tests/tui/test_tui_quit.py's subject): not this test's, so that run goes first.
-            for identity in stale.started:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(identity.pid, signal.SIGKILL)
+            end_started_runs(stale)  # leaving would drain it for some 30 s: not this test's
 
 
 async def strip_and_log_agree(app: GenTuiApp, stale: HostLink, pilot: Pilot[int]) -> None:
