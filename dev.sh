@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone: `./dev.sh demo` runs gen-tui on its embedded default,
-# `./dev.sh test` runs the checks, `./dev.sh docs` builds the docs site into site/. Each
-# creates ./.venv on first use, and installs into it only when pyproject.toml changed since
-# the last install (an editable install follows the sources by itself), so a second launch
-# starts at once. Each installs only its own extra: the docs' never slows the tests.
+# `./dev.sh test` runs the checks, `./dev.sh quick` the same checks and the quick tier of
+# tests (`pytest -m quick`: every unit test and one real-process test of each subsystem, a
+# few minutes where the whole suite takes 20 to 35), `./dev.sh docs` builds the docs site
+# into site/. Each creates ./.venv on first use, and installs into it only when
+# pyproject.toml changed since the last install (an editable install follows the sources by
+# itself), so a second launch starts at once. Each installs only its own extra: the docs'
+# never slows the tests.
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
@@ -49,7 +52,7 @@ case "${1:-}" in
         shift
         exec .venv/bin/gen-tui --demo "$@"
         ;;
-    test)
+    test | quick)
         venv
         install test
         .venv/bin/ruff check .
@@ -58,8 +61,10 @@ case "${1:-}" in
         mypy_links
         # Its paths as the files' own (app/tui.py:12), not through the links.
         .venv/bin/mypy | sed 's#^\.venv/mypy-path/gen_tui/##'
+        tier=()
+        [ "$1" = quick ] && tier=(-m quick)
         shift
-        exec .venv/bin/python -m pytest "$@"
+        exec .venv/bin/python -m pytest "${tier[@]}" "$@"
         ;;
     docs)
         venv
@@ -71,7 +76,7 @@ case "${1:-}" in
         echo "dev.sh: docs built in site/ (open site/index.html)" >&2
         ;;
     *)
-        echo "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh docs" >&2
+        echo "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh quick [pytest args] | ./dev.sh docs" >&2
         exit 2
         ;;
 esac

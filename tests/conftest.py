@@ -34,12 +34,17 @@ from tests.support.sshd import Sshd, python38, start_sshd
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its folder's kind, so `-m unit` selects what `tests/unit` holds."""
+    """Mark each test with its folder's kind, so `-m unit` selects what `tests/unit` holds;
+    the unit tests are also `quick`, the tier `./dev.sh quick` runs (the others in it are
+    marked one by one: one test with real processes per subsystem)."""
     root = Path(__file__).parent
     for item in items:
         path = Path(item.path)
         if root in path.parents and path.relative_to(root).parts[0] in KINDS:
-            item.add_marker(path.relative_to(root).parts[0])
+            kind = path.relative_to(root).parts[0]
+            item.add_marker(kind)
+            if kind == "unit":
+                item.add_marker("quick")
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gen_tui.backends.demo import write_prompts
 from tests.support.polling import wait_until_sync
 
@@ -89,6 +91,7 @@ def stop_run(run: RunProcess, kill: str, rng: random.Random) -> None:
             run.signal(signal.SIGTERM)
 
 
+@pytest.mark.quick
 def test_crash_loop_loses_and_duplicates_nothing(
     tmp_path: Path, tokenizer_dir: Path, chaos_iterations: int, chaos_report: Any
 ) -> None:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.runs import finish, run_args, spawn
 
 
@@ -53,6 +55,7 @@ async def test_a_bad_alerts_table_is_named(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.quick
 async def test_a_run_pings_budget_and_end_and_survives_a_dead_target(
     hook: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:

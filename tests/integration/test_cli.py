@@ -46,6 +46,7 @@ async def test_kill_9_mid_run_then_resume_loses_and_duplicates_nothing(
         assert "moved a torn last line" in stdout and str(side) in stdout
 
 
+@pytest.mark.quick
 async def test_sigterm_drains_in_flight_then_exits_0(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ async def test_runs_all_prompts_and_writes_records(
 
 
 # Precise may end short of its budget by design: tests/integration/test_precise_mode.py.
+@pytest.mark.quick
 @pytest.mark.parametrize("mode", [mode for mode in BudgetMode if mode is not BudgetMode.PRECISE])
 async def test_budget_modes(
     mode: BudgetMode,

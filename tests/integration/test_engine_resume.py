@@ -28,6 +28,7 @@ def _old_record(sample_id: str, tokens: int) -> bytes:
     )
 
 
+@pytest.mark.quick
 async def test_resume_skips_done_and_counts_both_layouts(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:

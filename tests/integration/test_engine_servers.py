@@ -70,6 +70,7 @@ async def test_client_errors_are_not_retried(
     assert recount(tmp_path / "out" / "A")[1] == 0
 
 
+@pytest.mark.quick
 async def test_several_servers_share_the_load_and_a_dead_one_is_survived(
     tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:

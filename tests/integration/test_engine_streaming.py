@@ -15,6 +15,7 @@ from tests.support.engine import make_config, run
 from tests.support.records import read_records
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("stream_output", [False, True])
 async def test_streaming_matches_non_streaming(
     stream_output: bool,

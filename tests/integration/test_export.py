@@ -44,6 +44,7 @@ def tokenizer(tokenizer_dir: Path) -> Any:
     return load_tokenizer(str(tokenizer_dir))
 
 
+@pytest.mark.quick
 def test_specforge_rows_decode_back_to_the_prompt_and_the_answer(
     finished_run: tuple[Path, Path], tokenizer: Any
 ) -> None:

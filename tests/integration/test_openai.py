@@ -233,6 +233,7 @@ def test_rate_limit_reset_headers() -> None:
     assert retry_delay({}) is None
 
 
+@pytest.mark.quick
 async def test_gen_tui_run_with_the_openai_api(
     monkeypatch: pytest.MonkeyPatch,
     tokenizer_dir: Path,

@@ -8,10 +8,13 @@ import statistics
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests.support.records import read_records, recount
 from tests.support.run_output import copy_run, gen_tui
 
 
+@pytest.mark.quick
 def test_report_of_a_finished_run(finished_run: tuple[Path, Path], tmp_path: Path) -> None:
     out = copy_run(finished_run, tmp_path)
     with open(out / "A" / "raw_responses.jsonl", "ab") as handle:

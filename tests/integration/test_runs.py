@@ -100,6 +100,7 @@ async def test_sigterm_ignored_escalates_to_sigkill_with_a_countdown(
     assert scan.valid_bytes == size and not scan.torn_tail, "a SIGKILL tore a line"
 
 
+@pytest.mark.quick
 async def test_gen_tui_run_is_stopped_without_loss_and_resumed_to_its_new_budget(
     host: AnyHost, sim: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], tmp_path: Path
 ) -> None:

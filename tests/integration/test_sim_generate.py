@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import aiohttp
+import pytest
 
 from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
 from tests.support.sim_http import FAST, generate, stream_events
@@ -27,6 +28,7 @@ META_KEYS = {
 }
 
 
+@pytest.mark.quick
 async def test_non_streaming_shape_and_deterministic_completion(
     http: aiohttp.ClientSession,
 ) -> None:
@@ -76,6 +78,7 @@ async def test_text_prompt_and_vocab_size(http: aiohttp.ClientSession) -> None:
         assert len(body["meta_info"]["id"]) == 32
 
 
+@pytest.mark.quick
 async def test_stream_frames_are_cumulative(http: aiohttp.ClientSession) -> None:
     config = SimConfig(tokens_per_s=FAST, frame_tokens=4, default_profile=LengthProfile(mean=40))
     payload = {"input_ids": [9, 9, 9], "rid": "S/1/a", "sampling_params": {"max_new_tokens": 500}}

@@ -56,6 +56,7 @@ async def test_alias_from_ssh_config_connects(sshd: Sshd) -> None:
         conn.close()
 
 
+@pytest.mark.quick
 async def test_unknown_host_key_is_refused_with_how_to_trust_it(sshd: Sshd) -> None:
     empty = sshd.folder / "known_hosts.empty"
     empty.write_text("")
@@ -93,6 +94,7 @@ async def test_wrong_key_and_closed_port_say_so(sshd: Sshd) -> None:
         await connect("root@127.0.0.1:1", sshd.options())
 
 
+@pytest.mark.quick
 async def test_killed_session_is_seen_and_reconnected(sshd: Sshd) -> None:
     states: list[str] = []
     connection = SSHConnection(

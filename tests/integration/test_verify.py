@@ -121,6 +121,7 @@ def verify(out: Path) -> tuple[int, list[str]]:
     return done.returncode, done.stderr.decode().splitlines()
 
 
+@pytest.mark.quick
 def test_a_clean_run_verifies(finished_run: tuple[Path, Path]) -> None:
     code, lines = verify(finished_run[0])
     assert (code, lines) == (0, ["A: 60 records, ok", "B: 40 records, ok"])

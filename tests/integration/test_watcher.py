@@ -301,6 +301,7 @@ def test_attaching_to_eight_big_datasets_is_fast_and_exact(tmp_path: Path) -> No
     assert elapsed < 15, f"attach took {elapsed:.1f} s"
 
 
+@pytest.mark.quick
 def test_runs_on_python38(tmp_path: Path) -> None:
     interpreter = python38()
     if interpreter is None:
@@ -340,6 +341,7 @@ async def _append_records(folder: Path, start: int, count: int) -> None:
         await asyncio.sleep(0.005)
 
 
+@pytest.mark.quick
 async def test_local_watch_streams_exact_totals_while_records_arrive(tmp_path: Path) -> None:
     for name in ("A", "B"):
         (tmp_path / name).mkdir()

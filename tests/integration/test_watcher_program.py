@@ -27,6 +27,7 @@ def once(argv: list[str], tmp_path: Path, stdin: str | None = None) -> list[dict
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+@pytest.mark.quick
 def test_the_built_source_runs_help_and_once_under_the_oldest_python(tmp_path: Path) -> None:
     interpreter = python38()
     if interpreter is None:

@@ -6,7 +6,11 @@ Shared by the TUI tests and the chaos suite's abuse test, which drive the same a
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import re
+import signal
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -14,9 +18,11 @@ from pathlib import Path
 
 from textual.message import Message
 from textual.notifications import Notify
+from textual.widgets import RichLog
 
 from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.engine_run import RunSource
+from gen_tui.app.host_links import HostLink
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
@@ -90,6 +96,25 @@ def panel(app: GenTuiApp, name: str) -> DatasetPanel:
 def snap(app: GenTuiApp, name: str) -> DatasetSnapshot | None:
     view = panel(app, name).view
     return view.snapshot if view else None
+
+
+def log_text(log: RichLog) -> str:
+    """The event log as a person reads it: its lines joined, each wrapped message whole again.
+
+    Where a message wraps depends on the width and on what it quotes (a temporary folder's
+    path is as long as pytest's base folder makes it), so the line ends are read as spaces.
+    """
+    return re.sub(" +", " ", " ".join(strip.text for strip in log.lines))
+
+
+def end_started_runs(link: HostLink) -> None:
+    """SIGKILL the runs `link` started (the demo's stale run), so that leaving does not wait
+    for their drain: some 30 s, the whole grace of a run that never finishes its answer
+    (issue 31 point 3). For tests whose subject is not the quit; tests/tui/test_tui_quit.py
+    and the demo folder's tests in test_demo_security.py leave the way a user does."""
+    for identity in link.started:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(identity.pid, signal.SIGKILL)
 
 
 def badge(app: GenTuiApp, name: str) -> str:

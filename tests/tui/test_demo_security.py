@@ -28,7 +28,7 @@ from gen_tui.app.host_links import Kill
 from gen_tui.backends.hosts import RunIdentity
 from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until, wait_until_sync
-from tests.support.tui import panel
+from tests.support.tui import end_started_runs, panel
 
 # ---- point 14: the demo's `l` and `k` offer only what the demo started -----------------
 
@@ -108,6 +108,7 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
         for other in others:
             assert other.poll() is None, f"pid {other.pid} was stopped by the demo"
     finally:
+        end_started_runs(link)  # leaving would drain it for some 30 s: not this test's
         app.stop_links()
         link.done.wait(timeout=30)
         for other in others:

@@ -25,6 +25,7 @@ from tests.support.records import recount
 from tests.support.tui import SIZE, Notes, SimSource, badge, panel, snap
 
 
+@pytest.mark.quick
 async def test_panels_appear_and_update(app_factory: Callable[..., GenTuiApp]) -> None:
     app = app_factory(datasets={"A": (400, 10**9), "B": (400, 10**9)}, tokens_per_s=3000)
     async with app.run_test(size=SIZE) as pilot:
@@ -55,6 +56,7 @@ async def test_kill_cancel_leaves_the_run_alone(app_factory: Callable[..., GenTu
         assert badge(app, "A") == "running"
 
 
+@pytest.mark.quick
 async def test_kill_confirm_drains_with_a_countdown_then_stopped(
     app_factory: Callable[..., GenTuiApp], tmp_path: Path
 ) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Static
+import pytest
+from textual.widgets import RichLog, Static
 
 from gen_tui.app.dialogs.run_list import RunsScreen
 from gen_tui.app.host_sources import host_source
@@ -13,6 +14,7 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.hosts.ssh_target import SSHOptions
 from gen_tui.widgets.header import RunHeader
 from tests.support.polling import wait_until
+from tests.support.tui import log_text
 
 
 def _text(widget: Static) -> str:
@@ -20,6 +22,7 @@ def _text(widget: Static) -> str:
     return str(getattr(rendered, "plain", rendered))
 
 
+@pytest.mark.quick
 async def test_a_missing_local_folder_and_a_refused_port_are_visible_at_80x24(
     tmp_path: Path,
 ) -> None:
@@ -49,9 +52,8 @@ async def test_a_missing_local_folder_and_a_refused_port_are_visible_at_80x24(
         assert "does not exist" in header or "refused" in header or "…" in header, header
         assert len(header) <= 80
 
-        events = [strip.text for strip in dashboard.query_one("#events").lines]
-        said = " ".join(events)
-        assert said.count("does not exist") == 1, events  # once, not once per survey
+        said = log_text(dashboard.query_one("#events", RichLog))
+        assert said.count("does not exist") == 1, said  # once, not once per survey
 
         await pilot.press("l")
         await wait_until(lambda: isinstance(app.screen, RunsScreen), pause=pilot.pause)

@@ -61,7 +61,7 @@ def test_main_refuses_bad_flags_in_one_line(
     assert len(err) == 1 and says in err[0]
 
 
-def test_the_window_does_not_wait_for_heavy_imports() -> None:
+def test_the_window_does_not_wait_for_heavy_imports(tmp_path: Path) -> None:
     """transformers, the engine's aiohttp and the SSH stack load in workers, not at startup."""
     code = (
         "import sys, tempfile, pathlib; import gen_tui.app.cli.main, gen_tui.app.cli.launch; "
@@ -70,7 +70,10 @@ def test_the_window_does_not_wait_for_heavy_imports() -> None:
         "print(sorted(m for m in ('transformers', 'aiohttp', 'asyncssh', 'psutil') "
         "if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its mkdtemp: not one more folder in /tmp
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.strip() == "[]", f"imported at startup: {out.stdout.strip()}"
 
 

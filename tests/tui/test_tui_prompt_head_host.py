@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from rich.text import Text
 from textual.widgets import Static
 
@@ -23,6 +24,7 @@ def body(app: GenTuiApp) -> str:
     return rendered.plain if isinstance(rendered, Text) else str(rendered)
 
 
+@pytest.mark.quick
 async def test_v_on_a_linked_host_shows_prompt_heads_from_the_hosts_prompt_file(
     finished_run: tuple[Path, Path], tmp_path: Path
 ) -> None:

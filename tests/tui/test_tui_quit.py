@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from gen_tui.app.cli.launch import demo_app
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.tui import GenTuiApp
@@ -52,6 +54,7 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
     assert link.done.is_set() and not alive(pid)
 
 
+@pytest.mark.quick
 async def test_quit_asks_while_a_run_is_active_and_drains_it(
     app_factory: Callable[..., GenTuiApp],
 ) -> None:

@@ -108,6 +108,7 @@ async def feed(pilot: Any) -> None:
     await pilot.pause()
 
 
+@pytest.mark.quick
 def test_dashboard_80x24(snap_compare: Any) -> None:
     assert snap_compare(dashboard(), terminal_size=(80, 24), run_before=feed)
 
