@@ -224,8 +224,48 @@ def lone_floor(short: float, draws: int, seed: int = 1) -> float:
     return over / draws
 
 
+RATIO_AXIS = (0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0)
+"""Issue 29's budget / in-flight axis: from a budget of under one answer to a hundred pools."""
+RATIO_SEEDS = int(os.environ.get("BUDGET_SWEEP_RATIO_SEEDS", "20"))
+"""Seeds per cell of the ratio axis (fewer when time is short: the table says how many)."""
+
+
+def ratio_axis(smoke: bool) -> Table:
+    """Every mode at every budget / in-flight ratio, each mode's p95 overshoot beside its
+    rate (as a ratio to drain's in the same cell), without history (issue 29)."""
+    seeds = 2 if smoke else RATIO_SEEDS
+    ratios = (0.1, 10.0) if smoke else RATIO_AXIS
+    concurrencies = (16,) if smoke else (16, 150)
+    cells = [Cell("B2-like", c, r) for c in concurrencies for r in ratios]
+    results = sweep(cells, seeds)
+    table = Table(
+        "budget_sweep_ratio",
+        f"Every mode at every budget / in flight ({seeds} seeds per cell)",
+        f"python -m bench budget_sweep{' --smoke' if smoke else ''}",
+        ["concurrency", "budget / in flight", "budget", "allowed"]
+        + [f"{mode.value} p95 over (rate)" for mode in MODES],
+    )
+    for cell in cells:
+        key = cell.profile, cell.concurrency, cell.ratio, None
+        drain = results[(*key, BudgetMode.DRAIN)]
+        allowed = max(cell.mean, 0.002 * cell.budget)
+        row = [f"{cell.concurrency}", f"{cell.ratio:g}", f"{cell.budget:,}", f"{allowed:,.0f}"]
+        for mode in MODES:
+            got = results[(*key, mode)]
+            figure = got["worst"] if mode is BudgetMode.STRICT else got["p95"]
+            row.append(f"{figure:+,.0f} ({got['rate'] / drain['rate']:.2f}x)")
+        table.add(*row)
+    table.notes.append(
+        "B2-like lengths (lognormal, mean 3,793, cv 0.95), max_new_tokens 32,768, no "
+        "history; strict's column is its worst run. Rate = budget / time to the crossing "
+        "(or the stop), as a ratio to drain's in the same cell."
+    )
+    return table
+
+
 def run(smoke: bool, write: bool) -> bool:
     started = time.monotonic()
+    publish(ratio_axis(smoke), write)
     seeds = 3 if smoke else 20
     ratios = (0.5, 2.0) if smoke else (0.5, 1.0, 2.0, 5.0, 20.0)
     concurrencies = (16,) if smoke else (16, 150)

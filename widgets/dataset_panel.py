@@ -152,6 +152,8 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         second.append(one_line(view.stale_reason))
     elif snap.message:
         second.append(one_line(snap.message))
+    if snap.budget_note and not snap.state.finished:
+        second.append(one_line(snap.budget_note))
     if snap.resumed_tokens:
         second.append(f"resumed at {format_count(snap.resumed_tokens)}")
     return tuple(first), tuple(second)

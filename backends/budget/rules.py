@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gen_tui.backends.budget import precise
+from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight, LengthWindow, SurvivalModel
 
 
@@ -170,13 +171,25 @@ def may_dispatch(
     model: Lengths,
     max_new_tokens: int,
     now: float | None = None,
+    expected: ExpectedLengths | None = None,
 ) -> bool:
-    """Whether one more request may be sent for this dataset right now."""
+    """Whether one more request may be sent for this dataset right now.
+
+    Every mode but drain first keeps what is expected in flight within the budget
+    (`expected`, see budget/expected.py): the first wave is sized by the budget, whatever
+    the pool; the mode's own rule then decides within that.
+    """
     if budget.max_samples is not None and samples + len(inflight) >= budget.max_samples:
         return False
     if budget.max_tokens is None:
         return True
     if tokens >= budget.max_tokens:
+        return False
+    if (
+        expected is not None
+        and mode is not BudgetMode.DRAIN
+        and not expected.allows(budget.max_tokens, tokens, inflight, max_new_tokens)
+    ):
         return False
     if mode is BudgetMode.PRECISE:
         return precise.may_dispatch(

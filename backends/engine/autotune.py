@@ -96,13 +96,28 @@ class ConcurrencyTuner:
                 self.reason = f"the servers run at most {running} (max_running_requests)"
             self._apply()
 
-    def observe(self, loads: Sequence[ServerMetrics | None], tokens: int, now: float) -> None:
-        """One look at the servers (their latest /metrics) and the run's tokens on disk."""
+    def observe(
+        self,
+        loads: Sequence[ServerMetrics | None],
+        tokens: int,
+        now: float,
+        budget_room: int | None = None,
+    ) -> None:
+        """One look at the servers (their latest /metrics) and the run's tokens on disk.
+
+        `budget_room`: about how many answers the budgets still have room for (None: some
+        dataset has no token budget). The target never climbs past it: a 4,000-token budget
+        of about 31 answers has no use for 128 slots, and doubling into them before any
+        answer is back is how a small budget was overshot (issue 29).
+        """
         known = [load for load in loads if load is not None and load.running is not None]
         if known and len(known) == len(loads):
             self._by_metrics(known, now)
         else:
             self._by_rate(tokens, now)
+        if budget_room is not None and self.target > max(MIN_TARGET, budget_room):
+            self.target = float(max(MIN_TARGET, budget_room))
+            self.reason = f"the budgets have room for about {budget_room:,} answers"
         self._apply()
 
     def _by_metrics(self, loads: list[ServerMetrics], now: float) -> None:

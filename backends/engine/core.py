@@ -88,7 +88,7 @@ class Engine:
         self._cost = CostMeter(config, self._datasets)
         self._feeder = Feeder(run, self._executor, tokenize=self.client.needs_input_ids)
         self._allocator = Allocator(run, self._feeder.reopen)
-        self._scheduler = Scheduler(run, self._allocator)
+        self._scheduler = Scheduler(run, self._allocator, lambda: self._pool.limit)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
         self._telemetry = ServerTelemetry(

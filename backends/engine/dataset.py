@@ -11,6 +11,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model
 from gen_tui.backends.config.run import DatasetSpec
@@ -51,6 +52,10 @@ class DatasetRun:
         self.resumed_tokens = 0
         self.resumed_samples = 0
         self.model = length_model(mode, int(cap))  # answers up to `cap`; replaced on open
+        self.expected = ExpectedLengths(int(cap))
+        """What its answers in flight are expected to add, every mode's bound; replaced on open."""
+        self.budget_note = ""
+        """Said once when its budget is too small for the pool (the panel, progress.json)."""
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
         self.producer_done = False
@@ -119,6 +124,7 @@ class DatasetRun:
         self.tokens += tokens
         self.samples += 1
         self.model.observe(tokens, latency_s)
+        self.expected.observe(tokens)
         now = time.monotonic()
         if self.first_record_mono is None:
             self.first_record_mono = now

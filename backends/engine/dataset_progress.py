@@ -47,5 +47,6 @@ def dataset_snapshot(
         truncated_warn=config.truncated_warn,
         quality=ds.quality.published(),
         prompts_left=ds.prompts_left,
+        budget_note=ds.budget_note,
         **CostMeter.fields(ds, now_mono),
     )

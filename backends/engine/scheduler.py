@@ -8,6 +8,8 @@ budget, and the server never idles between datasets.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import BudgetMode, may_dispatch
 from gen_tui.backends.engine.allocator import Allocator
@@ -19,9 +21,16 @@ from gen_tui.backends.progress.snapshot import DatasetState
 class Scheduler(RunPart):
     """Picks the dataset for the next request and settles those that can do no more."""
 
-    def __init__(self, run: RunContext, allocator: Allocator) -> None:
+    def __init__(
+        self,
+        run: RunContext,
+        allocator: Allocator,
+        pool_limit: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__(run)
         self.allocator = allocator
+        self.pool_limit = pool_limit
+        """How many slots the pool has right now (for the small-budget note)."""
 
     def may_send(self, ds: DatasetRun, inflight: list[InFlight]) -> bool:
         """Whether `ds`'s budget allows one more request beside `inflight`."""
@@ -33,7 +42,28 @@ class Scheduler(RunPart):
             inflight,
             ds.model,
             self.answer_limit.tokens,
+            expected=ds.expected,
         )
+
+    def note_small_budget(self, ds: DatasetRun) -> None:
+        """Say once, when `ds`'s first wave stops short of the pool for its budget, that the
+        budget is small for the pool: the slots it leaves idle are its budget's doing, not
+        the server's. Said on the panel and in progress.json (`budget_note`) and as one
+        event; never again for this dataset (a flood of warnings would hide it)."""
+        if ds.budget_note or ds.expected.finished or ds.budget.max_tokens is None:
+            return
+        slots = int(self.pool_limit()) if self.pool_limit is not None else None
+        used = len(ds.inflight)
+        if slots is None or used == 0 or used >= slots:
+            return
+        if self.config.budget_mode is BudgetMode.DRAIN:
+            return
+        left = max(0, ds.budget.max_tokens - ds.tokens)
+        ds.budget_note = (
+            f"{left:,} tokens is about {ds.expected.answers_in(left):,} answers; "
+            f"{used:,} of {slots:,} slots used"
+        )
+        self.reporter.event("info", f"{ds.name}: budget small for the pool: {ds.budget_note}")
 
     def ended_short(self, ds: DatasetRun) -> bool:
         """Whether a resumed precise dataset had already stopped short of its budget (no room
@@ -68,6 +98,7 @@ class Scheduler(RunPart):
                 continue
             if self.may_send(ds, ds.inflight):
                 return ds
+            self.note_small_budget(ds)
         return None
 
     def settle(self, ds: DatasetRun) -> None:

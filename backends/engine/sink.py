@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gen_tui.backends.aio import wait_event
 from gen_tui.backends.alerts import AlertEvent
+from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.rules import BudgetMode, length_model
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError
@@ -121,6 +122,7 @@ class DatasetSink(RunPart):
         ds.samples = ds.resumed_samples = scan.records
         ds.truncation.truncated = scan.truncated
         ds.model = length_model(self.config.budget_mode, self.answer_limit.tokens, scan.lengths)
+        ds.expected = ExpectedLengths(self.answer_limit.tokens, scan.lengths)
         record_setup(ds.folder, ds.name, self._setup(ds, template_sha256), scan.records)
         ds.writer = RecordWriter(raw)
         self.views.open(ds)

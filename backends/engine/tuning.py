@@ -5,6 +5,7 @@ the target grows (room for more is used now, not at the next answer back).
 
 from __future__ import annotations
 
+import math
 import time
 
 from gen_tui.backends.engine.autotune import ConcurrencyTuner
@@ -54,9 +55,25 @@ class AutoConcurrency(RunPart):
             return
         loads = [self._telemetry.latest.get(url) for url in self._telemetry.urls]
         before = self._pool.concurrency
-        self.tuner.observe(loads, sum(ds.tokens for ds in self.datasets), time.monotonic())
+        self.tuner.observe(
+            loads, sum(ds.tokens for ds in self.datasets), time.monotonic(), self.budget_room()
+        )
         if self._pool.concurrency > before:
             self.signals.wake.set()
+
+    def budget_room(self) -> int | None:
+        """About how many answers the unfinished datasets' token budgets still hold, at
+        each one's expected answer (`budget/expected.py`: the cap until answers are back);
+        None when one has no token budget (only the servers bound it then)."""
+        room = 0
+        for ds in self.datasets:
+            if ds.state.finished:
+                continue
+            if ds.budget.max_tokens is None:
+                return None
+            left = max(0, ds.budget.max_tokens - ds.tokens)
+            room += math.ceil(left / ds.expected.mean(len(ds.inflight)))
+        return room
 
     def _moved(self, before: int, after: int, why: str) -> None:
         self.reporter.event("info", f"concurrency auto: {before} -> {after}: {why}")

@@ -96,6 +96,9 @@ class DatasetSnapshot:
     prompts_left: int | None = None
     """Prompts of its file not yet answered (None: unknown): with the mean length, whether
     the file runs out before the budget."""
+    budget_note: str = ""
+    """Said once a budget is too small for the pool: "4,000 tokens is about 31 answers; 31
+    of 128 slots used" (empty: it is not)."""
 
     @property
     def fraction(self) -> float | None:

@@ -108,3 +108,20 @@ def test_a_429s_lower_limit_stays_under_the_target() -> None:
         tuner.observe([ServerMetrics(running=32, queued=0, retracted=retracted)], 0, 1.0)
         assert pool.limit == 32  # the rate limit's halving holds under the target
     assert pool.concurrency == int(64 * 0.85)  # cut once; a pool held at 32 does not grow it
+
+
+def test_it_never_climbs_past_what_the_budgets_have_room_for() -> None:
+    """Issue 29: a 4,000-token budget at a 128 cap holds about 31 answers; auto doubled
+    16 -> 128 before any answer was back. Room on the server does not override it."""
+    pool = SlotPool(512)
+    tuner = ConcurrencyTuner(pool, 512, start=16)
+    server = ModelServer(slots=512, knee=None)
+    targets = []
+    for step in range(20):
+        _fill(pool)
+        tuner.observe([server.look(len(pool))], 0, float(step), budget_room=31)
+        targets.append(pool.concurrency)
+    assert max(targets) == 31, targets
+    assert "room for about 31 answers" in tuner.reason
+    tuner.observe([server.look(len(pool))], 0, 21.0, budget_room=None)
+    assert pool.concurrency > 31  # no token budget: the servers alone decide

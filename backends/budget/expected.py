@@ -1,0 +1,77 @@
+"""What the answers in flight are expected to add, from the very first request (issue 29).
+
+Why a rule of its own, under every mode's: before any answer is back a mode's length model
+knows nothing, and the first answers back are the short ones, so a pool of 128 slots went
+out whole on a 4,000-token budget (predictive ended at +154%, precise at +91%): the first
+wave was sized by the pool, not by the budget. This rule sizes it by the budget.
+
+Each answer not back yet is counted at a prior: the dataset's history (HISTORY_DOUBT times
+its mean, a history may lie) or, with none, the request's own cap, an answer can never
+pass it. As answers come back the estimate is the mean of every answer this run has sent,
+the finished at their lengths and those still in flight at the prior (`mean`): it starts
+at the prior, never trusts the short answers back first more than the long ones still
+running, and ends at the run's own mean once what is in flight is small beside what is
+back. The scheduler then never lets the tokens on disk plus what is in flight, at that
+mean, pass the budget (`allows`); the pool, `--concurrency auto` and the datasets sharing
+the pool only decide how many slots there are.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gen_tui.backends.budget.lengths import HISTORY_DOUBT, InFlight
+
+
+def history_prior(cap: int, lengths: list[int] | None) -> float:
+    """The length an answer not back yet is counted at: at most `cap`; with a history,
+    HISTORY_DOUBT times its mean (the budget sweep's resumes lie by 2x either way)."""
+    prior = float(max(1, cap))
+    if lengths:
+        prior = min(prior, HISTORY_DOUBT * sum(lengths) / len(lengths))
+    return max(1.0, prior)
+
+
+class ExpectedLengths:
+    """This run's finished answers (count and sum) against a prior for those not back."""
+
+    def __init__(self, cap: int, lengths: list[int] | None = None) -> None:
+        self.cap = max(1, cap)
+        self.prior = history_prior(self.cap, lengths)
+        self.finished = 0
+        self.total = 0
+
+    def observe(self, tokens: int) -> None:
+        """Count one answer of this run back."""
+        self.finished += 1
+        self.total += tokens
+
+    def mean(self, inflight: int) -> float:
+        """The mean answer of this run so far, with the `inflight` not back at the prior."""
+        sent = self.finished + inflight
+        if sent == 0:
+            return self.prior
+        return (self.total + inflight * self.prior) / sent
+
+    def expected(self, inflight: list[InFlight], max_new_tokens: int) -> float:
+        """What `inflight` and one more request (of `max_new_tokens`) are expected to add."""
+        mean = self.mean(len(inflight) + 1)
+        more = sum(min(mean, float(request.max_new_tokens)) for request in inflight)
+        return more + min(mean, float(max_new_tokens))
+
+    def allows(
+        self, max_tokens: int, tokens: int, inflight: list[InFlight], max_new_tokens: int
+    ) -> bool:
+        """Whether one more request keeps the tokens on disk plus those expected in flight
+        within `max_tokens`. A lone request always may: whether a dataset with nothing in
+        flight sends its last answer is its mode's call (predictive crosses, strict and
+        precise need room)."""
+        if not inflight:
+            return True
+        if tokens + (len(inflight) + 1) * max_new_tokens <= max_tokens:
+            return True  # even every answer at its cap fits
+        return tokens + self.expected(inflight, max_new_tokens) <= max_tokens
+
+    def answers_in(self, tokens: int) -> int:
+        """About how many answers `tokens` hold, at the current mean (for the panel's note)."""
+        return max(1, math.floor(tokens / self.mean(0)))
