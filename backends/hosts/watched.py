@@ -16,6 +16,7 @@ from gen_tui.backends.budget.rules import Budget, eta_seconds
 from gen_tui.backends.hosts import DatasetTotals, RunProcess
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.store.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
+from gen_tui.backends.untrusted import one_line
 
 
 def watched_snapshot(
@@ -99,7 +100,7 @@ def _at_rest(totals: DatasetTotals, progress: ProgressFile) -> DatasetState:
 
 def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
     """What only the writer knows, as snapshot fields: its warning threshold for the cut
-    share, the data-quality figures and the prompts left."""
+    share, the data-quality figures, the prompts left and its note on a small budget."""
     fields: dict[str, Any] = {}
     if progress.truncated_warn is not None:
         fields["truncated_warn"] = progress.truncated_warn
@@ -107,6 +108,8 @@ def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
         fields["quality"] = progress.quality
     if progress.prompts_left is not None:
         fields["prompts_left"] = progress.prompts_left
+    if progress.budget_note:
+        fields["budget_note"] = one_line(progress.budget_note)
     return fields
 
 

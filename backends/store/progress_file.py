@@ -115,6 +115,9 @@ class ProgressFile:
     quality: Quality | None = None
     """Finish reasons, length and latency histograms, top errors (bounded; see quality.py)."""
     prompts_left: int | None = None
+    budget_note: str | None = None
+    """Said once by its writer when the budget is too small for the pool (see
+    budget/expected.py): shown on the panel as the writer's own words, cleaned and cut."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -192,6 +195,7 @@ class ProgressFile:
             truncated_warn=float(warn) if warn is not None and warn >= 0 else None,
             quality=quality,
             prompts_left=prompts_left,
+            budget_note=pick("budget_note", str) or None,
             servers=servers,
             ignored=tuple(ignored),
         )

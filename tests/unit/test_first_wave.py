@@ -21,9 +21,9 @@ from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.clients.scripted import ScriptedClient, answer
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.progress.snapshot import RunSnapshot
-from gen_tui.backends.sim.demo import write_prompts
 from tests.support.engine import with_hooks
 
 CAP = 128

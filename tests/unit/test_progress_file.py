@@ -97,3 +97,26 @@ def test_a_field_of_a_wrong_type_costs_that_field_alone() -> None:
 def test_a_state_of_another_version_is_unknown_not_an_error() -> None:
     read = ProgressFile.parse({"state": "levitating", "pid": 5})
     assert read is not None and read.state is None and read.pid == 5
+
+
+def test_a_budget_note_reaches_a_watched_panel_cleaned_and_once(tmp_path: Path) -> None:
+    """The engine's one note that a budget is small for the pool goes through progress.json
+    to a panel watching the dataset from another process (issue 29), as the writer's own
+    words: another user's progress.json may hold escapes there, which reach no terminal."""
+    from gen_tui.backends.hosts.watch import DatasetTotals
+    from gen_tui.backends.hosts.watched import watched_snapshot
+
+    note = "4,000 tokens is about 31 answers; 31 of 128 slots used"
+    path = tmp_path / "progress.json"
+    ds = snapshot(budget_note=note + "\x1b]52;c;aGk=\x07")
+    ProgressFile.write(path, run(ds), ds)
+    read = ProgressFile.read(path)
+    assert read is not None and read.budget_note == note + "\x1b]52;c;aGk=\x07"
+    totals = DatasetTotals(
+        "B1", 1200, 7, True, 0, False, None, None, 0, read, True, 2.0
+    )  # fmt: skip
+    shown = watched_snapshot(totals, None, (0.0, 0.0), (5000, None), "box")
+    assert shown.budget_note.startswith(note) and "\x1b" not in shown.budget_note
+    ProgressFile.write(path, run(snapshot()), snapshot())
+    quiet = ProgressFile.read(path)
+    assert quiet is not None and quiet.budget_note is None  # no note: none shown
