@@ -310,7 +310,8 @@ class LengthWindow:
 
 class SurvivalModel(LengthWindow):
     """Running picture of a dataset's answer lengths and how fast a request produces them,
-    for precise mode (`backends/budget/precise.py`); the other modes keep `budget.LengthModel`.
+    for predictive and precise modes (`backends/budget/precise.py`); drain and strict keep
+    `budget.rules.LengthModel`.
 
     On top of the window: the finished lengths binned for a survival estimate, and the
     fastest answers' pace. `cap` is `max_new_tokens`: no answer is longer.

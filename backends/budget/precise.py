@@ -95,8 +95,11 @@ def may_dispatch(
     model: SurvivalModel,
     max_new_tokens: int,
     now: float | None = None,
+    z: float = PRECISE_Z,
 ) -> bool:
-    """Whether one more request may go out under a token budget not yet reached."""
+    """Whether one more request may go out under a token budget not yet reached, keeping
+    `z` deviations (PRECISE_Z; predictive keeps its own, `rules.PREDICTIVE_Z`) of what is in
+    flight under the limit."""
     if not inflight:
         # With none back yet and no history there is nothing to go by: the first is sent.
         return model.lone_basis().observed == 0 or lone_room(max_tokens - tokens, model)
@@ -109,11 +112,11 @@ def may_dispatch(
     mean += min(one, max_new_tokens)
     variance += model.spread(spread)
     shared += error**0.5
-    return tokens + high_estimate(mean, variance + shared * shared) < limit
+    return tokens + high_estimate(mean, variance + shared * shared, z) < limit
 
 
-def high_estimate(mean: float, variance: float) -> float:
-    """PRECISE_Z deviations above `mean` on a lognormal of that mean and variance.
+def high_estimate(mean: float, variance: float, z: float = PRECISE_Z) -> float:
+    """`z` deviations above `mean` on a lognormal of that mean and variance.
 
     Why not mean + z sigma: what a few long answers in flight add up to is skewed (a long
     one runs far past its mean more often than a normal law says), and the normal margin
@@ -124,7 +127,7 @@ def high_estimate(mean: float, variance: float) -> float:
     if mean <= 0:
         return 0.0
     spread = math.log1p(variance / (mean * mean))
-    return mean * math.exp(PRECISE_Z * spread**0.5 - spread / 2)
+    return mean * math.exp(z * spread**0.5 - spread / 2)
 
 
 def lone_room(remaining: int, model: SurvivalModel) -> bool:

@@ -47,7 +47,9 @@ async def test_each_move_is_logged_once_with_its_reason(
     assert moves[0][0] == 16  # autotune.START
     ups = [why for a, b, why in moves if b > a]
     downs = [why for a, b, why in moves if b < a]
-    assert ups[0].startswith("starting: doubling (KV "), moves
+    # The first move up doubles while the KV cache has room, or doubles as far as the
+    # budgets have room for (issue 29: a 100k budget at the cap's prior is a few dozen).
+    assert re.match(r"starting: doubling \(KV |the budgets have room for about", ups[0]), moves
     # Down for the servers' load, or (issue 29) for a budget with room for fewer answers
     # than the slots: both are reasons a person can check against the log.
     assert downs and all(

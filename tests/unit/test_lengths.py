@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gen_tui.backends.budget.lengths import InFlight, SurvivalModel, bin_edges
-from gen_tui.backends.budget.rules import Budget, BudgetMode, may_dispatch
+from gen_tui.backends.budget.rules import Budget, BudgetMode, LengthModel, may_dispatch
 
 
 def seen(cap: int, lengths: list[int]) -> SurvivalModel:
@@ -146,10 +146,9 @@ def test_a_window_forgets_old_lengths() -> None:
     assert model.mean == pytest.approx(10)
 
 
-def test_predictive_mode_given_a_survival_model_says_which_model_it_needs() -> None:
+def test_predictive_mode_given_a_window_says_which_model_it_needs() -> None:
     """The modes and their models go together (length_model); a mix-up is a TypeError that
-    says so, as precise mode's is, not an AttributeError from deep inside (found by mypy:
-    `outlook` is a LengthModel's alone)."""
+    says so, not an AttributeError from deep inside."""
     inflight = [InFlight(0.0, 1000)] * 4
-    with pytest.raises(TypeError, match="predictive mode decides by a LengthModel"):
-        may_dispatch(BudgetMode.PREDICTIVE, Budget(5000), 0, 0, inflight, seen(1000, []), 1000)
+    with pytest.raises(TypeError, match="predictive and precise modes decide by a Survival"):
+        may_dispatch(BudgetMode.PREDICTIVE, Budget(5000), 0, 0, inflight, LengthModel(10), 1000)

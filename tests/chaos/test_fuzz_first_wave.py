@@ -1,0 +1,168 @@
+"""Issue 29's property: no mode but drain passes its budget by more than max(0.2%, one mean
+answer, the cap when fewer than 3 answers fit) at p95, and strict never passes it.
+
+Predictive is held to the bound before its last answer: it always sends one more when
+nothing is in flight (the crossing a user watches for), and that answer lands its length
+less the room left, which no rule can bound below one answer's excess (on lognormal lengths
+of cv 0.95 it passes one mean answer about one time in four). Everything before it is held
+to the bound; the whole overshoot's p95 is measured beside it (BENCHMARKS.md).
+
+The real Engine (scheduler, allocator, sink, records on disk) against a scripted server
+under a virtual clock (bench/virtual_clock.py): lognormal lengths of any mean from 1 to
+32k tokens under a cap, concurrency 1 to 512, budgets from one answer up (at most a few
+hundred answers, so an example runs in well under a second), two datasets in one pool,
+and resumes whose history's mean lies by up to 2x either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from bench.virtual_clock import run_virtual
+from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.results import Generation
+from gen_tui.backends.clients.scripted import ScriptedClient
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.engine import Engine
+from gen_tui.backends.sim.config import LengthProfile
+from gen_tui.backends.store.records import RAW_FILE
+
+MODES = (BudgetMode.PREDICTIVE, BudgetMode.STRICT, BudgetMode.PRECISE)
+SCRATCH = Path(tempfile.gettempdir()) / f"gen-tui-fuzz-first-wave-{os.getpid()}"
+ratios: dict[BudgetMode, list[float]] = {mode: [] for mode in MODES}
+"""Each run's overshoot as a share of its bound, by mode."""
+before_last: dict[BudgetMode, list[float]] = {mode: [] for mode in MODES}
+"""The same without the run's last answer: what it had passed the budget by before it."""
+
+
+def write_history(folder: Path, lengths: list[int]) -> None:
+    """A resumed dataset's record file: one record per length (the resume scan's shape)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / RAW_FILE).open("w") as out:
+        for index, length in enumerate(lengths):
+            out.write(json.dumps({"sample_id": f"h{index}", "completion_tokens": length}) + "\n")
+
+
+async def one_run(
+    mode: BudgetMode,
+    mean: float,
+    cap: int,
+    slots: int,
+    answers: float,
+    lie: float | None,
+    seed: int,
+) -> list[tuple[int, int, float, int]]:
+    """(final tokens, budget, true mean, last answer's length) of each dataset of one run
+    of two in one pool."""
+    root = SCRATCH / f"{mode.value}"
+    shutil.rmtree(root, ignore_errors=True)
+    rng = random.Random(seed)
+    profile = LengthProfile(mean=mean)
+    true_mean = sum(min(cap, profile.draw(random.Random(i))) for i in range(400)) / 400
+    before: dict[str, int] = {}
+    specs = []
+    for name in ("A", "B"):
+        budget = max(1, round(answers * true_mean))
+        if lie is not None:
+            history = [max(1, min(cap, round(profile.draw(rng) * lie))) for _ in range(50)]
+            write_history(root / "out" / name, history)
+            before[name] = sum(history)
+        prompts = write_prompts(root / f"{name}.jsonl", int(answers * 2) + 2 * slots + 120)
+        specs.append(DatasetSpec(name, prompts, before.get(name, 0) + budget))
+
+    async def script(url: str, request: Request) -> Generation:
+        length = min(cap, profile.draw(rng))
+        latency = 0.01 + length / 2000  # a client measures it: the model's clock
+        await asyncio.sleep(latency)
+        return Generation(None, "", 1, length, "stop" if length < cap else "length", latency)
+
+    config = EngineConfig(
+        datasets=specs,
+        server_urls=["http://scripted"],
+        output_dir=root / "out",
+        concurrency=slots,
+        sampling={"max_new_tokens": cap},
+        budget_mode=mode,
+        snapshot_interval_s=10.0,
+    )
+    final = await Engine(config, client=ScriptedClient(script)).run()
+    return [
+        (
+            ds.tokens - before.get(ds.name, 0),
+            (ds.max_tokens or 0) - before.get(ds.name, 0),
+            true_mean,
+            last_answer(root / "out" / ds.name),
+        )
+        for ds in final.datasets
+    ]
+
+
+def last_answer(folder: Path) -> int:
+    """The completion tokens of the last record a dataset wrote."""
+    lines = (folder / RAW_FILE).read_text().splitlines()
+    return int(json.loads(lines[-1])["completion_tokens"]) if lines else 0
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    mean=st.sampled_from([1.0, 20.0, 300.0, 3793.0, 32_000.0]),
+    cap=st.sampled_from([64, 128, 4096, 32_768]),
+    slots=st.sampled_from([1, 4, 16, 128, 512]),
+    answers=st.sampled_from([1.0, 2.5, 10.0, 40.0, 200.0]),
+    lie=st.sampled_from([None, None, 0.5, 2.0]),
+    seed=st.integers(0, 1000),
+)
+# The issue's own case (4,000 tokens, a cap of 128, 128 slots), and two runs the mean of
+# the answers back let through by 20 to 40 bounds before the crossing answer.
+@example(mean=100.0, cap=128, slots=128, answers=40.0, lie=None, seed=1)
+@example(mean=20.0, cap=4096, slots=128, answers=200.0, lie=0.5, seed=90)
+@example(mean=3793.0, cap=4096, slots=512, answers=200.0, lie=None, seed=504)
+def test_no_mode_but_drain_passes_its_budget_by_more_than_the_bound(
+    mean: float, cap: int, slots: int, answers: float, lie: float | None, seed: int
+) -> None:
+    for mode in MODES:
+        for tokens, budget, true_mean, last in run_virtual(
+            one_run(mode, mean, cap, slots, answers, lie, seed)
+        ):
+            if mode is BudgetMode.STRICT:
+                assert tokens <= budget, (tokens, budget)
+            bound = max(0.002 * budget, true_mean, cap if answers < 3 else 0)
+            ratios[mode].append(max(0, tokens - budget) / bound)
+            before_last[mode].append(max(0, tokens - last - budget) / bound)
+            # Before its last answer no run passes the bound at all (1,800 runs: at most
+            # 0.85 of it); the last answer is the crossing, measured at p95 below.
+            assert tokens - last - budget <= bound, (mode, tokens, last, budget, bound)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def test_the_95th_percentile_is_within_the_bound() -> None:
+    """Runs after the property above (pytest keeps a module's order): each mode's 95th
+    percentile of overshoot against its bound at most 1; predictive's before its crossing
+    answer (see the module docstring)."""
+    for mode in MODES:
+        assert ratios[mode], "the property test runs first"
+    assert p95(ratios[BudgetMode.PRECISE]) <= 1.0, sorted(ratios[BudgetMode.PRECISE])[-8:]
+    assert p95(ratios[BudgetMode.STRICT]) == 0.0
+    # Predictive's crossing answer: 1.3 to 1.5 bounds at p95 over 600 runs of these
+    # draws (BENCHMARKS.md); 2 guards against a return to the old rule's 3.1.
+    assert p95(ratios[BudgetMode.PREDICTIVE]) <= 2.0, sorted(ratios[BudgetMode.PREDICTIVE])[-8:]
