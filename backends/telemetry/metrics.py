@@ -149,7 +149,10 @@ def read_samples(text: str) -> Samples:
             for sample in family.samples:
                 if family.type == "gauge" and sample.labels.get("priority"):
                     continue  # SGLang's per-priority breakdown of a total it also gives
-                value = float(sample.value)
+                try:
+                    value = float(sample.value)
+                except OverflowError:  # a 400-digit integer (the parser keeps it whole)
+                    continue
                 if math.isfinite(value):
                     samples.setdefault(sample.name, []).append(value)
     except (ValueError, TypeError, IndexError, KeyError) as exc:

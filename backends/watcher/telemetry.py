@@ -231,13 +231,22 @@ def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict[str, typing.Any]:
         said = (done.stderr or done.stdout)[:200].decode("utf-8", "replace").strip()
         message["error"] = "nvidia-smi exited %d: %s" % (done.returncode, said)
         return message
+    message["gpus"] = gpu_rows(out)
+    return message
+
+
+def gpu_rows(out: str) -> list[dict[str, typing.Any]]:
+    """The GPUs in nvidia-smi's CSV answer `out`, one row each (lines of another shape left
+    out). Each number is as printed, finite or null: its range is the client's to check
+    (telemetry/gpus.py, bounds.py), where the figure is drawn; an index is kept only while
+    it is a small whole number, so the line never carries a 300-digit one."""
     gpus = []
     for line in out.splitlines()[:MAX_GPUS]:
         fields = [field.strip() for field in line.split(",")]
         if len(fields) != 7:
             continue
         index = _number(fields[0])
-        if index is None:
+        if index is None or not 0 <= index < 1 << 31 or index != int(index):
             continue
         gpus.append(
             {
@@ -250,8 +259,7 @@ def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict[str, typing.Any]:
                 "temp": _number(fields[6]),
             }
         )
-    message["gpus"] = gpus
-    return message
+    return gpus
 
 
 class Telemetry(threading.Thread):
