@@ -122,7 +122,8 @@ class ProgressFile:
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
-    """The fields that were present but of the wrong type (for a note, never an error)."""
+    """The fields that were present but of the wrong type or out of their range (bounds.py):
+    for a note, never an error."""
 
     # the writer
 
