@@ -7,6 +7,7 @@ and refuse exactly the same strings.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -69,10 +70,20 @@ def parse_count(text: str | int, *, what: str = "count") -> int:
     return value
 
 
+SHOWN_MAX = 1e15
+"""Past this a figure is shown in exponent form (`1e+308`): a number from a file or a server
+that passed no range check (see bounds.py) still draws in a few characters, never 300."""
+
+
 def format_count(value: float) -> str:
-    """Short human form used in logs and panels: 9.87M, 512k, 950."""
+    """Short human form used in logs and panels: 9.87M, 512k, 950 (at most 10 characters:
+    `?` for NaN and infinities, `1.2e+20` past SHOWN_MAX)."""
+    if not math.isfinite(value):
+        return "?"
     sign = "-" if value < 0 else ""
     value = abs(value)
+    if value >= SHOWN_MAX:
+        return f"{sign}{value:.2g}"
     for scale, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
         if value >= scale:
             shown = f"{value / scale:.2f}".rstrip("0").rstrip(".")
@@ -81,8 +92,14 @@ def format_count(value: float) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
+    """`3d04h`, `2h05m`, `4m10s`, `9s` (`?` for NaN and infinities; past some 30 years, days
+    in exponent form: a time from a hostile file never draws 300 digits)."""
     if seconds is None:
         return "-"
+    if not math.isfinite(seconds):
+        return "?"
+    if abs(seconds) >= 1e9:
+        return f"{seconds / 86400:.2g}d"
     seconds = int(seconds)
     if seconds >= 86400:
         return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
@@ -94,7 +111,12 @@ def format_duration(seconds: float | None) -> str:
 
 
 def format_dollars(amount: float) -> str:
-    """`$0.042`, `$12.30`, `$1,234`: cents matter below a hundred dollars, not above."""
+    """`$0.042`, `$12.30`, `$1,234`: cents matter below a hundred dollars, not above
+    (`$?` for NaN and infinities, `$1.2e+20` past a billion: bounded whatever the file)."""
+    if not math.isfinite(amount):
+        return "$?"
+    if abs(amount) >= 1e9:
+        return f"${amount:.2g}"
     if amount < 1:
         return f"${amount:.3f}"
     if amount < 100:

@@ -106,6 +106,8 @@ class HostLinks(PanelSource):
             monitor = link.monitor
             if monitor is None:
                 continue
+            if monitor.telemetry.gpus_stale:
+                continue  # no read for a while: a frozen figure would pass for the load now
             board = monitor.telemetry.board
             local = not link.source.remote  # this machine (asyncssh is not loaded here)
             for gpu in board.gpus:

@@ -21,6 +21,7 @@ from gen_tui.backends.config.run import (
     EngineError,
     Sampling,
 )
+from gen_tui.backends.config.trust import read_trusted
 from gen_tui.backends.settings import SettingError, read_table, setting, settings_of
 from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
@@ -94,9 +95,13 @@ def _array(path: Path, data: Mapping[str, Any], name: str) -> list[Any]:
 def load_config(path: Path) -> FileConfig:
     """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
     try:
-        raw = path.read_bytes()
+        raw = read_trusted(path, "config")  # someone else's gen-tui.toml is refused
+    except PermissionError as exc:
+        if exc.strerror is not None:  # the system's EACCES, not our refusal
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -221,7 +221,9 @@ class HostMonitor:
 
     async def _keep_watch(self) -> None:
         names = self.datasets
-        mine = [run for run in self.runs if run.output_dir == self.output_dir]
+        # Only our own runs' servers: the watcher may run as root, and a GET to whatever URL
+        # another user's command line names is theirs to aim (issue 30, point 6c).
+        mine = [run for run in self.runs if run.mine and run.output_dir == self.output_dir]
         named = {url for run in mine for url in server_urls(run.identity.cmdline)}
         urls = tuple(sorted(named.union(self.configured)))
         watch = self._watch

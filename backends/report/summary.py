@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.bounds import DOLLARS, SECONDS, UNIX_TIME, Range
 from gen_tui.backends.budget.rules import overshoot
 from gen_tui.backends.store.history import MAX_PROBLEMS, HistoryPoint, read_history
 from gen_tui.backends.store.progress_file import ProgressFile
@@ -144,24 +145,38 @@ class DatasetReport:
             self.problems.append(one_line(where))
 
 
-def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int) -> None:
+def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int, where: str) -> None:
     report.tokens += tokens
     report.samples += 1
     report.lengths[tokens // LENGTH_BIN] += 1
     if record_cut(record):
         report.truncated += 1
-    latency = record.get("latency_s")
-    if isinstance(latency, int | float) and not isinstance(latency, bool):
-        report.latency.add(float(latency))
-    cost = record.get("cost")
-    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+    latency = _figure(report, record, "latency_s", SECONDS, where)
+    if latency is not None:
+        report.latency.add(latency)
+    cost = _figure(report, record, "cost", DOLLARS, where)
+    if cost is not None:
         report.cost = (report.cost or 0.0) + cost
-    created = record.get("created")
-    if isinstance(created, int | float) and not isinstance(created, bool):
+    created = _figure(report, record, "created", UNIX_TIME, where)
+    if created is not None:
         if report.first_created is None or created < report.first_created:
-            report.first_created = float(created)
+            report.first_created = created
         if report.last_created is None or created > report.last_created:
-            report.last_created = float(created)
+            report.last_created = created
+
+
+def _figure(
+    report: DatasetReport, record: dict[str, Any], name: str, bounds: Range, where: str
+) -> float | None:
+    """A record's number `name` checked against its range: None when absent or not a number
+    (a foreign writer's layout), and said (the record still counts) when out of range."""
+    value = record.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    checked = bounds.check(value)
+    if checked is None and len(report.problems) < MAX_PROBLEMS:
+        report.problems.append(one_line(f"{where}: {bounds.problem(name, value)}"))
+    return checked
 
 
 def _read_records(report: DatasetReport, path: Path) -> None:
@@ -179,7 +194,7 @@ def _read_records(report: DatasetReport, path: Path) -> None:
         except ValueError as exc:
             report.note(f"{path}:{line_no}: {one_line(str(exc), QUOTED_CHARS)}")
             continue
-        _add_record(report, record, tokens)
+        _add_record(report, record, tokens, f"{path}:{line_no}")
 
 
 def _read_errors(report: DatasetReport, path: Path) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.bounds import COUNT, DOLLARS, PID, RATE, UNIX_TIME, Range
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.store.record_scan import record_lines
 from gen_tui.backends.watcher import HISTORY_FILE, open_own, open_regular
@@ -107,33 +108,34 @@ class HistoryPoint:
 
     @classmethod
     def parse(cls, value: Any) -> HistoryPoint | str:
-        """The point in a parsed line, or the name of the field that is wrong."""
+        """The point in a parsed line, or the name of the field that is wrong (of a wrong
+        type, or a number out of its kind's range: bounds.py)."""
         if not isinstance(value, dict):
             return "not a JSON object"
         fields: dict[str, Any] = {}
-        for name, kinds, required in _FIELDS:
+        for name, kinds, required, bounds in _FIELDS:
             item = value.get(name)
             if item is None and not required:
                 continue
             if isinstance(item, bool) or not isinstance(item, kinds):
                 return f"field {name!r} is missing or of the wrong type"
-            if isinstance(item, int | float) and not (math.isfinite(item) and item >= 0):
-                return f"field {name!r} is negative or not finite"
+            if bounds is not None and bounds.check(item) is None:
+                return bounds.problem(name, item)
             fields[name] = item
         return cls(**fields)
 
 
-_FIELDS: tuple[tuple[str, tuple[type, ...], bool], ...] = (
-    ("t", (int, float), True),
-    ("pid", (int,), True),
-    ("state", (str,), True),
-    ("tokens", (int,), True),
-    ("samples", (int,), True),
-    ("tok_s", (int, float), True),
-    ("inflight", (int,), True),
-    ("errors", (int,), True),
-    ("truncated", (int,), False),
-    ("cost", (int, float), False),
+_FIELDS: tuple[tuple[str, tuple[type, ...], bool, Range | None], ...] = (
+    ("t", (int, float), True, UNIX_TIME),
+    ("pid", (int,), True, PID),
+    ("state", (str,), True, None),
+    ("tokens", (int,), True, COUNT),
+    ("samples", (int,), True, COUNT),
+    ("tok_s", (int, float), True, RATE),
+    ("inflight", (int,), True, COUNT),
+    ("errors", (int,), True, COUNT),
+    ("truncated", (int,), False, COUNT),
+    ("cost", (int, float), False, DOLLARS),
 )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.bounds import COUNT, DOLLARS, PID, Range
 from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.progress.quality import Quality
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
@@ -121,7 +122,8 @@ class ProgressFile:
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
-    """The fields that were present but of the wrong type (for a note, never an error)."""
+    """The fields that were present but of the wrong type or out of their range (bounds.py):
+    for a note, never an error."""
 
     # the writer
 
@@ -150,11 +152,16 @@ class ProgressFile:
             return None
         ignored: list[str] = []
 
-        def pick(name: str, *types: type) -> Any:
+        def pick(name: str, *types: type, bounds: Range | None = None) -> Any:
+            """The field `name` when of one of `types` (and a number in `bounds`' range,
+            where given: a writer's 1e308 is no count), else None, named in `ignored`."""
             field = value.get(name)
             if field is None:
                 return None
             if isinstance(field, bool) or not isinstance(field, types):
+                ignored.append(name)
+                return None
+            if bounds is not None and bounds.check(field) is None:
                 ignored.append(name)
                 return None
             return field
@@ -164,13 +171,14 @@ class ProgressFile:
             known = DatasetState(state) if state is not None else None
         except ValueError:
             known = None
-        cost = pick("cost", int, float)
-        truncated, truncated_of = pick("truncated", int), pick("truncated_of", int)
+        cost = pick("cost", int, float, bounds=DOLLARS)
+        truncated = pick("truncated", int, bounds=COUNT)
+        truncated_of = pick("truncated_of", int, bounds=COUNT)
         if truncated is not None and not 0 <= truncated <= (truncated_of or 0):
             ignored.append("truncated")  # a share past 100% or below 0 is no share
             truncated = truncated_of = None
-        warn = pick("truncated_warn", int, float)
-        prompts_left = pick("prompts_left", int)
+        warn = pick("truncated_warn", int, float, bounds=COUNT)
+        prompts_left = pick("prompts_left", int, bounds=COUNT)
         if prompts_left is not None and prompts_left < 0:
             ignored.append("prompts_left")
             prompts_left = None
@@ -181,13 +189,13 @@ class ProgressFile:
         if servers is None and value.get("servers") is not None:
             ignored.append("servers")
         return cls(
-            pid=pick("pid", int),
+            pid=pick("pid", int, bounds=PID),
             state=known,
-            max_tokens=pick("max_tokens", int),
-            max_samples=pick("max_samples", int),
+            max_tokens=pick("max_tokens", int, bounds=COUNT),
+            max_samples=pick("max_samples", int, bounds=COUNT),
             budget_mode=pick("budget_mode", str),
-            inflight=pick("inflight", int),
-            errors=pick("errors", int),
+            inflight=pick("inflight", int, bounds=COUNT),
+            errors=pick("errors", int, bounds=COUNT),
             message=pick("message", str),
             cost=float(cost) if cost is not None else None,
             truncated=truncated,

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.bounds import COUNT, SECONDS
 from gen_tui.backends.untrusted import clean, one_line
 
 TEXT_CHARS = 6000
@@ -42,15 +43,10 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-MAX_LATENCY_S = 10_000_000
-"""The longest latency a record is believed (months): past it, or negative, none is shown
-(a record of 1e308 drew a 309-digit figure)."""
-
-
-def _latency(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if 0 <= value <= MAX_LATENCY_S else None
+def _count(value: Any) -> int | None:
+    """A token count as the viewer shows it: a whole number in the COUNT range (bounds.py),
+    else none (a record's 400-digit count would draw a 400-digit figure)."""
+    return value if _int(value) is not None and COUNT.check(value) is not None else None
 
 
 def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
@@ -76,9 +72,9 @@ def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
     return Sample(
         sample_id=one_line(str(record.get("sample_id", "?")), 80),
         finish_reason=one_line(str(record.get("finish_reason", "?")), 40),
-        tokens=_int(record.get("completion_tokens")),
-        prompt_tokens=_int(record.get("prompt_tokens")),
-        latency_s=_latency(latency),
+        tokens=_count(record.get("completion_tokens")),
+        prompt_tokens=_count(record.get("prompt_tokens")),
+        latency_s=SECONDS.check(latency),  # 1e308 drew a 309-digit figure
         answer=clean(text, TEXT_CHARS) if text is not None else "",
         reasoning=clean(reasoning, TEXT_CHARS) if isinstance(reasoning, str) else None,
         source=source,

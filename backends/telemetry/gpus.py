@@ -8,11 +8,11 @@ whether "now" is a dip or a plateau.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gen_tui.backends.bounds import CELSIUS, GPU_INDEX, MEBIBYTES, PERCENT, WATTS
 from gen_tui.backends.untrusted import one_line
 
 __all__ = ["HISTORY", "MAX_GPUS", "Gpu", "GpuBoard", "parse_gpus"]
@@ -46,14 +46,10 @@ class Gpu:
         return min(1.0, max(0.0, self.mem_used / self.mem_total))
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
-
-
 def parse_gpus(rows: Any) -> tuple[Gpu, ...]:
-    """The GPUs of a watcher `gpus` line (its `gpus` list); rows of another shape are left out."""
+    """The GPUs of a watcher `gpus` line (its `gpus` list): rows of another shape, or whose
+    index is no GPU's, are left out; a field out of its range (nvidia-smi printing 1e308, a
+    broken driver) reads as unknown, shown "?", never as a 300-digit figure."""
     if not isinstance(rows, list):
         return ()
     gpus = []
@@ -61,19 +57,18 @@ def parse_gpus(rows: Any) -> tuple[Gpu, ...]:
         if not isinstance(row, dict):
             continue
         index = row.get("index")
-        if isinstance(index, bool) or not isinstance(index, int):
+        if not isinstance(index, int) or GPU_INDEX.check(index) is None:
             continue
         name = row.get("name")
-        util = _number(row.get("util"))
         gpus.append(
             Gpu(
                 index=index,
                 name=one_line(name, 60) if isinstance(name, str) else "",
-                util=min(util, 100.0) if util is not None else None,
-                mem_used=_number(row.get("mem_used")),
-                mem_total=_number(row.get("mem_total")),
-                power=_number(row.get("power")),
-                temp=_number(row.get("temp")),
+                util=PERCENT.check(row.get("util")),
+                mem_used=MEBIBYTES.check(row.get("mem_used")),
+                mem_total=MEBIBYTES.check(row.get("mem_total")),
+                power=WATTS.check(row.get("power")),
+                temp=CELSIUS.check(row.get("temp")),
             )
         )
     return tuple(gpus)

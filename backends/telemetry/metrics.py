@@ -36,6 +36,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gen_tui.backends.bounds import COUNT, FRACTION, RATE, Range
 from gen_tui.backends.untrusted import one_line
 
 __all__ = [
@@ -106,22 +107,35 @@ class ServerMetrics:
         if not isinstance(value, Mapping):
             return None
 
-        def number(name: str) -> float | None:
-            field = value.get(name)
-            if isinstance(field, bool) or not isinstance(field, int | float):
-                return None
-            return float(field) if math.isfinite(field) and field >= 0 else None
-
-        kv = number("kv_usage")
-        hit = number("cache_hit")
         return cls(
-            running=number("running"),
-            queued=number("queued"),
-            kv_usage=kv if kv is None or kv <= 1 else None,
-            gen_tok_s=number("gen_tok_s"),
-            retracted=number("retracted"),
-            cache_hit=hit if hit is None or hit <= 1 else None,
-        )
+            running=value.get("running"),
+            queued=value.get("queued"),
+            kv_usage=value.get("kv_usage"),
+            gen_tok_s=value.get("gen_tok_s"),
+            retracted=value.get("retracted"),
+            cache_hit=value.get("cache_hit"),
+        ).bounded()
+
+    def bounded(self) -> ServerMetrics:
+        """These figures with each one out of its range (a server's 1e308, a sum gone to
+        inf, a field of the wrong type in a file) read as "does not say": the range check
+        of every figure a server or a progress.json gives, said once (FIELD_RANGES)."""
+        checked: dict[str, Any] = {
+            name: bounds.check(getattr(self, name)) for name, bounds in FIELD_RANGES
+        }
+        return replace(self, **checked)
+
+
+FIELD_RANGES: tuple[tuple[str, Range], ...] = (
+    ("running", COUNT),
+    ("queued", COUNT),
+    ("kv_usage", FRACTION),
+    ("gen_tok_s", RATE),
+    ("retracted", COUNT),
+    ("cache_hit", FRACTION),
+    ("generation_tokens", COUNT),
+)
+"""Each ServerMetrics figure's range (bounds.py)."""
 
 
 def read_samples(text: str) -> Samples:
@@ -135,7 +149,10 @@ def read_samples(text: str) -> Samples:
             for sample in family.samples:
                 if family.type == "gauge" and sample.labels.get("priority"):
                     continue  # SGLang's per-priority breakdown of a total it also gives
-                value = float(sample.value)
+                try:
+                    value = float(sample.value)
+                except OverflowError:  # a 400-digit integer (the parser keeps it whole)
+                    continue
                 if math.isfinite(value):
                     samples.setdefault(sample.name, []).append(value)
     except (ValueError, TypeError, IndexError, KeyError) as exc:
@@ -207,9 +224,9 @@ def parse_metrics(text: str) -> ServerMetrics:
     is not Prometheus text. Text in neither server's names gives all None."""
     samples = read_samples(text)
     if any(name.startswith("sglang:") for name in samples):
-        return _sglang(samples)
+        return _sglang(samples).bounded()
     if any(name.startswith("vllm:") for name in samples):
-        return _vllm(samples)
+        return _vllm(samples).bounded()
     return ServerMetrics()
 
 
@@ -236,5 +253,5 @@ class MetricsReader:
                     rate = (counter - before) / (now - then)
             self._last = (now, counter)
         if metrics.gen_tok_s is None and rate is not None:
-            return replace(metrics, gen_tok_s=rate)
+            return replace(metrics, gen_tok_s=RATE.check(rate))
         return metrics

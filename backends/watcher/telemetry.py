@@ -15,16 +15,17 @@ a run that writes no progress.json.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import http.client
 import json
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
 import typing
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from .emit import _emit
 from .names import PROGRESS_MAX_BYTES
@@ -55,10 +56,6 @@ could act on)."""
 # -- telemetry (servers and GPUs) ------------------------------------------------------
 
 
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""The servers are on this box or its network: a user's HTTP proxy must not see them."""
-
-
 def _metric_line(line: str) -> bool:
     """Whether a /metrics line is forwarded: samples and their TYPE lines, but no help texts
     and no histogram or summary parts (buckets are most of the text and no panel shows them)."""
@@ -70,6 +67,58 @@ def _metric_line(line: str) -> bool:
     return not name.endswith(_HISTOGRAM_PARTS)
 
 
+class _TooSlow(Exception):
+    """A GET that had no whole answer by its deadline."""
+
+
+def _cut(connection: typing.Any, late: threading.Event) -> None:
+    """At a GET's deadline: mark it late, and shut its socket so a blocked read returns."""
+    late.set()
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def http_get(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S) -> tuple[int, bytes]:
+    """(status, body read up to `limit` + 1 bytes) of a GET of `url`, all of it within
+    `timeout` seconds: connecting, the headers and the body. A socket timeout alone bounds
+    each read, and a server dripping a header byte a second held the telemetry thread for
+    hours; here a timer shuts the socket at the deadline. Raises _TooSlow then, OSError or
+    ValueError (http.client's errors are either) when the server fails. No proxy (the
+    servers are on this box or its network: a user's HTTP proxy must not see them) and no
+    redirect (a server may not send root's GET elsewhere)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    late = threading.Event()
+    timer = threading.Timer(timeout, _cut, (connection, late))
+    timer.daemon = True
+    timer.start()
+    try:
+        connection.connect()
+        if late.is_set():
+            raise _TooSlow()
+        path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        connection.request("GET", path, headers={"Accept": "text/plain, application/json"})
+        response = connection.getresponse()
+        body = response.read(limit + 1)
+        if late.is_set():
+            raise _TooSlow()
+        return response.status, body
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        if late.is_set():
+            raise _TooSlow() from None
+        if isinstance(exc, http.client.HTTPException) and not isinstance(exc, OSError):
+            raise ValueError(str(exc) or type(exc).__name__) from None
+        raise
+    finally:
+        timer.cancel()
+        connection.close()
+
+
 def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict[str, typing.Any]:
     """One `metrics` line for `url`: its /metrics text (`text`), or `absent` (404: SGLang
     without --enable-metrics), or `error`: one line saying why not."""
@@ -77,31 +126,24 @@ def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict[str, typ
     if not url.startswith(("http://", "https://")):
         message["error"] = "not an http(s) URL"
         return message
-    deadline = time.monotonic() + timeout
     try:
-        with _NO_PROXY.open(url.rstrip("/") + "/metrics", timeout=timeout) as response:
-            parts = []
-            size = 0
-            while size <= METRICS_MAX_BYTES and time.monotonic() < deadline:
-                piece = response.read(64 << 10)
-                if not piece:
-                    break
-                parts.append(piece)
-                size += len(piece)
-            else:
-                message["error"] = "more than %d MB or %g s" % (METRICS_MAX_BYTES >> 20, timeout)
-                return message
-    except urllib.error.HTTPError as exc:
-        if exc.code in (404, 405):
-            message["absent"] = True
-        else:
-            message["error"] = "HTTP %d" % exc.code
+        status, data = http_get(url.rstrip("/") + "/metrics", METRICS_MAX_BYTES, timeout)
+    except _TooSlow:
+        message["error"] = "no whole answer within %g s" % timeout
         return message
-    except (OSError, ValueError, urllib.error.URLError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        message["error"] = str(reason)[:200] or type(exc).__name__
+    except (OSError, ValueError) as exc:
+        message["error"] = str(exc)[:200] or type(exc).__name__
         return message
-    text = b"".join(parts).decode("utf-8", "replace")
+    if status in (404, 405):
+        message["absent"] = True
+        return message
+    if status != 200:
+        message["error"] = "HTTP %d" % status
+        return message
+    if len(data) > METRICS_MAX_BYTES:
+        message["error"] = "more than %d MB" % (METRICS_MAX_BYTES >> 20)
+        return message
+    text = data.decode("utf-8", "replace")
     kept = "\n".join(line for line in text.splitlines() if _metric_line(line)) + "\n"
     if len(kept) > METRICS_SENT_BYTES:
         message["error"] = "more than %d KB of metrics besides histograms" % (
@@ -113,14 +155,14 @@ def fetch_metrics(url: str, timeout: float = METRICS_TIMEOUT_S) -> dict[str, typ
 
 
 def _get_json(url: str, limit: int, timeout: float = METRICS_TIMEOUT_S) -> typing.Any:
-    """The JSON at `url` read up to `limit` bytes, or None (no answer, too big, not JSON)."""
+    """The JSON at `url` read up to `limit` bytes within `timeout`, or None (no answer, too
+    slow, too big, not JSON)."""
     try:
-        with _NO_PROXY.open(url, timeout=timeout) as response:
-            data = response.read(limit + 1)
-        if len(data) > limit:
+        status, data = http_get(url, limit, timeout)
+        if status != 200 or len(data) > limit:
             return None
         return json.loads(data.decode("utf-8"))
-    except (OSError, ValueError, RecursionError, urllib.error.URLError):
+    except (_TooSlow, OSError, ValueError, RecursionError):
         return None
 
 
@@ -189,13 +231,22 @@ def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict[str, typing.Any]:
         said = (done.stderr or done.stdout)[:200].decode("utf-8", "replace").strip()
         message["error"] = "nvidia-smi exited %d: %s" % (done.returncode, said)
         return message
+    message["gpus"] = gpu_rows(out)
+    return message
+
+
+def gpu_rows(out: str) -> list[dict[str, typing.Any]]:
+    """The GPUs in nvidia-smi's CSV answer `out`, one row each (lines of another shape left
+    out). Each number is as printed, finite or null: its range is the client's to check
+    (telemetry/gpus.py, bounds.py), where the figure is drawn; an index is kept only while
+    it is a small whole number, so the line never carries a 300-digit one."""
     gpus = []
     for line in out.splitlines()[:MAX_GPUS]:
         fields = [field.strip() for field in line.split(",")]
         if len(fields) != 7:
             continue
         index = _number(fields[0])
-        if index is None:
+        if index is None or not 0 <= index < 1 << 31 or index != int(index):
             continue
         gpus.append(
             {
@@ -208,8 +259,7 @@ def gpu_report(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> dict[str, typing.Any]:
                 "temp": _number(fields[6]),
             }
         )
-    message["gpus"] = gpus
-    return message
+    return gpus
 
 
 class Telemetry(threading.Thread):
@@ -225,20 +275,28 @@ class Telemetry(threading.Thread):
         """Each router's workers as last listed: read on while its listing does not answer."""
 
     def run(self) -> None:
+        """Each round reads every server and the GPUs side by side, each read within its
+        own deadline (http_get, nvidia-smi's timeout): one slow or dripping server costs
+        the round its deadline, never the others' figures."""
         last_gpus = None
-        pool = concurrent.futures.ThreadPoolExecutor(8, "gen-tui-worker-metrics")
+        servers = concurrent.futures.ThreadPoolExecutor(
+            MAX_METRICS_URLS + 1, "gen-tui-server-metrics"
+        )
+        pool = concurrent.futures.ThreadPoolExecutor(MAX_ROUTER_WORKERS, "gen-tui-worker-metrics")
         try:
             while True:
-                for url in self.urls:
-                    self.read_server(url, pool)
-                gpus = gpu_report()
+                reads = [servers.submit(self.read_server, url, pool) for url in self.urls]
+                gpus = servers.submit(gpu_report).result()
                 if "gpus" in gpus or gpus != last_gpus:
                     _emit(gpus)
                 last_gpus = gpus
+                for read in reads:
+                    read.result()
                 time.sleep(self.every)
         except (OSError, ValueError):
             return  # stdout went away: the watch loop ends the process
         finally:
+            servers.shutdown(wait=False)
             pool.shutdown(wait=False)
 
     def read_server(self, url: str, pool: concurrent.futures.Executor) -> None:

@@ -53,7 +53,7 @@ def test_rows_from_the_watcher_are_typed_and_bounded() -> None:
         {"index": "1"}, "junk", {"index": True},
     ]  # fmt: skip
     (gpu,) = parse_gpus(rows)
-    assert gpu.name == "H100\ufffd[2J" and gpu.util == 100 and gpu.temp is None
+    assert gpu.name == "H100\ufffd[2J" and gpu.util is None and gpu.temp is None
     assert gpu.mem_fraction == 0.5
     assert parse_gpus({"index": 0}) == ()
 
