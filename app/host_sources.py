@@ -12,6 +12,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from gen_tui.backends.settings import DEFAULT_GRACE_S
+from gen_tui.backends.untrusted import one_line
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
     from gen_tui.backends.config.file import HostEntry
@@ -73,6 +74,22 @@ def ssh_options(
     )
 
 
+def folder_name_problem(folder: str) -> str | None:
+    """Why `folder` cannot be the output folder of a watched host, in one line (None: it can).
+
+    Why check the name first: a line break or another control character in it (a paste
+    gone wrong, `$'...\\n'`) is never a real output folder, and the checks further down,
+    which quote the path in every line they say, answered with a two-line refusal about
+    who could swap the folder; a terminal escape in it would be drawn raw.
+    """
+    if any(ord(char) < 32 or 0x7F <= ord(char) <= 0x9F for char in folder):
+        shown = one_line(repr(folder), 200)
+        return f"{shown} holds a line break or a control character; give the path on one line"
+    if not folder.strip():
+        return "it is empty; give the run's --output-dir on that host"
+    return None
+
+
 def host_source(
     target: str | None,
     output_dir: str,
@@ -86,7 +103,12 @@ def host_source(
     grace_s: float = DEFAULT_GRACE_S,
     servers: Sequence[str] = (),
 ) -> HostSource:
-    """A host to watch and control: an SSH target (alias or user@host[:port]) or "local"."""
+    """A host to watch and control: an SSH target (alias or user@host[:port]) or "local".
+
+    Raises ValueError (one line) for an output folder no one can name on one line."""
+    problem = folder_name_problem(output_dir)
+    if problem is not None:
+        raise ValueError(f"output folder of host {name or target or 'local'}: {problem}")
 
     def make() -> Host:
         from gen_tui.backends.hosts import open_host

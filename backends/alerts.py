@@ -6,7 +6,7 @@ TOML names the URLs and which events to send; by default every event.
 
 A send never stops or slows the run: it happens in a thread of its own, one at a time, and
 a failure is said once (through `on_failure`) and then only counted. URLs carry tokens, so
-anything said about one shows apprise's privacy form of it (secrets masked).
+anything said about one shows its service and host only (:func:`shown_target`).
 
 The terminal half (the bell, and an OSC 9 / OSC 777 desktop notification where the
 terminal has one) is built here as text, and written by the TUI through Textual's driver.
@@ -113,11 +113,41 @@ def _apprise_accepts(url: str) -> bool:
     return bool(url) and "\x00" not in url and _apprise().Apprise().add(url)
 
 
-def _private(url: str) -> str:
-    """`url` with its secrets masked, as apprise shows it."""
-    targets = _apprise().Apprise()
-    targets.add(url)
-    return one_line(targets[0].url(privacy=True), 200) if len(targets) else "(a URL)"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://")
+_HOST = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,253}$")
+
+
+def shown_target(url: str) -> str:
+    """`url` as every line about it shows it: the service and, where the URL has one, the
+    host and port. Nothing else of it, ever.
+
+    Why so little: apprise's "privacy" form masks passwords but keeps `+Header=` values,
+    `-param=` payload values, paths and ntfy topics, and those are the secrets of a
+    `json://host/?+Authorization=Bearer%20...` or an `ntfy://TOPIC` target (anyone who knows
+    a topic can read it). The host is shown only for a service whose URL template has one:
+    in `slack://T1/B2/C3` or `tgram://BOT_TOKEN/chat` what apprise calls the host is a token.
+    This is the one function that says what an alert URL may show: `alert --test`,
+    `gen-tui run`'s log and the panel's toasts all quote a URL through it.
+    """
+    scheme = _SCHEME.match(url)
+    service = scheme.group(1).lower() if scheme else "alert"
+    try:
+        targets = _apprise().Apprise()
+        targets.add(url)
+        plugin = targets[0] if len(targets) else None
+    except Exception:  # an odd URL: the service alone
+        plugin = None
+    if plugin is None:
+        return service
+    templates = getattr(plugin, "templates", ()) or ()
+    host = getattr(plugin, "host", None)
+    if not any("{host}" in str(template) for template in templates):
+        return service
+    if not isinstance(host, str) or not _HOST.match(host):
+        return service
+    port = getattr(plugin, "port", None)
+    where = f"{host}:{port}" if isinstance(port, int) and not isinstance(port, bool) else host
+    return f"{service} at {where}"
 
 
 _MENTION = re.compile(r"(?<![\w.])@(?=\w)|<(?=[!@#])")
@@ -173,11 +203,12 @@ class Alerter:
                 ok = bool(targets.notify(title=title, body=body, body_format="text"))
             except Exception as exc:  # a push service is never worth a run
                 ok = False
-                reason = f"{type(exc).__name__}: {exc}"
+                # its type only: its text may quote the URL, secrets and all
+                reason = f"{type(exc).__name__} while sending"
             else:
                 reason = "the service refused it or could not be reached"
             if not ok:
-                failures.append(f"{_private(url)} ({one_line(reason, 200)})")
+                failures.append(f"{shown_target(url)} ({reason})")
         if failures:
             self.failed += 1
             if self.failed == 1 and self._on_failure is not None:

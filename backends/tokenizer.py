@@ -2,25 +2,53 @@
 
 transformers costs about two seconds to import, so it is imported here, lazily, and only
 ever called from worker threads: never on an event loop that must stay responsive.
+
+Every load refuses remote code, without asking: the folder a tokenizer comes from is often
+named by someone else's file (a dataset's `run_manifest.json` in a shared output folder),
+and an `auto_map` in its `tokenizer_config.json` would otherwise make transformers ask
+"Do you wish to run the custom code? [y/N]" on our terminal, printing the folder's name raw,
+and run that user's Python as us on a `y`. transformers' own log lines quote the folder
+name too, so they go through the untrusted-text rule before they reach the terminal.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
-from gen_tui.backends.untrusted import truncate
+from gen_tui.backends.untrusted import one_line, truncate
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 """A model directory holds at least one of these; without any, transformers' error is about
 converting slow tokenizers, which tells the user nothing about the wrong path they gave."""
 _REASON_CHARS = 400
+_REMOTE_CODE = (
+    "it asks to run Python code of its own (an auto_map in its config); gen-tui never runs "
+    "a tokenizer's code: give a tokenizer that transformers itself can load"
+)
 
 
 class TokenizerError(Exception):
     """The tokenizer could not be loaded or cannot apply a chat template."""
+
+
+class _OneLine(logging.Filter):
+    """Makes each transformers log line one clean line: they quote folder names that
+    someone else may have chosen (`ev\\e]52;c;...\\a`), which must not reach a terminal raw."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = one_line(record.getMessage()), None
+        return True
+
+
+def _clean_transformers_logs() -> None:
+    """Put :class:`_OneLine` on transformers' log handlers (once; idempotent)."""
+    for handler in logging.getLogger("transformers").handlers:
+        if not any(isinstance(f, _OneLine) for f in handler.filters):
+            handler.addFilter(_OneLine())
 
 
 def load_tokenizer(source: str) -> Any:
@@ -47,13 +75,19 @@ def load_tokenizer(source: str) -> Any:
         from transformers import AutoTokenizer
     except ImportError as exc:  # pragma: no cover - a broken install
         raise TokenizerError(f"transformers is not importable: {exc}") from None
+    _clean_transformers_logs()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else source)
+        # Never another user's code, never a question on the terminal: see the docstring.
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(path) if path.exists() else source, trust_remote_code=False
+        )
     except Exception as exc:  # transformers raises many unrelated types here
         # transformers' messages run over several lines ("...from one of:\n(1) ..."): the
         # first line alone can end mid-sentence, so the lines are joined, then bounded.
         text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        reason = truncate(text, _REASON_CHARS) if text else type(exc).__name__
+        reason = one_line(text, _REASON_CHARS) if text else type(exc).__name__
+        if "trust_remote_code" in text:  # its message quotes the folder name three times
+            reason = _REMOTE_CODE
         raise TokenizerError(f"cannot load tokenizer {source!r}: {reason}") from None
     if not getattr(tokenizer, "chat_template", None):
         raise TokenizerError(

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from gen_tui.app.cli.exits import EXIT_OK, EXIT_USAGE
+from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent
 from gen_tui.backends.config.file import ConfigError, load_config
 
@@ -44,17 +45,15 @@ def alert_main(args: argparse.Namespace) -> int:
 
     path = args.alert_config or find_config()
     if path is None:
-        print(
-            "gen-tui: error: no config: give --config FILE with an [alerts] table", file=sys.stderr
-        )
+        error("no config: give --config FILE with an [alerts] table")
         return EXIT_USAGE
     try:
         alerts = load_config(path).alerts
-    except ConfigError as exc:
-        print(f"gen-tui: error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # every line names the path: through the untrusted-text rule
+        error(str(exc))
         return EXIT_USAGE
     if not alerts.urls:
-        print(f"gen-tui: error: {path} has no [alerts] urls", file=sys.stderr)
+        error(f"{path} has no [alerts] urls")
         return EXIT_USAGE
     said: list[str] = []
     alerter = Alerter(alerts, on_failure=said.append)
@@ -67,8 +66,7 @@ def alert_main(args: argparse.Namespace) -> int:
     ok = future.result(timeout=TEST_WAIT_S)
     alerter.close()
     if not ok:
-        print(f"gen-tui: error: {said[0] if said else 'the alert was not sent'}", file=sys.stderr)
-        return EXIT_ERROR
+        return error(said[0] if said else "the alert was not sent")
     print(f"sent a test alert to {len(alerts.urls)} URL(s)")
     return EXIT_OK
 

@@ -21,7 +21,9 @@ from gen_tui.app.cli.output import write_whole
 def export_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.export.exporter import ExportError, ExportOptions, export_run
 
-    options = ExportOptions(args.format, args.max_length, args.drop_truncated)
+    options = ExportOptions(
+        args.format, args.max_length, args.drop_truncated, tuple(args.include_folder)
+    )
     try:
         if args.to == "-":
             out = sys.stdout.buffer
@@ -47,7 +49,7 @@ def verify_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.export.verify import verify_dataset
 
     try:
-        folders = dataset_folders(args.output_dir, args.datasets, _say)
+        folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
     except ExportError as exc:
         return _error(str(exc))
     if not folders:

@@ -20,7 +20,13 @@ from pathlib import Path
 from gen_tui.app.cli.exits import EXIT_USAGE
 from gen_tui.app.engine_run import ConfigSource
 from gen_tui.app.host_links import SHUTDOWN_GRACE_S
-from gen_tui.app.host_sources import HostSource, host_source, sources_from_config, ssh_options
+from gen_tui.app.host_sources import (
+    HostSource,
+    folder_name_problem,
+    host_source,
+    sources_from_config,
+    ssh_options,
+)
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.alerts import AlertConfig
 from gen_tui.backends.config.run import EngineError
@@ -78,6 +84,9 @@ def main(args: argparse.Namespace) -> int:
     grace = float(getattr(args, "tui_grace", DEFAULT_GRACE_S))
     host: HostSource | None = None  # --host's: watched alone, or beside the config's run
     if target is not None and remote_dir is not None:
+        problem = folder_name_problem(remote_dir)
+        if problem is not None:
+            return _error(f"--remote-dir {problem}")
         try:
             host = host_source(
                 target,
@@ -115,15 +124,18 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
     config = source.config
-    # The config's own datasets, followed live from their files (whoever writes them).
-    local = host_source(
-        None,
-        str(config.output_dir),
-        datasets=[spec.name for spec in config.datasets],
-        discover=False,
-        grace_s=grace,
-    )
-    hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
+    try:
+        # The config's own datasets, followed live from their files (whoever writes them).
+        local = host_source(
+            None,
+            str(config.output_dir),
+            datasets=[spec.name for spec in config.datasets],
+            discover=False,
+            grace_s=grace,
+        )
+        hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
+    except ValueError as exc:  # a [[hosts]] output_dir no one can name on one line
+        return _error(str(exc))
     app = GenTuiApp(
         source,
         autostart=False,

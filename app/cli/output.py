@@ -1,9 +1,11 @@
-"""What the file-making subcommands (`export`, `report`) share: lines for a person on
-stderr (stdout may be the data), one-line errors, and a file that appears whole or not at all.
+"""What the file-making subcommands (`export`, `report`, `verify`) share: lines for a person
+on stderr (stdout may be the data), one-line errors, a file that appears whole or not at
+all, and the flag that takes in a folder another user could have written.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -41,3 +43,17 @@ def write_whole(target: Path, run: Callable[[Callable[[bytes], Any]], Any]) -> N
         with contextlib.suppress(OSError):
             os.unlink(name)
         raise
+
+
+def add_include_folder(parser: argparse.ArgumentParser) -> None:
+    """`--include-folder NAME` (repeatable): export, verify and report leave out dataset
+    folders another user could have written (`backends/export/folders.py`); this takes one
+    in by name, when its records are meant to join."""
+    parser.add_argument(
+        "--include-folder",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="take in dataset folder NAME even though another user owns it or can write in "
+        "it (left out by default; repeatable)",
+    )

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from gen_tui.app.cli.alert import add_alert
 from gen_tui.app.cli.exits import EXIT_USAGE
+from gen_tui.app.cli.output import add_include_folder
 from gen_tui.app.cli.report import add_report
 from gen_tui.backends.config.run import DatasetDefaults, EngineConfig, Sampling
 from gen_tui.backends.figures import CountError, parse_count
@@ -216,6 +217,7 @@ def _add_export(commands: Any) -> None:
         action="store_true",
         help="skip answers cut off at max_new_tokens (finish_reason length)",
     )
+    add_include_folder(export)
 
 
 def _add_verify(commands: Any) -> None:
@@ -227,3 +229,4 @@ def _add_verify(commands: Any) -> None:
     )
     verify.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
     verify.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
+    add_include_folder(verify)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK
+from gen_tui.app.cli.output import add_include_folder, write_whole
 from gen_tui.app.cli.output import error as _error
 from gen_tui.app.cli.output import say as _say
-from gen_tui.app.cli.output import write_whole
 from gen_tui.backends.untrusted import one_line
 
 
@@ -36,6 +36,7 @@ def add_report(commands: argparse._SubParsersAction[Any]) -> None:
     report.add_argument(
         "--html", type=Path, metavar="FILE", help="also write one self-contained HTML page"
     )
+    add_include_folder(report)
 
 
 def report_main(args: argparse.Namespace) -> int:
@@ -45,7 +46,7 @@ def report_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.report.table import text_table
 
     try:
-        folders = dataset_folders(args.output_dir, args.datasets, _say)
+        folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
     except ExportError as exc:
         return _error(str(exc))
     if not folders:

@@ -14,13 +14,14 @@ Every record is either exported or skipped with a reason, and the accounting say
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
+from gen_tui.backends.export.folders import left_out_line, ours_only
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
 from gen_tui.backends.store.manifest import (
     ManifestError,
@@ -63,6 +64,8 @@ class ExportOptions:
     format: str
     max_length: int | None = None
     drop_truncated: bool = False
+    include: tuple[str, ...] = ()
+    """Folders taken in although another user could have written them (`folders.py`)."""
 
 
 @dataclass
@@ -281,7 +284,10 @@ def export_dataset(
 
 
 def dataset_folders(
-    output_dir: Path, names: list[str] | None, say: Callable[[str], Any]
+    output_dir: Path,
+    names: list[str] | None,
+    say: Callable[[str], Any],
+    include: Collection[str] = (),
 ) -> list[Path]:
     """The dataset folders of a run's output: `names` in that order, else every folder
     holding records or a manifest, in name order. ExportError for a name with no folder.
@@ -289,7 +295,20 @@ def dataset_folders(
     Only dataset names (watcher.DATASET_NAME) count: a shared output folder may hold a
     folder someone named with terminal escapes or bidi overrides, and its name would be
     printed in every line about it. Such a folder is said once, as data, and left out.
+    Folders another user could have written are left out too, said in one line, unless
+    `include` names them (the engine's rule: see `folders.py`).
     """
+    found = _named_folders(output_dir, names, say)
+    kept, left = ours_only(found, include)
+    if left:
+        say(left_out_line(left, output_dir))
+    return kept
+
+
+def _named_folders(
+    output_dir: Path, names: list[str] | None, say: Callable[[str], Any]
+) -> list[Path]:
+    """:func:`dataset_folders` before the ownership rule."""
     if not output_dir.is_dir():
         raise ExportError(f"output directory {output_dir} does not exist")
     if names:
@@ -324,7 +343,7 @@ def export_run(
 ) -> Tally:
     """Export every chosen dataset through `write`, saying each one's accounting line and
     then the total's. Every dataset's setup is checked before the first row is written."""
-    folders = dataset_folders(output_dir, names, say)
+    folders = dataset_folders(output_dir, names, say, options.include)
     if not folders:
         raise ExportError(f"{output_dir} holds no dataset folder")
     tokenizers: dict[str, Any] = {}

@@ -39,7 +39,12 @@ from collections.abc import Callable, Sequence
 import asyncssh
 
 from gen_tui.backends.aio import stop, within
-from gen_tui.backends.hosts.host_keys import checked_known_hosts, host_key_message, resolve
+from gen_tui.backends.hosts.host_keys import (
+    checked_known_hosts,
+    host_key_message,
+    known_hosts_problem,
+    resolve,
+)
 from gen_tui.backends.hosts.ssh_target import SSHError, SSHOptions, Target
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
@@ -107,6 +112,11 @@ async def connect(
             f"cannot reach {target}: connection refused (is sshd listening on that port?)"
         ) from None
     except OSError as exc:
+        # A known_hosts file that is missing or a folder fails here too, after the server
+        # answered: said as what it is, not as a network fault.
+        problem = await asyncio.to_thread(known_hosts_problem, target, options)
+        if problem is not None:
+            raise HostKeyError(problem) from None
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise SSHError(f"cannot reach {target}: {reason}") from None
     except asyncssh.Error as exc:

@@ -138,3 +138,41 @@ def checked_known_hosts() -> object:
     known_hosts file if there is one, else no trusted key at all (every key unknown)."""
     path = Path(DEFAULT_KNOWN_HOSTS).expanduser()
     return str(path) if path.is_file() else ([], [], [])
+
+
+def known_hosts_problem(target: Target, options: SSHOptions) -> str | None:
+    """Why the known_hosts files that apply to `target` cannot be read, in one line naming
+    the file and the host (None: each is a readable file, or the default one is absent).
+
+    Why: asyncssh opens the files `UserKnownHostsFile` (or `--known-hosts`) names only
+    after the server answered, and a missing one or a folder then failed the connection
+    as "cannot reach box: No such file or directory", which sends a person to the network,
+    not to their ssh config. Only the default `~/.ssh/known_hosts` may be absent: ssh and
+    asyncssh both read it as "no key known yet".
+    """
+    resolved = resolve(target, options)
+    where = f"{resolved.host}:{resolved.port}"
+    if target.host != resolved.host:
+        where = f"{target.host} ({where})"
+    named = "--known-hosts" if options.known_hosts is not None else "UserKnownHostsFile"
+    for name in resolved.known_hosts:
+        path = Path(name).expanduser()
+        try:
+            if path.is_file():
+                with path.open("rb"):
+                    pass
+                continue
+            if not path.exists():
+                if name == DEFAULT_KNOWN_HOSTS:
+                    continue
+                why = "does not exist"
+            else:
+                why = "is a folder, not a file" if path.is_dir() else "is not a regular file"
+        except OSError as exc:
+            why = f"cannot be read ({exc.strerror or exc})"
+        return (
+            f"cannot check the host key of {where}: the known_hosts file {path} "
+            f"({named}) {why}; nothing was trusted. Fix {named}, or create the file and "
+            "trust the server's key after checking its fingerprint"
+        )
+    return None

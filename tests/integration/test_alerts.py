@@ -45,6 +45,23 @@ async def test_alert_test_to_a_dead_target_is_one_clear_line(tmp_path: Path) -> 
     assert "secret" not in stderr, "a URL's secret never reaches the terminal"
 
 
+async def test_a_failing_target_shows_its_service_and_host_only(tmp_path: Path) -> None:
+    """Issue 30, point 8: headers, payload values, paths and ntfy topics are secrets."""
+    port = closed_port()
+    config = write_config(
+        tmp_path / "c.toml",
+        f"json://127.0.0.1:{port}/hook?+Authorization=Bearer%20HEADERSECRET&-api_key=PARAMSECRET",
+        f"ntfy://127.0.0.1:{port}/TOPICSECRET",
+        f"jsons://user:PASSSECRET@127.0.0.1:{port}/PATHSECRET",
+    )
+    code, stdout, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
+    assert code == 1
+    assert "SECRET" not in stdout + stderr, stderr
+    assert f"json at 127.0.0.1:{port}" in stderr and f"ntfy at 127.0.0.1:{port}" in stderr
+    assert f"jsons at 127.0.0.1:{port}" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
 async def test_a_bad_alerts_table_is_named(tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.toml", "json://127.0.0.1:1/x", events='events = ["nap"]\n')
     code, _, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
@@ -60,7 +77,8 @@ async def test_a_run_pings_budget_and_end_and_survives_a_dead_target(
     hook: Any, tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
 ) -> None:
     url, received = hook
-    dead = f"json://127.0.0.1:{closed_port()}/x"
+    port = closed_port()
+    dead = f"json://127.0.0.1:{port}/x?+Authorization=Bearer%20RUNSECRET&-api_key=RUNSECRET"
     config = write_config(tmp_path / "c.toml", url, dead)
     server = await sim(tokens_per_s=20000, slots=16)
     args = run_args(tokenizer_dir, prompts_dir(A=200), tmp_path / "out", server.url)
@@ -72,3 +90,5 @@ async def test_a_run_pings_budget_and_end_and_survives_a_dead_target(
     assert "A reached its budget" in received[0]["message"]
     assert received[1]["message"].startswith("summary: ")
     assert stdout.count("an alert could not be sent") + stderr.count("could not be sent") == 1
+    assert f"json at 127.0.0.1:{port}" in stdout + stderr
+    assert "RUNSECRET" not in stdout + stderr, "the log shows the service and host only"

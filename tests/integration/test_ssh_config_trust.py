@@ -53,3 +53,35 @@ async def test_an_unreadable_identity_file_never_switches_verification_off(
     (tmp_path / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{sshd.port} {host_key}")
     conn = await connect("boxalias", options)
     conn.close()
+
+
+@pytest.mark.parametrize("variant", ["missing file", "a folder", "missing under ~"])
+async def test_a_known_hosts_file_that_is_missing_or_a_folder_is_named(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    """Issue 30, point 11: `UserKnownHostsFile` naming a missing file or a folder refused
+    as "cannot reach boxalias: No such file or directory", which sends a person to the
+    network. The refusal names the known_hosts file, what is wrong with it and the host."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / "kh-folder").mkdir()
+    named, shown, why = {
+        "missing file": (f"{tmp_path}/gone/known_hosts", f"{tmp_path}/gone/known_hosts",
+                         "does not exist"),
+        "a folder": (f"{tmp_path}/kh-folder", f"{tmp_path}/kh-folder", "is a folder, not a file"),
+        "missing under ~": ("~/.ssh/known_hosts_work", f"{tmp_path}/.ssh/known_hosts_work",
+                            "does not exist"),
+    }[variant]  # fmt: skip
+    (tmp_path / ".ssh" / "config").write_text(
+        f"Host boxalias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n"
+        f"  UserKnownHostsFile {named}\n"
+    )
+    options = SSHOptions(use_agent=False, client_keys=(str(sshd.client_key),))
+    with pytest.raises(HostKeyError) as caught:
+        conn = await connect("boxalias", options)
+        conn.close()
+    message = str(caught.value)
+    assert message.startswith(f"cannot check the host key of boxalias (127.0.0.1:{sshd.port})")
+    assert f"the known_hosts file {shown} (UserKnownHostsFile) {why}" in message
+    assert "nothing was trusted" in message
+    assert "No such file or directory" not in message and "\n" not in message

@@ -13,6 +13,7 @@ from gen_tui.backends.hosts.ssh_target import SSHOptions
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from tests.support.polling import wait_until
 from tests.support.static_source import StaticSnapshot
+from tests.support.tui import Notes
 
 
 def _quiet(name: str, last_record_at: float) -> RunSnapshot:
@@ -62,3 +63,31 @@ async def test_stale_and_a_lost_host_ping_the_target_once_each(
     stale = next(alert for alert in received if "stale" in alert["title"])
     assert "no new record" in stale["message"]
     assert len(rings) >= 2
+
+
+async def test_a_failing_target_is_shown_by_service_and_host_only_in_the_panel() -> None:
+    """Issue 30, point 8: the line that says an alert could not be sent (the events pane;
+    no toast may quote more) names the service and the host, never a header, a payload
+    value or a topic from the URL."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"json://127.0.0.1:{port}/x?+Authorization=Bearer%20TOASTSECRET&-key=TOASTSECRET"
+    source = StaticSnapshot(["B2"], stale_after_s=1)
+    notes = Notes()
+    app = GenTuiApp(None, sources=[source], alerts=AlertConfig(urls=(url,)))
+    app.bell = lambda: None  # type: ignore[method-assign]
+
+    def failures() -> list[str]:
+        return [text for _, text in app.events if "could not be sent" in text]
+
+    async with app.run_test(size=(100, 30), message_hook=notes) as pilot:
+        source.show(_quiet("B2", time.time() - 120), now=time.time() - 60)
+        source.show(_quiet("B2", time.time() - 120))  # stale now: an alert, which fails
+        await wait_until(failures, 30, "the failure line", pause=pilot.pause)
+    (line,) = failures()
+    assert f"json at 127.0.0.1:{port}" in line
+    said = " ".join(f"{title} {message}" for title, message, _ in notes.items)
+    assert "TOASTSECRET" not in line + said + " ".join(text for _, text in app.events)

@@ -80,3 +80,50 @@ def test_mentions_in_someone_elses_text_ping_nobody(monkeypatch: pytest.MonkeyPa
     for mention in ("@everyone", "@here", "<!channel>", "<@U1>"):
         assert mention not in title + body
     assert body.replace("\u200b", "") == "model @everyone not found <!channel> <@U1>"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "json://10.0.0.5:8080/p?+Authorization=Bearer%20SECRET&-api_key=SECRET",
+            "json at 10.0.0.5:8080",
+        ),
+        ("ntfy://TOPICSECRET", "ntfy"),
+        ("ntfy://push.example/TOPICSECRET", "ntfy at push.example"),
+        ("slack://TSECRET/BSECRET/CSECRET", "slack"),
+        ("tgram://123456789:SECRET_token/42", "tgram"),
+        ("discord://1234/SECRET", "discord"),
+        ("mailto://me:SECRET@mail.example", "mailto at mail.example:25"),
+        ("nonsense://SECRET", "nonsense"),
+    ],
+)
+def test_a_url_is_shown_as_its_service_and_host_only(url: str, shown: str) -> None:
+    assert alerts.shown_target(url) == shown
+
+
+def test_a_failure_line_carries_no_secret_even_from_an_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line the TUI's toast, `gen-tui run`'s log and `alert --test` all show: an
+    exception's text may quote the whole URL, so only its type is said."""
+    url = "json://127.0.0.1:9/x?+Authorization=Bearer%20SECRET&-token=SECRET"
+
+    class Targets(list):  # type: ignore[type-arg]
+        def add(self, added: str) -> bool:
+            self.append(
+                types.SimpleNamespace(templates=("{schema}://{host}",), host="127.0.0.1", port=9)
+            )
+            return True
+
+        def notify(self, **_: object) -> bool:
+            raise ConnectionError(f"cannot reach {url}")
+
+    monkeypatch.setattr(alerts, "_apprise", lambda: types.SimpleNamespace(Apprise=Targets))
+    said: list[str] = []
+    alerter = Alerter(AlertConfig(urls=(url,)), on_failure=said.append)
+    future = alerter.send(AlertEvent.TEST, "t", "b")
+    assert future is not None and not future.result(5)
+    (line,) = said
+    assert "SECRET" not in line
+    assert "json at 127.0.0.1:9 (ConnectionError while sending)" in line

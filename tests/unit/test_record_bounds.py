@@ -87,3 +87,37 @@ def test_a_line_spanning_read_chunks_is_read_whole(tmp_path: Path) -> None:
     _write(path, _record(1), big, big.replace(b'"sample_id":9', b'"sample_id":10'))
     scan = scan_records(path)
     assert (scan.records, scan.tokens, sorted(scan.done)) == (3, 13, ["1", "10", "9"])
+
+
+def _reference(data: bytes, limit: int) -> list[tuple[int, int, bytes | int]]:
+    """record_lines' contract, said plainly: each line with its newline, or its length when
+    it holds more than `limit` bytes before the newline."""
+    out: list[tuple[int, int, bytes | int]] = []
+    offset = 0
+    for number, line in enumerate(data.splitlines(keepends=True), start=1):
+        body = len(line) - line.endswith(b"\n")
+        out.append((number, offset, line if body <= limit else len(line)))
+        offset += len(line)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_record_lines_measures_long_lines_before_holding_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Tiny chunks and a tiny held bound, so every path runs: lines inside a chunk, across
+    chunks, measured and read back, measured and given as a length, a last line without a
+    newline of each kind."""
+    import random
+
+    monkeypatch.setattr(record_scan, "_CHUNK", 7)
+    monkeypatch.setattr(record_scan, "HELD_LINE", 16)
+    rng = random.Random(seed)
+    lengths = [rng.choice([0, 1, 5, 6, 7, 8, 15, 16, 17, 29, 30, 31, 60]) for _ in range(30)]
+    data = b"".join(bytes([97 + n % 26]) * n + b"\n" for n in lengths)
+    data += bytes(rng.choice([0, 3, 16, 30, 31, 50]))  # a last line without a newline
+    path = tmp_path / "raw_responses.jsonl"
+    path.write_bytes(data)
+    with open(path, "rb") as handle:
+        got = list(record_lines(handle, 30))
+    assert got == _reference(data, 30)
