@@ -88,6 +88,8 @@ from .names import (
     START_SEQ,
 )
 from .processes import (
+    CMDLINE_SHOWN,
+    bounded_cmdline,
     file_owner,
     folder_missing,
     proc_info,
@@ -141,6 +143,7 @@ from .telemetry import (
 
 __all__ = [
     "CHUNK",
+    "CMDLINE_SHOWN",
     "CUT",
     "DATASET_NAME",
     "DEFAULT_PATTERN",
@@ -190,6 +193,7 @@ __all__ = [
     "Telemetry",
     "ancestor_problem",
     "boot_id",
+    "bounded_cmdline",
     "bounded_lines",
     "code_folders",
     "code_problem",

@@ -7,6 +7,7 @@ the shells and multiplexers around it. The local host calls :func:`ps` in-proces
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -16,8 +17,38 @@ import typing
 from .command_lines import _resolve, is_candidate, output_dir_of, prompt_names, run_args
 from .emit import boot_id
 from .locks import read_lock_table, scan_locks
-from .names import LOCK_FILE, RAW_FILE
+from .names import DATASET_NAME, LOCK_FILE, RAW_FILE
 from .starts import start_seq
+
+CMDLINE_SHOWN = 4 << 10
+"""The most of another user's command line the report carries, in bytes: 40 processes with
+19 arguments of 100,000 characters each pushed the report past the SSH output bound (64
+MiB) and blinded the host. Ours are carried whole: they are what `k` checks and `r` runs."""
+MAX_NAMES = 256
+"""The most prompt names, and record files open, the report lists for one process."""
+
+
+def bounded_cmdline(info: dict[str, typing.Any]) -> None:
+    """Cut `info`'s command line to CMDLINE_SHOWN bytes when it is longer, keeping the
+    whole one's size and SHA-256 (of /proc/PID/cmdline without its last NUL): what a run
+    list shows of another user's process, and enough to tell it from another (its identity
+    compares the hash)."""
+    raw = b"\0".join(word.encode("utf-8", "surrogateescape") for word in info["cmdline"])
+    if len(raw) <= CMDLINE_SHOWN:
+        return
+    kept: list[str] = []
+    room = CMDLINE_SHOWN
+    for word in info["cmdline"]:
+        size = len(word.encode("utf-8", "surrogateescape")) + 1
+        if size > room:
+            cut = word.encode("utf-8", "surrogateescape")[: max(0, room - 1)]
+            kept.append(cut.decode("utf-8", "surrogateescape"))
+            break
+        kept.append(word)
+        room -= size
+    info["cmdline"] = kept
+    info["cmdline_bytes"] = len(raw)
+    info["cmdline_sha256"] = hashlib.sha256(raw).hexdigest()
 
 
 def record_writes(pid: int) -> list[str] | None:
@@ -47,6 +78,36 @@ def record_writes(pid: int) -> list[str] | None:
             continue
         if int(flags, 8) & 3 and target not in found:  # O_WRONLY or O_RDWR
             found.append(target)
+            if len(found) >= MAX_NAMES:
+                break
+    return found
+
+
+def _record_writers(info: dict[str, typing.Any], dirs: set[str]) -> list[list[str]]:
+    """[[output folder, dataset], ...] whose record file `info`'s process has open for
+    writing, and may write: a lock-less script's way of being a dataset's writer.
+
+    Only a process of ours or of the dataset folder's owner counts. Why: a command line
+    is anyone's to write (another user's `sleep` whose argv names our dataset took it over:
+    `r` refused, `k` offered), and a file open for writing is a writer only when its
+    writer belongs there.
+    """
+    found: list[list[str]] = []
+    real = {}
+    for folder in dirs:
+        real[os.path.realpath(folder)] = folder
+    for target in info.get("writes") or []:
+        dataset_dir = os.path.dirname(target)
+        name = os.path.basename(dataset_dir)
+        if os.path.dirname(dataset_dir) not in real or not DATASET_NAME.match(name):
+            continue
+        folder = real[os.path.dirname(dataset_dir)]
+        try:
+            owner = os.stat(dataset_dir).st_uid
+        except OSError:
+            continue
+        if info.get("uid") in (os.getuid(), owner) and [folder, name] not in found:
+            found.append([folder, name])
     return found
 
 
@@ -230,13 +291,15 @@ def ps(
             info["state"] in ("Z", "X") or not is_candidate(info["cmdline"], regex)
         ):
             continue
+        info["uid"] = proc_uid(pid)
+        info["user"] = user_name(info["uid"])
+        if info["uid"] != os.getuid():
+            bounded_cmdline(info)  # what follows is read from what is shown
         args = run_args(info["cmdline"])
         info["args"] = args
         info["writes"] = record_writes(pid)
-        info["uid"] = proc_uid(pid)
-        info["user"] = user_name(info["uid"])
         prompts = _resolve(args["prompts_dir"], info["cwd"])
-        info["prompt_names"] = prompt_names(prompts) if prompts else []
+        info["prompt_names"] = prompt_names(prompts)[:MAX_NAMES] if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
         procs.append(info)
     if pids is None:
@@ -249,6 +312,8 @@ def ps(
         if info["output_dir_abs"]:
             dirs.add(info["output_dir_abs"])
     locks = {folder: scan_locks(folder, table) for folder in sorted(dirs)}
+    for info in procs:
+        info["writes_datasets"] = _record_writers(info, dirs)
     for folder, entries in locks.items():
         for name, entry in entries.items():
             entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
