@@ -111,6 +111,27 @@ def _record_writers(info: dict[str, typing.Any], dirs: set[str]) -> list[list[st
     return found
 
 
+def _held_by(
+    entries: dict[str, dict[str, typing.Any]], procs: list[dict[str, typing.Any]]
+) -> dict[str, dict[str, typing.Any]]:
+    """Of a folder a listed process's command line named (not the one asked about): the
+    locks those processes hold, at most MAX_NAMES, and what the lock file says only for
+    ours. Why: anyone's command line can name a folder of 10,000 dataset folders with 16
+    KiB lock files each; what the run list needs of it is who holds which lock."""
+    listed = {info["pid"]: info for info in procs}
+    kept: dict[str, dict[str, typing.Any]] = {}
+    for name, entry in entries.items():
+        holder = listed.get(entry.get("pid")) if entry.get("locked") else None
+        if holder is None:
+            continue
+        if holder.get("uid") != os.getuid():
+            entry["holder"] = {}
+        kept[name] = entry
+        if len(kept) >= MAX_NAMES:
+            break
+    return kept
+
+
 def _parents(pid: int, ppid: int, limit: int = 64) -> list[int]:
     """The ancestors of a process, nearest first (`ppid` given, the rest read from /proc)."""
     out: list[int] = []
@@ -311,14 +332,17 @@ def ps(
     for info in procs:
         if info["output_dir_abs"]:
             dirs.add(info["output_dir_abs"])
+    asked = os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None
     locks = {folder: scan_locks(folder, table) for folder in sorted(dirs)}
+    for folder in locks:
+        if folder != asked:
+            locks[folder] = _held_by(locks[folder], procs)
     for info in procs:
         info["writes_datasets"] = _record_writers(info, dirs)
     for folder, entries in locks.items():
         for name, entry in entries.items():
             entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
     uid = os.getuid()
-    asked = os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None
     return {
         "type": "ps",
         "output_dir_problem": folder_missing(asked) if asked else None,

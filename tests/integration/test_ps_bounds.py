@@ -16,6 +16,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ from gen_tui.backends import watcher
 from gen_tui.backends.hosts import RunProcess
 from tests.support.runs import AnyHost
 from tests.support.sshd import python38
-from tests.support.users import OTHER_USER, ensure_user
+from tests.support.users import OTHER_USER, ensure_user, folder_of
 
 PROCESSES = 40
 ARGS = 19
@@ -104,4 +105,48 @@ def test_the_ps_report_is_bounded_by_the_processes_it_shows(
     assert len(result.stdout) < PROCESSES * 2 * watcher.CMDLINE_SHOWN + (256 << 10), len(
         result.stdout
     )
+    assert took < 20, took
+
+
+LOCK_FOLDERS = 2000
+
+
+def ps_report() -> tuple[str, float]:
+    """(the `--ps` report as the watcher prints it on a GPU box, seconds it took)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [python38() or "python3", *watcher.PYTHON_FLAGS, "-", f"--ps={watcher.DEFAULT_PATTERN}"],
+        input=watcher.source(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout, time.monotonic() - started
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_of_lock_files_another_user_names_stays_out_of_the_report() -> None:
+    """Their process names a folder of theirs with 2,000 dataset folders, each with a 16 KiB
+    run.lock: the report keeps only the locks listed processes hold (33 MB on main)."""
+    other = ensure_user(OTHER_USER)
+    holder = json.dumps({"pid": 1, "argv": ["x" * (15 << 10)]})
+    with folder_of(other, "gen-tui-locks-") as theirs:
+        for index in range(LOCK_FOLDERS):
+            folder: Path = theirs / f"D{index}"
+            folder.mkdir()
+            (folder / watcher.LOCK_FILE).write_text(holder)
+        subprocess.run(["chown", "-R", f"{other.pw_uid}:{other.pw_gid}", str(theirs)], check=True)
+        argv = ["perl", "-e", "sleep 120", "run_inference.py", "--output-dir", str(theirs)]
+        process = subprocess.Popen(argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={})
+        try:
+            time.sleep(0.5)  # perl has exec'd
+            stdout, took = ps_report()
+        finally:
+            process.kill()
+            process.wait()
+    report = json.loads(stdout)
+    assert [proc["pid"] for proc in report["procs"] if proc["pid"] == process.pid]
+    assert report["locks"].get(str(theirs), {}) == {}
+    assert len(stdout) < 1 << 20, len(stdout)
     assert took < 20, took
