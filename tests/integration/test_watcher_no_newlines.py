@@ -280,3 +280,78 @@ def test_no_watcher_outlives_a_panel_killed_by_sighup(sshd: Sshd, out: Path) -> 
         for pid in watchers_of(out):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+class Panel:
+    """The real `gen-tui --host ALIAS --remote-dir OUT` in a tmux of its own (a private
+    server: closing it touches nothing else), with a HOME whose ~/.ssh/config is the test
+    sshd's."""
+
+    def __init__(self, server: Sshd, out: Path, tmp_path: Path) -> None:
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True, mode=0o700)
+        (home / ".ssh" / "config").write_text(server.ssh_config.read_text())
+        (home / ".ssh" / "config").chmod(0o600)
+        self.tmux = ["tmux", "-S", str(tmp_path / "tmux")]
+        argv = ["env", f"HOME={home}", sys.executable, "-m", "gen_tui.app.cli"]
+        argv += ["--host", server.alias, "--remote-dir", str(out)]
+        session = ["new-session", "-d", "-s", "panel", "-x", "120", "-y", "40"]
+        subprocess.run([*self.tmux, *session, " ".join(argv)], check=True)
+        pane = subprocess.run(
+            [*self.tmux, "list-panes", "-t", "panel", "-F", "#{pane_pid}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()[0]  # fmt: skip
+        self.shell = psutil.Process(int(pane))
+
+    def screen(self) -> str:
+        return subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-t", "panel"], capture_output=True, text=True
+        ).stdout
+
+    def app_alive(self) -> bool:
+        procs = [self.shell, *self.shell.children(recursive=True)]
+        with contextlib.suppress(psutil.Error):
+            return any("gen_tui.app.cli" in " ".join(p.cmdline()) for p in procs)
+        return False
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("end", ["q", "terminal-closed"])
+def test_no_watcher_outlives_the_real_panel(
+    sshd: Sshd, out: Path, tmp_path: Path, end: str
+) -> None:
+    """The panel over the real sshd beside the 3 GB file; `q`, or its terminal closed
+    (SIGHUP): `pgrep` finds no watcher of ours 5 s after."""
+    if subprocess.run(["which", "tmux"], capture_output=True).returncode != 0:
+        pytest.skip("needs tmux")
+    plant_no_newlines(out)
+    ours(out)
+    panel = Panel(sshd, out, tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not ("D1" in panel.screen() and len(watchers_of(out)) == 1):
+            assert time.monotonic() < deadline, f"the panel never watched:\n{panel.screen()}"
+            time.sleep(0.2)
+        time.sleep(3)
+        assert len(watchers_of(out)) == 1, watchers_of(out)
+        assert "stale" not in panel.screen(), panel.screen()
+        if end == "q":
+            subprocess.run([*panel.tmux, "send-keys", "-t", "panel", "q"], check=True)
+            deadline = time.monotonic() + 30
+            while panel.app_alive():
+                assert time.monotonic() < deadline, f"q did not quit:\n{panel.screen()}"
+                time.sleep(0.1)
+        else:
+            panel.close()
+        closed = time.monotonic()
+        while watchers_of(out) and time.monotonic() - closed < 5:
+            time.sleep(0.1)
+        assert not watchers_of(out), f"{len(watchers_of(out))} watchers 5 s after {end}"
+    finally:
+        panel.close()
+        for pid in watchers_of(out):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
