@@ -89,6 +89,7 @@ from .names import (
 )
 from .processes import (
     CMDLINE_SHOWN,
+    OTHERS_WRITES,
     bounded_cmdline,
     file_owner,
     folder_missing,
@@ -166,6 +167,7 @@ __all__ = [
     "METRICS_TIMEOUT_S",
     "NVIDIA_SMI_QUERY",
     "NVIDIA_SMI_TIMEOUT_S",
+    "OTHERS_WRITES",
     "POLL_S",
     "PROGRESS_FILE",
     "PROGRESS_FRESH_S",

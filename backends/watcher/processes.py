@@ -26,6 +26,9 @@ CMDLINE_SHOWN = 4 << 10
 MiB) and blinded the host. Ours are carried whole: they are what `k` checks and `r` runs."""
 MAX_NAMES = 256
 """The most prompt names, and record files open, the report lists for one process."""
+OTHERS_WRITES = 8
+"""The most record files open for writing the report lists for another user's process:
+each path may be 4 KiB long, and theirs only tell a writer from the wrappers around it."""
 
 
 def bounded_cmdline(info: dict[str, typing.Any]) -> None:
@@ -319,6 +322,8 @@ def ps(
         args = run_args(info["cmdline"])
         info["args"] = args
         info["writes"] = record_writes(pid)
+        if info["uid"] != os.getuid() and info["writes"]:
+            info["writes"] = info["writes"][:OTHERS_WRITES]
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts)[:MAX_NAMES] if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -150,3 +151,36 @@ def test_a_folder_of_lock_files_another_user_names_stays_out_of_the_report() -> 
     assert report["locks"].get(str(theirs), {}) == {}
     assert len(stdout) < 1 << 20, len(stdout)
     assert took < 20, took
+
+
+@pytest.mark.timeout(120)
+def test_another_users_many_long_record_paths_stay_out_of_the_report() -> None:
+    """Their process holds 200 record files open for writing, each at the end of a 4 KB
+    path: the report lists a few of them, not 800 KB of paths per process."""
+    other = ensure_user(OTHER_USER)
+    with folder_of(other, "gen-tui-paths-") as theirs:
+        deep = theirs
+        for level in range(15):
+            deep = deep / (f"{level:02d}" + "p" * 250)
+        fds = []
+        for index in range(200):
+            folder = deep / f"D{index}"
+            folder.mkdir(parents=True)
+            fds.append(os.open(folder / watcher.RAW_FILE, os.O_WRONLY | os.O_CREAT, 0o644))
+        argv = ["perl", "-e", "sleep 120", "run_inference.py", "--datasets", "D0"]
+        try:
+            process = subprocess.Popen(
+                argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={}, pass_fds=fds
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            time.sleep(0.5)  # perl has exec'd
+            stdout, _ = ps_report()
+        finally:
+            process.kill()
+            process.wait()
+    proc = next(p for p in json.loads(stdout)["procs"] if p["pid"] == process.pid)
+    assert len(stdout) < 64 << 10, len(stdout)
+    assert 0 < len(proc["writes"]) <= watcher.OTHERS_WRITES
