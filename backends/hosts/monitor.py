@@ -280,14 +280,17 @@ class HostMonitor:
         return self.state
 
     def writer(self, dataset: str) -> RunProcess | None:
-        """The live run writing `dataset` here: the lock holder, else the one naming it."""
+        """The live run writing `dataset` here: the lock holder or the record file's writer
+        (`RunProcess.writing`), else a run of ours whose command line names it (starting,
+        not writing yet). Another user's command line never makes a writer: their `sleep`
+        naming our dataset blocked `r` and was offered to `k`."""
         # Only runs writing here: a B2 in another folder of the same machine is not ours.
         runs = [run for run in self.runs if run.output_dir == self.output_dir]
         for run in runs:
             if dataset in run.writing:
                 return run
         for run in runs:
-            if dataset in run.datasets:
+            if run.mine and dataset in run.datasets:
                 return run
         totals = self.totals.get(dataset)
         if totals is not None and totals.locked and totals.lock_pid is not None:

@@ -130,7 +130,9 @@ class HostPrimitives(ABC):
         for run in runs:
             self._runs[(run.pid, run.identity.start_ticks)] = run
             if run.output_dir == default_out:  # B2 elsewhere on the machine is another dataset
-                for dataset in run.datasets:
+                # What `r` on a dataset resumes: a run that wrote it, or ours naming it;
+                # never another user's that only names it (their command line is no writer).
+                for dataset in run.datasets if run.mine else run.writing:
                     self._by_dataset[dataset] = run
         return runs
 

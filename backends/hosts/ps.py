@@ -38,9 +38,17 @@ class RunIdentity:
     boot_id: str
     cmdline: tuple[str, ...]
     start_ticks: int | None = None
+    cmdline_sha256: str | None = None
+    """Of another user's command line over the watcher's bound (`cmdline` is then its
+    first `watcher.CMDLINE_SHOWN` bytes): the SHA-256 of the whole, so two long ones that
+    share their start still differ."""
+    cmdline_bytes: int | None = None
+    """The whole command line's size, when `cmdline` is cut."""
 
     def same_process(self, other: RunIdentity) -> bool:
         if self.pid != other.pid or self.cmdline != other.cmdline:
+            return False
+        if self.cmdline_sha256 != other.cmdline_sha256:
             return False
         if self.boot_id and other.boot_id and self.boot_id != other.boot_id:
             return False
@@ -55,7 +63,10 @@ class RunIdentity:
 
     @property
     def command(self) -> str:
-        return shlex.join(self.cmdline)
+        """The command line as a shell would take it; a cut one says so at its end."""
+        if self.cmdline_bytes is None:
+            return shlex.join(self.cmdline)
+        return f"{shlex.join(self.cmdline)} ... (cut: {self.cmdline_bytes:,} bytes in all)"
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,12 @@ class ProcRecord:
     """The command line's `--datasets`, when it has one."""
     prompt_names: tuple[str, ...]
     output_dir_abs: str | None
+    cmdline_sha256: str | None = None
+    cmdline_bytes: int | None = None
+    """Set when the watcher cut the command line (another user's, over its bound)."""
+    writes: tuple[tuple[str, str], ...] = ()
+    """(output folder, dataset) whose record file it has open for writing, as ours or the
+    dataset folder's owner's process (`watcher.processes._record_writers`)."""
 
     @property
     def gone(self) -> bool:
@@ -102,6 +119,13 @@ class ProcRecord:
             datasets=tuple(datasets) if isinstance(datasets, list) else None,
             prompt_names=tuple(raw.get("prompt_names") or ()),
             output_dir_abs=raw.get("output_dir_abs") or None,
+            cmdline_sha256=_str(raw.get("cmdline_sha256")),
+            cmdline_bytes=_int(raw.get("cmdline_bytes")),
+            writes=tuple(
+                (str(pair[0]), str(pair[1]))
+                for pair in raw.get("writes_datasets") or ()
+                if isinstance(pair, list) and len(pair) == 2
+            ),
         )
 
     def identity(self, host: str, boot_id: str) -> RunIdentity:
@@ -112,6 +136,8 @@ class ProcRecord:
             boot_id=boot_id,
             cmdline=self.cmdline,
             start_ticks=self.start_ticks,
+            cmdline_sha256=self.cmdline_sha256,
+            cmdline_bytes=self.cmdline_bytes,
         )
 
 
@@ -224,6 +250,8 @@ class RunProcess:
     output_dir: str
     cwd: str | None
     writing: tuple[str, ...] = ()
+    """The datasets it writes: their lock, or (a lock-less script of ours or of the folder's
+    owner) their record file open for writing. Never what its command line only names."""
     gen_tui: bool = False
     uid: int | None = None
     user: str | None = None
@@ -264,10 +292,12 @@ class Survey:
 
 
 def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[RunProcess]:
-    """The runs of a report: each process with its datasets, folder and the locks it holds.
+    """The runs of a report: each process with its datasets, folder and what it writes.
 
-    A run writes where its `--output-dir` says; one that says nothing but holds a lock
-    elsewhere writes there.
+    A run writes a dataset when it holds the dataset's lock, or (a lock-less script) has
+    its record file open for writing as ours or the folder owner's process: a command
+    line that only names a dataset never makes a writer. A run writes where its
+    `--output-dir` says; one that says nothing but writes elsewhere writes there.
     """
     runs = []
     for proc in report.procs:
@@ -275,16 +305,21 @@ def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[R
         names = list(proc.datasets or proc.prompt_names)
         out_dir = proc.output_dir_abs or default_out
         writing = []
-        for folder, entries in report.locks.items():
-            for dataset, lock in entries.items():
-                if lock.locked and lock.pid == proc.pid:
-                    writing.append(dataset)
-                    if folder != out_dir and not names:
-                        out_dir = folder
+        held = [
+            (folder, dataset)
+            for folder, entries in report.locks.items()
+            for dataset, lock in entries.items()
+            if lock.locked and lock.pid == proc.pid
+        ]
+        for folder, dataset in [*held, *proc.writes]:
+            if dataset not in writing:
+                writing.append(dataset)
+            if folder != out_dir and not names:
+                out_dir = folder
         for dataset in writing:
             if dataset not in names:
                 names.append(dataset)
-        state = "paused" if proc.state in ("T", "t") else ("writing" if writing else "running")
+        state = "paused" if proc.state in ("T", "t") else ("writing" if held else "running")
         runs.append(
             RunProcess(
                 identity=identity,

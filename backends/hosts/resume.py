@@ -39,7 +39,9 @@ def refuse_live_writers(
     out_dir: str,
 ) -> None:
     """Raise :class:`ResumeRefused` when a target's lock is held, `run` still runs, or a
-    live run in `out_dir` writes a target."""
+    live run in `out_dir` writes a target (`RunProcess.writing`), or is ours and names it
+    (it may be starting). Another user's command line alone refuses nothing: anyone can
+    write one that names our dataset."""
     for name in targets:
         lock = locks.get(name)
         if lock is not None and lock.locked:
@@ -52,12 +54,20 @@ def refuse_live_writers(
             raise ResumeRefused(
                 f"run {run.pid} is still running; stop it first. Nothing was started"
             )
-        busy = sorted(set(targets) & set(other.datasets))
-        if busy and other.output_dir == out_dir:
-            command = shlex.join(other.identity.cmdline)[:80]
+        if other.output_dir != out_dir:
+            continue
+        command = shlex.join(other.identity.cmdline)[:80]
+        busy = sorted(set(targets) & set(other.writing))
+        if busy:
             raise ResumeRefused(
                 f"{', '.join(busy)}: run {other.pid} ({command}) is writing it; stop that "
                 "run first. Nothing was started"
+            )
+        named = sorted(set(targets) & set(other.datasets)) if other.mine else []
+        if named:
+            raise ResumeRefused(
+                f"{', '.join(named)}: run {other.pid} ({command}) names it and may be about "
+                "to write it; stop that run first. Nothing was started"
             )
 
 

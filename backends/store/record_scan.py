@@ -23,6 +23,7 @@ from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 from gen_tui.backends.watcher import (
     CUT,
     MAX_COMPLETION_TOKENS,
+    RECORD_MAX_BYTES,
     SAMPLE_ID_MAX,
     BadFile,
     open_own,
@@ -158,11 +159,9 @@ def _fast_counts(line: bytes) -> tuple[str, int, bool] | None:
 _KEEP_LENGTHS = 4096
 
 
-MAX_RECORD_LINE = 256 << 20
-"""Far beyond the longest record the engine writes (an answer is bounded by 16 bytes a
-token of max_new_tokens, eight times over, plus 4 MiB; its ids take about as much). A longer
-line is no record: it is read past, never held (a file without newlines, copied in from
-elsewhere, must not take the memory)."""
+MAX_RECORD_LINE = RECORD_MAX_BYTES
+"""The watcher's bound (`watcher.RECORD_MAX_BYTES`, where it says why): a longer line is no
+record, read past and never held, by this scan and the watcher's alike."""
 TORN_KEPT = 1 << 20
 """Of a torn last line, what the scan keeps in memory; the rest is copied aside from disk."""
 

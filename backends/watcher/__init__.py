@@ -82,11 +82,15 @@ from .names import (
     PROGRESS_FILE,
     PROGRESS_MAX_BYTES,
     RAW_FILE,
+    RECORD_MAX_BYTES,
     SEQ_MAX_BYTES,
     START_LOCK,
     START_SEQ,
 )
 from .processes import (
+    CMDLINE_SHOWN,
+    OTHERS_WRITES,
+    bounded_cmdline,
     file_owner,
     folder_missing,
     proc_info,
@@ -141,6 +145,7 @@ from .telemetry import (
 
 __all__ = [
     "CHUNK",
+    "CMDLINE_SHOWN",
     "CUT",
     "DATASET_NAME",
     "DEFAULT_PATTERN",
@@ -163,6 +168,7 @@ __all__ = [
     "METRICS_TIMEOUT_S",
     "NVIDIA_SMI_QUERY",
     "NVIDIA_SMI_TIMEOUT_S",
+    "OTHERS_WRITES",
     "POLL_S",
     "PROGRESS_FILE",
     "PROGRESS_FRESH_S",
@@ -172,6 +178,7 @@ __all__ = [
     "PROMPT_SCAN_BYTES",
     "PROTOCOL",
     "RAW_FILE",
+    "RECORD_MAX_BYTES",
     "SAMPLE_ID_MAX",
     "SAMPLE_ID_MIN",
     "SEQ_MAX_BYTES",
@@ -189,6 +196,7 @@ __all__ = [
     "Telemetry",
     "ancestor_problem",
     "boot_id",
+    "bounded_cmdline",
     "bounded_lines",
     "code_folders",
     "code_problem",

@@ -18,11 +18,26 @@ from .counting import _json_figures, record_figures
 from .emit import _emit, boot_id
 from .files import BadFile, _problem, is_regular, open_regular, read_json_object
 from .locks import _lock_status, read_lock_table
-from .names import DATASET_NAME, LOCK_FILE, PROGRESS_FILE, PROGRESS_MAX_BYTES, RAW_FILE
+from .names import (
+    DATASET_NAME,
+    LOCK_FILE,
+    PROGRESS_FILE,
+    PROGRESS_MAX_BYTES,
+    RAW_FILE,
+    RECORD_MAX_BYTES,
+)
 from .telemetry import Telemetry
 
 PROTOCOL = 1  # the report lines' version, in the `hello` line
 CHUNK = 4 << 20  # a record file is read this much at a time
+# What one poll reads of one record file at most, and for about how long: a 3 GB file with
+# no newline (another user's, beside ours) is read over many polls, while the other
+# datasets and the heartbeat go on.
+POLL_BYTES = 256 << 20
+POLL_BUDGET_S = 0.25
+# An unfinished line is kept in memory up to this; a longer one is read back from the file
+# when its end comes (at most RECORD_MAX_BYTES), or skipped unread past that.
+HOLD_BYTES = CHUNK
 POLL_S = 0.5
 HEARTBEAT_S = 2.0
 # A progress.json this old no longer describes a live writer.
@@ -73,6 +88,9 @@ class DatasetTail:
         self.problems: dict[str, str] = {}
         """{file name: one line}: the folder's files that cannot be read as they stand."""
         self._last_key: tuple[object, ...] | None = None
+        self.scanned = 0
+        """Bytes after `offset` already read and holding no newline (see _read_appended)."""
+        self._held: list[bytes] = []
 
     @property
     def total_tokens(self) -> int:
@@ -88,6 +106,8 @@ class DatasetTail:
 
     def _reset(self) -> None:
         self.offset = 0
+        self.scanned = 0
+        self._held = []
         self.tokens = 0
         self.samples = 0
         self.truncated = 0
@@ -114,16 +134,21 @@ class DatasetTail:
                 continue
             figures = record_figures(line)
             if figures is None:
-                self.bad_lines += 1
-                if self.first_bad is None:
-                    self.first_bad = line[:80].decode("utf-8", "replace")
+                self._bad(line[:80].decode("utf-8", "replace"))
                 continue
             self.tokens += figures[0]
             self.samples += 1
             self.truncated += figures[1]
 
-    def poll(self) -> None:
-        """Count whatever was appended since the last poll."""
+    def _bad(self, what: str) -> None:
+        self.bad_lines += 1
+        if self.first_bad is None:
+            self.first_bad = what
+
+    def poll(self, budget_s: float = POLL_BUDGET_S) -> None:
+        """Count whatever was appended since the last poll, reading at most POLL_BYTES or
+        for about `budget_s`: the rest is read by the next polls, from where this one
+        stopped, so one file can never hold up the other datasets or the heartbeat."""
         try:
             fd = open_regular(self.path)
         except (OSError, BadFile) as exc:
@@ -137,36 +162,76 @@ class DatasetTail:
             return
         with os.fdopen(fd, "rb") as handle:
             self._note(RAW_FILE, None)
-            self._read_appended(handle, os.fstat(fd))
+            self._read_appended(handle, os.fstat(fd), time.monotonic() + budget_s)
 
-    def _read_appended(self, handle: typing.IO[bytes], st: os.stat_result) -> None:
+    def _read_appended(self, handle: typing.IO[bytes], st: os.stat_result, deadline: float) -> None:
+        """Scan on from the last poll's place. `offset` moves past whole lines only;
+        `scanned` bytes after it hold no newline (the line being written, or a hostile one):
+        they are kept in memory only up to HOLD_BYTES and never scanned twice, and a line
+        over RECORD_MAX_BYTES is skipped by its offset once its end is found."""
         self.exists = True
         if (self.ino and st.st_ino != self.ino) or st.st_size < self.offset:
             self._reset()
         self.ino = st.st_ino
         self.mtime = st.st_mtime
-        if st.st_size == self.size and st.st_size == self.offset + self.tail_bytes:
+        end = st.st_size
+        if end == self.offset + self.scanned:
             return
-        rest = b""
-        handle.seek(self.offset)
-        while True:
-            chunk = handle.read(CHUNK)
+        if end < self.offset + self.scanned or self.scanned <= HOLD_BYTES:
+            # A short unfinished line is read again whole (a torn tail moved aside and the
+            # file appended to since must not be glued to what was held); only a long one
+            # is carried on from where the last poll stopped.
+            self.scanned = 0
+            self._held = []
+        pos = self.offset + self.scanned
+        handle.seek(pos)
+        budget = POLL_BYTES
+        while pos < end and budget > 0:
+            chunk = handle.read(min(CHUNK, end - pos))
             if not chunk:
                 break
-            data = rest + chunk if rest else chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-                continue
-            self._count(data[:cut])
-            self.offset += cut + 1
-            rest = data[cut + 1 :]
-        self.size = self.offset + len(rest)
-        self.tail_bytes = len(rest)
-        figures = _json_figures(rest.strip()) if rest.strip() else None
+            pos += len(chunk)
+            budget -= len(chunk)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                first = chunk.find(b"\n")
+                self._end_line(handle, chunk[:first])
+                if cut > first:
+                    self._count(chunk[first + 1 : cut])
+                self.offset = pos - len(chunk) + cut + 1
+                chunk = chunk[cut + 1 :]
+            self._hold(chunk)
+            if time.monotonic() > deadline:
+                break
+        self.size = self.offset + self.scanned
+        self.tail_bytes = self.scanned
+        rest = b"".join(self._held).strip() if pos >= end and self.scanned <= HOLD_BYTES else b""
+        figures = _json_figures(rest) if rest else None
         self.tail_tokens = figures[0] if figures is not None else 0
         self.tail_samples = 1 if figures is not None else 0
         self.tail_truncated = 1 if figures is not None and figures[1] else 0
+
+    def _hold(self, data: bytes) -> None:
+        """`data` continues the unfinished line: kept while that line is short."""
+        self.scanned += len(data)
+        if self.scanned <= HOLD_BYTES:
+            if data:
+                self._held.append(data)
+        else:
+            self._held = []
+
+    def _end_line(self, handle: typing.IO[bytes], piece: bytes) -> None:
+        """The unfinished line ends with `piece`: count it (read back from the file when it
+        was too long to keep), or skip it, unread, when no record is that long."""
+        length = self.scanned + len(piece)
+        if length > RECORD_MAX_BYTES:
+            self._bad("(a line of %d bytes, longer than any record: skipped)" % length)
+        elif self.scanned <= HOLD_BYTES:
+            self._count(b"".join(self._held) + piece if self._held else piece)
+        else:
+            self._count(os.pread(handle.fileno(), length, self.offset))
+        self.scanned = 0
+        self._held = []
 
     def poll_meta(self, table: dict[tuple[int, int, int], int] | None) -> None:
         """Refresh the lock holder and, when it changed on disk, progress.json."""
@@ -297,11 +362,11 @@ def watch(
     )
     if telemetry > 0 and not once:
         Telemetry(list(metrics_urls or []), telemetry).start()
-    seq = 0
-    last_beat = time.monotonic()
+    beat = _Heartbeat(heartbeat)
     while True:
         table = read_lock_table()
         for tail in tails:
+            beat.maybe()  # between datasets too: a long poll never looks like a dead link
             tail.problems.pop("?", None)
             try:
                 tail.poll()
@@ -314,8 +379,22 @@ def watch(
                 _emit(line)
         if once:
             return
-        if time.monotonic() - last_beat >= heartbeat:
-            seq += 1
-            _emit({"type": "heartbeat", "seq": seq, "time": time.time()})
-            last_beat = time.monotonic()
+        beat.maybe()
         time.sleep(interval)
+
+
+class _Heartbeat:
+    """The `heartbeat` line, at most every `every` s, whenever the loop looks in. Why it
+    looks in between datasets: a client that hears nothing for three heartbeats restarts
+    the watcher, and a watcher that never writes never learns its client has gone."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.seq = 0
+        self.last = time.monotonic()
+
+    def maybe(self) -> None:
+        if time.monotonic() - self.last >= self.every:
+            self.seq += 1
+            _emit({"type": "heartbeat", "seq": self.seq, "time": time.time()})
+            self.last = time.monotonic()

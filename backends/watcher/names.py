@@ -31,5 +31,12 @@ SEQ_MAX_BYTES = 64
 # with a recursive parser (a real file nests 4 deep).
 MAX_DEPTH = 32
 
+# The longest line that can be a record: far beyond the longest the engine writes (an answer
+# is bounded by 16 bytes a token of max_new_tokens, eight times over, plus 4 MiB; its ids
+# take about as much). A longer line is no record: the engine's scan and the watcher read
+# past it by its offset, never holding it (a file without newlines, copied in or planted by
+# another user, must not take the memory). One bound, so both count a file alike.
+RECORD_MAX_BYTES = 256 << 20
+
 # \Z, not $: "$" also matches before a final newline, and "B1\n" is no safe name.
 DATASET_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")

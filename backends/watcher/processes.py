@@ -7,6 +7,7 @@ the shells and multiplexers around it. The local host calls :func:`ps` in-proces
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -16,8 +17,41 @@ import typing
 from .command_lines import _resolve, is_candidate, output_dir_of, prompt_names, run_args
 from .emit import boot_id
 from .locks import read_lock_table, scan_locks
-from .names import LOCK_FILE, RAW_FILE
+from .names import DATASET_NAME, LOCK_FILE, RAW_FILE
 from .starts import start_seq
+
+CMDLINE_SHOWN = 4 << 10
+"""The most of another user's command line the report carries, in bytes: 40 processes with
+19 arguments of 100,000 characters each pushed the report past the SSH output bound (64
+MiB) and blinded the host. Ours are carried whole: they are what `k` checks and `r` runs."""
+MAX_NAMES = 256
+"""The most prompt names, and record files open, the report lists for one process."""
+OTHERS_WRITES = 8
+"""The most record files open for writing the report lists for another user's process:
+each path may be 4 KiB long, and theirs only tell a writer from the wrappers around it."""
+
+
+def bounded_cmdline(info: dict[str, typing.Any]) -> None:
+    """Cut `info`'s command line to CMDLINE_SHOWN bytes when it is longer, keeping the
+    whole one's size and SHA-256 (of /proc/PID/cmdline without its last NUL): what a run
+    list shows of another user's process, and enough to tell it from another (its identity
+    compares the hash)."""
+    raw = b"\0".join(word.encode("utf-8", "surrogateescape") for word in info["cmdline"])
+    if len(raw) <= CMDLINE_SHOWN:
+        return
+    kept: list[str] = []
+    room = CMDLINE_SHOWN
+    for word in info["cmdline"]:
+        size = len(word.encode("utf-8", "surrogateescape")) + 1
+        if size > room:
+            cut = word.encode("utf-8", "surrogateescape")[: max(0, room - 1)]
+            kept.append(cut.decode("utf-8", "surrogateescape"))
+            break
+        kept.append(word)
+        room -= size
+    info["cmdline"] = kept
+    info["cmdline_bytes"] = len(raw)
+    info["cmdline_sha256"] = hashlib.sha256(raw).hexdigest()
 
 
 def record_writes(pid: int) -> list[str] | None:
@@ -47,7 +81,58 @@ def record_writes(pid: int) -> list[str] | None:
             continue
         if int(flags, 8) & 3 and target not in found:  # O_WRONLY or O_RDWR
             found.append(target)
+            if len(found) >= MAX_NAMES:
+                break
     return found
+
+
+def _record_writers(info: dict[str, typing.Any], dirs: set[str]) -> list[list[str]]:
+    """[[output folder, dataset], ...] whose record file `info`'s process has open for
+    writing, and may write: a lock-less script's way of being a dataset's writer.
+
+    Only a process of ours or of the dataset folder's owner counts. Why: a command line
+    is anyone's to write (another user's `sleep` whose argv names our dataset took it over:
+    `r` refused, `k` offered), and a file open for writing is a writer only when its
+    writer belongs there.
+    """
+    found: list[list[str]] = []
+    real = {}
+    for folder in dirs:
+        real[os.path.realpath(folder)] = folder
+    for target in info.get("writes") or []:
+        dataset_dir = os.path.dirname(target)
+        name = os.path.basename(dataset_dir)
+        if os.path.dirname(dataset_dir) not in real or not DATASET_NAME.match(name):
+            continue
+        folder = real[os.path.dirname(dataset_dir)]
+        try:
+            owner = os.stat(dataset_dir).st_uid
+        except OSError:
+            continue
+        if info.get("uid") in (os.getuid(), owner) and [folder, name] not in found:
+            found.append([folder, name])
+    return found
+
+
+def _held_by(
+    entries: dict[str, dict[str, typing.Any]], procs: list[dict[str, typing.Any]]
+) -> dict[str, dict[str, typing.Any]]:
+    """Of a folder a listed process's command line named (not the one asked about): the
+    locks those processes hold, at most MAX_NAMES, and what the lock file says only for
+    ours. Why: anyone's command line can name a folder of 10,000 dataset folders with 16
+    KiB lock files each; what the run list needs of it is who holds which lock."""
+    listed = {info["pid"]: info for info in procs}
+    kept: dict[str, dict[str, typing.Any]] = {}
+    for name, entry in entries.items():
+        holder = listed.get(entry.get("pid")) if entry.get("locked") else None
+        if holder is None:
+            continue
+        if holder.get("uid") != os.getuid():
+            entry["holder"] = {}
+        kept[name] = entry
+        if len(kept) >= MAX_NAMES:
+            break
+    return kept
 
 
 def _parents(pid: int, ppid: int, limit: int = 64) -> list[int]:
@@ -230,13 +315,17 @@ def ps(
             info["state"] in ("Z", "X") or not is_candidate(info["cmdline"], regex)
         ):
             continue
+        info["uid"] = proc_uid(pid)
+        info["user"] = user_name(info["uid"])
+        if info["uid"] != os.getuid():
+            bounded_cmdline(info)  # what follows is read from what is shown
         args = run_args(info["cmdline"])
         info["args"] = args
         info["writes"] = record_writes(pid)
-        info["uid"] = proc_uid(pid)
-        info["user"] = user_name(info["uid"])
+        if info["uid"] != os.getuid() and info["writes"]:
+            info["writes"] = info["writes"][:OTHERS_WRITES]
         prompts = _resolve(args["prompts_dir"], info["cwd"])
-        info["prompt_names"] = prompt_names(prompts) if prompts else []
+        info["prompt_names"] = prompt_names(prompts)[:MAX_NAMES] if prompts else []
         info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
         procs.append(info)
     if pids is None:
@@ -248,12 +337,17 @@ def ps(
     for info in procs:
         if info["output_dir_abs"]:
             dirs.add(info["output_dir_abs"])
+    asked = os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None
     locks = {folder: scan_locks(folder, table) for folder in sorted(dirs)}
+    for folder in locks:
+        if folder != asked:
+            locks[folder] = _held_by(locks[folder], procs)
+    for info in procs:
+        info["writes_datasets"] = _record_writers(info, dirs)
     for folder, entries in locks.items():
         for name, entry in entries.items():
             entry["file"] = file_owner(os.path.join(folder, name, LOCK_FILE))
     uid = os.getuid()
-    asked = os.path.normpath(os.path.expanduser(output_dir)) if output_dir else None
     return {
         "type": "ps",
         "output_dir_problem": folder_missing(asked) if asked else None,

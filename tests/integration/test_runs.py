@@ -61,7 +61,13 @@ async def test_foreign_script_is_listed_refused_on_identity_then_stopped(
     assert identity.cmdline[1:] == (str(standin), "--datasets", "B3", "--output-dir", out)
     await wait_until(lambda: record_lines(Path(out) / "B3") >= 5, what="stand-in writes")
     run = await listed(host, identity)
-    assert (run.datasets, run.gen_tui, run.state, run.writing) == (("B3",), False, "running", ())
+    # No lock, but its record file is open for writing: it writes B3 (issue 30, point 5).
+    assert (run.datasets, run.gen_tui, run.state, run.writing) == (
+        ("B3",),
+        False,
+        "running",
+        ("B3",),
+    )
     assert run.output_dir == out and 0 < run.elapsed_s < 600  # it ran while it wrote 5 records
 
     # Another start time or command line under the same pid is not our run: no signal.

@@ -1,0 +1,186 @@
+"""A large process table of another user blinds no host (issue 30, point 4).
+
+The attack, as reproduced on main: 40 processes of a second Unix user whose command lines
+name `run_inference.py` with 19 arguments of 100,000 characters. The watcher's ps report
+carried every command line whole (76 MB), past the SSH output bound (64 MiB): the host
+showed "disconnected", nothing listed, `k` and `r` unusable. Now another user's command line
+is cut to `watcher.CMDLINE_SHOWN` bytes (its identity keeps the whole one's SHA-256), so the
+report's size follows the number of processes shown, not what others write. Real processes
+of a real second account, locally and over the real sshd.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gen_tui.backends import watcher
+from gen_tui.backends.hosts import RunProcess
+from tests.support.runs import AnyHost
+from tests.support.sshd import python38
+from tests.support.users import OTHER_USER, ensure_user, folder_of
+
+PROCESSES = 40
+ARGS = 19
+ARG_CHARS = 100_000
+
+
+def argv_of(index: int) -> list[str]:
+    """A `perl` that sleeps, its command line naming a run and 1.9 MB of arguments."""
+    words = [chr(ord("a") + (index + k) % 26) * ARG_CHARS for k in range(ARGS)]
+    return ["perl", "-e", "sleep 120", "run_inference.py", "--datasets", "B1", *words]
+
+
+@pytest.fixture
+def big_table() -> Iterator[list[subprocess.Popen[bytes]]]:
+    other = ensure_user(OTHER_USER)
+    procs = [
+        subprocess.Popen(argv_of(i), user=other.pw_uid, group=other.pw_gid, cwd="/", env={})
+        for i in range(PROCESSES)
+    ]
+    try:
+        yield procs
+    finally:
+        for process in procs:
+            process.kill()
+        for process in procs:
+            process.wait()
+
+
+def their_runs(
+    runs: tuple[RunProcess, ...], procs: list[subprocess.Popen[bytes]]
+) -> list[RunProcess]:
+    pids = {process.pid for process in procs}
+    return [run for run in runs if run.pid in pids]
+
+
+@pytest.mark.timeout(120)
+async def test_another_users_long_command_lines_are_cut_and_the_host_stays_listed(
+    host: AnyHost, big_table: list[subprocess.Popen[bytes]]
+) -> None:
+    deadline = time.monotonic() + 30
+    while len(found := their_runs((await host.survey()).runs, big_table)) < PROCESSES:
+        assert time.monotonic() < deadline, f"{len(found)} of {PROCESSES} listed"
+    by_pid = {run.pid: run for run in found}
+    for index, process in enumerate(big_table):
+        identity = by_pid[process.pid].identity
+        whole = b"\0".join(word.encode() for word in argv_of(index))
+        shown = b"\0".join(word.encode() for word in identity.cmdline)
+        assert len(shown) <= watcher.CMDLINE_SHOWN
+        assert identity.cmdline[:6] == tuple(argv_of(index)[:6])
+        assert identity.cmdline_bytes == len(whole)
+        assert identity.cmdline_sha256 == hashlib.sha256(whole).hexdigest()
+        assert identity.command.endswith(f"(cut: {len(whole):,} bytes in all)")
+        assert by_pid[process.pid].datasets == ("B1",) and not by_pid[process.pid].mine
+    # Two runs whose shown start is alike are still two processes.
+    first = by_pid[big_table[0].pid].identity
+    assert first.same_process(first)
+
+
+@pytest.mark.timeout(120)
+def test_the_ps_report_is_bounded_by_the_processes_it_shows(
+    big_table: list[subprocess.Popen[bytes]],
+) -> None:
+    """The report as the watcher prints it on a GPU box: well under a MiB for 40 runs."""
+    time.sleep(0.5)  # every perl has exec'd
+    started = time.monotonic()
+    result = subprocess.run(
+        [python38() or "python3", *watcher.PYTHON_FLAGS, "-", f"--ps={watcher.DEFAULT_PATTERN}"],
+        input=watcher.source(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    pids = {process.pid for process in big_table}
+    assert len([proc for proc in report["procs"] if proc["pid"] in pids]) == PROCESSES
+    assert len(result.stdout) < PROCESSES * 2 * watcher.CMDLINE_SHOWN + (256 << 10), len(
+        result.stdout
+    )
+    assert took < 20, took
+
+
+LOCK_FOLDERS = 2000
+
+
+def ps_report() -> tuple[str, float]:
+    """(the `--ps` report as the watcher prints it on a GPU box, seconds it took)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [python38() or "python3", *watcher.PYTHON_FLAGS, "-", f"--ps={watcher.DEFAULT_PATTERN}"],
+        input=watcher.source(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout, time.monotonic() - started
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_of_lock_files_another_user_names_stays_out_of_the_report() -> None:
+    """Their process names a folder of theirs with 2,000 dataset folders, each with a 16 KiB
+    run.lock: the report keeps only the locks listed processes hold (33 MB on main)."""
+    other = ensure_user(OTHER_USER)
+    holder = json.dumps({"pid": 1, "argv": ["x" * (15 << 10)]})
+    with folder_of(other, "gen-tui-locks-") as theirs:
+        for index in range(LOCK_FOLDERS):
+            folder: Path = theirs / f"D{index}"
+            folder.mkdir()
+            (folder / watcher.LOCK_FILE).write_text(holder)
+        subprocess.run(["chown", "-R", f"{other.pw_uid}:{other.pw_gid}", str(theirs)], check=True)
+        argv = ["perl", "-e", "sleep 120", "run_inference.py", "--output-dir", str(theirs)]
+        process = subprocess.Popen(argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={})
+        try:
+            time.sleep(0.5)  # perl has exec'd
+            stdout, took = ps_report()
+        finally:
+            process.kill()
+            process.wait()
+    report = json.loads(stdout)
+    assert [proc["pid"] for proc in report["procs"] if proc["pid"] == process.pid]
+    assert report["locks"].get(str(theirs), {}) == {}
+    assert len(stdout) < 1 << 20, len(stdout)
+    assert took < 20, took
+
+
+@pytest.mark.timeout(120)
+def test_another_users_many_long_record_paths_stay_out_of_the_report() -> None:
+    """Their process holds 200 record files open for writing, each at the end of a 4 KB
+    path: the report lists a few of them, not 800 KB of paths per process."""
+    other = ensure_user(OTHER_USER)
+    with folder_of(other, "gen-tui-paths-") as theirs:
+        deep = theirs
+        for level in range(15):
+            deep = deep / (f"{level:02d}" + "p" * 250)
+        fds = []
+        for index in range(200):
+            folder = deep / f"D{index}"
+            folder.mkdir(parents=True)
+            fds.append(os.open(folder / watcher.RAW_FILE, os.O_WRONLY | os.O_CREAT, 0o644))
+        argv = ["perl", "-e", "sleep 120", "run_inference.py", "--datasets", "D0"]
+        try:
+            process = subprocess.Popen(
+                argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={}, pass_fds=fds
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            time.sleep(0.5)  # perl has exec'd
+            stdout, _ = ps_report()
+        finally:
+            process.kill()
+            process.wait()
+    proc = next(p for p in json.loads(stdout)["procs"] if p["pid"] == process.pid)
+    assert len(stdout) < 64 << 10, len(stdout)
+    assert 0 < len(proc["writes"]) <= watcher.OTHERS_WRITES
