@@ -248,7 +248,8 @@ def ratio_axis(smoke: bool) -> Table:
     for cell in cells:
         key = cell.profile, cell.concurrency, cell.ratio, None
         drain = results[(*key, BudgetMode.DRAIN)]
-        allowed = max(cell.mean, 0.002 * cell.budget)
+        # Issue 29's bound: 0.2%, one mean answer, or the cap when fewer than 3 answers fit.
+        allowed = max(cell.mean, 0.002 * cell.budget, CAP if cell.budget < 3 * cell.mean else 0)
         row = [f"{cell.concurrency}", f"{cell.ratio:g}", f"{cell.budget:,}", f"{allowed:,.0f}"]
         for mode in MODES:
             got = results[(*key, mode)]
