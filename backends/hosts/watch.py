@@ -56,6 +56,28 @@ class DatasetTotals:
     line from the watcher: said for this dataset, never a reason to stop watching."""
 
 
+def dataset_totals(message: dict[str, Any]) -> DatasetTotals:
+    """A watcher's `dataset` line as the panel takes it: its counts, its writer's
+    progress.json (each field range-checked by ProgressFile), its problem in one line."""
+    problem = message.get("problem")
+    return DatasetTotals(
+        dataset=str(message["dataset"]),
+        tokens=int(message["tokens"]),
+        samples=int(message["samples"]),
+        exists=bool(message["exists"]),
+        offset=int(message["offset"]),
+        locked=bool(message["locked"]),
+        lock_pid=message.get("lock_pid"),
+        mtime=message.get("mtime"),
+        bad_lines=int(message.get("bad_lines", 0)),
+        truncated=min(max(0, int(message.get("truncated", 0))), int(message["samples"])),
+        progress=ProgressFile.parse(message.get("progress")),
+        progress_fresh=bool(message.get("progress_fresh")),
+        received_at=time.time(),
+        problem=one_line(problem, 300) if isinstance(problem, str) else None,
+    )
+
+
 @dataclass(frozen=True)
 class WatchStatus:
     """The stream's own state: "watching", "stale: ...", "disconnected: ...", "closed"."""
@@ -272,25 +294,8 @@ class Watch:
         if name not in self._resume:
             return
         self._resume[name] = str(message["resume"])
-        totals = DatasetTotals(
-            dataset=name,
-            tokens=int(message["tokens"]),
-            samples=int(message["samples"]),
-            exists=bool(message["exists"]),
-            offset=int(message["offset"]),
-            locked=bool(message["locked"]),
-            lock_pid=message.get("lock_pid"),
-            mtime=message.get("mtime"),
-            bad_lines=int(message.get("bad_lines", 0)),
-            truncated=min(max(0, int(message.get("truncated", 0))), int(message["samples"])),
-            progress=ProgressFile.parse(message.get("progress")),
-            progress_fresh=bool(message.get("progress_fresh")),
-            received_at=time.time(),
-            problem=one_line(problem, 300)
-            if isinstance(problem := message.get("problem"), str)
-            else None,
-        )
-        self.totals[name] = totals
+        totals = dataset_totals(message)
+        self.totals[totals.dataset] = totals
         self._queue.put_nowait(totals)
 
     def _metrics(self, message: dict[str, Any]) -> None:
