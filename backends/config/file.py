@@ -135,9 +135,7 @@ def load_config(path: Path) -> FileConfig:
         (values,) = _table(path, entry, where, DatasetSpec)
         try:
             spec = DatasetSpec(**_paths(base, DatasetSpec, values))
-        except DatasetNameError as exc:
-            raise ConfigError(f"{path}: {where}: {exc}") from None
-        except EngineError as exc:
+        except (DatasetNameError, EngineError) as exc:
             raise ConfigError(f"{path}: {where}: {exc}") from None
         if any(seen.name == spec.name for seen in config.datasets):
             raise ConfigError(f"{path}: dataset {spec.name!r} is listed twice")
