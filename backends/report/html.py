@@ -11,7 +11,7 @@ import html
 import time
 from collections.abc import Sequence
 
-from gen_tui.backends.axes import ticks_past
+from gen_tui.backends.axes import clock_ticks, ticks_past
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.report.summary import LENGTH_BIN, DatasetReport
 from gen_tui.backends.report.table import COLUMNS, cells
@@ -41,23 +41,22 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    if high <= low:
-        return [low]
-    return [low + (high - low) * i / (count - 1) for i in range(count)]
-
-
 def _time_label(t: float, span: float) -> str:
     return time.strftime("%m-%d %H:%M" if span > 86400 else "%H:%M:%S", time.localtime(t))
 
 
-def line_chart(title: str, series: Sequence[Series], y_unit: str) -> str:
-    """An SVG of each series over wall time, with a legend naming them."""
+def line_chart(
+    title: str, series: Sequence[Series], y_unit: str, budgets: Sequence[int | None] = ()
+) -> str:
+    """An SVG of each series over wall time, with a legend naming them; `budgets` (one per
+    series, or none) are drawn as dashed lines in the series' colour, so a reader sees
+    where each dataset was to stop beside where it did."""
     points = [p for _, segments in series for segment in segments for p in segment]
     if not points:
         return f'<p class="note">{_e(title)}: no history yet.</p>'
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
-    y_ticks = ticks_past(max(max(p[1] for p in points), 1.0))
+    top = max([p[1] for p in points] + [float(b) for b in budgets if b])
+    y_ticks = ticks_past(max(top, 1.0))
     y1 = y_ticks[-1]
     span = max(x1 - x0, 1e-9)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -80,7 +79,7 @@ def line_chart(title: str, series: Sequence[Series], y_unit: str) -> str:
             f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">'
             f"{_e(format_count(y))}</text>"
         )
-    for x in _ticks(x0, x1) if x1 > x0 else [x0]:
+    for x in clock_ticks(x0, x1):
         parts.append(
             f'<text x="{sx(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
             f"{_e(_time_label(x, span))}</text>"
@@ -97,6 +96,13 @@ def line_chart(title: str, series: Sequence[Series], y_unit: str) -> str:
             parts.append(
                 f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6">'
                 f"<title>{_e(name)}</title></path>"
+            )
+        budget = budgets[index] if index < len(budgets) else None
+        if budget:
+            parts.append(
+                f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(budget):.1f}" '
+                f'y2="{sy(budget):.1f}" stroke="{color}" stroke-dasharray="5,4">'
+                f"<title>{_e(name)} budget {_e(format_count(budget))}</title></line>"
             )
         legend_y = TOP + 14 * index + 8
         parts.append(
@@ -192,7 +198,8 @@ def render(reports: Sequence[DatasetReport], source: str, now: float | None = No
         f"<title>gen-tui report: {_e(source)}</title><style>{_STYLE}</style></head><body>"
         f'<h1>gen-tui report</h1><p class="note">{_e(source)} · made {_e(stamp)}</p>'
         f"<h2>Summary</h2>{_table(reports)}"
-        f"<h2>Tokens over time</h2>{line_chart('tokens over time', tokens, 'tokens')}"
+        "<h2>Tokens over time</h2>"
+        f"{line_chart('tokens over time', tokens, 'tokens', [r.budget for r in reports])}"
         f"<h2>Throughput</h2>{line_chart('throughput', rates, 'tok/s')}"
         f'<h2>Answer lengths</h2><div class="hists">{hists}</div>'
         f"{_problems(reports)}</body></html>\n"

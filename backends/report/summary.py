@@ -21,6 +21,7 @@ import orjson
 
 from gen_tui.backends.bounds import DOLLARS, SECONDS, UNIX_TIME, Range
 from gen_tui.backends.budget.rules import overshoot
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.history import MAX_PROBLEMS, HistoryPoint, read_history
 from gen_tui.backends.store.progress_file import ProgressFile
 from gen_tui.backends.store.record_scan import record_lines
@@ -40,6 +41,8 @@ LENGTH_BIN = 16
 """Answer lengths are counted in bins this many tokens wide (a 32k cap: 2,048 counters)."""
 LATENCY_BINS_PER_DECADE = 100
 HISTORY_POINTS = 2000
+WORKING = frozenset({DatasetState.ACTIVE.value, DatasetState.DRAINING.value})
+"""The states a history step counts toward a dataset's wall time from."""
 """Points per dataset kept for the plots (a longer history is thinned while read)."""
 REASON_CHARS = 120
 REASONS_KEPT = 1000
@@ -113,17 +116,18 @@ class DatasetReport:
 
     @property
     def wall_s(self) -> float | None:
-        """Seconds the dataset was being worked on: each run's first to last point, summed
-        (a night it lay killed is not counted); without a history, first to last record."""
+        """Seconds the dataset was being worked on: the history's steps that began while it
+        was active or draining, or in which its tokens grew (a night it lay killed is not
+        counted, nor the rest of a run after it was done: a dataset done in 8 s of a run of
+        77 s read 1m17s and a ninth of its rate); without a history, first to last record."""
         if len(self.history) >= 2:
-            total = 0.0
-            start = previous = self.history[0]
-            for point in self.history[1:]:
-                if point.pid != previous.pid:
-                    total += previous.t - start.t
-                    start = point
-                previous = point
-            return total + previous.t - start.t
+            steps = zip(self.history, self.history[1:], strict=False)
+            return sum(
+                point.t - previous.t
+                for previous, point in steps
+                if point.pid == previous.pid
+                and (previous.state in WORKING or point.tokens > previous.tokens)
+            )
         if self.first_created is not None and self.last_created is not None:
             return self.last_created - self.first_created
         return None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import pytest
 
-from gen_tui.backends.axes import ticks_past, ticks_within
+from gen_tui.backends.axes import clock_ticks, ticks_past, ticks_within
 from gen_tui.backends.store.history import HistoryPoint
 from gen_tui.backends.store.history_series import DatasetHistory, TimeAxis
 
@@ -55,3 +58,19 @@ def test_the_time_axis_ticks_at_round_times_in_its_unit(span: float, labels: lis
     values, said = axis.ticks()
     assert said == labels
     assert values[-1] * axis.per <= span
+
+
+def test_a_time_axis_ticks_at_round_local_times() -> None:
+    """Issue 31: the report's time axis ticked at 19:29:49, 19:30:14, 19:30:40 (quarters of
+    the span); now at a round step of the reader's clock."""
+    low = time.mktime((2026, 12, 4, 19, 29, 49, 0, 0, -1)) + 0.3
+    ticks = clock_ticks(low, low + 51.4)
+    assert [time.strftime("%H:%M:%S", time.localtime(t)) for t in ticks] == [
+        "19:30:00",
+        "19:30:15",
+        "19:30:30",
+    ]
+    night = clock_ticks(low, low + 9 * 3600)
+    assert all(time.localtime(t)[4:6] == (0, 0) for t in night), "whole hours"
+    assert 2 <= len(night) <= 6 and len({b - a for a, b in itertools.pairwise(night)}) == 1
+    assert clock_ticks(low, low) == [low]

@@ -137,3 +137,32 @@ def _starts(text: str, needle: str) -> list[int]:
         found.append(at)
         at = text.find(needle, at + 1)
     return found
+
+
+def test_a_dataset_done_early_in_a_long_run_counts_its_working_time_only(tmp_path: Path) -> None:
+    """Issue 31: B1, done in about 8 s at about 90k tok/s while the run went on for 77 s,
+    read `wall 1m17s tok/s 10.13k`: the run kept writing its (done) points."""
+    folder = tmp_path / "B1"
+    folder.mkdir()
+    history = [
+        HistoryPoint(T0 + t, 1, "active", 90_000 * t, t * 9, 90_000.0, 128, 0) for t in range(9)
+    ]
+    history += [HistoryPoint(T0 + t, 1, "done", 720_000, 72, 0.0, 0, 0) for t in (8.5, 12, 77)]
+    (folder / "history.jsonl").write_bytes(b"".join(p.to_line() for p in history))
+    records = (json.dumps({"sample_id": i, "completion_tokens": 10_000}) for i in range(72))
+    (folder / "raw_responses.jsonl").write_text("\n".join(records) + "\n")
+    report = summarize(folder)
+    assert report.wall_s == 8.5, "up to the first point that says done, not to the run's end"
+    assert report.tok_s is not None and round(report.tok_s) == round(720_000 / 8.5)
+
+
+def test_the_tokens_chart_draws_each_budget(tmp_path: Path) -> None:
+    """The README's "B2 levelling off at its 10M budget line": a dashed line per dataset with
+    a budget, in its colour, the axis tall enough to show it."""
+    out = tmp_path / "out"
+    write_folder(out / "B1")
+    page = render([summarize(out / "B1")], str(out))
+    svg = page[page.index("<svg") : page.index("</svg>") + 6]
+    lines = ET.fromstring(svg).findall("{http://www.w3.org/2000/svg}line")
+    assert len(lines) == 1 and lines[0].get("stroke-dasharray")
+    assert "B1 budget 5k" in svg
