@@ -56,6 +56,6 @@ def clock_ticks(low: float, high: float, most: int = 6) -> list[float]:
     if step is None:
         step = 86400 * math.ceil(span / 86400 / (most - 1))
     offset = time.localtime(low).tm_gmtoff
-    first = math.ceil((low + offset) / step) * step - offset
+    first = float(math.ceil((low + offset) / step) * step - offset)
     ticks = [first + step * i for i in range(int((high - first) / step) + 1)]
     return ticks or [low]
