@@ -268,8 +268,9 @@ class DashboardScreen(Screen[None]):
     # read-only screens are viewers.py's, the `/` filter filtering.py's
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """With --readonly, the keys that change a run are shown dimmed and do nothing."""
-        return not (self.readonly and action in CONTROL_ACTIONS)
+        """With --readonly, the keys that change a run are shown dimmed and do nothing
+        (None: Textual's "shown, disabled"; False would hide them)."""
+        return None if self.readonly and action in CONTROL_ACTIONS else True
 
     def action_kill(self) -> None:
         self.controls.kill()

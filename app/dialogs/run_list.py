@@ -101,7 +101,8 @@ class RunsScreen(Screen[None]):
         self._rows: dict[str, tuple[HostLink, RunProcess, bool]] = {}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.readonly and action in ("kill", "resume", "start"))
+        # None: shown dimmed and off (False would hide them, where the docs say dimmed).
+        return None if self.readonly and action in ("kill", "resume", "start") else True
 
     def compose(self) -> ComposeResult:
         yield Label("", id="runs-title", markup=False)

@@ -18,6 +18,7 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import LEFT_WIDTH, DatasetPanel, PanelView
+from gen_tui.widgets.key_line import shown_keys
 from tests.support.polling import wait_until
 from tests.support.records import read_records
 from tests.support.static_source import StaticSnapshot
@@ -132,6 +133,9 @@ async def test_readonly_turns_off_the_keys_that_change_a_run() -> None:
         await shown(pilot, app, static, run_of(snapshot("A")))
         header = app.dashboard.parts.header  # type: ignore[union-attr]
         assert "READ-ONLY" in header.render().plain
+        # Shown dimmed, as the docs say (issue 31.14: they were hidden).
+        keys = {key: enabled for key, _, _, _, enabled, _ in shown_keys(app.dashboard)}
+        assert {key: keys.get(key) for key in "krsp"} == dict.fromkeys("krsp", False)
         for key in ("k", "r", "s", "p"):
             await pilot.press(key)
             await pilot.pause()
