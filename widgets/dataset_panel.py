@@ -37,6 +37,9 @@ COMPACT = 5
 """A panel this short or shorter has one line of details."""
 SHORT_ROWS = 4
 """A panel this short (many datasets on a small terminal) has no samples bar."""
+TINY_ROWS = 3
+"""A panel this short (nine datasets at 80x24 under the server and GPU lines) has its
+title, its token bar and one line of figures."""
 
 
 @dataclass(frozen=True)
@@ -390,6 +393,9 @@ class DatasetPanel(Widget, can_focus=True):
             lines.append(self._bar(sample_fraction, samples, width, "filled-samples"))
         elif samples:  # no row for the samples bar: its count leads the details
             first = (samples, *first)
+        if height <= TINY_ROWS:
+            lines.append(((" " + fit((rates, *first, *second), width - 2), ("muted",)),))
+            return lines
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
         if not chart:

@@ -117,6 +117,13 @@ class GpuStrip(Widget):
         text = strip_text(self.view, self.size.width or 80, tall=self.tall)
         return Text(text, no_wrap=True, overflow="ellipsis")
 
+    @property
+    def line_count(self) -> int:
+        """The lines it takes above the board (0 while hidden): the layout's to plan for."""
+        if not self.view:
+            return 0
+        return strip_text(self.view, self.size.width or 80, tall=self.tall).count("\n") + 1
+
     def show(self, lines: tuple[GpuLine, ...], *, tall: bool) -> None:
         if lines != self.view:
             self.view = lines

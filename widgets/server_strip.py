@@ -116,6 +116,13 @@ class ServerStrip(Widget):
         lines = strip_lines(self.view, self.size.width or 80, tall=self.tall)
         return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
 
+    @property
+    def line_count(self) -> int:
+        """The lines it takes above the board (0 while hidden): the layout's to plan for."""
+        if not self.view:
+            return 0
+        return len(strip_lines(self.view, self.size.width or 80, tall=self.tall))
+
     def show(self, servers: tuple[ServerLine, ...], *, tall: bool) -> None:
         """Show `servers` (only when changed: an equal view costs no redraw)."""
         if servers != self.view:

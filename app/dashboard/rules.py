@@ -9,15 +9,16 @@ from dataclasses import dataclass
 
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.widgets.dataset_panel import SHORT_ROWS
 from gen_tui.widgets.format import format_duration
 
 PANEL_WIDTH = 38
 """Narrowest column a panel gets; 80 columns hold two, 160 hold four."""
 MAX_COLUMNS = 4
 COMPACT_ROWS = 5
-SHORT_ROWS = 4
-"""Panels shrink to this when compact ones would not all fit: every panel whole beats
-the last row cut to its title (9 datasets at 80x24)."""
+"""Panels shrink to SHORT_ROWS when compact ones would not all fit, and to TINY_ROWS when
+short ones would not: every panel whole beats the last row cut to its title, or a board
+that scrolls (9 datasets at 80x24, under the server and GPU lines)."""
 ROOMY_ROWS = 9
 TALL_ROWS = 13
 MIN_LOG_ROWS = 6
@@ -102,6 +103,7 @@ class Layout:
     tall: bool
     log: bool
     short: bool = False
+    tiny: bool = False
 
     @property
     def grid_classes(self) -> str:
@@ -110,6 +112,7 @@ class Layout:
             + ["-roomy"] * self.roomy
             + ["-tall"] * self.tall
             + ["-short"] * self.short
+            + ["-tiny"] * self.tiny
         )
 
     @property
@@ -118,7 +121,9 @@ class Layout:
 
 
 def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layout:
-    """Two columns at 80 wide, four at 160; panels grow (and a log appears) with height."""
+    """Two columns at 80 wide, four at 160; panels grow (and a log appears) with height.
+    `extra_rows`: the lines above the board besides the header (notice, filter, the
+    server and GPU strips)."""
     width, height = size
     count = max(1, count)
     columns = max(1, min(MAX_COLUMNS, width // PANEL_WIDTH, count))
@@ -127,4 +132,5 @@ def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layou
     roomy = rows * ROOMY_ROWS + chrome + MIN_LOG_ROWS <= height
     tall = rows * TALL_ROWS + chrome + 2 * MIN_LOG_ROWS <= height
     short = rows * COMPACT_ROWS + chrome > height and rows * SHORT_ROWS + chrome <= height
-    return Layout(columns, roomy, tall, roomy, short)
+    tiny = rows * SHORT_ROWS + chrome > height
+    return Layout(columns, roomy, tall, roomy, short, tiny)

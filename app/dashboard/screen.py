@@ -130,6 +130,7 @@ class DashboardScreen(Screen[None]):
         if (parts := self.live_parts()) is None:
             return
         extra = (1 if self.notice else 0) + (1 if parts.filter.display else 0)
+        extra += parts.servers.line_count + parts.gpus.line_count
         layout = plan_layout(self.app.size, len(self.panels(visible_only=True)), extra)
         if layout != self._layout:
             old, self._layout = self._layout, layout
@@ -194,8 +195,11 @@ class DashboardScreen(Screen[None]):
                 readonly=self.readonly,
             )
             tall = self.app.size.height >= TALL_SCREEN
+            strips = parts.servers.line_count + parts.gpus.line_count
             parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
             parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
+            if parts.servers.line_count + parts.gpus.line_count != strips:
+                self.relayout()  # the board's room changed: whole panels, never a scroll
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)

@@ -17,6 +17,7 @@ from gen_tui.app.dialogs.peek import LogScreen, QualityScreen, SampleScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.widgets.dataset_panel import LEFT_WIDTH, DatasetPanel, PanelView
 from gen_tui.widgets.key_line import shown_keys
 from tests.support.polling import wait_until
@@ -172,6 +173,31 @@ async def test_nine_panels_fit_80x24_and_right_stays_in_its_row() -> None:
         assert app.dashboard.selected().dataset == "B2"  # type: ignore[union-attr]
         await pilot.press("right")
         assert app.dashboard.selected().dataset == "B2", "→ in the right column stays"  # type: ignore[union-attr]
+
+
+async def test_nine_panels_fit_80x24_under_the_server_and_gpu_lines() -> None:
+    """Issue 31.14: with the demo's server and GPU lines and its notice, nine panels pushed
+    B9's last line off-screen behind a scrollbar (the layout counted the header and the
+    notice, not the strips). The panels shrink to three lines instead: all whole, no
+    scroll."""
+    names = [f"B{i}" for i in range(1, 10)]
+    app, static = static_app(names)
+    app.notice = "a notice line"
+    gpus = tuple((Gpu(i, "H100", 50.0, 1000.0, 80_000.0), (0.5,)) for i in range(8))
+    run = dataclasses.replace(
+        run_of(*(snapshot(n) for n in names)), servers={"http://gpu:30000": "down"}, gpus=gpus
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run)
+        parts = app.dashboard.parts  # type: ignore[union-attr]
+        await wait_until(lambda: parts.servers.display and parts.gpus.display, pause=pilot.pause)
+        await pilot.pause()
+        footer_y = SIZE[1] - 1
+        for name in names:
+            region = panel(app, name).region
+            assert region.height == 3 and region.bottom <= footer_y, (name, region)
+        assert parts.board.max_scroll_y == 0, "the board does not scroll"
+        assert "tok/s" in "".join(t for t, _ in panel(app, "B9").lines()[-1])
 
 
 def line_text(line: Any) -> str:
