@@ -27,7 +27,12 @@ from tests.support.tui import SIZE, Notes
 from tests.support.users import OTHER_USER, ensure_user, shared_folder
 
 NASTY = "\x1b]52;c;cHduZWQ=\x07\x1b]0;TITLE\x07\x1b[2J\x1b[H\x9b2J\u202eevil\u202c[/x][bold]"
-SLEEPER = "import time; time.sleep(120)"
+SLEEPER = (
+    "import sys, time; records = open(sys.argv[-1] + '/B1/raw_responses.jsonl', 'a'); "
+    "time.sleep(120)"
+)
+"""Their lock-less script: it holds the record file open for writing, which is what makes
+a process without the lock the dataset's writer (a command line alone does not)."""
 RECORDS = [
     {"sample_id": NASTY, "finish_reason": NASTY, "completion_tokens": 5, "text": NASTY,
      "reasoning": NASTY, "latency_s": 1e308},
