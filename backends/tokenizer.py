@@ -51,6 +51,23 @@ def _clean_transformers_logs() -> None:
             handler.addFilter(_OneLine())
 
 
+def missing_tokenizer(source: str) -> str | None:
+    """Why `source` cannot be a tokenizer, judged from the file system alone (no import of
+    transformers), or None. Why apart from :func:`load_tokenizer`: a run checks this before
+    it contacts any server, so a mistyped `--tokenizer` is a usage error (exit 2) at once,
+    as a missing `--prompts-dir` is, not a failure after the server lines."""
+    path = Path(source).expanduser()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        return None  # a bad name: load_tokenizer says why, with its own words
+    if exists and not path.is_dir():
+        return f"tokenizer {source} is a file; give the directory that holds it"
+    if not exists and not _HUB_ID.match(source):
+        return f"tokenizer folder {source} does not exist"
+    return None
+
+
 def load_tokenizer(source: str) -> Any:
     """Load `source` (a local directory, or a hub id already in the local cache).
 

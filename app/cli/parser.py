@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -42,6 +43,9 @@ def _count_arg(what: str, words: tuple[str, ...] = ()) -> Callable[[str], int | 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        # argparse puts "argument --flag: " before a type's message, which names the flag
+        # itself ("--concurrency: '-3' is negative"): the name is said once.
+        message = re.sub(r"\Aargument ([^\s:/]+)(?:/[^\s:]+)?: (?=\1\b)", "", message)
         self.exit(EXIT_USAGE, f"gen-tui: error: {message} (see {self.prog} --help)\n")
 
 
@@ -57,7 +61,9 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
         "metavar": flag.flag.lstrip("-").replace("-", "_").upper(),
     }
     if flag.count:
-        kwargs["type"] = _count_arg(flag.flag, flag.words)
+        # The setting's own rule (count, words, minimum): `--max-samples 0` is a usage error
+        # here, as `max_samples = 0` is in a config file.
+        kwargs["type"] = flag.convert
     if flag.choices is not None:
         kwargs["choices"] = flag.choices
     kwargs.update(flag.flag_kwargs)
