@@ -45,6 +45,12 @@ def report_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.report.html import render
     from gen_tui.backends.report.table import text_table
 
+    if args.html is not None and args.html.is_dir():
+        # Said before the page is made: writing it would fail on a temporary file's name
+        # inside the folder (`cannot write /tmp/.tmp.rk2muo7c.tmp`), not the name given.
+        return _error(
+            f"--html {args.html} is a folder: give a file, like {args.html / 'report.html'}"
+        )
     try:
         folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
     except ExportError as exc:
