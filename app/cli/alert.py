@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent, shown_target
@@ -31,6 +32,7 @@ def add_alert(commands: argparse._SubParsersAction[Any]) -> None:
         description="Alerts go to the apprise URLs in the config's [alerts] table (urls = "
         '["ntfy://topic", ...], events = ["budget", "stale", "failed", "credits", '
         '"disk_full", "host_lost", "ended"]). --test sends one now.',
+        **examples("alert"),
     )
     alert.add_argument(
         "--test",

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK
 from gen_tui.app.cli.output import add_include_folder, write_whole
 from gen_tui.app.cli.output import error as _error
@@ -26,6 +27,7 @@ def add_report(commands: argparse._SubParsersAction[Any]) -> None:
         description="Summarize each dataset of a run from its files (records, errors, "
         "history.jsonl, progress.json): tokens, samples, wall time, tok/s, mean length, share "
         "truncated, latency p50/p99, errors, cost, overshoot. Works on a live run too.",
+        **examples("report"),
     )
     report.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
     report.add_argument(
