@@ -62,9 +62,9 @@ def missing_tokenizer(source: str) -> str | None:
     except (OSError, ValueError):
         return None  # a bad name: load_tokenizer says why, with its own words
     if exists and not path.is_dir():
-        return f"tokenizer {source} is a file; give the directory that holds it"
+        return f"tokenizer {source!r} is a file; give the directory that holds it"
     if not exists and not _HUB_ID.match(source):
-        return f"tokenizer folder {source} does not exist"
+        return f"tokenizer directory {source!r} does not exist"
     return None
 
 
@@ -79,10 +79,9 @@ def load_tokenizer(source: str) -> Any:
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         raise TokenizerError(f"tokenizer {truncate(source, _REASON_CHARS)!r}: {why}") from None
-    if path.exists() and not path.is_dir():
-        raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
-    if not path.exists() and not _HUB_ID.match(source):
-        raise TokenizerError(f"tokenizer directory {source!r} does not exist")
+    problem = missing_tokenizer(source)
+    if problem is not None:
+        raise TokenizerError(problem)
     if path.is_dir() and not any((path / name).exists() for name in _TOKENIZER_FILES):
         raise TokenizerError(
             f"tokenizer directory {source!r} holds no tokenizer (none of "
