@@ -94,6 +94,12 @@ class Setting:
         # A setting that also takes a word (`auto`) says so in each refusal: the user who
         # typed a wrong number may be looking for the word.
         words = "".join(f" or {word}" for word in self.words)
+        if self.count and isinstance(value, float):
+            # A budget set from code (the panel's `r`, the demo's scaling) may come as a
+            # float: kept whole, or a line would print `200,000.0` for a budget.
+            if not value.is_integer():
+                raise SettingError(f"{name} must be a whole number, got {value:g}")
+            value = int(value)
         if self.count and isinstance(value, str):
             try:
                 value = parse_count(value, what=name)

@@ -81,7 +81,7 @@ async def run_engine(
     finally:
         await pings.close()
     if not display.live_mode:
-        display.write_status(final)
+        display.write_status(final, final=True)
     display.write_summary(final)
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 
