@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.figures import counted
 from gen_tui.backends.store.manifest import ManifestError, RunSetup, read_manifest
 from gen_tui.backends.store.prompts import Prompt, iter_prompts
 from gen_tui.backends.store.records import (
@@ -61,9 +62,9 @@ class Verdict:
         return not self.problems
 
     def line(self) -> str:
-        state = "ok" if self.ok else f"{self.problems} problems"
+        state = "ok" if self.ok else counted(self.problems, "problem")
         extra = f" (not checked: {'; '.join(self.unchecked)})" if self.unchecked else ""
-        return f"{self.name}: {self.records} records, {state}{extra}"
+        return f"{self.name}: {counted(self.records, 'record')}, {state}{extra}"
 
 
 def _count(record: dict[str, Any], name: str, top: int) -> str | None:

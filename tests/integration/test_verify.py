@@ -139,7 +139,7 @@ def test_verify_names_each_kind_of_damage(
     raw.write_bytes(b"".join(damage(raw.read_bytes().splitlines(keepends=True), vocab_size)))
     code, lines = verify(out)
     assert code == 1
-    assert lines[0].startswith("A: ") and lines[0].endswith("1 problems"), lines
+    assert lines[0].startswith("A: ") and lines[0].endswith("1 problem"), lines
     assert lines[1].startswith(f"  {raw}:{line_no}: ") and words in lines[1], lines
     assert "\x1b" not in "".join(lines)  # untrusted bytes are shown, never obeyed
     assert len(lines[1]) < 1000, "a quoted value is bounded"
