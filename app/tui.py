@@ -161,6 +161,9 @@ class GenTuiApp(App[int]):
         line with every control character made visible, so none reaches the terminal.
         """
         text = one_line(text)
+        # One word for information in the log, as `gen-tui run` prints it: a toast's
+        # severity ("information", Textual's) must not show as a second one.
+        level = "info" if level == "information" else level
         self.events.append((level, text))
         if self.dashboard is not None:
             self.dashboard.write_event(f"{stamp or time.strftime('%H:%M:%S')} {level}: {text}")

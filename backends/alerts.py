@@ -169,10 +169,17 @@ class Alerter:
     """Sends alerts to the configured URLs, one at a time in a thread, never raising."""
 
     def __init__(
-        self, config: AlertConfig, on_failure: Callable[[str], None] | None = None
+        self,
+        config: AlertConfig,
+        on_failure: Callable[[str], None] | None = None,
+        *,
+        in_a_run: bool = True,
     ) -> None:
+        """`in_a_run`: the failure line says the run goes on; False where there is no run
+        (`gen-tui alert --test`), where those words would be untrue."""
         self.config = config
         self._on_failure = on_failure
+        self._in_a_run = in_a_run
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[bool]] = []
         self._lock = threading.Lock()
@@ -212,9 +219,10 @@ class Alerter:
         if failures:
             self.failed += 1
             if self.failed == 1 and self._on_failure is not None:
+                after = "; the run goes on (later failures are not said again)"
                 self._on_failure(
-                    f"an alert could not be sent to {'; '.join(failures)}; the run goes on "
-                    "(later failures are not said again)"
+                    f"an alert could not be sent to {'; '.join(failures)}"
+                    + (after if self._in_a_run else "")
                 )
             return False
         self.sent += 1

@@ -75,6 +75,13 @@ SHOWN_MAX = 1e15
 that passed no range check (see bounds.py) still draws in a few characters, never 300."""
 
 
+def counted(count: int, word: str) -> str:
+    """`1 sample`, `2 samples`, `1,389 samples`: a count as a line says it, with its
+    thousands separated and its noun agreeing (`word` is the singular; an `s` makes the
+    plural, which is all gen-tui's nouns need)."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
 def format_count(value: float) -> str:
     """Short human form used in logs and panels: 9.87M, 512k, 950 (at most 10 characters:
     `?` for NaN and infinities, `1.2e+20` past SHOWN_MAX)."""

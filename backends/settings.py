@@ -91,15 +91,24 @@ class Setting:
         name = name or self.flag or self.key
         if isinstance(value, str) and value in self.words:
             return value
+        # A setting that also takes a word (`auto`) says so in each refusal: the user who
+        # typed a wrong number may be looking for the word.
+        words = "".join(f" or {word}" for word in self.words)
+        if self.count and isinstance(value, float):
+            # A budget set from code (the panel's `r`, the demo's scaling) may come as a
+            # float: kept whole, or a line would print `200,000.0` for a budget.
+            if not value.is_integer():
+                raise SettingError(f"{name} must be a whole number, got {value:g}")
+            value = int(value)
         if self.count and isinstance(value, str):
             try:
                 value = parse_count(value, what=name)
             except CountError as exc:
-                raise SettingError(str(exc)) from None
+                raise SettingError(f"{exc}{words.replace(' or', ', or', 1)}") from None
         if self.choices is not None and str(value) not in self.choices:
             raise SettingError(f"{name} {value!r} is not one of {', '.join(self.choices)}")
         if self.minimum is not None and value < self.minimum:
-            raise SettingError(f"{name} must be at least {self.minimum:g}, got {value:g}")
+            raise SettingError(f"{name} must be at least {self.minimum:g}{words}, got {value:g}")
         if self.above is not None and not value > self.above:
             raise SettingError(f"{name} must be more than {self.above:g}, got {value:g}")
         if self.maximum is not None and value > self.maximum:

@@ -51,6 +51,23 @@ def _clean_transformers_logs() -> None:
             handler.addFilter(_OneLine())
 
 
+def missing_tokenizer(source: str) -> str | None:
+    """Why `source` cannot be a tokenizer, judged from the file system alone (no import of
+    transformers), or None. Why apart from :func:`load_tokenizer`: a run checks this before
+    it contacts any server, so a mistyped `--tokenizer` is a usage error (exit 2) at once,
+    as a missing `--prompts-dir` is, not a failure after the server lines."""
+    path = Path(source).expanduser()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        return None  # a bad name: load_tokenizer says why, with its own words
+    if exists and not path.is_dir():
+        return f"tokenizer {source!r} is a file; give the directory that holds it"
+    if not exists and not _HUB_ID.match(source):
+        return f"tokenizer directory {source!r} does not exist"
+    return None
+
+
 def load_tokenizer(source: str) -> Any:
     """Load `source` (a local directory, or a hub id already in the local cache).
 
@@ -62,10 +79,9 @@ def load_tokenizer(source: str) -> Any:
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         raise TokenizerError(f"tokenizer {truncate(source, _REASON_CHARS)!r}: {why}") from None
-    if path.exists() and not path.is_dir():
-        raise TokenizerError(f"tokenizer {source!r} is a file; give the directory that holds it")
-    if not path.exists() and not _HUB_ID.match(source):
-        raise TokenizerError(f"tokenizer directory {source!r} does not exist")
+    problem = missing_tokenizer(source)
+    if problem is not None:
+        raise TokenizerError(problem)
     if path.is_dir() and not any((path / name).exists() for name in _TOKENIZER_FILES):
         raise TokenizerError(
             f"tokenizer directory {source!r} holds no tokenizer (none of "

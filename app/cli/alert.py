@@ -1,4 +1,4 @@
-"""`gen-tui alert --test`, and the alerts of a headless `gen-tui run`.
+"""`gen-tui alert [--test]`, and the alerts of a headless `gen-tui run`.
 
 The alerts are configured in the TOML's `[alerts]` table (see backends/alerts.py); a run
 started with `--config FILE` sends them, and `gen-tui alert --test` checks that they arrive.
@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
-from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent
+from gen_tui.backends.alerts import AlertConfig, Alerter, AlertEvent, shown_target
 from gen_tui.backends.config.file import ConfigError, load_config
+from gen_tui.backends.untrusted import one_line
 
 TEST_WAIT_S = 30.0
 """How long `alert --test` waits for every URL to answer (apprise's own timeouts are less)."""
@@ -30,8 +32,13 @@ def add_alert(commands: argparse._SubParsersAction[Any]) -> None:
         description="Alerts go to the apprise URLs in the config's [alerts] table (urls = "
         '["ntfy://topic", ...], events = ["budget", "stale", "failed", "credits", '
         '"disk_full", "host_lost", "ended"]). --test sends one now.',
+        **examples("alert"),
     )
-    alert.add_argument("--test", action="store_true", required=True, help="send a test alert")
+    alert.add_argument(
+        "--test",
+        action="store_true",
+        help="send a test alert now (without it: say where alerts go and on which events)",
+    )
     alert.add_argument(
         "--config",
         type=Path,
@@ -55,8 +62,19 @@ def alert_main(args: argparse.Namespace) -> int:
     if not alerts.urls:
         error(f"{path} has no [alerts] urls")
         return EXIT_USAGE
+    if not args.test:
+        # Nothing is sent unasked: say what the config gives, and how to try it.
+        targets = ", ".join(shown_target(url) for url in alerts.urls)
+        events = ", ".join(str(event) for event in AlertEvent if event in alerts.events)
+        print(
+            one_line(
+                f"{path}: alerts go to {targets} on {events or 'no event'}; "
+                f"gen-tui alert --test --config {path} sends a test alert now"
+            )
+        )
+        return EXIT_OK
     said: list[str] = []
-    alerter = Alerter(alerts, on_failure=said.append)
+    alerter = Alerter(alerts, on_failure=said.append, in_a_run=False)
     future = alerter.send(
         AlertEvent.TEST,
         f"gen-tui on {socket.gethostname()}: test",

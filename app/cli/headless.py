@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from gen_tui.app.cli.live_table import budget_text, live_table
-from gen_tui.backends.figures import format_count
+from gen_tui.backends.figures import counted, format_count
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.untrusted import one_line
@@ -30,14 +30,17 @@ def status_line(snap: DatasetSnapshot) -> str:
     """One plain line per dataset for logs."""
     fraction = snap.fraction
     percent = f" ({fraction * 100:.1f}%)" if fraction is not None else ""
-    samples = f"{snap.samples}" + (f"/{snap.max_samples}" if snap.max_samples else "")
+    if snap.max_samples:
+        samples = f"{snap.samples:,}/{counted(snap.max_samples, 'sample')}"
+    else:
+        samples = counted(snap.samples, "sample")
     return (
-        f"{snap.name} {snap.state}: {budget_text(snap)} tokens{percent}, {samples} samples, "
+        f"{snap.name} {snap.state}: {budget_text(snap)} tokens{percent}, {samples}, "
         f"{format_count(snap.tok_s)} tok/s, {snap.inflight} in flight, "
         f"ETA {format_duration(snap.eta_s)}"
         + (f", {cost_text(snap)}" if snap.cost is not None else "")
-        + (f", {snap.errors} failed" if snap.errors else "")
-        + (f", {snap.malformed} bad lines" if snap.malformed else "")
+        + (f", {snap.errors:,} failed" if snap.errors else "")
+        + (f", {counted(snap.malformed, 'bad line')}" if snap.malformed else "")
     )
 
 
@@ -81,6 +84,9 @@ class HeadlessDisplay:
         self._last_status = 0.0
         self._live: Live | None = None
         self._last: RunSnapshot | None = None
+        self._last_block: list[str] = []
+        """The status lines last printed (without their time): the run's end prints its
+        status again only if it says something new, so a pipe gets one final block."""
 
     def __enter__(self) -> HeadlessDisplay:
         if self.live_mode:
@@ -118,14 +124,18 @@ class HeadlessDisplay:
             self._last_status = now
             self.write_status(snap)
 
-    def write_status(self, snap: RunSnapshot) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        for dataset in snap.datasets:
-            print(f"{stamp} status: {status_line(dataset)}", file=self.stream, flush=True)
+    def write_status(self, snap: RunSnapshot, *, final: bool = False) -> None:
+        """One status block; `final` (the run's end) skips a block the last one said."""
+        lines = [status_line(dataset) for dataset in snap.datasets]
         if len(snap.datasets) > 1 or snap.concurrency_auto is not None:
-            print(f"{stamp} status: {pool_line(snap)}", file=self.stream, flush=True)
-        for line in server_lines(snap, detail=False):
-            print(f"{stamp} status: server {line}", file=self.stream, flush=True)
+            lines.append(pool_line(snap))
+        lines += [f"server {line}" for line in server_lines(snap, detail=False)]
+        if final and lines == self._last_block:
+            return
+        self._last_block = lines
+        stamp = time.strftime("%H:%M:%S")
+        for line in lines:
+            print(f"{stamp} status: {line}", file=self.stream, flush=True)
 
     def write_summary(self, snap: RunSnapshot) -> None:
         self.event("info", summary_line(snap))

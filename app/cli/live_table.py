@@ -34,7 +34,7 @@ def budget_text(snap: DatasetSnapshot) -> str:
 
 
 def _samples(d: DatasetSnapshot) -> str:
-    return f"{d.samples}" + (f"/{d.max_samples}" if d.max_samples else "")
+    return f"{d.samples:,}" + (f"/{d.max_samples:,}" if d.max_samples else "")
 
 
 def shorten(name: str, width: int) -> str:

@@ -35,8 +35,16 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """Merge flags over the config file over defaults into an :class:`EngineConfig`."""
+    from gen_tui.backends.tokenizer import missing_tokenizer
+
     file = load_config(args.config) if args.config else FileConfig(path=Path("."))
-    return merge_run(file, _flags(args))
+    config = merge_run(file, _flags(args))
+    # Checked here, before any server is contacted (exit 2, as a missing --prompts-dir),
+    # and not in merge_run: the panel reads configs of runs whose tokenizer is elsewhere.
+    problem = missing_tokenizer(config.tokenizer) if config.tokenizer else None
+    if problem is not None:
+        raise EngineError(problem)
+    return config
 
 
 async def run_engine(
@@ -73,7 +81,7 @@ async def run_engine(
     finally:
         await pings.close()
     if not display.live_mode:
-        display.write_status(final)
+        display.write_status(final, final=True)
     display.write_summary(final)
     return EXIT_ABORTED if engine.aborted else EXIT_OK
 

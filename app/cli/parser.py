@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from gen_tui.app.cli.alert import add_alert
+from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_USAGE
 from gen_tui.app.cli.output import add_include_folder
 from gen_tui.app.cli.report import add_report
@@ -26,6 +28,17 @@ from gen_tui.backends.settings import (
     SettingError,
     settings_of,
 )
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's), for `gen-tui --version`."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("gen-tui")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _count_arg(what: str, words: tuple[str, ...] = ()) -> Callable[[str], int | str]:
@@ -42,6 +55,9 @@ def _count_arg(what: str, words: tuple[str, ...] = ()) -> Callable[[str], int | 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        # argparse puts "argument --flag: " before a type's message, which names the flag
+        # itself ("--concurrency: '-3' is negative"): the name is said once.
+        message = re.sub(r"\Aargument ([^\s:/]+)(?:/[^\s:]+)?: (?=\1\b)", "", message)
         self.exit(EXIT_USAGE, f"gen-tui: error: {message} (see {self.prog} --help)\n")
 
 
@@ -57,7 +73,9 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
         "metavar": flag.flag.lstrip("-").replace("-", "_").upper(),
     }
     if flag.count:
-        kwargs["type"] = _count_arg(flag.flag, flag.words)
+        # The setting's own rule (count, words, minimum): `--max-samples 0` is a usage error
+        # here, as `max_samples = 0` is in a config file.
+        kwargs["type"] = flag.convert
     if flag.choices is not None:
         kwargs["choices"] = flag.choices
     kwargs.update(flag.flag_kwargs)
@@ -95,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gen-tui",
         description="Terminal control panel and budget-aware engine for LLM data generation.",
+        **examples("gen-tui"),
     )
+    parser.add_argument("--version", action="version", version=f"gen-tui {version()}")
     parser.add_argument(
         "--config",
         type=Path,
@@ -157,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="generate data headless (what runs on the GPU box)",
         description="Send each dataset's prompts to the server and stop at its token budget.",
+        **examples("run"),
     )
     groups = {
         "datasets": run.add_argument_group("datasets"),
@@ -178,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "sim", help="serve the simulated SGLang / OpenAI-compatible server (gen-tui sim --help)"
-    )
+    )  # its own parser, with its own example: backends/sim/cli.py
     _add_export(commands)
     _add_verify(commands)
     add_report(commands)
@@ -198,9 +219,12 @@ def _add_export(commands: Any) -> None:
         help="write a run's records as one training-data JSONL",
         description="Stream the records of the chosen datasets into one JSONL file in a "
         "trainer's format, rebuilding prompt ids with the run's own tokenizer and template.",
+        **examples("export"),
     )
     export.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
-    export.add_argument("--format", required=True, choices=FORMATS)
+    export.add_argument(
+        "--format", required=True, choices=FORMATS, help="the trainer's layout of each row"
+    )
     export.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")
     export.add_argument(
         "--to",
@@ -226,6 +250,7 @@ def _add_verify(commands: Any) -> None:
         help="check every record of a run completely (before export, after a crash)",
         description="Check every record: parses, types, ids in the tokenizer's range, counts, "
         "duplicates, sample_ids in the prompt file, finish_reason. Exits 1 on any problem.",
+        **examples("verify"),
     )
     verify.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
     verify.add_argument("--datasets", type=_names, help="comma-separated names (default: all)")

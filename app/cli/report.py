@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK
 from gen_tui.app.cli.output import add_include_folder, write_whole
 from gen_tui.app.cli.output import error as _error
@@ -26,6 +27,7 @@ def add_report(commands: argparse._SubParsersAction[Any]) -> None:
         description="Summarize each dataset of a run from its files (records, errors, "
         "history.jsonl, progress.json): tokens, samples, wall time, tok/s, mean length, share "
         "truncated, latency p50/p99, errors, cost, overshoot. Works on a live run too.",
+        **examples("report"),
     )
     report.add_argument("--output-dir", type=Path, required=True, help="the run's --output-dir")
     report.add_argument(
@@ -45,6 +47,12 @@ def report_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.report.html import render
     from gen_tui.backends.report.table import text_table
 
+    if args.html is not None and args.html.is_dir():
+        # Said before the page is made: writing it would fail on a temporary file's name
+        # inside the folder (`cannot write /tmp/.tmp.rk2muo7c.tmp`), not the name given.
+        return _error(
+            f"--html {args.html} is a folder: give a file, like {args.html / 'report.html'}"
+        )
     try:
         folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
     except ExportError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gen_tui.app.dashboard.rules import crossing_text
+from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetSnapshot, DatasetState
 
 Toast = Callable[[str, str], None]
@@ -54,11 +55,15 @@ class BudgetAnnouncer:
             if event.kind == "done" and budget is not None and event.tokens < budget:
                 text = short_text(event.tokens, budget)  # stopped short: no crossing to see
             elif event.kind == "exhausted":
-                text = f"all prompts done: {event.tokens:,} tokens, {event.samples:,} samples"
+                text = (
+                    f"all prompts done: {counted(event.tokens, 'token')}, "
+                    f"{counted(event.samples, 'sample')}"
+                )
             else:  # not "budget reached" again, with a second figure: what the drain added
                 text = (
-                    f"done: {event.tokens:,} tokens, {event.samples:,} samples, with the "
-                    "answers in flight at the crossing"
+                    f"done: {counted(event.tokens, 'token')}, "
+                    f"{counted(event.samples, 'sample')}, with the answers in flight at the "
+                    "crossing"
                 )
             self._toast(text, name)
 

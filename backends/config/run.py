@@ -57,8 +57,12 @@ class DatasetSpec:
 
     name: str = setting(key="name", kinds=(str,))
     prompts: Path = setting(key="prompts", kinds=(str,), path=True)
-    max_tokens: int | None = setting(None, key="max_tokens", kinds=(int, str), count=True)
-    max_samples: int | None = setting(None, key="max_samples", kinds=(int, str), count=True)
+    max_tokens: int | None = setting(
+        None, key="max_tokens", kinds=(int, str), count=True, minimum=1
+    )
+    max_samples: int | None = setting(
+        None, key="max_samples", kinds=(int, str), count=True, minimum=1
+    )
     weight: float = setting(1.0, key="weight", kinds=(int, float), above=0)
     """Its share of `max_total_tokens` against the other datasets'."""
 
@@ -93,6 +97,7 @@ class DatasetDefaults:
         aliases=("--token-budget",),
         kinds=(int, str),
         count=True,
+        minimum=1,
         help="stop each dataset at this many completion tokens",
     )
     max_samples: int | None = setting(
@@ -102,6 +107,7 @@ class DatasetDefaults:
         flag="--max-samples",
         kinds=(int, str),
         count=True,
+        minimum=1,
         help="stop each dataset at N records",
     )
 
@@ -400,6 +406,13 @@ class EngineConfig:
             raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
         self.output_dir = Path(self.output_dir)
+        for url in self.server_urls:
+            # Refused here, before any connection: aiohttp takes "127.0.0.1:31555/health" as
+            # a URL of scheme "127.0.0.1" and fails with a message that only repeats it.
+            if isinstance(url, str) and "://" not in url:
+                raise EngineError(
+                    f"server URL {url!r} has no scheme: write http://{url} (or https://)"
+                )
 
     def planned_budgets(self) -> dict[str, int | None]:
         """Each dataset's token budget as a run starts: its own, or its share of the total

@@ -16,6 +16,7 @@ from gen_tui.backends.budget.rules import Budget, likely_end, room_for_one, shar
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import DatasetState
 
 
@@ -57,11 +58,12 @@ class Allocator(RunPart):
                 ds.spec = DatasetSpec(
                     name, ds.spec.prompts, max_tokens, max_samples, ds.spec.weight
                 )
+                max_tokens, max_samples = ds.spec.max_tokens, ds.spec.max_samples  # whole
                 ds.pinned = max_tokens is not None
                 self.apply(ds, Budget(max_tokens, max_samples))
                 self.rebalance()
-                tokens = f"{max_tokens:,.0f} tokens" if max_tokens is not None else "no token cap"
-                samples = f", {max_samples:,.0f} samples" if max_samples is not None else ""
+                tokens = counted(max_tokens, "token") if max_tokens is not None else "no token cap"
+                samples = f", {counted(max_samples, 'sample')}" if max_samples is not None else ""
                 self.reporter.event("info", f"{name}: budget set to {tokens}{samples}")
                 return
         raise EngineError(f"unknown dataset {name!r}")

@@ -39,6 +39,7 @@ from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.engine.tuning import AutoConcurrency
+from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
 from gen_tui.backends.store.manifest import template_sha256
 from gen_tui.backends.store.prompts import Prompt
@@ -228,16 +229,16 @@ class Engine:
             if ds.samples:
                 self._report.event(
                     "info",
-                    f"{ds.name}: resuming with {ds.samples:,} records, "
-                    f"{ds.tokens:,} tokens on disk",
+                    f"{ds.name}: resuming with {counted(ds.samples, 'record')}, "
+                    f"{counted(ds.tokens, 'token')} on disk",
                 )
             if ds.reached or self._scheduler.ended_short(ds):
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(
                     "info",
-                    f"{ds.name}: already at its budget ({ds.tokens:,} tokens, "
-                    f"{ds.samples:,} samples); nothing to do",
+                    f"{ds.name}: already at its budget ({counted(ds.tokens, 'token')}, "
+                    f"{counted(ds.samples, 'sample')}); nothing to do",
                 )
             else:
                 ds.state = DatasetState.WAITING
@@ -322,7 +323,10 @@ class Engine:
                     if not ds.state.finished:
                         if self._signals.stopping:
                             ds.state = DatasetState.STOPPED
-                            ds.message = f"stopped at {ds.tokens:,} tokens, {ds.samples:,} samples"
+                            ds.message = (
+                                f"stopped at {counted(ds.tokens, 'token')}, "
+                                f"{counted(ds.samples, 'sample')}"
+                            )
                         else:
                             self._scheduler.settle(ds)
         finally:

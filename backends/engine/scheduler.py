@@ -15,6 +15,7 @@ from gen_tui.backends.budget.rules import BudgetMode, may_dispatch
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import DatasetState
 
 
@@ -108,10 +109,14 @@ class Scheduler(RunPart):
         short = False
         if ds.reached:
             ds.state = DatasetState.DONE
-            ds.message = f"budget reached: {ds.tokens:,} tokens, {ds.samples:,} samples"
+            ds.message = (
+                f"budget reached: {counted(ds.tokens, 'token')}, {counted(ds.samples, 'sample')}"
+            )
         elif ds.all_sent:  # before "no room": what it leaves of a share goes to the others
             ds.state = DatasetState.EXHAUSTED
-            ds.message = f"all prompts done: {ds.tokens:,} tokens, {ds.samples:,} samples"
+            ds.message = (
+                f"all prompts done: {counted(ds.tokens, 'token')}, {counted(ds.samples, 'sample')}"
+            )
             self.reporter.event("budget", f"{ds.name}: {ds.message}")
             self.reporter.budget(ds, "exhausted")
             self.allocator.hand_on(ds)

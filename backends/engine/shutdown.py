@@ -15,6 +15,7 @@ from gen_tui.backends.aio import wait_event
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.runner import RequestRunner
 from gen_tui.backends.engine.slots import SlotPool
+from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import DatasetState
 
 
@@ -64,5 +65,5 @@ class Shutdown(RunPart):
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._runner.abort(rids)
         self.reporter.event(
-            "warning", f"aborted {count} in-flight requests (their samples stay undone)"
+            "warning", f"aborted {counted(count, 'in-flight request')} (their samples stay undone)"
         )

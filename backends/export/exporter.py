@@ -23,6 +23,7 @@ import orjson
 
 from gen_tui.backends.export.folders import left_out_line, ours_only
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
+from gen_tui.backends.figures import counted
 from gen_tui.backends.store.manifest import (
     ManifestError,
     RunSetup,
@@ -83,10 +84,11 @@ class Tally:
 
     def line(self, name: str) -> str:
         skipped = sum(self.skipped.values())
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(self.skipped.items()))
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(self.skipped.items()))
         detail = f" ({reasons})" if reasons else ""
         return (
-            f"{name}: {self.records} records = {self.exported} exported + {skipped} skipped{detail}"
+            f"{name}: {counted(self.records, 'record')} = {self.exported:,} exported + "
+            f"{skipped:,} skipped{detail}"
         )
 
 

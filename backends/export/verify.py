@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.figures import counted
 from gen_tui.backends.store.manifest import ManifestError, RunSetup, read_manifest
 from gen_tui.backends.store.prompts import Prompt, iter_prompts
 from gen_tui.backends.store.records import (
@@ -61,9 +62,9 @@ class Verdict:
         return not self.problems
 
     def line(self) -> str:
-        state = "ok" if self.ok else f"{self.problems} problems"
+        state = "ok" if self.ok else counted(self.problems, "problem")
         extra = f" (not checked: {'; '.join(self.unchecked)})" if self.unchecked else ""
-        return f"{self.name}: {self.records} records, {state}{extra}"
+        return f"{self.name}: {counted(self.records, 'record')}, {state}{extra}"
 
 
 def _count(record: dict[str, Any], name: str, top: int) -> str | None:
@@ -73,10 +74,15 @@ def _count(record: dict[str, Any], name: str, top: int) -> str | None:
     return None
 
 
-def record_problem(record: Any, vocab: int | None, count_ids: bool) -> str | None:
+def record_problem(
+    record: Any, vocab: int | None, count_ids: bool, ids_expected: bool = True
+) -> str | None:
     """The first thing wrong with a parsed record, or None. `vocab`: ids must be below it
     (None: not checked). `count_ids`: the ids are the server's, so there are
-    `completion_tokens` of them (on the OpenAI path they are the local tokenizer's)."""
+    `completion_tokens` of them (on the OpenAI path they are the local tokenizer's).
+    `ids_expected`: False for the records of an `--api openai` run without a tokenizer,
+    which rightly have no `output_ids` (nothing could make them); any they do hold are
+    still checked."""
     if not isinstance(record, dict):
         return "record is not a JSON object"
     if "completion_tokens" not in record and ("usage" in record or "meta_info" in record):
@@ -93,7 +99,9 @@ def record_problem(record: Any, vocab: int | None, count_ids: bool) -> str | Non
     if not isinstance(reason, str) or reason not in KNOWN_FINISH_REASONS:  # a list: unhashable
         return f"field 'finish_reason' is {quoted(reason)}, not one a server sends"
     ids = record.get("output_ids")
-    if not isinstance(ids, list):
+    if "output_ids" not in record and not ids_expected:
+        ids = []
+    elif not isinstance(ids, list):
         return "field 'output_ids' is missing or not a list"
     if not all(type(token) is int for token in ids):
         bad = next(token for token in ids if type(token) is not int)
@@ -124,7 +132,8 @@ def _setup(
         verdict.unchecked.append("ids' range and sample_ids against the prompt file")
         return None, None
     if not setup.tokenizer:
-        verdict.unchecked.append("ids' range (the run had no tokenizer)")
+        if setup.api == "sglang":  # an OpenAI run without one has no ids: said by the caller
+            verdict.unchecked.append("ids' range (the run had no tokenizer)")
         return setup, None
     if setup.tokenizer not in tokenizers:
         try:
@@ -143,6 +152,11 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
     verdict = Verdict(folder.name)
     setup, vocab = _setup(folder, verdict, tokenizers)
     count_ids = setup is None or setup.api == "sglang"
+    # Ids come from the server (SGLang) or from the run's tokenizer (OpenAI path): an
+    # OpenAI run without one has none to write, as its manifest's empty tokenizer says.
+    ids_expected = setup is None or setup.api == "sglang" or bool(setup.tokenizer)
+    if not ids_expected:
+        verdict.unchecked.append("output ids (an --api openai run without --tokenizer has none)")
     raw = folder / RAW_FILE
     first_line: dict[str, int] = {}
     unsealed = 0
@@ -173,7 +187,9 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
                         else f"not valid JSON ({exc})",
                     )
                     continue
-                problem = seal_problem(line) or record_problem(record, vocab, count_ids)
+                problem = seal_problem(line) or record_problem(
+                    record, vocab, count_ids, ids_expected
+                )
                 if problem is not None:
                     verdict.problem(where, problem)
                     continue

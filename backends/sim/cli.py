@@ -120,6 +120,9 @@ def _build_parser() -> _Parser:
             "Run a simulated SGLang server (native /generate API, and OpenAI's "
             "/v1/chat/completions) for demos and tests."
         ),
+        epilog="example:\n  gen-tui sim --port 31555 --slots 128 --tokens-per-s 400 "
+        "--profile B2=3800:0.9\n  gen-tui run --server-url http://127.0.0.1:31555 ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -135,7 +138,12 @@ def _build_parser() -> _Parser:
             "(give the tokenizer's, so the records verify)"
         ),
     )
-    add("--context-length", type=_whole(2), default=32768)
+    add(
+        "--context-length",
+        type=_whole(2),
+        default=32768,
+        help="the model's context in tokens, as /model_info and /v1/models say (default: 32768)",
+    )
     add(
         "--profile",
         type=_profile_arg,
@@ -145,19 +153,70 @@ def _build_parser() -> _Parser:
         help="completion-length profile of the dataset NAME (the rid prefix); repeatable",
     )
     add("--default-mean", type=_positive, default=600.0, help="mean length for other datasets")
-    add("--default-cv", type=_non_negative, default=0.95)
-    add("--seed", type=_whole(0), default=0)
+    add(
+        "--default-cv",
+        type=_non_negative,
+        default=0.95,
+        help="spread of those lengths: standard deviation over mean (default: 0.95)",
+    )
+    add("--seed", type=_whole(0), default=0, help="random seed: the same answers each start")
     add("--stream-output", action="store_true", help="stream frames carry only the new ids")
     add("--frame-tokens", type=_whole(1), default=8, help="tokens per stream frame")
-    add("--model-path", default="gen-tui/simulated-model")
-    add("--fail-5xx", type=_probability, default=0.0, metavar="P")
-    add("--fail-429", type=_probability, default=0.0, metavar="P")
-    add("--retry-after", type=_non_negative, default=1.0, metavar="SECONDS")
-    add("--fail-timeout", type=_probability, default=0.0, metavar="P")
-    add("--hang-s", type=_non_negative, default=3600.0, metavar="SECONDS")
-    add("--fail-reset", type=_probability, default=0.0, metavar="P")
-    add("--fail-torn", type=_probability, default=0.0, metavar="P")
-    add("--fail-midstream", type=_probability, default=0.0, metavar="P")
+    add(
+        "--model-path",
+        default="gen-tui/simulated-model",
+        help="the model path /model_info reports (SGLang's --model-path)",
+    )
+    add(
+        "--fail-5xx",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="share of 500 or 503 answers",
+    )
+    add("--fail-429", type=_probability, default=0.0, metavar="P", help="share of 429 (rate limit)")
+    add(
+        "--retry-after",
+        type=_non_negative,
+        default=1.0,
+        metavar="SECONDS",
+        help="the Retry-After a 429 carries (default: 1)",
+    )
+    add(
+        "--fail-timeout",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="share of requests that hang without a byte for --hang-s, then are reset",
+    )
+    add(
+        "--hang-s",
+        type=_non_negative,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long such a request hangs (default: 3600)",
+    )
+    add(
+        "--fail-reset",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="share of requests whose connection is reset (TCP RST) before any answer",
+    )
+    add(
+        "--fail-torn",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="share of answers cut in the middle of their JSON (a torn last frame)",
+    )
+    add(
+        "--fail-midstream",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="share of generations that fail half-way (an error frame, or a 500)",
+    )
     add("--fail-huge-error", type=_probability, default=0.0, metavar="P", help="1 MiB error")
     add("--fail-402", type=_probability, default=0.0, metavar="P", help="/v1: out of credits")
     add("--model-name", default="sim-model", help="the model /v1/chat/completions serves")

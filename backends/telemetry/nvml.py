@@ -10,7 +10,9 @@ from a thread, never from a UI loop.
 from __future__ import annotations
 
 import importlib
+import shutil
 import threading
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +25,18 @@ MIB = 1024 * 1024
 _lock = threading.Lock()
 _nvml: ModuleType | None = None
 _absent: str | None = None
+
+
+def nvidia_device_present() -> bool:
+    """Whether this machine shows an NVIDIA driver or device at all (Linux's /proc and /dev
+    entries, or nvidia-smi on the PATH). Why: without the package, advice to install it is
+    right on a GPU box and noise on a laptop or a CI runner (the headless demo, `sim`)."""
+    if Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi") is not None:
+        return True
+    try:
+        return any(Path("/dev").glob("nvidia[0-9]*"))
+    except OSError:
+        return False
 
 
 class NvmlAbsent(Exception):
@@ -44,7 +58,11 @@ def _init() -> ModuleType:
         try:
             module = importlib.import_module("pynvml")
         except ImportError:
-            _absent = "no NVML here: install nvidia-ml-py (pip install 'gen-tui[nvml]')"
+            _absent = (
+                "no NVML here: install nvidia-ml-py (pip install 'gen-tui[nvml]')"
+                if nvidia_device_present()
+                else "no NVIDIA GPU on this machine"
+            )
             raise NvmlAbsent(_absent) from None
         try:
             module.nvmlInit()

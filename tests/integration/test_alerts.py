@@ -92,3 +92,29 @@ async def test_a_run_pings_budget_and_end_and_survives_a_dead_target(
     assert stdout.count("an alert could not be sent") + stderr.count("could not be sent") == 1
     assert f"json at 127.0.0.1:{port}" in stdout + stderr
     assert "RUNSECRET" not in stdout + stderr, "the log shows the service and host only"
+
+
+async def test_alert_without_test_says_where_alerts_go_and_sends_nothing(
+    hook: Any, tmp_path: Path
+) -> None:
+    """Issue 31, defect 15: `gen-tui alert --config X` alone is no usage error."""
+    url, received = hook
+    port = closed_port()
+    config = write_config(tmp_path / "c.toml", url, f"ntfy://127.0.0.1:{port}/TOPICSECRET")
+    code, stdout, stderr = await finish(await spawn("alert", "--config", str(config)))
+    assert code == 0, stderr
+    assert stderr == "" and len(stdout.strip().splitlines()) == 1, stdout
+    assert f"ntfy at 127.0.0.1:{port}" in stdout and "--test" in stdout
+    assert "TOPICSECRET" not in stdout
+    assert received == [], "nothing is sent without --test"
+
+
+async def test_alert_test_to_a_dead_target_says_no_run_goes_on(tmp_path: Path) -> None:
+    """Issue 31, defect 15: `alert --test` has no run: its failure line does not speak of
+    one, and names the target by its service and host."""
+    port = closed_port()
+    config = write_config(tmp_path / "c.toml", f"json://127.0.0.1:{port}/x?-key=SECRET")
+    code, _, stderr = await finish(await spawn("alert", "--test", "--config", str(config)))
+    assert code == 1
+    assert f"json at 127.0.0.1:{port}" in stderr and "SECRET" not in stderr
+    assert "run" not in stderr, stderr

@@ -15,6 +15,7 @@ import pytest
 
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.hosts.monitor import HostMonitor
+from gen_tui.backends.telemetry import nvml
 from tests.support.engine import make_config, run
 from tests.support.gpus import write_nvidia_smi
 from tests.support.nvml import FakeGpu, fake_pynvml, installed
@@ -83,7 +84,10 @@ async def test_an_in_process_run_reads_this_machines_gpus(
     prompts_dir: Callable[..., Path],
     tmp_path: Path,
     present: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A GPU box without the package: the one case the advice to install it is for.
+    monkeypatch.setattr(nvml, "nvidia_device_present", lambda: True)
     server = await sim(tokens_per_s=2000.0, slots=8)
     config = make_config(
         tokenizer_dir, prompts_dir(A=40), tmp_path / "out", [server.url],

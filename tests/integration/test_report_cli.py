@@ -45,3 +45,17 @@ def test_report_of_a_finished_run(finished_run: tuple[Path, Path], tmp_path: Pat
         ET.fromstring(html[at : html.index("</svg>", at) + 6])
     history = [json.loads(x) for x in (out / "A" / "history.jsonl").read_text().splitlines()]
     assert history[-1]["state"] == "exhausted"
+
+
+def test_report_html_given_a_folder_names_the_folder(tmp_path: Path) -> None:
+    """Issue 31, defect 15: `--html /tmp` is refused naming /tmp, not a temporary file."""
+    out = tmp_path / "out"
+    (out / "A").mkdir(parents=True)
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    done = gen_tui("report", "--output-dir", str(out), "--html", str(folder))
+    stderr = done.stderr.decode()
+    assert done.returncode == 1, stderr
+    assert f"--html {folder} is a folder" in stderr and ".tmp" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert list(folder.iterdir()) == []

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gen_tui.backends.store.records import seal
 from tests.support.run_output import copy_run, gen_tui
+from tests.support.runs import finish, spawn
 
 Lines = list[bytes]
 
@@ -137,8 +139,47 @@ def test_verify_names_each_kind_of_damage(
     raw.write_bytes(b"".join(damage(raw.read_bytes().splitlines(keepends=True), vocab_size)))
     code, lines = verify(out)
     assert code == 1
-    assert lines[0].startswith("A: ") and lines[0].endswith("1 problems"), lines
+    assert lines[0].startswith("A: ") and lines[0].endswith("1 problem"), lines
     assert lines[1].startswith(f"  {raw}:{line_no}: ") and words in lines[1], lines
     assert "\x1b" not in "".join(lines)  # untrusted bytes are shown, never obeyed
     assert len(lines[1]) < 1000, "a quoted value is bounded"
     assert lines[2:] == ["B: 40 records, ok", "1 of 2 datasets have problems"]
+
+
+def _openai_run_args(prompts: Path, out: Path, url: str, *extra: str) -> list[str]:
+    return [
+        "run",
+        *("--api", "openai", "--model", "sim-model", "--server-url", url),
+        *("--prompts-dir", str(prompts), "--output-dir", str(out), "--plain", *extra),
+    ]
+
+
+async def test_an_openai_run_without_tokenizer_verifies_and_a_lost_id_list_is_still_caught(
+    tokenizer_dir: Path, prompts_dir: Callable[..., Path], sim: Any, tmp_path: Path
+) -> None:
+    """Issue 31, defect 21: an `--api openai` run without `--tokenizer` rightly writes no
+    `output_ids` (its manifest's tokenizer is empty): its records verify. With a tokenizer
+    the ids are written, and a record that lost them is still a problem."""
+    server = await sim()
+    prompts = prompts_dir(A=6)
+    bare, tokenized = tmp_path / "bare", tmp_path / "tokenized"
+    code, _, stderr = await finish(await spawn(*_openai_run_args(prompts, bare, server.url)))
+    assert code == 0, stderr
+    assert all("output_ids" not in json.loads(line) for line in _lines(bare / "A"))
+    done = gen_tui("verify", "--output-dir", str(bare))
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert "A: 6 records, ok" in done.stderr.decode()
+
+    args = _openai_run_args(prompts, tokenized, server.url, "--tokenizer", str(tokenizer_dir))
+    code, _, stderr = await finish(await spawn(*args))
+    assert code == 0, stderr
+    lines = _lines(tokenized / "A")
+    lines = _edit(2, lambda record, _: record.pop("output_ids"))(lines, 0)
+    (tokenized / "A" / "raw_responses.jsonl").write_bytes(b"".join(lines))
+    done = gen_tui("verify", "--output-dir", str(tokenized))
+    assert done.returncode == 1
+    assert "raw_responses.jsonl:3: field 'output_ids' is missing" in done.stderr.decode()
+
+
+def _lines(folder: Path) -> Lines:
+    return (folder / "raw_responses.jsonl").read_bytes().splitlines(keepends=True)

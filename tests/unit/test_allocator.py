@@ -98,3 +98,13 @@ def test_a_dataset_done_at_its_share_is_reopened_only_with_room_for_an_answer(
     alloc.rebalance()
     assert ds["B"].budget.max_tokens == 900
     assert ds["B"].state is DatasetState.WAITING and reopened == ["B"]
+
+
+def test_a_budget_given_as_a_float_is_kept_whole(tmp_path: Path) -> None:
+    """Issue 31, defect 18: a budget from the panel or the demo's scaling may come as a
+    float; no line then says `200,000.0`."""
+    alloc, ds, events, _ = allocator(tmp_path, None, {"A": 1.0})
+    alloc.set_budget("A", 200_000.0, 1.0)  # type: ignore[arg-type]
+    assert events[-1] == "A: budget set to 200,000 tokens, 1 sample"
+    budget = ds["A"].budget
+    assert type(budget.max_tokens) is int and type(budget.max_samples) is int

@@ -61,6 +61,7 @@ def test_good_config_merges_with_flags(tmp_path: Path) -> None:
 
 
 def test_flag_budget_overrides_every_dataset(tmp_path: Path) -> None:
+    (tmp_path / "tok").mkdir()  # `gen-tui run` checks its tokenizer folder up front
     path = _config(tmp_path, GOOD)
     args = build_parser().parse_args(
         [

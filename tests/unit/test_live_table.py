@@ -81,7 +81,7 @@ def test_every_figure_is_whole_at_any_width_from_60(width: int) -> None:
 
 def test_at_80_columns_the_samples_stay_and_at_160_the_bar_and_full_names_appear() -> None:
     narrow = _render(80, NAMES)
-    assert "samples" in narrow[1] and "26512/30000" in narrow[2]
+    assert "samples" in narrow[1] and "26,512/30,000" in narrow[2]
     wide = _render(160, NAMES)
     assert all(name in "\n".join(wide) for name in NAMES)
     assert "━" in wide[2], "a wide terminal gets the progress bar"
@@ -96,3 +96,28 @@ def test_shorten_keeps_both_ends() -> None:
     assert shorten("B2_opencodeinstruct", 10) == "B2_op…ruct"
     assert len(shorten("B2_opencodeinstruct", 10)) == 10
     assert shorten("B1", 10) == "B1"
+
+
+def test_a_piped_run_prints_its_final_status_block_once() -> None:
+    """Issue 31, defect 18: the run's last snapshot printed by the periodic status and then
+    again as the final block made two identical blocks in a log."""
+    from gen_tui.app.cli.headless import HeadlessDisplay
+
+    snap = RunSnapshot(
+        datasets=(_dataset(0, "B1"), _dataset(1, "B2")),
+        concurrency=150,
+        inflight=0,
+        utilisation=0.5,
+        elapsed_s=10.0,
+        active_s=10.0,
+        stopping=False,
+        paused=False,
+    )
+    stream = io.StringIO()
+    display = HeadlessDisplay(stream, status_every_s=0.0)
+    display.live_mode = False
+    display.snapshot(snap)
+    display.write_status(snap, final=True)
+    lines = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert len(lines) == len(set(lines)) == 3, lines
+    assert "26,512/30,000 samples" in lines[0], lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gen_tui.backends.telemetry import nvml
 from gen_tui.backends.telemetry.gpus import Gpu
 from gen_tui.backends.telemetry.nvml import NvmlAbsent, NvmlError, read_gpus
 from tests.support.nvml import GPUS, FakeGpu, fake_pynvml, installed
@@ -23,12 +24,25 @@ def test_nvml_readings_map_to_gpus() -> None:
     assert gpus[0].mem_fraction == pytest.approx(75321 / 81559)
 
 
-def test_without_the_package_the_reason_says_how_to_get_it() -> None:
+def test_without_the_package_the_reason_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(nvml, "nvidia_device_present", lambda: True)
     with (
         installed(None),
         pytest.raises(NvmlAbsent, match=r"install nvidia-ml-py \(pip install 'gen-tui\[nvml\]'\)"),
     ):
         read_gpus()
+
+
+def test_without_the_package_on_a_machine_without_a_gpu_no_advice_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 31, defect 18: a laptop or CI runner has no GPU: no nvidia-ml-py advice."""
+    monkeypatch.setattr(nvml, "nvidia_device_present", lambda: False)
+    with installed(None), pytest.raises(NvmlAbsent) as caught:
+        read_gpus()
+    assert str(caught.value) == "no NVIDIA GPU on this machine"
 
 
 def test_without_a_driver_or_a_gpu_nvml_says_so_the_same_way_each_time() -> None:

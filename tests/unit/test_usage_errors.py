@@ -10,6 +10,14 @@ from gen_tui.app.cli.main import main
 from gen_tui.backends.tokenizer import TokenizerError, load_tokenizer
 
 
+def _code(argv: list[str]) -> int | str | None:
+    """main's exit code, whether it returns it or argparse exits with it."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
 def _prompts(tmp_path: Path) -> Path:
     folder = tmp_path / "prompts"
     folder.mkdir()
@@ -20,7 +28,7 @@ def _prompts(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("extra", "said"),
     [
-        (["--concurrency", "0"], "--concurrency must be at least 1, got 0"),
+        (["--concurrency", "0"], "--concurrency must be at least 1 or auto, got 0"),
         (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
         (["--datasets", "NOPE"], "NOPE"),
     ],
@@ -29,7 +37,7 @@ def test_a_bad_value_is_named_before_the_missing_tokenizer_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], said: str
 ) -> None:
     args = ["run", "--prompts-dir", str(_prompts(tmp_path)), "--output-dir", str(tmp_path / "o")]
-    assert main([*args, *extra]) == 2
+    assert _code([*args, *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0] and "tokenizer" not in err[0], err
     assert not (tmp_path / "o").exists()
