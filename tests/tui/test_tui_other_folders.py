@@ -17,10 +17,13 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app.cli.launch import config_source
-from gen_tui.app.dialogs.modals import ResumeScreen
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
+from gen_tui.app.dialogs.run_list import RunsScreen, run_key
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.hosts import RunProcess
 from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.widgets.run_table import RunTable
 from tests.support.other_folder import OtherRun, other_folder_run
 from tests.support.polling import wait_until
 from tests.support.runs import standin_argv
@@ -116,3 +119,65 @@ async def test_a_fresh_configs_budget_is_not_taken_from_another_folders_run(
     finally:
         app.stop_links()
         link.done.wait(timeout=30)
+
+
+async def test_l_lists_the_watched_folders_runs_and_others_behind_o_naming_their_folder(
+    other_run: OtherRun, tmp_path: Path, standin: Path
+) -> None:
+    """`l` lists our run and not the other project's; `o` shows it, marked "other folder"
+    with its folder, and `k` on it names that folder before anything is stopped."""
+    out = tmp_path / "out"
+    out.mkdir()
+    ours = subprocess.Popen(
+        standin_argv(standin, str(out), "B2"), stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    app = GenTuiApp(None, hosts=[host_source("local", str(out))])
+    link = app.links[0]
+
+    def run_of(pid: int) -> RunProcess | None:
+        monitor = link.monitor
+        return next((r for r in monitor.runs if r.pid == pid), None) if monitor else None
+
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(
+                lambda: run_of(ours.pid) and run_of(other_run.pid), 30, pause=pilot.pause
+            )
+            other = run_of(other_run.pid)
+            assert other.output_dir == str(other_run.out)
+            our_key, their_key = run_key(run_of(ours.pid)), run_key(other)
+            await pilot.press("l")
+            screen = await wait_until(
+                lambda: isinstance(app.screen, RunsScreen) and app.screen, pause=pilot.pause
+            )
+            table = screen.query_one(RunTable)
+            shown = lambda: {key.value for key in table.rows}  # noqa: E731
+            await wait_until(lambda: our_key in shown(), pause=pilot.pause)
+            assert their_key not in shown(), "another folder's run listed by default"
+            title = str(screen.query_one("#runs-title").render())
+            assert "in other folders hidden (o shows them)" in title, title
+            assert str(table.get_row(our_key)[0]) == "local"
+
+            await pilot.press("o")
+            await wait_until(lambda: their_key in shown(), pause=pilot.pause)
+            assert str(table.get_row(their_key)[0]) == f"local · other folder {other_run.out}"
+            assert str(table.get_row(our_key)[0]) == "local"
+            table.move_cursor(row=table.get_row_index(their_key))
+            await pilot.press("k")
+            confirm = await wait_until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
+            )
+            body = str(confirm.query_one("#confirm-body").render())
+            assert f"Writes {other_run.out}: another folder, not the one watched here" in body
+            await pilot.press("n")
+            await wait_until(lambda: app.screen is screen, pause=pilot.pause)
+            assert other_run.process.poll() is None
+
+            await pilot.press("o")
+            await wait_until(lambda: their_key not in shown(), pause=pilot.pause)
+            assert our_key in shown()
+    finally:
+        app.stop_links()
+        link.done.wait(timeout=30)
+        ours.kill()
+        ours.wait()
