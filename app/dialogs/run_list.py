@@ -41,8 +41,15 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 
 
-FOLDER_CHARS = 120
-"""The most of another folder's path the host column shows (the details show it whole)."""
+FOLDER_CHARS = 40
+"""The most of another folder's path the host column shows, its end (the end tells two
+projects' `out` folders apart; Enter shows it whole): the columns after it stay in sight."""
+
+
+def folder_tail(folder: str, limit: int = FOLDER_CHARS) -> str:
+    """`folder`'s last `limit` characters, "…" for the head left out, made safe to show."""
+    shown = one_line(folder)
+    return shown if len(shown) <= limit else "…" + shown[-(limit - 1) :]
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def host_cell(run: RunProcess, elsewhere: bool = False) -> str:
     if not run.mine:
         cell += f" · user {one_line(run.user or f'uid {run.uid}', 32)}"
     if elsewhere:
-        cell += f" · other folder {one_line(run.output_dir, FOLDER_CHARS)}"
+        cell += f" · other folder {folder_tail(run.output_dir)}"
     return cell
 
 
