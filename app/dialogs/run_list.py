@@ -267,7 +267,10 @@ class RunsScreen(Screen[None]):
             self.notify(f"pid {run.pid} is still running: k stops it first", severity="warning")
             return
         monitor = link.monitor
-        snaps = [monitor.snapshot(name) for name in run.datasets] if monitor else []
+        # Our panels' figures are our folder's: another folder's B2 is another dataset.
+        snaps = []
+        if monitor is not None and not picked.elsewhere:
+            snaps = [monitor.snapshot(name) for name in run.datasets]
         # Budgets are per dataset: preview against the one furthest along.
         tokens = max((snap.tokens for snap in snaps if snap is not None), default=0)
         target = ResumeTarget(
@@ -277,7 +280,8 @@ class RunsScreen(Screen[None]):
             max_samples=None,
             tok_s=0.0,
             running=False,
-            where=f"on {link.name}, as launched, with the new token budget",
+            where=f"on {link.name}, as launched, with the new token budget"
+            + (f" (it writes {run.output_dir}, another folder)" if picked.elsewhere else ""),
             command=resume_command(run),
             cwd=run.cwd or "the login directory",
         )

@@ -174,6 +174,35 @@ async def test_l_lists_the_watched_folders_runs_and_others_behind_o_naming_their
             await wait_until(lambda: app.screen is screen, pause=pilot.pause)
             assert other_run.process.poll() is None
 
+            # A run of a third folder's B2 that ended: `r` on it previews its own figures,
+            # none of our B2's, and says where it writes.
+            third = tmp_path / "third" / "out"
+            third.mkdir(parents=True)
+            gone = subprocess.Popen(
+                standin_argv(standin, str(third), "B2"),
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            await wait_until(lambda: run_of(gone.pid), 30, pause=pilot.pause)
+            gone_key = run_key(run_of(gone.pid))
+            await wait_until(lambda: snap(app, "B2") and snap(app, "B2").tokens, pause=pilot.pause)
+            gone.kill()
+            gone.wait()
+            await wait_until(
+                lambda: gone_key in shown() and str(table.get_row(gone_key)[2]) == "ended",
+                30,
+                pause=pilot.pause,
+            )
+            table.move_cursor(row=table.get_row_index(gone_key))
+            await pilot.press("r")
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
+            )
+            assert (modal.target.tokens, modal.target.max_tokens) == (0, None)
+            assert f"(it writes {third}, another folder)" in modal.target.where
+            await pilot.press("escape")
+            await wait_until(lambda: app.screen is screen, pause=pilot.pause)
+
             await pilot.press("o")
             await wait_until(lambda: their_key not in shown(), pause=pilot.pause)
             assert our_key in shown()
