@@ -109,17 +109,32 @@ class Shutdown:
 Command = Kill | Resume | ResumeRun | Shutdown
 
 
-def kill_question(identity: RunIdentity, datasets: Sequence[str], none: str, grace_s: float) -> str:
+def kill_question(
+    identity: RunIdentity,
+    datasets: Sequence[str],
+    none: str,
+    grace_s: float,
+    *,
+    folder: str | None = None,
+) -> str:
     """The kill confirmation's text for a process on a host (`none`: when it names none).
 
     The command line is the process's own, whoever started it: one line, its control
-    characters made visible, so what the dialog shows is what the kill would stop.
+    characters made visible, so what the dialog shows is what the kill would stop. `folder`:
+    the output folder of a run writing one that is not watched here, named so that nobody
+    stops another project's run for their own (issue 31, point 2).
     """
     from gen_tui.backends.hosts import kill_wait
 
+    elsewhere = (
+        f"Writes {one_line(folder, 500)}: another folder, not the one watched here\n"
+        if folder is not None
+        else ""
+    )
     return (
         f"Stop pid {identity.pid} on {one_line(identity.host, 200)}?\n"
         f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"
+        f"{elsewhere}"
         f"Command: {one_line(identity.command, 500)}\n"
         f"SIGTERM to its process group: it drains in-flight requests; SIGKILL if it is "
         f"still there after {kill_wait(identity.cmdline, grace_s):g} s. "

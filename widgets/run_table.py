@@ -21,7 +21,8 @@ COLUMNS = ("host", "pid", "state", "elapsed", "datasets", "command")
 WIDTHS = {"pid": 7, "state": 12, "elapsed": 8}
 """Fixed widths where the text changes ("writing" -> "stopping 12s"); the rest fit content."""
 COMMAND_CHARS = 500
-"""The most of a command line the list shows (the confirmation dialogs show it whole)."""
+"""The most of a command line the list shows (a run's details, Enter, and the confirmation
+dialogs show it whole)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,13 @@
-"""The run list screen (`l`): every generation process on the watched hosts, and `k`/`r` on it.
+"""The run list screen (`l`): the generation processes writing the watched folders, and
+`k`/`r` on them; Enter (or `i`) opens one run's details (app/dialogs/run_detail.py).
 
 Runs that ended while gen-tui watched stay listed as "ended", so `r` can start one again
 exactly as it was launched, with a new token budget.
+
+Runs writing other folders of a watched host (another project of the same user) are hidden:
+`k` on the wrong project's run was one keypress away (issue 31, point 2). `o` shows them,
+marked "other folder" with their folder in the host column, and a kill of one names the
+folder it writes in its confirmation.
 
 A shared GPU box lists every user's runs: another user's is marked in the host column
 ("gpu-box · user alice"), and `k` and `r` on it are refused at once, naming the owner
@@ -11,15 +17,17 @@ A shared GPU box lists every user's runs: another user's is marked in the host c
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Label, Static
+from textual.widgets import DataTable, Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
+from gen_tui.app.dialogs.run_detail import RunDetailScreen
 from gen_tui.app.host_links import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.untrusted import one_line
@@ -33,11 +41,44 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 
 
-def host_cell(run: RunProcess) -> str:
-    """The host column: the host, and the owner when the run is another user's."""
-    if run.mine:
-        return run.identity.host
-    return f"{run.identity.host} · user {one_line(run.user or f'uid {run.uid}', 32)}"
+FOLDER_CHARS = 40
+"""The most of another folder's path the host column shows, its end (the end tells two
+projects' `out` folders apart; Enter shows it whole): the columns after it stay in sight."""
+
+
+def folder_tail(folder: str, limit: int = FOLDER_CHARS) -> str:
+    """`folder`'s last `limit` characters, "…" for the head left out, made safe to show."""
+    shown = one_line(folder)
+    return shown if len(shown) <= limit else "…" + shown[-(limit - 1) :]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A row of the list: the run, the link that saw it, and where it stands."""
+
+    link: HostLink
+    run: RunProcess
+    ended: bool
+    elsewhere: bool
+    """It writes a folder no link watches on its host: another project's run."""
+
+
+def watched_folders(links: Sequence[HostLink]) -> set[tuple[str, str]]:
+    """(host, output folder) of every link: the folders whose runs are listed by default."""
+    return {
+        (link.monitor.name, link.monitor.output_dir) for link in links if link.monitor is not None
+    }
+
+
+def host_cell(run: RunProcess, elsewhere: bool = False) -> str:
+    """The host column: the host, the owner when the run is another user's, and the folder
+    it writes when that is not a watched one."""
+    cell = run.identity.host
+    if not run.mine:
+        cell += f" · user {one_line(run.user or f'uid {run.uid}', 32)}"
+    if elsewhere:
+        cell += f" · other folder {folder_tail(run.output_dir)}"
+    return cell
 
 
 def refusal(run: RunProcess, what: str) -> str | None:
@@ -89,6 +130,20 @@ class RunsScreen(Screen[None]):
             id="runs.start",
         ),
         Binding(
+            "i",
+            "details",
+            "Details",
+            tooltip="The selected run whole: command, folders, start, owner (also Enter)",
+            id="runs.details",
+        ),
+        Binding(
+            "o",
+            "others",
+            "Other folders",
+            tooltip="Show or hide runs writing folders this panel does not watch",
+            id="runs.others",
+        ),
+        Binding(
             "escape,l", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"
         ),
     ]
@@ -98,7 +153,11 @@ class RunsScreen(Screen[None]):
         self.links = links
         self.readonly = readonly
         """--readonly: k, r and s are off here too."""
-        self._rows: dict[str, tuple[HostLink, RunProcess, bool]] = {}
+        self.show_others = False
+        """`o`: runs writing folders no link watches are listed too."""
+        self.hidden = 0
+        """Runs of other folders left out at the last refresh (said in the title)."""
+        self._rows: dict[str, Listed] = {}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None: shown dimmed and off (False would hide them, where the docs say dimmed).
@@ -117,7 +176,9 @@ class RunsScreen(Screen[None]):
 
     def rows(self) -> list[RunRow]:
         rows: list[RunRow] = []
-        found: dict[str, tuple[HostLink, RunProcess, bool]] = {}
+        found: dict[str, Listed] = {}
+        watched = watched_folders(self.links)
+        hidden: set[str] = set()
         for link in self.links:
             monitor = link.monitor
             if monitor is None:
@@ -127,7 +188,11 @@ class RunsScreen(Screen[None]):
                 key = run_key(run)
                 if key in found:
                     continue
-                found[key] = (link, run, ended)
+                elsewhere = (run.identity.host, run.output_dir) not in watched
+                if elsewhere and not self.show_others:
+                    hidden.add(key)
+                    continue
+                found[key] = Listed(link, run, ended, elsewhere)
                 counting = [link.countdown[n] for n in run.datasets if n in link.countdown]
                 state = "ended" if ended else run.state
                 if counting and not ended:
@@ -135,7 +200,7 @@ class RunsScreen(Screen[None]):
                 rows.append(
                     RunRow(
                         key=key,
-                        host=host_cell(run),
+                        host=host_cell(run, elsewhere),
                         pid=run.pid,
                         state=state,
                         elapsed_s=run.elapsed_s,
@@ -144,12 +209,18 @@ class RunsScreen(Screen[None]):
                     )
                 )
         self._rows = found
+        self.hidden = len(hidden)
         return rows
 
     def refresh_rows(self) -> None:
         rows = self.rows()
-        live = sum(1 for _, _, ended in self._rows.values() if not ended)
-        self.query_one("#runs-title", Label).update(f" Runs: {live} live, {len(rows) - live} ended")
+        live = sum(1 for listed in self._rows.values() if not listed.ended)
+        title = f" Runs: {live} live, {len(rows) - live} ended"
+        if self.hidden:
+            title += f" · {self.hidden} in other folders hidden (o shows them)"
+        elif self.show_others:
+            title += " · other folders shown (o hides them)"
+        self.query_one("#runs-title", Label).update(title)
         # Each host's state in full, a line each (wrapped, never cut: this is where a host
         # error the header had to shorten is read). It quotes SSH and host failures: one
         # line per host, no control characters.
@@ -157,11 +228,11 @@ class RunsScreen(Screen[None]):
         self.query_one("#runs-hosts", Static).update("\n".join(states) or "no host watched")
         self.query_one(RunTable).show(rows)
 
-    def _selected(self) -> tuple[HostLink, RunProcess, bool] | None:
+    def _selected(self) -> Listed | None:
         key = self.query_one(RunTable).selected_key
         return self._rows.get(key) if key is not None else None
 
-    def _picked(self) -> tuple[HostLink, RunProcess, bool] | None:
+    def _picked(self) -> Listed | None:
         """The selected row, or None having said that none is."""
         picked = self._selected()
         if picked is None:
@@ -171,25 +242,25 @@ class RunsScreen(Screen[None]):
     def action_kill(self) -> None:
         if (picked := self._picked()) is None:
             return
-        link, run, ended = picked
-        if ended:
+        link, run = picked.link, picked.run
+        if picked.ended:
             self.notify(f"pid {run.pid} has already ended", severity="warning")
             return
         if (refused := refusal(run, "stops another user's run")) is not None:
             self.notify(refused, severity="error")
             return
         identity = run.identity
+        folder = run.output_dir if picked.elsewhere else None
+        question = kill_question(identity, run.datasets, "-", link.grace_s, folder=folder)
         self.app.push_screen(
-            ConfirmScreen(
-                "Kill run?", kill_question(identity, run.datasets, "-", link.grace_s), "Kill"
-            ),
+            ConfirmScreen("Kill run?", question, "Kill"),
             lambda ok: link.send(Kill(identity)) if ok else None,
         )
 
     def action_resume(self) -> None:
         if (picked := self._picked()) is None:
             return
-        link, run, ended = picked
+        link, run, ended = picked.link, picked.run, picked.ended
         if (refused := refusal(run, "runs another user's command line")) is not None:
             self.notify(refused, severity="error")
             return
@@ -197,7 +268,10 @@ class RunsScreen(Screen[None]):
             self.notify(f"pid {run.pid} is still running: k stops it first", severity="warning")
             return
         monitor = link.monitor
-        snaps = [monitor.snapshot(name) for name in run.datasets] if monitor else []
+        # Our panels' figures are our folder's: another folder's B2 is another dataset.
+        snaps = []
+        if monitor is not None and not picked.elsewhere:
+            snaps = [monitor.snapshot(name) for name in run.datasets]
         # Budgets are per dataset: preview against the one furthest along.
         tokens = max((snap.tokens for snap in snaps if snap is not None), default=0)
         target = ResumeTarget(
@@ -207,7 +281,8 @@ class RunsScreen(Screen[None]):
             max_samples=None,
             tok_s=0.0,
             running=False,
-            where=f"on {link.name}, as launched, with the new token budget",
+            where=f"on {link.name}, as launched, with the new token budget"
+            + (f" (it writes {run.output_dir}, another folder)" if picked.elsewhere else ""),
             command=resume_command(run),
             cwd=run.cwd or "the login directory",
         )
@@ -221,7 +296,7 @@ class RunsScreen(Screen[None]):
 
     def action_start(self) -> None:
         picked = self._selected()
-        link = picked[0] if picked is not None else (self.links[0] if self.links else None)
+        link = picked.link if picked is not None else (self.links[0] if self.links else None)
         if link is None:
             return
         how = (
@@ -238,6 +313,22 @@ class RunsScreen(Screen[None]):
                 self.notify(f"starting {name} on {link.name} to {format_count(budget)}")
 
         self.app.push_screen(StartScreen(link.name, how), decided)
+
+    def action_details(self) -> None:
+        if (picked := self._picked()) is None:
+            return
+        self.app.push_screen(
+            RunDetailScreen(picked.run, ended=picked.ended, elsewhere=picked.elsewhere)
+        )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: its details."""
+        event.stop()
+        self.action_details()
+
+    def action_others(self) -> None:
+        self.show_others = not self.show_others
+        self.refresh_rows()
 
     def action_close(self) -> None:
         self.dismiss(None)

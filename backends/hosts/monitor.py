@@ -200,12 +200,15 @@ class HostMonitor:
         self.runs = survey.runs
         self.output_dir = survey.output_dir
         self.surveyed_at = time.time()
-        for run in survey.runs:
+        # Only runs writing the watched folder shape its panels: a B2 another project's run
+        # writes elsewhere on the box, with its --max-samples, is another dataset (issue 31,
+        # point 1). Its budget must not become ours, nor a flag of our `r`.
+        mine = [run for run in survey.runs if run.output_dir == survey.output_dir]
+        for run in mine:
             for name in run.datasets:
                 self._budgets[name] = budget_from_argv(run.identity.cmdline)
         if self.discover:
             found = list(self.datasets)
-            mine = [run for run in survey.runs if run.output_dir == survey.output_dir]
             for name in [*survey.folders, *(n for run in mine for n in run.datasets)]:
                 if name not in found:
                     found.append(name)
@@ -356,7 +359,7 @@ class HostMonitor:
     async def resume_run(self, run: RunProcess, max_tokens: int | None) -> RunIdentity:
         """Start an ended run again, as it was launched, with a new token budget."""
         identity = await self.host.resume(run, max_tokens)
-        for name in run.datasets:
+        for name in run.datasets if run.output_dir == self.output_dir else ():
             self._budgets[name] = (max_tokens, self._budgets.get(name, (None, None))[1])
         await self._look_again()
         return identity
