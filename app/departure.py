@@ -133,11 +133,17 @@ class Departure:
             return
         datasets = ", ".join(name for run in active for name in run.names)
         grace = max(run.grace_s for run in active)
+        answers = sum(snap.inflight for run in active for snap in run.snapshots())
 
         def decided(ok: bool | None) -> None:
             if not ok:
                 return
             self.quitting = True
+            if not self.hosted.active():
+                # The run ended while the dialog was open: its end has already come, and
+                # nothing would call exit again (the header stayed at QUITTING for good).
+                app.exit(0)
+                return
             for run in self.hosted.active():
                 run.request_stop()
             app.notify(f"draining before exit (up to {grace:g} s); q again aborts", title="quit")
@@ -148,8 +154,9 @@ class Departure:
             ConfirmScreen(
                 "Quit gen-tui?",
                 f"A run is active in this process: {datasets}.\n"
-                f"Quitting stops it first: no new requests, in-flight ones drain for up to "
-                f"{grace:g} s. Completed responses are kept; start again to resume.",
+                f"Quitting stops it first: no new requests; the {answers:,} "
+                f"answer{'s' * (answers != 1)} in flight drain for up to {grace:g} s. "
+                "Completed responses are kept; start again to resume.",
                 "Stop and quit",
             ),
             decided,

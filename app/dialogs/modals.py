@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
@@ -295,7 +295,12 @@ class HelpRow:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every binding with what it does."""
+    """Every binding with what it does, in a dialog that scrolls.
+
+    At 80x24 the rows, the badge legend and "Escape closes" are taller than the screen:
+    the dialog is a scrolling container with the focus, so ↑ ↓, PageUp/PageDown, Home/End
+    and the wheel reach every line (issue 31 point 4).
+    """
 
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", tooltip="Close help", id="help.close"),
@@ -313,12 +318,22 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for row in self.rows:
             table.add_row(Text(row.key), Text(row.description), Text(row.detail, style="dim"))
-        with Vertical(classes="dialog") as dialog:
+        with VerticalScroll(classes="dialog", id="help-scroll") as dialog:
             dialog.border_title = "gen-tui keys"
+            dialog.border_subtitle = "↑ ↓ PgUp PgDn scroll"
             yield Static(table, id="help-table")
             if self.about:
                 yield Static(self.about, id="help-about", markup=False)
             yield Label("Escape closes", id="help-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll", VerticalScroll).focus()
+
+    def on_screen_resume(self) -> None:
+        """Kept installed between `?`s: each opens at the top, with the keys to scroll."""
+        scroll = self.query_one("#help-scroll", VerticalScroll)
+        scroll.scroll_home(animate=False)
+        scroll.focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

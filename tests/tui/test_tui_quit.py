@@ -79,3 +79,30 @@ async def test_quit_without_a_run_exits_at_once() -> None:
         await pilot.press("q")
         await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
     assert app.return_code == 0
+
+
+async def test_ctrl_c_quits_as_q_does() -> None:
+    """Issue 31 point 9: ctrl+c said `Press [b]ctrl+q[/b] to quit` with the tags shown."""
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+c")
+        await wait_until(lambda: app.return_code is not None, 5, pause=pilot.pause)
+    assert app.return_code == 0
+
+
+async def test_yes_after_the_run_ended_under_the_dialog_exits(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    """Issue 31 point 3: a run that ends while "Quit gen-tui?" is open has sent its end
+    already; `y` used to wait for it, the header at QUITTING for good."""
+    app = app_factory(datasets={"A": (60, None)}, tokens_per_s=3000, mean=200)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
+        await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+        body = str(app.screen.query_one("#confirm-body").render())
+        assert "in flight drain for up to" in body, body
+        await wait_until(lambda: not app.runs[0].active, 60, "the run ends", pause=pilot.pause)
+        await pilot.press("y")
+        await wait_until(lambda: app.return_code is not None, 5, "the exit", pause=pilot.pause)
+    assert app.return_code == 0
