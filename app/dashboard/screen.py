@@ -15,8 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
-from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
@@ -77,6 +76,8 @@ class DashboardScreen(Screen[None]):
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
+        self._last_panel: DatasetPanel | None = None
+        """The panel that had the focus last: the selection while the focus is elsewhere."""
         self.parts: Parts | None = None
         """The widgets, from mount on."""
         self._host_states: dict[str, str] = {}
@@ -157,7 +158,7 @@ class DashboardScreen(Screen[None]):
         """A line in the events pane (visible on tall terminals), as plain text."""
         self.events.append(one_line(line))
         if (parts := self.live_parts()) is not None:
-            parts.events.write(Text(one_line(line)))
+            parts.events.add(one_line(line))
 
     # the periodic refresh
 
@@ -236,11 +237,19 @@ class DashboardScreen(Screen[None]):
 
     # selection
 
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, DatasetPanel):
+            self._last_panel = event.widget
+
     def selected(self) -> DatasetPanel | None:
+        """The focused panel; with the focus elsewhere (the events pane, which tab reaches,
+        or the filter), the panel focused last: `k` must not move to another dataset."""
         focused = self.focused
         if isinstance(focused, DatasetPanel):
             return focused
         visible = self.panels(visible_only=True)
+        if self._last_panel is not None and self._last_panel in visible:
+            return self._last_panel
         return visible[0] if visible else None
 
     def action_move(self, dx: int, dy: int) -> None:
