@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 from gen_tui.app.dialogs.modals import HelpScreen
 from gen_tui.app.tui import GenTuiApp
@@ -42,3 +42,21 @@ async def test_help_scrolls_to_its_last_line_at_80x24() -> None:
         await pilot.press("question_mark")  # installed: opens again at the top
         await wait_until(lambda: isinstance(app.screen, HelpScreen), 5, pause=pilot.pause)
         assert app.screen.query_one(".dialog", VerticalScroll).scroll_y == 0
+
+
+async def test_slash_searches_help() -> None:
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await wait_until(lambda: isinstance(app.screen, HelpScreen), 5, pause=pilot.pause)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        await pilot.press("slash", *"quit")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen), "typing q in the search does not close help"
+        table = help_screen.query_one("#help-table", Static)
+        shown_rows = table.render_lines(table.region.reset_offset)
+        text = "\n".join(strip.text for strip in shown_rows)
+        assert "ctrl+q" in text and "Kill" not in text, text
+        await pilot.press("enter", "escape")
+        await wait_until(lambda: not isinstance(app.screen, HelpScreen), 5, pause=pilot.pause)
