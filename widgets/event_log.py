@@ -15,6 +15,7 @@ from collections import deque
 from typing import ClassVar
 
 from rich.text import Text
+from textual.content import Content
 from textual.events import Resize
 from textual.widgets import RichLog
 
@@ -47,6 +48,8 @@ class EventLog(RichLog):
         """Every event kept, as written: rewrapped from here when the width changes."""
         self.pinned = True
         """Following the newest line; False once the reader scrolls up, True at the end."""
+        self.needle = ""
+        """`/` on the pane: only the events that contain it (any case) show."""
         self._width = 0
 
     @property
@@ -60,6 +63,8 @@ class EventLog(RichLog):
         width = self.wrap_width
         if not self._size_known or width <= 0:
             return  # wrapped once the pane has a size (on_resize)
+        if not self._matches(line):
+            return
         if width != self._width:
             self._rewrap(width)
         else:
@@ -82,12 +87,31 @@ class EventLog(RichLog):
         for row in self.rows(line, width):
             self.write(row, width=width, scroll_end=False)
 
+    def narrow(self, needle: str) -> int:
+        """Show only the events containing `needle` (any case; "" shows them all), newest
+        in view; the pane's title says what it is narrowed to. Returns how many match."""
+        self.needle = needle.strip().lower()
+        shown = sum(1 for line in self.texts if self._matches(line))
+        title = "events"
+        if self.needle:
+            title = f"events with “{needle.strip()}”: {shown} of {len(self.texts)}"
+        self.border_title = Content(title)  # plain text: what was typed is never markup
+        self.pinned = True
+        if self._size_known and self.wrap_width > 0:
+            self._rewrap(self.wrap_width)
+            self._follow()
+        return shown
+
+    def _matches(self, line: str) -> bool:
+        return not self.needle or self.needle in line.lower()
+
     def _rewrap(self, width: int) -> None:
         pinned = self.pinned  # the clear scrolls to the top and back: not the reader's doing
         self._width = width
         self.clear()
         for line in self.texts:
-            self._put(line, width)
+            if self._matches(line):
+                self._put(line, width)
         self.pinned = pinned
 
     def _follow(self) -> None:

@@ -190,7 +190,7 @@ class DashboardScreen(Screen[None]):
                 activity,
                 quitting=self.quitting(),
                 idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
-                filter_text=parts.filter.value,
+                filter_text="" if parts.filter.events else parts.filter.value,
                 hosts=hosts,
                 readonly=self.readonly,
             )
@@ -311,19 +311,54 @@ class DashboardScreen(Screen[None]):
         self.viewers.help((*DASHBOARD_KEYS, *self.app_keys))
 
     def action_filter(self) -> None:
+        """`/`: with the events pane focused, search it; else filter the panels by name.
+        One bar does both (one at a time): switching clears what the other narrowed."""
+        parts = self.live_parts()
+        if parts is None:
+            return
+        bar, log = parts.filter, parts.events
+        events = self.focused is log
+        if events != bar.events:
+            if bar.events:
+                log.narrow("")
+            elif bar.value:
+                self.filtering.apply("")
+            bar.aim(events)
+            bar.value = log.needle if events else ""
         self.filtering.open()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        if self.filter_bar.events:
+            if (parts := self.live_parts()) is not None:
+                parts.events.narrow(event.value)
+            return
         self.filtering.apply(event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self.filter_bar.events:
+            self._back_to_events(close=not event.value)
+            return
         self.filtering.submitted(event.value)
 
     @on(FilterBar.Cleared)
     def _filter_cleared(self) -> None:
+        if self.filter_bar.events:
+            self._back_to_events(close=True)
+            return
         self.filtering.cleared()
+
+    def _back_to_events(self, close: bool) -> None:
+        """Enter or Escape in the events search: back to the pane (closed: all events)."""
+        if (parts := self.live_parts()) is None:
+            return
+        if close:
+            parts.events.narrow("")
+            parts.filter.aim(False)
+            parts.filter.display = False
+        parts.events.focus()
+        self.relayout()
 
     @property
     def filter_bar(self) -> FilterBar:

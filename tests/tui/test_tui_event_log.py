@@ -77,3 +77,29 @@ async def test_the_events_pane_takes_the_focus_and_scrolls_back() -> None:
         app.record_event("info", "back at the end")
         await pilot.pause(0.2)
         assert log.scroll_y == log.max_scroll_y
+
+
+async def test_slash_on_the_events_pane_searches_it() -> None:
+    app = GenTuiApp(None, names=["A", "B"])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        log = events_pane(app)
+        for i in range(40):
+            app.record_event("info", f"event {i}")
+        app.record_event("warning", "B: host lost [b]gpu-box[/b]")
+        await pilot.pause(0.2)
+        log.focus()
+        await pilot.press("slash", *"lost")
+        await pilot.pause(0.2)
+        texts = [strip.text.rstrip() for strip in log.lines]
+        assert len(texts) == 1 and texts[0].endswith("host lost [b]gpu-box[/b]"), texts
+        dashboard = app.dashboard
+        assert dashboard is not None
+        assert all(panel.display for panel in dashboard.panels()), "the panels are not filtered"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.focused is log and len(log.lines) == 1, "Enter keeps the search"
+        await pilot.press("slash", "escape")
+        await pilot.pause(0.2)
+        assert len(log.lines) == 41 and app.focused is log, "Escape shows every event again"
+        assert log.scroll_y == log.max_scroll_y
