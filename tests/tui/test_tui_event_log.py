@@ -103,3 +103,25 @@ async def test_slash_on_the_events_pane_searches_it() -> None:
         await pilot.pause(0.2)
         assert len(log.lines) == 41 and app.focused is log, "Escape shows every event again"
         assert log.scroll_y == log.max_scroll_y
+
+
+async def test_the_selection_stays_while_the_events_pane_has_the_focus() -> None:
+    """`k` and `r` act on the selected panel: focusing the pane must not move it to the
+    first one."""
+    app = GenTuiApp(None, names=["A", "B"])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        dashboard = app.dashboard
+        assert dashboard is not None
+        await pilot.press("right")
+        await pilot.pause()
+        chosen = dashboard.selected()
+        assert chosen is not None and chosen.dataset == "B"
+        events_pane(app).focus()
+        await pilot.pause()
+        assert app.focused is events_pane(app)
+        chosen = dashboard.selected()
+        assert chosen is not None and chosen.dataset == "B"
+        await pilot.press("left")  # an arrow goes back to the panels, from where it was
+        await pilot.pause()
+        assert app.focused is not events_pane(app)
