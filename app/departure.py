@@ -26,7 +26,7 @@ from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dialogs.modals import ConfirmScreen
-from gen_tui.app.host_links import SHUTDOWN_GRACE_S, leaving_answers
+from gen_tui.app.host_links import SHUTDOWN_GRACE_S, HostLink, leaving_answers
 
 LEAVE_MARGIN_S = 10.0
 """On its way out, the app waits for the runs it started up to their grace and this much."""
@@ -53,6 +53,10 @@ class Departure:
         self.quitting = False
         self._since: float | None = None
         """When the app began waiting for the runs it started to stop, on its way out."""
+        self._hurried = False
+        """`q` again while leaving: the runs started here were SIGKILLed, not drained."""
+        self._leaving: list[HostLink] = []
+        """The links whose started runs the exit waits for."""
         self._outer_handlers: dict[int, Any] = {}
         """The signal handlers in place before the app's own (put back at unmount)."""
 
@@ -125,6 +129,9 @@ class Departure:
             return
         active = self.hosted.active()
         if not active:
+            if self._since is not None and not self._hurried:
+                self._hurry()  # q again while the runs started here drain: end them now
+                return
             app.exit(0)
             return
         if self.quitting:
@@ -133,11 +140,17 @@ class Departure:
             return
         datasets = ", ".join(name for run in active for name in run.names)
         grace = max(run.grace_s for run in active)
+        answers = sum(snap.inflight for run in active for snap in run.snapshots())
 
         def decided(ok: bool | None) -> None:
             if not ok:
                 return
             self.quitting = True
+            if not self.hosted.active():
+                # The run ended while the dialog was open: its end has already come, and
+                # nothing would call exit again (the header stayed at QUITTING for good).
+                app.exit(0)
+                return
             for run in self.hosted.active():
                 run.request_stop()
             app.notify(f"draining before exit (up to {grace:g} s); q again aborts", title="quit")
@@ -148,8 +161,9 @@ class Departure:
             ConfirmScreen(
                 "Quit gen-tui?",
                 f"A run is active in this process: {datasets}.\n"
-                f"Quitting stops it first: no new requests, in-flight ones drain for up to "
-                f"{grace:g} s. Completed responses are kept; start again to resume.",
+                f"Quitting stops it first: no new requests; the {answers:,} "
+                f"answer{'s' * (answers != 1)} in flight drain for up to {grace:g} s. "
+                "Completed responses are kept; start again to resume.",
                 "Stop and quit",
             ),
             decided,
@@ -170,22 +184,51 @@ class Departure:
         # where the notice and the header's state say what the exit waits for
         while self.app.screen is not dashboard and len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+        self._leaving = links
         answers = leaving_answers(links)
-        dashboard.set_notice(
-            f"quitting: stopping the runs this session started, draining {answers:,} "
-            f"answer{'s' * (answers != 1)}… (q again leaves now)"
-        )
         self.linked.stop()
         from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
 
-        limit = LEAVE_MARGIN_S + max(
+        drain = max(
             kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
         )
+        limit = LEAVE_MARGIN_S + drain
+        said = ""
 
         def check() -> None:
+            nonlocal said
             waited = time.monotonic() - (self._since or 0.0)
             if all(link.done.is_set() for link in links) or waited > limit:
                 leave()
+                return
+            if self._hurried:
+                return
+            # What the exit waits for and for how long, counted down; short enough for 80
+            # columns (it used to be cut before its "q again leaves now").
+            text = leaving_notice(answers, max(drain - waited, 0.0))
+            if text != said:
+                said = text
+                dashboard.set_notice(text)
 
+        check()
         self.app.set_interval(0.2, check, name="leaving")
         return True
+
+    def _hurry(self) -> None:
+        """`q` again while the runs started here drain: SIGKILL them now, and say so; the
+        exit follows as soon as their links have closed (a `q` more leaves at once)."""
+        self._hurried = True
+        for link in self._leaving:
+            link.hurry()
+        if (dashboard := self.dashboard()) is not None:
+            dashboard.set_notice("quitting: ending the runs started here now… (q: leave at once)")
+
+
+def leaving_notice(answers: int, left_s: float) -> str:
+    """The line under the header while the runs this session started drain before the exit:
+    at most 78 characters (an 80-column terminal less the line's padding)."""
+    plural = "s" * (answers != 1)
+    return (
+        f"quitting: runs started here drain {answers:,} answer{plural}, "
+        f"{left_s:.0f} s left · q: leave now"
+    )

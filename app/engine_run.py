@@ -218,6 +218,11 @@ class HostedRun:
         """The engine's `on_event` (engine thread): hand it to the UI, never block."""
         post(EngineEvent(level, text))
 
+    def snapshots(self) -> tuple[DatasetSnapshot, ...]:
+        """Each dataset's latest snapshot (none before the first)."""
+        latest = self.latest
+        return tuple(latest.datasets) if latest is not None else ()
+
     def dataset(self, name: str) -> DatasetSnapshot | None:
         if self.latest is None:
             return None

@@ -193,6 +193,26 @@ class HostLink:
         with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
             loop.call_soon_threadsafe(queue.put_nowait, command)
 
+    def hurry(self) -> None:
+        """Leaving now (`q` again while quitting): SIGKILL the runs this link started, at
+        once, from any thread. Their drain's wait (the run's own grace, ~30 s for the demo's
+        stale run) then ends, and with it the link: the app no longer sits on a blank
+        terminal waiting for the link's thread (issue 31 point 3)."""
+        with self._lock:
+            loop, monitor = self._loop, self.monitor
+        started = self.started
+        if loop is None or monitor is None or not started:
+            return
+        host = monitor.host
+
+        async def kill_now() -> None:
+            for identity in started:
+                with contextlib.suppress(Exception):
+                    await host.kill_now(identity)
+
+        with contextlib.suppress(RuntimeError):  # the worker's loop has already closed
+            asyncio.run_coroutine_threadsafe(kill_now(), loop)
+
     def call(self, work: Callable[[Host], Coroutine[object, object, T]], timeout: float) -> T:
         """Run `work(host)` on the link's loop and wait for its result: blocks, so only from
         a thread worker (the sample viewer, the log tail). Raises ConnectionError when the

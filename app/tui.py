@@ -61,6 +61,10 @@ class GenTuiApp(App[int]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit (drains an active run first)", id="quit"),
+        # Textual's own ctrl+c says "Press [b]ctrl+q[/b] to quit" as a toast, and toasts
+        # here are plain text (notify): the tags showed. People press ctrl+c to leave, so
+        # it leaves the way q does: asking first while a run is active (issue 31 point 9).
+        Binding("ctrl+c", "quit", "Quit", show=False, id="quit.ctrl_c"),
     ]
 
     def __init__(

@@ -17,8 +17,18 @@ class FilterBar(Input):
     class Cleared(Message):
         """The user dismissed the filter with Escape."""
 
+    PANELS = "filter datasets by name"
+    EVENTS = "search the events (Enter keeps it, Escape clears it)"
+
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(placeholder="filter datasets by name", id=id)
+        super().__init__(placeholder=self.PANELS, id=id)
+        self.events = False
+        """What it narrows: the events pane (`/` with the pane focused), else the panels."""
+
+    def aim(self, events: bool) -> None:
+        """Narrow the events pane (True) or the panels (False) from now on."""
+        self.events = events
+        self.placeholder = self.EVENTS if events else self.PANELS
 
     def action_clear(self) -> None:
         self.value = ""

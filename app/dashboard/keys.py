@@ -109,5 +109,5 @@ def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
         key = binding.key_display or binding.key
         rows.append(HelpRow(key, binding.description, binding.tooltip))
     rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels"))
-    rows.append(HelpRow("ctrl+q", "Quit", "Same as q"))
+    rows.append(HelpRow("ctrl+q ctrl+c", "Quit", "Same as q"))
     return rows

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from textual.containers import Grid, VerticalScroll
 from textual.dom import DOMNode
 from textual.widget import Widget
-from textual.widgets import Label, RichLog, Static
+from textual.widgets import Label, Static
 
 from gen_tui.app.dashboard.rules import Layout, panel_id
 from gen_tui.backends.untrusted import clean
 from gen_tui.widgets.dataset_panel import DatasetPanel
+from gen_tui.widgets.event_log import EventLog
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.gpu_strip import GpuStrip
 from gen_tui.widgets.header import RunHeader
@@ -46,8 +47,8 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
             for name in names:
                 yield DatasetPanel(name, id=panel_id(name))
     # Wrapped: an event's last words are often the figure that matters ("as pid 5380").
-    log = RichLog(id="events", markup=False, wrap=True, max_lines=500)
-    log.can_focus = False
+    # Focusable (tab), to scroll back with PageUp/PageDown; it follows the newest line.
+    log = EventLog(id="events", max_events=500)
     log.border_title = "events"
     log.display = layout.log
     yield log
@@ -67,7 +68,7 @@ class Parts:
     notice: Label
     board: VerticalScroll
     panels: Grid
-    events: RichLog
+    events: EventLog
     filter: FilterBar
     empty: Static
     """Said on the board while no panel shows: each host's state in full."""
@@ -81,7 +82,7 @@ class Parts:
             screen.query_one("#notice", Label),
             screen.query_one("#board", VerticalScroll),
             screen.query_one("#panels", Grid),
-            screen.query_one("#events", RichLog),
+            screen.query_one("#events", EventLog),
             screen.query_one("#filter", FilterBar),
             screen.query_one("#empty", Static),
         )

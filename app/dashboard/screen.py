@@ -15,8 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
-from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
@@ -77,6 +76,8 @@ class DashboardScreen(Screen[None]):
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
+        self._last_panel: DatasetPanel | None = None
+        """The panel that had the focus last: the selection while the focus is elsewhere."""
         self.parts: Parts | None = None
         """The widgets, from mount on."""
         self._host_states: dict[str, str] = {}
@@ -158,7 +159,7 @@ class DashboardScreen(Screen[None]):
         """A line in the events pane (visible on tall terminals), as plain text."""
         self.events.append(one_line(line))
         if (parts := self.live_parts()) is not None:
-            parts.events.write(Text(one_line(line)))
+            parts.events.add(one_line(line))
 
     # the periodic refresh
 
@@ -190,7 +191,7 @@ class DashboardScreen(Screen[None]):
                 activity,
                 quitting=self.quitting(),
                 idle=self.linked.idle_state(runs_here=self.hosted.source is not None),
-                filter_text=parts.filter.value,
+                filter_text="" if parts.filter.events else parts.filter.value,
                 hosts=hosts,
                 readonly=self.readonly,
             )
@@ -240,11 +241,19 @@ class DashboardScreen(Screen[None]):
 
     # selection
 
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, DatasetPanel):
+            self._last_panel = event.widget
+
     def selected(self) -> DatasetPanel | None:
+        """The focused panel; with the focus elsewhere (the events pane, which tab reaches,
+        or the filter), the panel focused last: `k` must not move to another dataset."""
         focused = self.focused
         if isinstance(focused, DatasetPanel):
             return focused
         visible = self.panels(visible_only=True)
+        if self._last_panel is not None and self._last_panel in visible:
+            return self._last_panel
         return visible[0] if visible else None
 
     def action_move(self, dx: int, dy: int) -> None:
@@ -307,19 +316,54 @@ class DashboardScreen(Screen[None]):
         self.viewers.help((*DASHBOARD_KEYS, *self.app_keys))
 
     def action_filter(self) -> None:
+        """`/`: with the events pane focused, search it; else filter the panels by name.
+        One bar does both (one at a time): switching clears what the other narrowed."""
+        parts = self.live_parts()
+        if parts is None:
+            return
+        bar, log = parts.filter, parts.events
+        events = self.focused is log
+        if events != bar.events:
+            if bar.events:
+                log.narrow("")
+            elif bar.value:
+                self.filtering.apply("")
+            bar.aim(events)
+            bar.value = log.needle if events else ""
         self.filtering.open()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        if self.filter_bar.events:
+            if (parts := self.live_parts()) is not None:
+                parts.events.narrow(event.value)
+            return
         self.filtering.apply(event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self.filter_bar.events:
+            self._back_to_events(close=not event.value)
+            return
         self.filtering.submitted(event.value)
 
     @on(FilterBar.Cleared)
     def _filter_cleared(self) -> None:
+        if self.filter_bar.events:
+            self._back_to_events(close=True)
+            return
         self.filtering.cleared()
+
+    def _back_to_events(self, close: bool) -> None:
+        """Enter or Escape in the events search: back to the pane (closed: all events)."""
+        if (parts := self.live_parts()) is None:
+            return
+        if close:
+            parts.events.narrow("")
+            parts.filter.aim(False)
+            parts.filter.display = False
+        parts.events.focus()
+        self.relayout()
 
     @property
     def filter_bar(self) -> FilterBar:

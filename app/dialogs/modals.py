@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
@@ -295,10 +295,17 @@ class HelpRow:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every binding with what it does."""
+    """Every binding with what it does, in a dialog that scrolls and searches.
+
+    At 80x24 the rows, the badge legend and "Escape closes" are taller than the screen:
+    the dialog is a scrolling container with the focus, so ↑ ↓, PageUp/PageDown, Home/End
+    and the wheel reach every line; `/` narrows it to the rows that mention some text
+    (issue 31 point 4).
+    """
 
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", tooltip="Close help", id="help.close"),
+        Binding("slash", "search", "Search", key_display="/", id="help.search"),
     ]
 
     def __init__(self, rows: Sequence[HelpRow], about: str = "") -> None:
@@ -306,19 +313,60 @@ class HelpScreen(ModalScreen[None]):
         self.rows = tuple(rows)
         self.about = about
 
-    def compose(self) -> ComposeResult:
+    def table(self, needle: str = "") -> Table:
+        """The rows that mention `needle` (any case; all of them for "")."""
+        needle = needle.strip().lower()
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column(no_wrap=True)
         table.add_column()
         for row in self.rows:
-            table.add_row(Text(row.key), Text(row.description), Text(row.detail, style="dim"))
-        with Vertical(classes="dialog") as dialog:
+            if needle in f"{row.key} {row.description} {row.detail}".lower():
+                table.add_row(Text(row.key), Text(row.description), Text(row.detail, style="dim"))
+        return table
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog", id="help-scroll") as dialog:
             dialog.border_title = "gen-tui keys"
-            yield Static(table, id="help-table")
+            dialog.border_subtitle = "↑ ↓ PgUp PgDn scroll · / search"
+            search = Input(placeholder="search the keys (Enter: back to scrolling)",
+                           id="help-search")  # fmt: skip
+            search.display = False
+            yield search
+            yield Static(self.table(), id="help-table")
             if self.about:
                 yield Static(self.about, id="help-about", markup=False)
             yield Label("Escape closes", id="help-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll", VerticalScroll).focus()
+
+    def on_screen_resume(self) -> None:
+        """Kept installed between `?`s: each opens at the top, whole, with the keys to
+        scroll."""
+        search = self.query_one("#help-search", Input)
+        if search.value:
+            search.value = ""
+        search.display = False
+        scroll = self.query_one("#help-scroll", VerticalScroll)
+        scroll.scroll_home(animate=False)
+        scroll.focus()
+
+    def action_search(self) -> None:
+        search = self.query_one("#help-search", Input)
+        search.display = True
+        search.focus()
+
+    @on(Input.Changed, "#help-search")
+    def _narrowed(self, event: Input.Changed) -> None:
+        self.query_one("#help-table", Static).update(self.table(event.value))
+        about = self.query(Static).filter("#help-about")
+        for widget in about:
+            widget.display = event.value.strip().lower() in self.about.lower()
+
+    @on(Input.Submitted, "#help-search")
+    def _searched(self) -> None:
+        self.query_one("#help-scroll", VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -9,14 +9,14 @@ from gen_tui.backends.budget.rules import eta_seconds
 from gen_tui.backends.config.run import EngineConfig
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.progress.snapshot import DatasetSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, producing_rates
 
 
 def dataset_snapshot(
     ds: DatasetRun, config: EngineConfig, host: str, now_mono: float, now: float | None = None
 ) -> DatasetSnapshot:
     """`ds` now: its tally, budget, rates, ETA and, when its answers are priced, its cost."""
-    tok_s, samples_s = ds.rates(now_mono)
+    tok_s, samples_s = producing_rates(ds.state, len(ds.inflight), ds.rates(now_mono))
     return DatasetSnapshot(
         name=ds.name,
         state=ds.state,

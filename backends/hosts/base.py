@@ -17,6 +17,7 @@ from gen_tui.backends.hosts.argv import template_argv
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.hosts.kill import (
+    KILL_WAIT_S,
     KillOutcome,
     TickCallback,
 )
@@ -128,6 +129,15 @@ class Host(HostPrimitives):
         if identity.host != self.name:
             raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
         return await stop_run(self, identity, grace_s, on_tick, files)
+
+    async def kill_now(self, identity: RunIdentity) -> str:
+        """SIGKILL the run's group at once (identity-checked), no drain; the verdict
+        ("gone", "absent", ...). For leaving now a run this session itself started, whose
+        drain the user chose not to wait for (`q` twice): `kill` would wait out its grace."""
+        if identity.host != self.name:
+            raise RunError(f"run {identity.pid} belongs to host {identity.host}, not {self.name}")
+        verdict, _ = await self._signal_wait(identity, "KILL", KILL_WAIT_S, None)
+        return verdict
 
     # start
 

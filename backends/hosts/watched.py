@@ -14,7 +14,7 @@ from typing import Any
 
 from gen_tui.backends.budget.rules import Budget, eta_seconds
 from gen_tui.backends.hosts import DatasetTotals, RunProcess
-from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, producing_rates
 from gen_tui.backends.store.progress_file import DEFAULT_BUDGET_MODE, ProgressFile
 from gen_tui.backends.untrusted import one_line
 
@@ -47,6 +47,8 @@ def watched_snapshot(
         state = DatasetState.PAUSED
     tokens, samples = totals.tokens, totals.samples
     live = by_writer and totals.progress_fresh
+    inflight = (progress.inflight or 0) if live else 0
+    tok_s, samples_s = producing_rates(state, inflight, (tok_s, samples_s))
     return DatasetSnapshot(
         name=dataset,
         state=state,
@@ -55,7 +57,7 @@ def watched_snapshot(
         max_tokens=max_tokens,
         max_samples=max_samples,
         budget_mode=progress.budget_mode or DEFAULT_BUDGET_MODE,
-        inflight=(progress.inflight or 0) if live else 0,
+        inflight=inflight,
         errors=(progress.errors or 0) if live else 0,
         malformed=totals.bad_lines,
         mean_tokens=tokens / samples if samples else None,

@@ -56,6 +56,18 @@ _FINISHED = frozenset(
 """Built once: the scheduler asks `finished` of every dataset at every launch."""
 
 
+def producing_rates(
+    state: DatasetState, inflight: int, rates: tuple[float, float]
+) -> tuple[float, float]:
+    """(tok/s, samples/s) as said everywhere (panel, header, `h`, progress.json, the
+    headless table, the report): 0 for a dataset that produces nothing, finished, or paused
+    with nothing left in flight. A trailing window's rate decays for a minute after the
+    last record; shown, it read as if the dataset were still writing (issue 31 point 6)."""
+    if state.finished or (state is DatasetState.PAUSED and inflight <= 0):
+        return 0.0, 0.0
+    return rates
+
+
 @dataclass(frozen=True, slots=True)
 class DatasetSnapshot:
     name: str

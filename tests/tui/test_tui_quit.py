@@ -3,6 +3,7 @@ a run this session started elsewhere drains with the screen saying so."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,10 +38,10 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
         await pilot.pause()
         dashboard = app.dashboard
         assert dashboard is not None
-        assert dashboard.notice.startswith(
-            "quitting: stopping the runs this session started, draining "
-        ), dashboard.notice
-        said = int(dashboard.notice.split("draining ")[1].split(" answer")[0])
+        assert dashboard.notice.startswith("quitting: runs started here drain "), dashboard.notice
+        assert " s left · q: leave now" in dashboard.notice, "for how long, and the way out"
+        assert len(dashboard.notice) <= SIZE[0] - 2, "the whole line at 80 columns"
+        said = int(dashboard.notice.split("drain ")[1].split(" answer")[0].replace(",", ""))
         assert said in (before, in_flight()), "it says the answers in flight"
         parts = dashboard.parts
         assert parts is not None
@@ -79,3 +80,68 @@ async def test_quit_without_a_run_exits_at_once() -> None:
         await pilot.press("q")
         await wait_until(lambda: app.return_code is not None, pause=pilot.pause)
     assert app.return_code == 0
+
+
+async def test_ctrl_c_quits_as_q_does() -> None:
+    """Issue 31 point 9: ctrl+c said `Press [b]ctrl+q[/b] to quit` with the tags shown."""
+    app = GenTuiApp(None, names=["A"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+c")
+        await wait_until(lambda: app.return_code is not None, 5, pause=pilot.pause)
+    assert app.return_code == 0
+
+
+async def test_yes_after_the_run_ended_under_the_dialog_exits(
+    app_factory: Callable[..., GenTuiApp],
+) -> None:
+    """Issue 31 point 3: a run that ends while "Quit gen-tui?" is open has sent its end
+    already; `y` used to wait for it, the header at QUITTING for good."""
+    app = app_factory(datasets={"A": (60, None)}, tokens_per_s=3000, mean=200)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: snap(app, "A") and snap(app, "A").inflight > 0, pause=pilot.pause)
+        await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+        body = str(app.screen.query_one("#confirm-body").render())
+        assert "in flight drain for up to" in body, body
+        await wait_until(lambda: not app.runs[0].active, 60, "the run ends", pause=pilot.pause)
+        await pilot.press("y")
+        await wait_until(lambda: app.return_code is not None, 5, "the exit", pause=pilot.pause)
+    assert app.return_code == 0
+
+
+async def test_q_again_while_the_runs_started_here_drain_leaves_in_seconds(
+    tmp_path: Path,
+) -> None:
+    """Issue 31 point 3: `q` again while the demo's stale run drained left a blank terminal
+    for ~27 s (the exit waited for the drain anyway); now it ends the run at once and the
+    app is gone within seconds."""
+    app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
+    async with app.run_test(size=SIZE) as pilot:
+        link = app.links[0]
+        await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
+        pid = link.started[0].pid
+
+        def in_flight() -> int:
+            monitor = link.monitor
+            snap = monitor.snapshot("B9_stale", 0.0) if monitor is not None else None
+            return snap.inflight if snap is not None else 0
+
+        # answers that never finish: the drain takes the run's whole grace
+        await wait_until(lambda: in_flight() > 0, 60, "answers in flight", pause=pilot.pause)
+        await pilot.press("q")
+        dashboard = app.dashboard
+        assert dashboard is not None
+        await wait_until(
+            lambda: dashboard.notice.startswith("quitting:"), 5, "the notice", pause=pilot.pause
+        )
+        await pilot.pause(0.5)
+        left = int(dashboard.notice.split(" s left")[0].rsplit(" ", 1)[1])
+        assert left >= 10, f"the stale run's drain is long: {dashboard.notice}"
+        begun = time.monotonic()
+        await pilot.press("q")
+        await wait_until(
+            lambda: "now" in dashboard.notice or not app.is_running, 5, pause=pilot.pause
+        )
+        await wait_until(lambda: not app.is_running, 15, "the app to exit", pause=pilot.pause)
+    assert time.monotonic() - begun < 12, "q again leaves within seconds"
+    assert link.done.is_set() and not alive(pid)
