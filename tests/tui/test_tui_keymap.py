@@ -15,6 +15,7 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, HelpScreen
 from gen_tui.app.dialogs.peek import QualityScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.file import load_config
+from gen_tui.widgets.key_line import shown_keys
 from tests.support.polling import wait_until
 from tests.support.static_source import StaticSnapshot
 from tests.support.tui import SIZE
@@ -90,6 +91,9 @@ async def test_vim_moves_with_hjkl_and_kill_moves_to_capital_k(tmp_path: Path) -
         await started(pilot, app, static)
         assert app.dashboard is not None and app.dashboard.columns == 2
         assert selected(app) == "A"
+        footer = {(key, action) for key, action, *_ in shown_keys(app.dashboard)}
+        assert {("K", "kill"), ("R", "runs")} <= footer, footer
+        assert ("k", "kill") not in footer
         await pilot.press("l")
         assert selected(app) == "B", "l moves right (not the run list)"
         await pilot.press("j")
