@@ -30,8 +30,18 @@ install() {
     if [ -f "$stamp" ] && grep -qxF "$want" "$stamp"; then
         return 0
     fi
-    echo "dev.sh: installing gen-tui${1:+[$1]} into .venv (once per pyproject.toml change)" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${1:+[$1]}"
+    # The first install of these extras downloads their dependencies (textual, aiohttp,
+    # tokenizers, ...; the tests' mypy and ruff): minutes on a slow link, so pip's own lines
+    # and progress bars show what it does. Later ones (pyproject.toml changed) stay quiet.
+    local quiet=(--quiet)
+    if ! grep -q "^$1 [0-9]" "$stamp" 2>/dev/null; then
+        echo "dev.sh: first install of gen-tui${1:+[$1]} into .venv: pip downloads its" \
+            "dependencies, which may take a few minutes (later launches start at once)" >&2
+        quiet=()
+    else
+        echo "dev.sh: installing gen-tui${1:+[$1]} into .venv (pyproject.toml changed)" >&2
+    fi
+    .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check -e ".${1:+[$1]}"
     echo "$want" >> "$stamp"
 }
 

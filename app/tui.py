@@ -15,19 +15,23 @@ other way as commands through `Engine.send`. `transformers` is never imported on
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.filter import Monochrome, NoColor
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.hosted import HostedRuns
+from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, remapped
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.rules import StaleWatch, humanize
 from gen_tui.app.dashboard.screen import DashboardScreen
@@ -41,7 +45,7 @@ from gen_tui.app.messages import BudgetAnnounced, EngineEvent, HostEvent
 from gen_tui.app.tui_alerts import TuiAlerts
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
 from gen_tui.backends.progress.snapshot import RunSnapshot
-from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S
+from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S, DEFAULT_THEME
 from gen_tui.backends.untrusted import clean, one_line
 
 TCSS_PATH = Path(__file__).resolve().parent.parent / "tui.tcss"
@@ -55,7 +59,7 @@ class GenTuiApp(App[int]):
 
     CSS_PATH = str(TCSS_PATH)
     TITLE = "gen-tui"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: the dashboard's commands by name, and Theme
     AUTO_FOCUS = None  # panels take focus themselves; never the hidden filter bar
     NOTIFICATION_TIMEOUT = 6.0
 
@@ -65,6 +69,17 @@ class GenTuiApp(App[int]):
         # here are plain text (notify): the tags showed. People press ctrl+c to leave, so
         # it leaves the way q does: asking first while a run is active (issue 31 point 9).
         Binding("ctrl+c", "quit", "Quit", show=False, id="quit.ctrl_c"),
+        # Textual's own palette key, with an id so [keys] can move it (off the key line:
+        # 80 columns hold the control keys and q; help lists it).
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "Commands",
+            show=False,
+            priority=True,
+            tooltip="Every command by name; Theme changes the colours",
+            id="palette",
+        ),
     ]
 
     def __init__(
@@ -79,13 +94,24 @@ class GenTuiApp(App[int]):
         sources: Sequence[PanelSource] = (),
         alerts: AlertConfig | None = None,
         readonly: bool = False,
+        keymap: Mapping[str, str] | None = None,
+        theme: str = DEFAULT_THEME,
     ) -> None:
         """`source`: the run this process can start; `hosts`: hosts to watch; `sources`:
         further panel sources, after those two in precedence; `names`: the panels to show
         (the source's datasets by default; the hosts' are added as they are found);
         `alerts`: the config's `[alerts]` (the terminal rings whether or not); `readonly`:
-        k, r, s and p off (watching someone else's box)."""
+        k, r, s and p off (watching someone else's box); `keymap`: binding id -> keys, as
+        `keys.build_keymap` checked them; `theme`: one of Textual's themes."""
         super().__init__()
+        if self.no_color:
+            # NO_COLOR (no-color.org): Textual only greys the colours (Monochrome) unless
+            # the theme is ANSI; no colour at all is what the user asked for, whatever the
+            # theme: bold, dim and reverse still mark the selection and the states.
+            self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
+        self.theme = theme
+        self.keymap: dict[str, str] = dict(keymap or {})
+        self.set_keymap(self.keymap)
         self.alerts = TuiAlerts(self, alerts, self.record_event)
         self.readonly = readonly
         self.autostart = autostart and source is not None
@@ -140,8 +166,36 @@ class GenTuiApp(App[int]):
             app_keys=[key for key in self.BINDINGS if isinstance(key, Binding)],
             on_refresh=self.alerts.observe,
             readonly=self.readonly,
+            keymap=self.keymap,
         )
         return self.dashboard
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """ctrl+p: the dashboard's own commands by name (each as its key would do it, so
+        --readonly's keys stay off and kill still asks), then Textual's Theme.
+
+        Textual's Quit (no drain) and Keys (its panel, not our help) are left out: q and
+        ? do those the gen-tui way and are listed here."""
+        dashboard = self.dashboard
+        if dashboard is not None and screen is dashboard:
+            bindings = [b for b in (*DASHBOARD_KEYS, *self.BINDINGS) if isinstance(b, Binding)]
+            for binding in remapped(bindings, self.keymap):
+                if not binding.description or binding.id in (None, "quit.ctrl_c", "palette"):
+                    continue
+                if binding.id.startswith("move."):
+                    continue
+                target = self if binding.id == "quit" else screen
+                if target.check_action(binding.action, ()) is not True:
+                    continue
+                key = binding.key_display or self.get_key_display(binding)
+                yield SystemCommand(
+                    binding.description,
+                    f"{binding.tooltip} ({key})",
+                    functools.partial(self.call_later, target.run_action, binding.action),
+                )
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Quit", "Keys"):
+                yield command
 
     def on_mount(self) -> None:
         self.set_interval(HEAP_TICK_S, HeapSettler().tick, name="heap")

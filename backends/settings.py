@@ -50,6 +50,9 @@ DEFAULT_MAX_PROMPT_TOKENS = 32768
 """The longest prompt sent, in tokens: see EngineConfig.max_prompt_tokens for why."""
 DEFAULT_STALE_AFTER_S = 60.0
 """A running dataset with no new record for this long is stale (a hint to press `k`)."""
+DEFAULT_THEME = "textual-dark"
+"""The panel's colours (`[panel] theme`): Textual's own default, named here so the config,
+the docs and the app agree on it."""
 
 
 class SettingError(ValueError):

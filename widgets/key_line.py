@@ -30,6 +30,11 @@ class KeyLine(Footer):
     there, dimmed under the dialog, only to rebuild the screen's own when it closes).
     """
 
+    def __init__(self) -> None:
+        # Not the palette's `^p palette` at the right: 80 columns hold the control keys
+        # and q; ctrl+p is in ? (help).
+        super().__init__(show_command_palette=False)
+
     _drawn: Shown | None = None
     _pending = False
     """A rebuild is on its way: it draws the keys as they are by then, so one is enough."""

@@ -16,6 +16,9 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.binding import Binding
 
 from gen_tui.app.cli.exits import EXIT_USAGE
 from gen_tui.app.engine_run import ConfigSource
@@ -32,6 +35,9 @@ from gen_tui.backends.alerts import AlertConfig
 from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 from gen_tui.backends.untrusted import clean
+
+if TYPE_CHECKING:
+    from gen_tui.backends.config.file import PanelSettings
 
 # ---- gen-tui (no subcommand) ----------------------------------------------------------------
 
@@ -50,6 +56,27 @@ def config_source(path: Path) -> ConfigSource:
     from gen_tui.backends.config.file import load_config, merge_run
 
     return ConfigSource(merge_run(load_config(path), {}), path)
+
+
+def panel_options(path: Path, panel: PanelSettings) -> dict[str, Any]:
+    """GenTuiApp's `keymap` and `theme` from a config's `[panel]` and `[keys]`, checked
+    against the app's bindings and Textual's themes. Raise ConfigError: one line naming
+    the file and the key, before any window opens (a key that silently does nothing, or a
+    theme that falls back, is a setting the user believes took)."""
+    from textual.theme import BUILTIN_THEMES
+
+    from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, KeymapError, build_keymap
+    from gen_tui.backends.config.file import ConfigError
+
+    if panel.theme not in BUILTIN_THEMES:
+        names = ", ".join(sorted(BUILTIN_THEMES))
+        raise ConfigError(f"{path}: panel.theme {panel.theme!r} is not a theme (one of {names})")
+    bindings = [b for b in (*DASHBOARD_KEYS, *GenTuiApp.BINDINGS) if isinstance(b, Binding)]
+    try:
+        keymap = build_keymap(panel.keys, vim=panel.vim, bindings=bindings)
+    except KeymapError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return {"keymap": keymap, "theme": panel.theme}
 
 
 def _error(message: str) -> int:
@@ -115,11 +142,12 @@ def main(args: argparse.Namespace) -> int:
         return _error(f"config file {path} does not exist")
     try:
         file = load_config(path)
+        panel = panel_options(path, file.panel)
         extra = [host] if host is not None else []
         if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
             # A file that only names hosts to watch: no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
-            return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts)
+            return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts, **panel)
         source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
@@ -143,6 +171,7 @@ def main(args: argparse.Namespace) -> int:
         stale_after_s=stale,
         alerts=file.alerts,
         readonly=readonly,
+        **panel,
     )
     app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
     return _finish(app, app.run())
@@ -154,11 +183,17 @@ def _watch_only(
     *,
     readonly: bool,
     alerts: AlertConfig | None = None,
+    **options: Any,
 ) -> int:
     """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
-    kill and resume what runs there."""
+    kill and resume what runs there. `options`: the config's keymap and theme."""
     app = GenTuiApp(
-        None, hosts=hosts, stale_after_s=stale_after_s, readonly=readonly, alerts=alerts
+        None,
+        hosts=hosts,
+        stale_after_s=stale_after_s,
+        readonly=readonly,
+        alerts=alerts,
+        **options,
     )
     return _finish(app, app.run())
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from textual.binding import Binding
+from textual.keys import _character_to_key, format_key
 
 from gen_tui.app.dialogs.modals import HelpRow
 
 CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history"})
+LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "palette"})
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -100,7 +101,98 @@ DASHBOARD_KEYS: list[Binding] = [
 ]
 
 
-def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
+VIM_KEYMAP: dict[str, str] = {
+    "move.left": "left,h",
+    "move.down": "down,j",
+    "move.up": "up,k",
+    "move.right": "right,l",
+    "kill": "K",
+    "history": "H",
+    "runs": "R",
+}
+"""`[panel] vim = true`: h j k l move the selection as in vim (the arrows still do), so the
+keys they took move to their capitals: kill to K (still behind its confirmation), history
+to H, the run list to R. `[keys]` goes over this."""
+
+RESERVED_KEYS: dict[str, str] = {
+    "tab": "moving the focus",
+    "shift+tab": "moving the focus",
+    "ctrl+q": "quitting",
+}
+"""Keys the dashboard answers to without a binding id of its own: not to be remapped onto."""
+
+
+class KeymapError(ValueError):
+    """A `[keys]` entry that cannot be used: the message names the key (the caller the file)."""
+
+
+def _normalized(keys: str) -> list[str]:
+    """Keys as Textual matches them: `?` is `question_mark`, `K` stays `K`."""
+    return [_character_to_key(key) if len(key) == 1 else key for key in keys.split(",")]
+
+
+def build_keymap(
+    keys: Iterable[tuple[str, str]], *, vim: bool, bindings: Sequence[Binding]
+) -> dict[str, str]:
+    """The keymap for `App.set_keymap` from the config's `[keys]` (and `vim`), checked.
+
+    Why checked here, not left to Textual: a keymap that names no binding does nothing, and
+    one that puts two bindings on a key makes one of them unreachable, both silently. Each
+    is one line naming the key instead. Raise :class:`KeymapError`."""
+    known = {binding.id: binding for binding in bindings if binding.id}
+    keymap = dict(VIM_KEYMAP) if vim else {}
+    given: dict[str, str] = {}
+    for name, key in keys:
+        if name not in known:
+            ids = ", ".join(sorted(i for i in known if not i.startswith("quit.")))
+            raise KeymapError(f"keys.{name}: no such binding (the ids are {ids})")
+        keymap[name] = given[name] = ",".join(_normalized(key))
+
+    def said(name: str, key: str) -> str:
+        if name in given:
+            return f"keys.{name} = {key!r}"
+        return f"vim = true puts {name} on {key!r}"
+
+    owner: dict[str, str] = {}
+    for name, binding in known.items():
+        for key in _normalized(keymap.get(name, binding.key)):
+            if key in RESERVED_KEYS and name in keymap:
+                raise KeymapError(f"{said(name, key)}: {key} is kept for {RESERVED_KEYS[key]}")
+            other = owner.setdefault(key, name)
+            if other != name:  # the defaults never clash: one of the two was moved here
+                # Name the [keys] entry if one of the two is (vim's are the fallback).
+                first = name in given or (name in keymap and other not in given)
+                moved, kept = (name, other) if first else (other, name)
+                raise KeymapError(f"{said(moved, key)}: {key} is already {kept}'s key")
+    return keymap
+
+
+def remapped(bindings: Iterable[Binding], keymap: Mapping[str, str]) -> list[Binding]:
+    """The bindings as the keymap leaves them, for the help screen (Textual remaps its own
+    copies; these are what `?` lists, and it must name the keys that work)."""
+    out = []
+    for binding in bindings:
+        keys = keymap.get(binding.id or "")
+        if keys is None:
+            out.append(binding)
+            continue
+        shown = " ".join(format_key(key) for key in keys.split(","))
+        out.append(binding.with_key(key=keys, key_display=shown))
+    return out
+
+
+def move_keys(keymap: Mapping[str, str]) -> str:
+    """The selection keys as help lists them (the arrows, and h j k l with vim)."""
+    extra = [
+        key
+        for name in ("move.left", "move.down", "move.up", "move.right")
+        for key in keymap.get(name, "").split(",")
+        if key and key not in ("left", "right", "up", "down")
+    ]
+    return " ".join(["← ↑ → ↓", *extra, "/ tab"])
+
+
+def help_rows(bindings: Iterable[Binding], moves: str = "← ↑ → ↓ / tab") -> list[HelpRow]:
     """One row per shown binding, then the keys that are not bindings of their own."""
     rows = []
     for binding in bindings:
@@ -108,6 +200,6 @@ def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
             continue
         key = binding.key_display or binding.key
         rows.append(HelpRow(key, binding.description, binding.tooltip))
-    rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels"))
+    rows.append(HelpRow(moves, "Select", "Move between dataset panels"))
     rows.append(HelpRow("ctrl+q ctrl+c", "Quit", "Same as q"))
     return rows

@@ -24,7 +24,7 @@ from textual.widgets import Input
 from gen_tui.app.dashboard.controls import Controls
 from gen_tui.app.dashboard.filtering import PanelFilter
 from gen_tui.app.dashboard.hosted import HostedRuns
-from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS
+from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS, move_keys, remapped
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.rules import Layout, plan_layout
@@ -58,8 +58,11 @@ class DashboardScreen(Screen[None]):
         on_refresh: Callable[[Mapping[str, PanelView], tuple[tuple[str, str], ...]], None]
         | None = None,
         readonly: bool = False,
+        keymap: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.keymap: Mapping[str, str] = dict(keymap or {})
+        """The config's keys (`[keys]`, `vim`), as the app set them: help names these."""
         self.hosted = hosted
         self.linked = linked
         self.sources: tuple[PanelSource, ...] = (hosted, linked, *extra)
@@ -313,7 +316,8 @@ class DashboardScreen(Screen[None]):
         self.viewers.history()
 
     def action_help(self) -> None:
-        self.viewers.help((*DASHBOARD_KEYS, *self.app_keys))
+        keys = remapped((*DASHBOARD_KEYS, *self.app_keys), self.keymap)
+        self.viewers.help(keys, move_keys(self.keymap))
 
     def action_filter(self) -> None:
         """`/`: with the events pane focused, search it; else filter the panels by name.

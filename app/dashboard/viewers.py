@@ -78,12 +78,12 @@ class Viewers:
             panels = self.board.panels(visible_only=True)
             self.board.app.push_screen(open_history(panel.dataset, panels, self._peek))
 
-    def help(self, bindings: Sequence[Binding]) -> None:
+    def help(self, bindings: Sequence[Binding], moves: str = "← ↑ → ↓ / tab") -> None:
         """Every key in `bindings`. Built once and kept (installed): composing and styling
         the table on every `?` was most of the key's latency."""
         app = self.board.app
         if not app.is_screen_installed("help"):
-            app.install_screen(HelpScreen(help_rows(bindings), HELP_ABOUT), name="help")
+            app.install_screen(HelpScreen(help_rows(bindings, moves), HELP_ABOUT), name="help")
         app.push_screen("help")
 
     def _peek(self, name: str) -> Peek | None:

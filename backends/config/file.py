@@ -22,12 +22,18 @@ from gen_tui.backends.config.run import (
     Sampling,
 )
 from gen_tui.backends.config.trust import read_trusted
-from gen_tui.backends.settings import SettingError, read_table, setting, settings_of
+from gen_tui.backends.settings import (
+    DEFAULT_THEME,
+    SettingError,
+    read_table,
+    setting,
+    settings_of,
+)
 from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name, discover_datasets
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.untrusted import one_line
 
-TABLES = ("run", "sampling", "datasets", "hosts", "alerts")
+TABLES = ("run", "sampling", "datasets", "hosts", "alerts", "panel", "keys")
 
 
 class ConfigError(Exception):
@@ -52,6 +58,22 @@ class HostEntry:
     lines name: a run started by a script that takes its URL from elsewhere still shows."""
 
 
+@dataclass(frozen=True)
+class PanelSettings:
+    """`[panel]` and `[keys]`: how the control panel looks and which keys it answers to.
+
+    Why in the file: power users bring habits from vim, lazygit and k9s, and a terminal
+    that cannot show colours needs a plainer theme; flags for these would be typed at every
+    launch. Which ids and themes exist is the app's to check (backends know no Textual)."""
+
+    theme: str = setting(DEFAULT_THEME, key="theme", kinds=(str,))
+    """One of Textual's built-in themes (`ctrl+p` → Theme tries them live)."""
+    vim: bool = setting(False, key="vim", kinds=(bool,))
+    """h j k l move the selection; kill, history and the run list move to K, H and R."""
+    keys: tuple[tuple[str, str], ...] = ()
+    """`[keys]`: binding id → key(s), as written (comma-separated keys allowed)."""
+
+
 @dataclass
 class FileConfig:
     """A config file, read and checked: each table as the settings it gives (by field
@@ -67,6 +89,7 @@ class FileConfig:
     datasets: list[DatasetSpec] = field(default_factory=list)
     hosts: list[HostEntry] = field(default_factory=list)
     alerts: AlertConfig = field(default_factory=AlertConfig)
+    panel: PanelSettings = field(default_factory=PanelSettings)
 
 
 def _table(path: Path, table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:
@@ -148,7 +171,30 @@ def load_config(path: Path) -> FileConfig:
         config.alerts = AlertConfig.parse(alerts)
     except AlertConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    (panel,) = _table(path, data.get("panel", {}), "panel", PanelSettings)
+    config.panel = PanelSettings(**panel, keys=_keys(path, data.get("keys", {})))
     return config
+
+
+def _keys(path: Path, table: object) -> tuple[tuple[str, str], ...]:
+    """`[keys]`: each binding id with its key(s), a string or a list of strings. Whether
+    the ids exist and the keys are free is checked by the app, which knows its bindings."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [keys] must be a table of binding id = key")
+    out: list[tuple[str, str]] = []
+    for name, keys in table.items():
+        if isinstance(keys, list) and keys and all(isinstance(key, str) for key in keys):
+            keys = ",".join(keys)
+        if not isinstance(keys, str) or not all(
+            key.strip() and key.strip().isprintable() and " " not in key.strip()
+            for key in keys.split(",")
+        ):
+            raise ConfigError(
+                f'{path}: keys.{one_line(name, 60)} must be a key like "x", "K" or '
+                '"ctrl+k" (or a list of them)'
+            )
+        out.append((name, ",".join(key.strip() for key in keys.split(","))))
+    return tuple(out)
 
 
 def _hosts(path: Path, hosts: list[Any]) -> list[HostEntry]:

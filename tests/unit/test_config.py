@@ -167,3 +167,78 @@ def test_counts_given_as_text_are_kept_as_their_numbers() -> None:
     assert config.concurrency == 2000 and config.max_concurrency == 2000
     assert config.max_total_tokens == 10_000_000
     assert EngineConfig([], concurrency="auto").concurrency == "auto"
+
+
+# [panel] and [keys]: themes, vim movement and remapped keys (issue 31, requests 6 and 7)
+
+
+def _panel_error(tmp_path: Path, text: str) -> str:
+    from gen_tui.app.cli.launch import panel_options
+
+    path = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        panel_options(path, load_config(path).panel)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
+    return message
+
+
+def test_panel_and_keys_tables_are_read(tmp_path: Path) -> None:
+    from gen_tui.app.cli.launch import panel_options
+
+    path = _config(
+        tmp_path,
+        '[panel]\ntheme = "nord"\nvim = true\n[keys]\nruns = "o"\nfilter = ["f", "/"]\n',
+    )
+    panel = load_config(path).panel
+    assert (panel.theme, panel.vim) == ("nord", True)
+    assert panel.keys == (("runs", "o"), ("filter", "f,/"))
+    options = panel_options(path, panel)
+    assert options["theme"] == "nord"
+    assert options["keymap"]["runs"] == "o", "[keys] goes over vim's R"
+    assert options["keymap"]["filter"] == "f,slash"
+    assert options["keymap"]["move.down"] == "down,j"
+    assert options["keymap"]["kill"] == "K"
+
+
+def test_panel_defaults_are_the_settings_own(tmp_path: Path) -> None:
+    from gen_tui.backends.settings import DEFAULT_THEME
+
+    panel = load_config(_config(tmp_path, "")).panel
+    assert (panel.theme, panel.vim, panel.keys) == (DEFAULT_THEME, False, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[keys]\nkil = "x"\n', "keys.kil: no such binding"),
+        ('[keys]\nkill = "q"\n', "keys.kill = 'q': q is already quit's key"),
+        ('[keys]\nkill = "?"\n', "keys.kill = 'question_mark': question_mark is already help's"),
+        ('[keys]\nkill = "tab"\n', "keys.kill = 'tab': tab is kept for moving the focus"),
+        ('[panel]\nvim = true\n[keys]\nkill = "k"\n', "is already move.up's key"),
+        ('[panel]\ntheme = "neon"\n', "panel.theme 'neon' is not a theme"),
+    ],
+)
+def test_panel_problems_are_one_line_naming_file_and_key(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    message = _panel_error(tmp_path, text)
+    assert said in message, message
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[keys]\nkill = 1\n", "keys.kill must be a key"),
+        ('[keys]\nkill = "ctrl k"\n', "keys.kill must be a key"),
+        ('[keys]\nkill = ""\n', "keys.kill must be a key"),
+        ("keys = 3\n", "[keys] must be a table"),
+        ('[panel]\nvim = "yes"\n', "panel.vim has the wrong type"),
+        ("[panel]\ncolour = 1\n", "unknown key panel.colour"),
+    ],
+)
+def test_panel_and_keys_types_are_checked(tmp_path: Path, text: str, said: str) -> None:
+    path = _config(tmp_path, text)
+    with pytest.raises(ConfigError, match=re.escape(said)) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: ")
