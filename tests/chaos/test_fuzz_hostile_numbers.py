@@ -28,36 +28,11 @@ from gen_tui.widgets.format import server_text
 from gen_tui.widgets.gpu_strip import GpuLine, compact_line, tall_line
 
 from .conftest import Examples
-from .fuzzing import timed
-
-WIDEST = 16
-"""No drawn figure is this wide (the issue's 300-digit ones were)."""
-BIG_LINE = 10 << 20
-"""A line of 10 MB, with no newline, as another user's file may hold."""
-
-hostile_numbers = st.one_of(
-    st.floats(),  # NaN and ±inf included
-    st.sampled_from([1e308, -1e308, 1.7976931348623157e308, 5e-324, -0.0, 2**63, -(2**63)]),
-    st.integers(-(10**30), 10**30),
-    st.integers(0, 2**64),
-)
-"""Numbers as Python values: JSON writes NaN and inf as `NaN` and `Infinity` (which
-orjson refuses: a bad line), and integers of any size."""
-number_texts = st.one_of(
-    hostile_numbers.map(repr),
-    st.sampled_from(["NaN", "+Inf", "-Inf", "inf", "1e999", "-1e999", "9" * 400, "0x10", ""]),
-    st.text(alphabet="0123456789.eE+-", max_size=30),
-)
-"""Numbers as text, as Prometheus and nvidia-smi print them (or as a hostile one would)."""
-escapes = st.sampled_from(["", "\x1b[2J", "\x1b]0;T\x07", "\x1b]52;c;AAAA\x07", "\u202e", "\x9b"])
+from .fuzzing import BIG_LINE, WIDEST, dump, escapes, hostile_numbers, number_texts, timed
 
 
 def widest_word(text: str) -> int:
     return max((len(word) for word in text.split()), default=0)
-
-
-def dump(value: object) -> str:
-    return json.dumps(value)  # NaN and Infinity as JavaScript spells them
 
 
 @st.composite

@@ -27,8 +27,7 @@ from gen_tui.backends.watcher.dataset import DatasetTail
 from gen_tui.widgets.dataset_panel import rate_label, sample_label, token_label
 
 from .conftest import Examples
-from .fuzzing import timed
-from .test_fuzz_hostile_numbers import BIG_LINE, WIDEST, dump, escapes, hostile_numbers
+from .fuzzing import BIG_LINE, WIDEST, dump, escapes, hostile_numbers, timed
 
 
 @st.composite

@@ -71,10 +71,12 @@ def test_the_new_flags_reach_the_engine(tmp_path: Path) -> None:
 
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "A.jsonl").write_text('{"prompt": "hi"}\n')
+    tok = tmp_path / "tok"  # checked to be a folder before any server is asked (issue 31.16)
+    tok.mkdir()
     args = build_parser().parse_args(
         [
             "run",
-            *("--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", "tok"),
+            *("--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", str(tok)),
             *("--max-prompt-tokens", "64k", "--idle-timeout", "30"),
         ]
     )
@@ -82,7 +84,7 @@ def test_the_new_flags_reach_the_engine(tmp_path: Path) -> None:
     assert (config.max_prompt_tokens, config.idle_timeout_s) == (64_000, 30.0)
     defaults = engine_config(
         build_parser().parse_args(
-            ["run", "--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", "tok"]
+            ["run", "--prompts-dir", str(tmp_path / "prompts"), "--tokenizer", str(tok)]
         )
     )
     assert (defaults.max_prompt_tokens, defaults.idle_timeout_s) == (32768, 120.0)

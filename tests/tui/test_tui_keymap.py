@@ -16,10 +16,10 @@ from gen_tui.app.dialogs.peek import QualityScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.file import load_config
 from gen_tui.widgets.key_line import shown_keys
+from tests.support.panel_snapshots import T0, run_of, snapshot
 from tests.support.polling import wait_until
 from tests.support.static_source import StaticSnapshot
 from tests.support.tui import SIZE
-from tests.tui.test_tui_peek import T0, run_of, snapshot
 
 NAMES = ["A", "B", "C", "D"]
 
