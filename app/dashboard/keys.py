@@ -11,7 +11,7 @@ from gen_tui.app.dialogs.modals import HelpRow
 CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history"})
+LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "table", "sort"})
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -77,11 +77,27 @@ DASHBOARD_KEYS: list[Binding] = [
         show=False,  # 80 columns hold the control keys and q; these are in ? (help)
     ),
     Binding(
+        "t",
+        "table",
+        "Table",
+        tooltip="A table of one line per dataset, or the grid of panels (same selection)",
+        id="table",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
+        "o",
+        "sort",
+        "Sort",
+        tooltip="In the table: sort by state, % done, ETA, tok/s, or as configured",
+        id="sort",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
         "slash",
         "filter",
         "Filter",
         key_display="/",
-        tooltip="Show only datasets whose name contains some text",
+        tooltip="Show only datasets whose name contains some text; state:WORD by state",
         id="filter",
     ),
     Binding(
@@ -108,6 +124,6 @@ def help_rows(bindings: Iterable[Binding]) -> list[HelpRow]:
             continue
         key = binding.key_display or binding.key
         rows.append(HelpRow(key, binding.description, binding.tooltip))
-    rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels"))
+    rows.append(HelpRow("← ↑ → ↓ / tab", "Select", "Move between dataset panels or rows"))
     rows.append(HelpRow("ctrl+q ctrl+c", "Quit", "Same as q"))
     return rows
