@@ -275,13 +275,16 @@ class DatasetTable(ScrollView, can_focus=True):
             self.refresh()
             return
         top = round(self.scroll_offset.y)
+        changed = []
         for y, line in enumerate(lines):
             if line != self._lines[y]:
                 self._lines[y] = line
                 self._strips.pop(y, None)
                 shown = y if y < HEADER else y - top
                 if (y < HEADER or shown >= HEADER) and shown < self.size.height:
-                    self.refresh(Region(0, shown, width, 1))
+                    changed.append(Region(0, shown, width, 1))
+        if changed:
+            self.refresh(*changed)  # one dirty mark for them all
 
     def notify_style_update(self) -> None:
         self._styles.clear()
