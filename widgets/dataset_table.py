@@ -84,7 +84,7 @@ def row_for(name: str, view: PanelView | None) -> Row:
     if snap is None:
         return Row(one_line(name), state, kind, "", "-", "", "-", "", -1.0, 0.0, math.inf)
     done = min(1.0, snap.tokens / snap.max_tokens) if snap.max_tokens else -1.0
-    pct = f"{done * 100:.0f}%" if done >= 0 else ""
+    pct = f"{math.floor(done * 100)}%" if done >= 0 else ""  # 100% only once there
     budget = format_count(snap.max_tokens) if snap.max_tokens is not None else "-"
     producing = not snap.state.finished and snap.state is not DatasetState.PAUSED
     tok_s = snap.tok_s if producing and math.isfinite(snap.tok_s) else 0.0
@@ -123,8 +123,8 @@ def _cell(text: str, width: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
-Piece = tuple[str, str]
-"""A run of text and the component class (without `table--`) it is drawn in."""
+Piece = tuple[str, tuple[str, ...]]
+"""A run of text and the component classes (without `table--`) it is drawn in."""
 
 
 class DatasetTable(ScrollView, can_focus=True):
@@ -149,24 +149,27 @@ class DatasetTable(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.sort = SORTS[0]
         self.rows: list[Row] = []
+        """The rows as shown: filtered and sorted."""
+        self._given: list[Row] = []
         self.selected: str | None = None
         """The selected dataset's name: it survives a filter that hides it for a while."""
         self._lines: list[tuple[Piece, ...]] = []
         self._strips: dict[int, Strip] = {}
-        self._styles: dict[str, Style] = {}
+        self._styles: dict[tuple[str, ...], Style] = {}
         self._width = 0
 
     # what it shows
 
     def show(self, rows: Sequence[Row]) -> None:
         """New rows (already filtered), sorted here; only the lines that changed redraw."""
+        self._given = list(rows)
         self.rows = sort_rows(rows, self.sort)
         self._redraw()
 
     def cycle_sort(self) -> str:
         """`o`: the next sort; returns its name."""
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self.show(self.rows)
+        self.show(self._given)  # as given: "config" is their order
         self.scroll_to_cursor()
         return self.sort
 
@@ -225,10 +228,10 @@ class DatasetTable(ScrollView, can_focus=True):
         host = max(MIN_HOST, min(MAX_HOST, free * 2 // 5))
         return free - host, host
 
-    def title_line(self) -> tuple[Piece, ...]:
+    def title_line(self, width: int) -> tuple[Piece, ...]:
         count = len(self.rows)
         noun = "dataset" if count == 1 else "datasets"
-        return ((f" {count} {noun} · sort: {self.sort} (o) · t: grid", "header"),)
+        return ((_cell(f" {count} {noun} · sort: {self.sort} (o) · t: grid", width), ("header",)),)
 
     def header_line(self, width: int) -> tuple[Piece, ...]:
         name_w, host_w = self._columns(width)
@@ -245,24 +248,24 @@ class DatasetTable(ScrollView, can_focus=True):
                 _cell("host", host_w),
             )
         )
-        return ((text, "muted"),)
+        return ((text, ("muted",)),)
 
     def row_line(self, row: Row, width: int, cursor: bool) -> tuple[Piece, ...]:
         name_w, host_w = self._columns(width)
-        base = "cursor" if cursor else ""
+        base: tuple[str, ...] = ("cursor",) if cursor else ()
         return (
             (" " + _cell(row.name, name_w - 1) + " ", base),
-            (_cell(row.state, STATE_WIDTH), f"badge-{row.kind}"),
+            (_cell(row.state, STATE_WIDTH), (f"badge-{row.kind}", *base)),
             (" " + _cell(row.pct, PCT_WIDTH, right=True), base),
             (" " + _cell(row.tokens, TOKENS_WIDTH, right=True), base),
             (" " + _cell(row.rate, RATE_WIDTH, right=True), base),
             (" " + _cell(row.eta, ETA_WIDTH, right=True), base),
-            (" " + _cell(row.host, host_w), base or "muted"),
+            (" " + _cell(row.host, host_w), base or ("muted",)),
         )
 
     def _all_lines(self, width: int) -> list[tuple[Piece, ...]]:
         current = self.current()
-        return [self.title_line(), self.header_line(width)] + [
+        return [self.title_line(width), self.header_line(width)] + [
             self.row_line(row, width, row.name == current) for row in self.rows
         ]
 
@@ -291,16 +294,24 @@ class DatasetTable(ScrollView, can_focus=True):
         self._strips.clear()
         super().notify_style_update()
 
+    def on_focus(self) -> None:
+        self.notify_style_update()  # the cursor row's colour says whether keys go here
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.notify_style_update()
+        self.refresh()
+
     def on_resize(self) -> None:
         self._redraw()
 
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
+    def _style(self, names: tuple[str, ...]) -> Style:
+        style = self._styles.get(names)
         if style is None:
-            style = self.rich_style
-            if name:
+            style = self.rich_style  # the table's own colours, beneath its parts'
+            for name in names:
                 style += self.get_component_rich_style(f"table--{name}")
-            self._styles[name] = style
+            self._styles[names] = style
         return style
 
     def render_line(self, y: int) -> Strip:
@@ -311,10 +322,10 @@ class DatasetTable(ScrollView, can_focus=True):
             self._width, self._lines, self._strips = width, self._all_lines(width), {}
         index = y if y < HEADER else y + round(self.scroll_offset.y)
         if index >= len(self._lines):
-            return Strip.blank(width, self._style(""))
+            return Strip.blank(width, self._style(()))
         strip = self._strips.get(index)
         if strip is None:
-            segments = [Segment(text, self._style(name)) for text, name in self._lines[index]]
-            strip = Strip(segments).adjust_cell_length(width, self._style(""))
+            segments = [Segment(text, self._style(names)) for text, names in self._lines[index]]
+            strip = Strip(segments).adjust_cell_length(width, self._style(()))
             self._strips[index] = strip
         return strip
