@@ -187,3 +187,28 @@ async def test_table_rows_show_names_and_hosts_as_text_never_markup() -> None:
         row = table_text(app)[2]
         assert "[b]bold[/b]" in row and "\x1b" not in row
         assert "[red]evil" in row
+
+
+async def test_a_new_count_repaints_only_its_row() -> None:
+    """The table is not rebuilt at each refresh: a dataset's new count repaints its line."""
+    names = [f"D{i:02d}" for i in range(20)]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        rows = table(app)
+        painted: list[tuple[object, ...]] = []
+        repaint = rows.refresh
+
+        def spy(*regions: Any, **kwargs: Any) -> Any:
+            painted.append(regions)
+            return repaint(*regions, **kwargs)
+
+        rows.refresh = spy  # type: ignore[method-assign]
+        board(app).refresh_view()  # nothing new: nothing repaints
+        assert painted == []
+        changed = [snapshot(n, tokens=900_000 if n == "D03" else 500_000) for n in names]
+        static.show(run_of(*changed), now=T0)
+        board(app).refresh_view()
+        assert [[(r.y, r.height) for r in regions] for regions in painted] == [[(5, 1)]]
+        await pilot.pause()
+        assert "900k/2M" in table_text(app)[5]
