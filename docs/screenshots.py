@@ -5,7 +5,8 @@ Run it from a clone, after `./dev.sh demo` or `./dev.sh test` made .venv:
     .venv/bin/python docs/screenshots.py
 
 It runs the demo under Textual's Pilot (as tests/tui do) in a 120x40 terminal until
-B2_opencodeinstruct has reached its budget, and saves the screen as docs/images/panel.svg.
+B2_opencodeinstruct has reached its budget, and saves the screen as docs/images/panel.svg,
+then the table view of the same moment sorted by state (`t`, `o`) as docs/images/table.svg.
 Then it runs `gen-tui report --html` on that demo's output folder, and, when chromium is
 installed (`apt-get install chromium`), saves the page as docs/images/report.png. Without
 chromium it says so and leaves the old PNG. It took 75 to 80 s here (4 December 2026).
@@ -33,7 +34,8 @@ REPORT_WIDTH = 1200
 
 
 async def panel(root: Path) -> None:
-    """The demo's panel once B2 is done, saved as images/panel.svg."""
+    """The demo's panel once B2 is done, saved as images/panel.svg, and its table view as
+    images/table.svg."""
     app = demo_app(root)
     async with app.run_test(size=SIZE) as pilot:
         deadline = time.monotonic() + WAIT_S
@@ -43,6 +45,9 @@ async def panel(root: Path) -> None:
             await pilot.pause(1.0)
         await pilot.pause(2.0)  # a few more frames: rates and the event log settle
         app.save_screenshot("panel.svg", str(IMAGES))
+        await pilot.press("t", "o")  # the table view, sorted by state
+        await pilot.pause(1.0)
+        app.save_screenshot("table.svg", str(IMAGES))
 
 
 def b2_done(app: object) -> bool:

@@ -262,8 +262,11 @@ class DatasetPanel(Widget, can_focus=True):
         self._mark = (snap.updated_at, snap.tokens)
         return True
 
-    def show(self, view: PanelView, *, force: bool = False) -> None:
-        """Display `view`; an unchanged view costs nothing, a changed one its changed lines."""
+    def show(self, view: PanelView, *, force: bool = False, draw: bool = True) -> None:
+        """Display `view`; an unchanged view costs nothing, a changed one its changed lines.
+
+        `draw` False (the table view hides the panels) keeps the view and the tok/s history
+        and draws nothing: the panel draws itself whole when it shows again."""
         self.view = view
         if view == self._rendered and not force:
             return
@@ -275,6 +278,9 @@ class DatasetPanel(Widget, can_focus=True):
             self.remove_class(f"-badge-{self._badge_kind}")
             self.add_class(f"-badge-{kind}")
             self._badge_kind = kind
+        if not draw:
+            self._drawn_for = None
+            return
         if force or self._drawn_for != self._geometry():
             self.refresh()
             return

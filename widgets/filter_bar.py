@@ -17,7 +17,7 @@ class FilterBar(Input):
     class Cleared(Message):
         """The user dismissed the filter with Escape."""
 
-    PANELS = "filter datasets by name"
+    PANELS = "filter datasets by name; state:stale, state:running... by state"
     EVENTS = "search the events (Enter keeps it, Escape clears it)"
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -12,7 +12,7 @@ from gen_tui.app.dialogs.modals import HelpRow
 CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "palette"})
+LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "palette", "table", "sort"})
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -78,11 +78,27 @@ DASHBOARD_KEYS: list[Binding] = [
         show=False,  # 80 columns hold the control keys and q; these are in ? (help)
     ),
     Binding(
+        "t",
+        "table",
+        "Table",
+        tooltip="A table of one line per dataset, or the grid of panels (same selection)",
+        id="table",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
+        "o",
+        "sort",
+        "Sort",
+        tooltip="In the table: sort by state, % done, ETA, tok/s, or as configured",
+        id="sort",
+        show=False,  # 80 columns hold the control keys and q; these are in ? (help)
+    ),
+    Binding(
         "slash",
         "filter",
         "Filter",
         key_display="/",
-        tooltip="Show only datasets whose name contains some text",
+        tooltip="Show only datasets whose name contains some text; state:WORD by state",
         id="filter",
     ),
     Binding(
@@ -200,6 +216,6 @@ def help_rows(bindings: Iterable[Binding], moves: str = "← ↑ → ↓ / tab")
             continue
         key = binding.key_display or binding.key
         rows.append(HelpRow(key, binding.description, binding.tooltip))
-    rows.append(HelpRow(moves, "Select", "Move between dataset panels"))
+    rows.append(HelpRow(moves, "Select", "Move between dataset panels or rows"))
     rows.append(HelpRow("ctrl+q ctrl+c", "Quit", "Same as q"))
     return rows

@@ -14,9 +14,11 @@ from textual.dom import DOMNode
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
+from gen_tui.app.dashboard.filtering import Query
 from gen_tui.app.dashboard.rules import Layout, panel_id
 from gen_tui.backends.untrusted import clean
 from gen_tui.widgets.dataset_panel import DatasetPanel
+from gen_tui.widgets.dataset_table import DatasetTable
 from gen_tui.widgets.event_log import EventLog
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.gpu_strip import GpuStrip
@@ -25,7 +27,9 @@ from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.server_strip import ServerStrip
 
 
-def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]:
+def build(
+    names: Sequence[str], notice: str, layout: Layout, *, table: bool = False
+) -> Iterator[Widget]:
     """The widgets of a dashboard with a panel per name (call from `compose`).
 
     Layout classes are right from the start: every class change later restyles a whole
@@ -39,6 +43,7 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
     label.display = bool(notice)
     yield label
     board = VerticalScroll(id="board", classes=layout.board_classes, can_focus=False)
+    board.display = not table
     with board:
         empty = Static("", id="empty", markup=False)
         empty.display = False
@@ -46,6 +51,9 @@ def build(names: Sequence[str], notice: str, layout: Layout) -> Iterator[Widget]
         with Grid(id="panels", classes=layout.grid_classes):
             for name in names:
                 yield DatasetPanel(name, id=panel_id(name))
+    rows = DatasetTable(id="table")
+    rows.display = table
+    yield rows
     # Wrapped: an event's last words are often the figure that matters ("as pid 5380").
     # Focusable (tab), to scroll back with PageUp/PageDown; it follows the newest line.
     log = EventLog(id="events", max_events=500)
@@ -72,6 +80,8 @@ class Parts:
     filter: FilterBar
     empty: Static
     """Said on the board while no panel shows: each host's state in full."""
+    table: DatasetTable
+    """The table view: one line per dataset, shown instead of the board."""
 
     @classmethod
     def find(cls, screen: DOMNode) -> Parts:
@@ -85,6 +95,7 @@ class Parts:
             screen.query_one("#events", EventLog),
             screen.query_one("#filter", FilterBar),
             screen.query_one("#empty", Static),
+            screen.query_one("#table", DatasetTable),
         )
 
     @property
@@ -96,9 +107,9 @@ class Parts:
         """Panels for datasets found after mount, shown if they pass the filter."""
         panels = [DatasetPanel(name, id=panel_id(name)) for name in names]
         self.panels.mount_all(panels)
-        needle = self.filter.value.strip().lower()
+        query = Query.parse(self.filter.value)
         for panel in panels:
-            panel.display = needle in panel.dataset.lower()
+            panel.display = query.matches(panel.dataset, None)
         return panels
 
     def relayout(self, old: Layout, new: Layout) -> None:

@@ -6,6 +6,10 @@ source that is. Its keys are its own bindings, so they are inert whenever anothe
 a dialog is on top. The screen holds the layout, the refresh and the selection; what the
 keys do is in three objects it holds and hands itself to (attributes down): `Controls` (the
 keys that change a run), `Viewers` (the read-only screens) and `PanelFilter` (`/`).
+
+The datasets show as a grid of panels or, with `t` (the default past a dozen), as a table
+of one line each; the selection is one dataset in both: the focused panel, or the table's
+cursor row.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.rules import Layout, plan_layout
 from gen_tui.app.dashboard.sources import PanelSource
 from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
+from gen_tui.app.dashboard.tabling import ViewChoice, table_layout
 from gen_tui.app.dashboard.viewers import Viewers
 from gen_tui.backends.host_status import without_countdown
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
+from gen_tui.widgets.dataset_table import DatasetTable, row_for
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.server_strip import TALL_SCREEN
 
@@ -79,6 +85,10 @@ class DashboardScreen(Screen[None]):
         """Set once the app is going away: timers and messages may still arrive."""
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
+        self._by_name: dict[str, DatasetPanel] = {}
+        self.view_choice = ViewChoice()
+        """Grid or table (`t`); the table by default past a dozen datasets."""
+        self._table_shown = False
         self._last_panel: DatasetPanel | None = None
         """The panel that had the focus last: the selection while the focus is elsewhere."""
         self.parts: Parts | None = None
@@ -97,12 +107,16 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         self._layout = plan_layout(self.app.size, len(self.names), 1 if self.notice else 0)
-        yield from build(self.names, self.notice, self._layout)
+        self._table_shown = self.view_choice.table(len(self.names))
+        yield from build(self.names, self.notice, self._layout, table=self._table_shown)
 
     def on_mount(self) -> None:
         self._panels = list(self.query(DatasetPanel))
+        self._by_name = {panel.dataset: panel for panel in self._panels}
         self.parts = Parts.find(self)
-        if self._panels:
+        if self._table_shown:
+            self.parts.table.focus()
+        elif self._panels:
             self._panels[0].focus()
         self.set_interval(1 / self.refresh_hz, self.refresh_view, name="refresh")
         self.relayout()
@@ -135,7 +149,13 @@ class DashboardScreen(Screen[None]):
             return
         extra = (1 if self.notice else 0) + (1 if parts.filter.display else 0)
         extra += parts.servers.line_count + parts.gpus.line_count
-        layout = plan_layout(self.app.size, len(self.panels(visible_only=True)), extra)
+        visible = len(self.panels(visible_only=True))
+        layout = plan_layout(self.app.size, visible, extra)
+        if self._table_shown:
+            layout, rows = table_layout(layout, self.app.size.height, visible, extra)
+            height = str(rows) if rows else "1fr"
+            if str(parts.table.styles.height) != height:
+                parts.table.styles.height = rows or "1fr"
         if layout != self._layout:
             old, self._layout = self._layout, layout
             parts.relayout(old, layout)
@@ -182,11 +202,17 @@ class DashboardScreen(Screen[None]):
         if notice is not None:
             self.set_notice(notice)
         with self.app.batch_update():
-            views = {}
-            for panel in self.panels():
-                view = self.view_for(panel.dataset, now, wall)
-                views[panel.dataset] = view
-                panel.show(view)
+            views = {
+                panel.dataset: self.view_for(panel.dataset, now, wall) for panel in self._panels
+            }
+            if self.filtering.restate(views):
+                self.relayout()
+            table = self._table_shown
+            for panel in self._panels:
+                panel.show(views[panel.dataset], draw=not table)
+            if table:
+                visible = self.panels(visible_only=True)
+                parts.table.show([row_for(p.dataset, views[p.dataset]) for p in visible])
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
             hosts = self.linked.host_states()
             parts.header.view = header_view(
@@ -230,17 +256,74 @@ class DashboardScreen(Screen[None]):
         if not new:
             return
         self.names += new
-        self._panels += parts.add_panels(new)
-        if not isinstance(self.focused, DatasetPanel) and not isinstance(
+        added = parts.add_panels(new)
+        self._panels += added
+        self._by_name.update((panel.dataset, panel) for panel in added)
+        if self.view_choice.table(len(self._panels)) != self._table_shown:
+            self._switch_view(parts)
+        elif not isinstance(self.focused, (DatasetPanel, DatasetTable)) and not isinstance(
             self.app.screen, ModalScreen
         ):
             self.call_after_refresh(self._focus_first)
         self.relayout()
 
     def _focus_first(self) -> None:
+        if isinstance(self.focused, (DatasetPanel, DatasetTable)):
+            return
+        if self._table_shown and (parts := self.live_parts()) is not None:
+            parts.table.focus()
+            return
         visible = self.panels(visible_only=True)
-        if visible and not isinstance(self.focused, DatasetPanel):
+        if visible:
             visible[0].focus()
+
+    # grid or table
+
+    @property
+    def table_shown(self) -> bool:
+        """The table view shows (else the grid of panels)."""
+        return self._table_shown
+
+    def action_table(self) -> None:
+        """`t`: the table view or the grid, on the same selected dataset."""
+        if (parts := self.live_parts()) is None:
+            return
+        self.view_choice.toggle(len(self._panels))
+        self._switch_view(parts)
+
+    def action_sort(self) -> None:
+        """`o`: the table's next sort (its header says which)."""
+        if (parts := self.live_parts()) is not None and self._table_shown:
+            parts.table.cycle_sort()
+
+    def _switch_view(self, parts: Parts) -> None:
+        """Show the view `view_choice` picks, the selection carried over."""
+        selected = self.selected()
+        self._table_shown = self.view_choice.table(len(self._panels))
+        parts.board.display = not self._table_shown
+        parts.table.display = self._table_shown
+        self.relayout()
+        self.refresh_view()
+        if self._table_shown:
+            parts.table.select(selected.dataset if selected is not None else None)
+            self.set_focus(parts.table)
+        elif selected is not None:
+            self._last_panel = selected
+            self.call_after_refresh(self.focus_selection)
+        self.refresh_bindings()
+
+    def focus_selection(self) -> None:
+        """Focus the selected dataset (its panel, or the table on its row); after a filter
+        closes, the one selected before it, if it shows."""
+        if (parts := self.live_parts()) is None:
+            return
+        if self._table_shown:
+            parts.table.select(parts.table.current())  # a row the filter hid: the first's
+            self.set_focus(parts.table)
+            return
+        selected = self.selected()
+        if selected is not None:
+            self.set_focus(selected)
 
     # selection
 
@@ -251,6 +334,9 @@ class DashboardScreen(Screen[None]):
     def selected(self) -> DatasetPanel | None:
         """The focused panel; with the focus elsewhere (the events pane, which tab reaches,
         or the filter), the panel focused last: `k` must not move to another dataset."""
+        if self._table_shown and (parts := self.live_parts()) is not None:
+            name = parts.table.current()
+            return self._by_name.get(name) if name is not None else None
         focused = self.focused
         if isinstance(focused, DatasetPanel):
             return focused
@@ -260,6 +346,12 @@ class DashboardScreen(Screen[None]):
         return visible[0] if visible else None
 
     def action_move(self, dx: int, dy: int) -> None:
+        if self._table_shown and (parts := self.live_parts()) is not None:
+            if self.focused is not parts.table:
+                self.set_focus(parts.table)
+            elif dy:
+                parts.table.move(dy)
+            return
         visible = self.panels(visible_only=True)
         if not visible:
             return
@@ -286,6 +378,8 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """With --readonly, the keys that change a run are shown dimmed and do nothing
         (None: Textual's "shown, disabled"; False would hide them)."""
+        if action == "sort" and not self._table_shown:
+            return False
         return None if self.readonly and action in CONTROL_ACTIONS else True
 
     def action_kill(self) -> None:

@@ -1,0 +1,214 @@
+"""The table view (issue 31, power users' request 1): one line per dataset, sortable, the
+default past a dozen datasets, `t` to switch, and the same selection as the grid."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gen_tui.app.dashboard.screen import DashboardScreen
+from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.widgets.dataset_panel import DatasetPanel
+from gen_tui.widgets.dataset_table import DatasetTable
+from tests.support.polling import wait_until
+from tests.support.static_source import StaticSnapshot
+from tests.support.tui import SIZE, Notes
+
+T0 = 1_700_000_000.0
+
+
+def snapshot(name: str, **changes: Any) -> DatasetSnapshot:
+    base = DatasetSnapshot(
+        name=name, state=DatasetState.ACTIVE, tokens=500_000, samples=1000,
+        max_tokens=2_000_000, max_samples=None, budget_mode="predictive", inflight=8, errors=0,
+        malformed=0, mean_tokens=500.0, tok_s=20_000.0, samples_s=40.0, eta_s=75.0,
+        resumed_tokens=0, resumed_samples=0, started_at=T0 - 100, updated_at=T0,
+        last_record_at=T0, pid=4242, host="gpu-box",
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)
+
+
+def run_of(*datasets: DatasetSnapshot) -> RunSnapshot:
+    return RunSnapshot(datasets, 64, 8, 0.5, 100.0, 100.0, False, False)
+
+
+def static_app(names: list[str], stale_after_s: float = 1e9) -> tuple[GenTuiApp, StaticSnapshot]:
+    static = StaticSnapshot(names, stale_after_s)
+    return GenTuiApp(None, names=names, sources=[static]), static
+
+
+def board(app: GenTuiApp) -> DashboardScreen:
+    assert app.dashboard is not None
+    return app.dashboard
+
+
+async def shown(pilot: Any, app: GenTuiApp, static: StaticSnapshot, run: RunSnapshot) -> None:
+    await wait_until(lambda: app.dashboard is not None and app.dashboard.dashboard_up,
+                     pause=pilot.pause)  # fmt: skip
+    static.show(run, now=T0)
+    board(app).refresh_view()
+    await pilot.pause()
+
+
+def table(app: GenTuiApp) -> DatasetTable:
+    return app.screen.query_one("#table", DatasetTable)
+
+
+def table_text(app: GenTuiApp) -> list[str]:
+    """The table's lines as drawn now (the header first)."""
+    rows = table(app)
+    return [rows.render_line(y).text for y in range(rows.size.height)]
+
+
+def selected(app: GenTuiApp) -> str | None:
+    panel = board(app).selected()
+    return panel.dataset if panel is not None else None
+
+
+async def test_the_table_is_the_default_past_twelve_datasets_and_t_switches() -> None:
+    names = [f"D{i:02d}" for i in range(13)]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        assert board(app).table_shown and table(app).display
+        assert isinstance(app.focused, DatasetTable)
+        lines = table_text(app)
+        assert "13 datasets · sort: config (o)" in lines[0]
+        assert "name" in lines[1] and "state" in lines[1] and "tok/s" in lines[1]
+        row = lines[2]
+        assert "D00" in row and "running" in row and "25%" in row and "500k/2M" in row
+        assert "20k" in row and "1m15s" in row and "gpu-box:4242" in row
+        await pilot.press("t")
+        await pilot.pause()
+        assert not board(app).table_shown and not table(app).display
+        assert isinstance(app.focused, DatasetPanel)
+    few, static = static_app(["A", "B"])
+    async with few.run_test(size=SIZE) as pilot:
+        await shown(pilot, few, static, run_of(snapshot("A"), snapshot("B")))
+        assert not board(few).table_shown
+        await pilot.press("t")
+        await pilot.pause()
+        assert board(few).table_shown
+        assert [line.split()[0] for line in table_text(few)[2:4]] == ["A", "B"]
+
+
+async def test_the_selection_is_the_same_in_the_grid_and_the_table() -> None:
+    notes = Notes()
+    names = ["A", "B", "C", "D"]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        await pilot.press("right")
+        assert selected(app) == "B"
+        await pilot.press("t")
+        await pilot.pause()
+        assert selected(app) == table(app).current() == "B"
+        await pilot.press("down")
+        assert selected(app) == "C"
+        await pilot.press("k")  # nothing here can stop it: it says so, naming the dataset
+        await wait_until(lambda: notes.items, pause=pilot.pause)
+        assert notes.find("C") and not notes.find("B"), notes.items
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.focused, DatasetPanel) and app.focused.dataset == "C"
+
+
+async def test_o_sorts_the_table_and_its_header_says_by_what() -> None:
+    names = ["slow", "done", "stale", "fast"]
+    app, static = static_app(names, stale_after_s=30)
+
+    def run(at: float) -> RunSnapshot:
+        return run_of(
+            snapshot("slow", tok_s=1_000.0, tokens=100_000, eta_s=1900.0, last_record_at=at),
+            snapshot("done", state=DatasetState.DONE, tokens=2_000_000, eta_s=None),
+            snapshot("stale", tok_s=0.0, eta_s=None, last_record_at=T0 - 500),
+            snapshot("fast", tok_s=90_000.0, tokens=1_500_000, eta_s=6.0, last_record_at=at),
+        )
+
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run(T0))
+        static.show(run(T0 + 100), now=T0 + 100)  # seen active 100 s with no record: stale
+        board(app).refresh_view()
+        await pilot.press("t")
+        await pilot.pause()
+
+        def order() -> list[str]:
+            return [line.split()[0] for line in table_text(app)[2:6]]
+
+        assert order() == names
+        expected = {
+            "state": ["stale", "slow", "fast", "done"],
+            "% done": ["done", "fast", "stale", "slow"],
+            "ETA": ["fast", "slow", "done", "stale"],
+            "tok/s": ["fast", "slow", "done", "stale"],
+            "config": names,
+        }
+        for sort, rows in expected.items():
+            await pilot.press("o")
+            await pilot.pause()
+            assert f"sort: {sort} (o)" in table_text(app)[0]
+            assert f"{sort}↓" in table_text(app)[1] or sort in ("ETA", "% done", "config")
+            assert order()[: len(rows)] == rows, sort
+        assert selected(app) == "slow"  # the first row when t was pressed, wherever it went
+
+
+async def test_64_datasets_fit_the_table_at_80x24_and_every_row_is_reachable() -> None:
+    names = [f"B{i:02d}_dataset" for i in range(64)]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        assert board(app).table_shown
+        seen = set()
+        for index, name in enumerate(names):
+            assert selected(app) == name
+            lines = table_text(app)
+            assert "sort:" in lines[0]  # the header stays at the top
+            row = next(line for line in lines[2:] if name in line)
+            assert "running" in row and "gpu-box" in row
+            seen.update(line.split()[0] for line in lines[2:] if line.strip())
+            if index < len(names) - 1:
+                await pilot.press("down")
+        assert seen == set(names)
+        await pilot.press("home")
+        assert selected(app) == names[0] and names[0] in table_text(app)[2]
+        await pilot.press("end")
+        assert selected(app) == names[-1] and names[-1] in table_text(app)[-1]
+
+
+async def test_table_rows_show_names_and_hosts_as_text_never_markup() -> None:
+    names = ["[b]bold[/b]\x1b[31m", "plain"]
+    app, static = static_app(names)
+    hostile = snapshot(names[0], host="[red]evil[/red]\nbox")
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(hostile, snapshot("plain")))
+        await pilot.press("t")
+        await pilot.pause()
+        row = table_text(app)[2]
+        assert "[b]bold[/b]" in row and "\x1b" not in row
+        assert "[red]evil" in row
+
+
+async def test_a_new_count_repaints_only_its_row() -> None:
+    """The table is not rebuilt at each refresh: a dataset's new count repaints its line."""
+    names = [f"D{i:02d}" for i in range(20)]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        rows = table(app)
+        painted: list[tuple[object, ...]] = []
+        repaint = rows.refresh
+
+        def spy(*regions: Any, **kwargs: Any) -> Any:
+            painted.append(regions)
+            return repaint(*regions, **kwargs)
+
+        rows.refresh = spy  # type: ignore[method-assign]
+        board(app).refresh_view()  # nothing new: nothing repaints
+        assert painted == []
+        changed = [snapshot(n, tokens=900_000 if n == "D03" else 500_000) for n in names]
+        static.show(run_of(*changed), now=T0)
+        board(app).refresh_view()
+        assert [[(r.y, r.height) for r in regions] for regions in painted] == [[(5, 1)]]
+        await pilot.pause()
+        assert "900k/2M" in table_text(app)[5]

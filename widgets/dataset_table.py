@@ -1,0 +1,331 @@
+"""The table view: one line per dataset (name, state, % done, tokens/budget, tok/s, ETA,
+host), sortable, for fleets too many for panels (k9s and htop show theirs this way).
+
+Drawn with Textual's Line API: each refresh turns the panel views into rows of plain text,
+and only the lines whose text changed are redrawn; 64 datasets cost 64 short strings four
+times a second, never a rebuilt widget tree. Names, hosts and states are someone else's
+text: they are made one line and drawn as raw segments, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.dataset_panel import BADGE_KINDS, PanelView, badge_for
+from gen_tui.widgets.format import format_duration
+
+SORTS = ("config", "state", "% done", "ETA", "tok/s")
+"""What `o` cycles through: the configured order, then the columns a fleet is read by."""
+
+STATE_ORDER = {
+    kind: rank
+    for rank, kind in enumerate(
+        [
+            *("failed", "stale", "draining", "running", "paused", "queued", "idle"),
+            *("stopped", "exhausted", "done"),
+        ]
+    )
+}
+"""Sorted by state, what needs a look comes first: failed and stale, then the live ones."""
+
+STATE_WIDTH = 12
+PCT_WIDTH = 4
+TOKENS_WIDTH = 13
+RATE_WIDTH = 6
+ETA_WIDTH = 6
+MIN_HOST = 8
+MAX_HOST = 30
+MIN_NAME = 10
+HEADER = 2
+"""Lines the header keeps at the top wherever the rows scroll: what the table shows and
+how it sorts (and the keys for both), then the column names."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One dataset's line, as text, and what it sorts by."""
+
+    name: str
+    state: str
+    kind: str
+    pct: str
+    tokens: str
+    rate: str
+    eta: str
+    host: str
+    done: float
+    """Fraction of the token budget; -1 without one (sorts last)."""
+    tok_s: float
+    eta_s: float
+    """Seconds left; infinity where there is no estimate (sorts last)."""
+
+
+def row_for(name: str, view: PanelView | None) -> Row:
+    """What a dataset's line says, from the same view its panel shows."""
+    view = view or PanelView()
+    badge, kind = badge_for(view)
+    state = badge if len(badge) <= STATE_WIDTH else kind
+    snap = view.snapshot
+    if snap is None:
+        return Row(one_line(name), state, kind, "", "-", "", "-", "", -1.0, 0.0, math.inf)
+    done = min(1.0, snap.tokens / snap.max_tokens) if snap.max_tokens else -1.0
+    pct = f"{math.floor(done * 100)}%" if done >= 0 else ""  # 100% only once there
+    budget = format_count(snap.max_tokens) if snap.max_tokens is not None else "-"
+    producing = not snap.state.finished and snap.state is not DatasetState.PAUSED
+    tok_s = snap.tok_s if producing and math.isfinite(snap.tok_s) else 0.0
+    eta_s = snap.eta_s if producing and snap.eta_s is not None else None
+    return Row(
+        one_line(name),
+        state,
+        kind,
+        pct,
+        f"{format_count(snap.tokens)}/{budget}",
+        format_count(float(f"{tok_s:.3g}")),
+        format_duration(eta_s),
+        one_line(f"{snap.host}:{snap.pid}"),
+        done,
+        tok_s,
+        eta_s if eta_s is not None and math.isfinite(eta_s) else math.inf,
+    )
+
+
+def sort_rows(rows: Sequence[Row], sort: str) -> list[Row]:
+    """`rows` in the order `sort` (one of SORTS) asks; ties keep the configured order."""
+    keys: dict[str, Callable[[Row], float]] = {
+        "state": lambda row: STATE_ORDER.get(row.kind, len(STATE_ORDER)),
+        "% done": lambda row: -row.done,
+        "ETA": lambda row: row.eta_s,
+        "tok/s": lambda row: -row.tok_s,
+    }
+    key = keys.get(sort)
+    return list(rows) if key is None else sorted(rows, key=key)
+
+
+def _cell(text: str, width: int, right: bool = False) -> str:
+    if cell_len(text) > width:
+        return set_cell_size(text[: max(0, width - 1)], width - 1) + "…" if width else ""
+    pad = " " * (width - cell_len(text))
+    return pad + text if right else text + pad
+
+
+Piece = tuple[str, tuple[str, ...]]
+"""A run of text and the component classes (without `table--`) it is drawn in."""
+
+
+class DatasetTable(ScrollView, can_focus=True):
+    """One line per dataset under a fixed header that names the sort; the cursor row is
+    the selection (`k`, `r`, `v`... act on it), kept by name while rows re-sort."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First", show=False),
+        Binding("end", "edge(1)", "Last", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "table--header",
+        "table--cursor",
+        "table--muted",
+        *(f"table--badge-{kind}" for kind in BADGE_KINDS),
+    }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.sort = SORTS[0]
+        self.rows: list[Row] = []
+        """The rows as shown: filtered and sorted."""
+        self._given: list[Row] = []
+        self.selected: str | None = None
+        """The selected dataset's name: it survives a filter that hides it for a while."""
+        self._lines: list[tuple[Piece, ...]] = []
+        self._strips: dict[int, Strip] = {}
+        self._styles: dict[tuple[str, ...], Style] = {}
+        self._width = 0
+
+    # what it shows
+
+    def show(self, rows: Sequence[Row]) -> None:
+        """New rows (already filtered), sorted here; only the lines that changed redraw."""
+        self._given = list(rows)
+        self.rows = sort_rows(rows, self.sort)
+        self._redraw()
+
+    def cycle_sort(self) -> str:
+        """`o`: the next sort; returns its name."""
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.show(self._given)  # as given: "config" is their order
+        self.scroll_to_cursor()
+        return self.sort
+
+    def current(self) -> str | None:
+        """The selected dataset's name if it shows, else the first row's (None: no rows)."""
+        names = [row.name for row in self.rows]
+        if self.selected in names:
+            return self.selected
+        return names[0] if names else None
+
+    def select(self, name: str | None) -> None:
+        self.selected = name
+        self._redraw()
+        self.scroll_to_cursor()
+
+    def move(self, dy: int) -> None:
+        """↑ ↓ (and pages): the cursor moves within the rows, and stays in sight."""
+        if not self.rows:
+            return
+        names = [row.name for row in self.rows]
+        current = self.current()
+        index = names.index(current) if current in names else 0
+        self.select(names[max(0, min(len(names) - 1, index + dy))])
+
+    def action_page(self, direction: int) -> None:
+        self.move(direction * max(1, self.size.height - 2))
+
+    def action_edge(self, end: int) -> None:
+        if self.rows:
+            self.select(self.rows[-1 if end else 0].name)
+
+    def scroll_to_cursor(self) -> None:
+        names = [row.name for row in self.rows]
+        current = self.current()
+        if current not in names:
+            return
+        index = names.index(current)
+        room = max(1, self.size.height - HEADER)
+        top = round(self.scroll_offset.y)
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif index >= top + room:
+            self.scroll_to(y=index - room + 1, animate=False)
+
+    def on_click(self, event: events.Click) -> None:
+        index = event.y - HEADER + round(self.scroll_offset.y)
+        if event.y >= HEADER and 0 <= index < len(self.rows):
+            self.select(self.rows[index].name)
+
+    # drawing
+
+    def _columns(self, width: int) -> tuple[int, int]:
+        """(name, host) widths at `width`; the fixed columns take the rest."""
+        fixed = STATE_WIDTH + PCT_WIDTH + TOKENS_WIDTH + RATE_WIDTH + ETA_WIDTH + 7
+        free = max(MIN_NAME + MIN_HOST, width - fixed)
+        host = max(MIN_HOST, min(MAX_HOST, free * 2 // 5))
+        return free - host, host
+
+    def title_line(self, width: int) -> tuple[Piece, ...]:
+        count = len(self.rows)
+        noun = "dataset" if count == 1 else "datasets"
+        return ((_cell(f" {count} {noun} · sort: {self.sort} (o) · t: grid", width), ("header",)),)
+
+    def header_line(self, width: int) -> tuple[Piece, ...]:
+        name_w, host_w = self._columns(width)
+        mark = {s: (s + ("↑" if s == "ETA" else "↓") if s == self.sort else s) for s in SORTS}
+        text = " ".join(
+            (
+                "",
+                _cell("name", name_w - 1),
+                _cell(mark["state"], STATE_WIDTH),
+                _cell(mark["% done"].replace("% done", "%"), PCT_WIDTH, right=True),
+                _cell("tokens/budget", TOKENS_WIDTH, right=True),
+                _cell(mark["tok/s"], RATE_WIDTH, right=True),
+                _cell(mark["ETA"], ETA_WIDTH, right=True),
+                _cell("host", host_w),
+            )
+        )
+        return ((text, ("muted",)),)
+
+    def row_line(self, row: Row, width: int, cursor: bool) -> tuple[Piece, ...]:
+        name_w, host_w = self._columns(width)
+        base: tuple[str, ...] = ("cursor",) if cursor else ()
+        return (
+            (" " + _cell(row.name, name_w - 1) + " ", base),
+            (_cell(row.state, STATE_WIDTH), (f"badge-{row.kind}", *base)),
+            (" " + _cell(row.pct, PCT_WIDTH, right=True), base),
+            (" " + _cell(row.tokens, TOKENS_WIDTH, right=True), base),
+            (" " + _cell(row.rate, RATE_WIDTH, right=True), base),
+            (" " + _cell(row.eta, ETA_WIDTH, right=True), base),
+            (" " + _cell(row.host, host_w), base or ("muted",)),
+        )
+
+    def _all_lines(self, width: int) -> list[tuple[Piece, ...]]:
+        current = self.current()
+        return [self.title_line(width), self.header_line(width)] + [
+            self.row_line(row, width, row.name == current) for row in self.rows
+        ]
+
+    def _redraw(self) -> None:
+        width = self.scrollable_content_region.width
+        lines = self._all_lines(width)
+        if width != self._width or len(lines) != len(self._lines):
+            self._width, self._lines, self._strips = width, lines, {}
+            self.virtual_size = Size(width, len(lines))
+            self.refresh()
+            return
+        top = round(self.scroll_offset.y)
+        changed = []
+        for y, line in enumerate(lines):
+            if line != self._lines[y]:
+                self._lines[y] = line
+                self._strips.pop(y, None)
+                shown = y if y < HEADER else y - top
+                if (y < HEADER or shown >= HEADER) and shown < self.size.height:
+                    changed.append(Region(0, shown, width, 1))
+        if changed:
+            self.refresh(*changed)  # one dirty mark for them all
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        self._strips.clear()
+        super().notify_style_update()
+
+    def on_focus(self) -> None:
+        self.notify_style_update()  # the cursor row's colour says whether keys go here
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.notify_style_update()
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self._redraw()
+
+    def _style(self, names: tuple[str, ...]) -> Style:
+        style = self._styles.get(names)
+        if style is None:
+            style = self.rich_style  # the table's own colours, beneath its parts'
+            for name in names:
+                style += self.get_component_rich_style(f"table--{name}")
+            self._styles[names] = style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        """The header's lines stay at the top wherever the table scrolled; line y below them
+        is the row at y - HEADER past the scroll offset."""
+        width = self.scrollable_content_region.width
+        if width != self._width:
+            self._width, self._lines, self._strips = width, self._all_lines(width), {}
+        index = y if y < HEADER else y + round(self.scroll_offset.y)
+        if index >= len(self._lines):
+            return Strip.blank(width, self._style(()))
+        strip = self._strips.get(index)
+        if strip is None:
+            segments = [Segment(text, self._style(names)) for text, names in self._lines[index]]
+            strip = Strip(segments).adjust_cell_length(width, self._style(()))
+            self._strips[index] = strip
+        return strip
