@@ -7,8 +7,8 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.widgets.dataset_panel import DatasetPanel
 from gen_tui.widgets.dataset_table import DatasetTable
+from tests.support.table_app import T0, board, run_of, selected, shown, snapshot, static_app
 from tests.support.tui import SIZE
-from tests.tui.test_tui_table import T0, board, run_of, selected, shown, snapshot, static_app
 
 
 def visible(app: GenTuiApp) -> list[str]:
