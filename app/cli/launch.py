@@ -52,6 +52,12 @@ def config_source(path: Path) -> ConfigSource:
     return ConfigSource(merge_run(load_config(path), {}), path)
 
 
+def run_command(path: Path) -> list[str]:
+    """`gen-tui run --config PATH` as this interpreter runs it: what `s` starts detached
+    (issue 31, request 5), so that quitting the panel leaves the run going."""
+    return [sys.executable, "-m", "gen_tui.app.cli", "run", "--config", str(path.resolve())]
+
+
 def _error(message: str) -> int:
     """One line on stderr; it may quote a config file or a host: no control characters."""
     print(f"gen-tui: error: {clean(message)}", file=sys.stderr)
@@ -132,6 +138,7 @@ def main(args: argparse.Namespace) -> int:
             datasets=[spec.name for spec in config.datasets],
             discover=False,
             grace_s=grace,
+            command=run_command(path),
         )
         hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
     except ValueError as exc:  # a [[hosts]] output_dir no one can name on one line
@@ -144,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
         alerts=file.alerts,
         readonly=readonly,
     )
-    app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
+    app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
     return _finish(app, app.run())
 
 

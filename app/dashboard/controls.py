@@ -8,6 +8,7 @@ budget) and then acts. --readonly turns these keys off in the screen's `check_ac
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from gen_tui.app.dashboard.board import Board
@@ -54,14 +55,16 @@ class Controls:
             self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
 
     def start(self) -> None:
+        """`s`: confirm what starts, where and with which budgets (see `starting`)."""
+        from gen_tui.app.dashboard.starting import start_plan
+
         board = self.board
-        if board.hosted.active():
-            board.notify("A run is already active in this process (k stops it).")
-        elif board.hosted.start() is None:
-            board.notify("Nothing to start: no run is configured.", severity="warning")
-        else:
-            board.notify("starting the configured run")
-            board.refresh_view()
+        now, wall = time.monotonic(), time.time()
+        views = {
+            name: next((v for s in board.sources if (v := s.view(name, now, wall))), None)
+            for name in board.hosted.names
+        }
+        self.carry_out(start_plan(board.hosted, board.linked, views))
 
     def pause(self) -> None:
         self.say(self.board.hosted.pause())

@@ -63,6 +63,8 @@ class HostedRuns(PanelSource):
         self.launch = launch
         self.runs: list[HostedRun] = []
         self.owner: dict[str, HostedRun] = {}
+        self.budgets: dict[str, Budget] = {}
+        """Budgets set with `r` this session: `s` starts with them, not the config's."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -84,6 +86,16 @@ class HostedRuns(PanelSource):
             self.owner[name] = run
             self.stale.reset(name)
         self.launch(run)
+        return run
+
+    def start_all(self) -> HostedRun | None:
+        """`s` in this process: the configured run, with the budgets set with `r` this
+        session (queued until its engine exists)."""
+        run = self.start()
+        if run is not None:
+            for name, (tokens, samples) in self.budgets.items():
+                if name in run.names:
+                    run.control(SetBudget(name, tokens, samples))
         return run
 
     def pause(self) -> Note:
@@ -269,6 +281,7 @@ class HostedRuns(PanelSource):
     def _resume(self, target: ResumeTarget, budget: int) -> Note:
         name = target.name
         run = self.owner.get(name)
+        self.budgets[name] = (budget, target.max_samples)
         if (
             run is not None
             and run.active
