@@ -54,6 +54,20 @@ class Controls:
             source = self._source(panel.dataset, "resume")
             self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
 
+    def resume_all(self) -> None:
+        """`R`: every dataset of the selected dataset's killed run, in one new run (`r`
+        resumes the selected one only). A run on a host starts again as launched; for this
+        process's runs it is `s`, which starts every configured dataset."""
+        panel = self.board.selected()
+        if panel is None:
+            return
+        if panel.dataset in self.board.linked.remote and not self.board.hosted.claims(
+            panel.dataset, "kill"
+        ):
+            self.carry_out(self.board.linked.resume_all(panel.dataset))
+        else:
+            self.start()
+
     def start(self) -> None:
         """`s`: confirm what starts, where and with which budgets (see `starting`)."""
         from gen_tui.app.dashboard.starting import start_plan

@@ -8,10 +8,10 @@ from textual.binding import Binding
 
 from gen_tui.app.dialogs.modals import HelpRow
 
-CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
+CONTROL_ACTIONS = frozenset({"kill", "resume", "resume_all", "start", "pause"})
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history"})
+LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "resume_all"})
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -28,6 +28,14 @@ DASHBOARD_KEYS: list[Binding] = [
         "Resume",
         tooltip="Give the selected dataset a new token budget and run it to that",
         id="resume",
+    ),
+    Binding(
+        "R",
+        "resume_all",
+        "Resume all",
+        tooltip="Start every dataset of the selected dataset's killed run again, as launched",
+        id="resume_all",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),
     Binding(

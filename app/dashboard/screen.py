@@ -291,6 +291,9 @@ class DashboardScreen(Screen[None]):
     def action_resume(self) -> None:
         self.controls.resume()
 
+    def action_resume_all(self) -> None:
+        self.controls.resume_all()
+
     def action_start(self) -> None:
         self.controls.start()
 
