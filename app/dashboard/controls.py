@@ -9,7 +9,7 @@ budget) and then acts. --readonly turns these keys off in the screen's `check_ac
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Literal, Protocol
 
 from gen_tui.app.dashboard.board import Board
 from gen_tui.app.dashboard.hosted import HostedRuns
@@ -53,6 +53,29 @@ class Controls:
         if panel is not None:
             source = self._source(panel.dataset, "resume")
             self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
+
+    def one(self, what: Literal["stop", "pause"]) -> None:
+        """`K`, `P`: stop or pause the selected dataset alone, in a run of this process
+        (issue 31, request 4). A run on a host has no channel to one of its datasets: only
+        signals to its whole process, which `k` sends."""
+        panel = self.board.selected()
+        if panel is None:
+            return
+        name, hosted = panel.dataset, self.board.hosted
+        if hosted.claims(name, "kill"):
+            self.carry_out(hosted.stop_one(name) if what == "stop" else hosted.pause_one(name))
+        elif name in self.board.linked.remote:
+            self.say(
+                Note(
+                    "a run in another process takes no command for one dataset: k stops "
+                    "its whole process (R then starts all its datasets again)",
+                    title=name,
+                    severity="warning",
+                )
+            )
+        else:
+            self.say(Note("no run in this process writes it", title=name, severity="warning"))
+        self.board.refresh_view()
 
     def resume_all(self) -> None:
         """`R`: every dataset of the selected dataset's killed run, in one new run (`r`

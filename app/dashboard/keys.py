@@ -8,10 +8,14 @@ from textual.binding import Binding
 
 from gen_tui.app.dialogs.modals import HelpRow
 
-CONTROL_ACTIONS = frozenset({"kill", "resume", "resume_all", "start", "pause"})
+CONTROL_ACTIONS = frozenset(
+    {"kill", "stop_one", "resume", "resume_all", "start", "pause", "pause_one"}
+)
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "resume_all"})
+LOOK_KEYS = frozenset(
+    {"quality", "samples", "log", "history", "resume_all", "stop_one", "pause_one"}
+)
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -28,6 +32,22 @@ DASHBOARD_KEYS: list[Binding] = [
         "Resume",
         tooltip="Give the selected dataset a new token budget and run it to that",
         id="resume",
+    ),
+    Binding(
+        "K",
+        "stop_one",
+        "Stop one",
+        tooltip="Stop the selected dataset alone; its run goes on with the others",
+        id="stop_one",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
+    ),
+    Binding(
+        "P",
+        "pause_one",
+        "Pause one",
+        tooltip="Hold or release the selected dataset alone; its run goes on with the others",
+        id="pause_one",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding(
         "R",

@@ -16,7 +16,7 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.sim import SimServer
 from tests.support.polling import wait_until
 from tests.support.runs import alive, run_args, spawn
-from tests.support.tui import SIZE, panel, snap
+from tests.support.tui import SIZE, Notes, panel, snap
 
 
 def _text(screen: ConfirmScreen) -> str:
@@ -40,7 +40,8 @@ async def test_R_after_a_kill_resumes_every_dataset_of_the_run_in_one_new_run(
     link = app.links[0]
     pids = [first.pid]
     try:
-        async with app.run_test(size=SIZE) as pilot:
+        notes = Notes()
+        async with app.run_test(size=SIZE, message_hook=notes) as pilot:
 
             def written(name: str) -> bool:
                 if not app.query(f"#{panel_id(name)}"):
@@ -53,6 +54,8 @@ async def test_R_after_a_kill_resumes_every_dataset_of_the_run_in_one_new_run(
             await pilot.press("R")
             await pilot.pause(0.2)
             assert not isinstance(app.screen, ConfirmScreen), "R refuses while the run writes"
+            await pilot.press("P")  # one dataset of another process: no channel, said so
+            await wait_until(lambda: notes.find("k stops its whole process"), pause=pilot.pause)
             await pilot.press("k")
             await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             await pilot.press("y")
