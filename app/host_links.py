@@ -361,15 +361,17 @@ class HostLink:
         verb: str,
     ) -> None:
         """Show `names` as starting while `starting` runs; then record and say the new run."""
-        self._mark(names, busy=f"starting again to {format_count(tokens or 0)}", count=None)
+        starting_to = f"starting again to {format_count(tokens)}" if tokens else "starting"
+        self._mark(names, busy=starting_to, count=None)
         try:
             identity = await starting
         finally:
             self._mark(names, busy=None, count=None)
         self.started = (*self.started, identity)
         self.outcome = {k: v for k, v in self.outcome.items() if k not in names}
-        budget = format_count(tokens) if tokens else "no token budget"
-        self._say("information", f"{what}: {verb} to {budget} as pid {identity.pid}")
+        # None: the command's own budgets (`s`, `R`), whatever its flags or config say.
+        budget = f"to {format_count(tokens)}" if tokens else "with its own budgets"
+        self._say("information", f"{what}: {verb} {budget} as pid {identity.pid}")
 
     async def _stop_own_runs(self) -> None:
         """Stop what the app started (identity-checked: one that already ended is left)."""
