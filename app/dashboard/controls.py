@@ -49,10 +49,18 @@ class Controls:
             self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
 
     def resume(self) -> None:
+        from gen_tui.app.dashboard.starting import detached_resume
+
         panel = self.board.selected()
         if panel is not None:
+            view = panel.view or PanelView()
+            board = self.board
+            detached = detached_resume(board.hosted, board.linked, panel.dataset, view)
+            if detached is not None:
+                self.carry_out(detached)
+                return
             source = self._source(panel.dataset, "resume")
-            self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
+            self.carry_out(source.resume(panel.dataset, view))
 
     def one(self, what: Literal["stop", "pause"]) -> None:
         """`K`, `P`: stop or pause the selected dataset alone, in a run of this process

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gen_tui.app.dashboard.hosted import Budget, HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
-from gen_tui.app.dashboard.sources import Confirm, Note
+from gen_tui.app.dashboard.sources import AskBudget, Confirm, Note, Plan
 from gen_tui.app.host_links import HostLink, Start
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.hosts.argv import template_argv
@@ -133,3 +133,27 @@ def _detached(
 
     then: Callable[[], Note | None] = send
     return Confirm(_title(finished), body, "Start", then)
+
+
+def detached_resume(
+    hosted: HostedRuns, linked: HostLinks, name: str, view: PanelView
+) -> Plan | None:
+    """`r` on a configured dataset no run of this process has, where `s` would start it
+    detached: a detached start of it alone too (the host link's resume, through the same
+    guarded start), its budget kept for the next `s`. None: `r` is this process's."""
+    run = hosted.owner.get(name)
+    if (run is not None and run.active) or name not in hosted.names:
+        return None
+    link = starter(linked, [name])
+    if link is None or linked.remote.get(name) is not link:
+        return None
+    plan = linked.resume(name, view)
+    if not isinstance(plan, AskBudget):
+        return plan
+    ask = plan
+
+    def then(budget: int) -> Note | None:
+        hosted.budgets[name] = (budget, ask.target.max_samples)
+        return ask.then(budget)
+
+    return AskBudget(ask.target, then)

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from gen_tui.app.cli.launch import _finish, config_source, run_command
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
@@ -100,23 +102,46 @@ async def test_s_from_a_config_starts_a_detached_run_that_outlives_the_panel(
     app = GenTuiApp(source, autostart=False, hosts=[local])
     link = app.links[0]
     pid = 0
+    pids: list[int] = []
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(
                 lambda: link.state == "connected", 30, pause=pilot.pause, detail=lambda: link.state
             )
+            await wait_until(lambda: app.query(f"#{panel_id('A')}"), pause=pilot.pause)
+            await wait_until(lambda: snap(app, "A") is not None, 30, pause=pilot.pause)
+            panel(app, "A").focus()
+            await pilot.pause()
+            await pilot.press("r")  # A alone to 3k, detached too: its budget is kept for s
+            await wait_until(lambda: isinstance(app.screen, ResumeScreen), pause=pilot.pause)
+            app.screen.query_one("#budget", Input).insert_text_at_cursor("3000")
+            await pilot.press("enter")
+            await wait_until(lambda: link.started, 30, "A started", pause=pilot.pause)
+            first = link.started[0]
+            pids.append(first.pid)
+            assert first.cmdline[-4:] == ("--datasets", "A", "--max-tokens-per-dataset", "3000")
+            await wait_until(lambda: not alive(first.pid), 60, "A's run ended", pause=pilot.pause)
+            await wait_until(
+                lambda: link.monitor is not None and link.monitor.writer("A") is None,
+                30,
+                pause=pilot.pause,
+            )
+
             await pilot.press("s")
             await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
             assert isinstance(app.screen, ConfirmScreen)
             said = _text(app.screen)
             assert "detached" in said and "gen_tui.app.cli run --config" in said, said
+            assert "--datasets A --max-tokens-per-dataset 3000" in said, "r's budget is kept"
             await pilot.press("y")
-            await wait_until(lambda: link.started, 30, "the run started", pause=pilot.pause)
-            pid = link.started[0].pid
-            assert "--config" in link.started[0].cmdline
+            await wait_until(lambda: len(link.started) == 3, 30, "both started", pause=pilot.pause)
+            pids.extend(identity.pid for identity in link.started[1:])
+            pid = link.started[2].pid
+            assert link.started[2].cmdline[-2:] == ("--datasets", "B"), "B: the config's budget"
+            assert "--config" in link.started[2].cmdline
             assert not app.runs, "nothing runs in this process"
             await wait_until(
-                lambda: (a := snap(app, "A")) is not None and a.samples > 0,
+                lambda: (b := snap(app, "B")) is not None and b.samples > 0,
                 60,
                 "its records show on the panel",
                 pause=pilot.pause,
@@ -130,5 +155,6 @@ async def test_s_from_a_config_starts_a_detached_run_that_outlives_the_panel(
     finally:
         app.stop_links()
         link.done.wait(timeout=30)
-        if pid and alive(pid):
-            os.killpg(pid, signal.SIGKILL)
+        for started in pids:
+            if alive(started):
+                os.killpg(started, signal.SIGKILL)
