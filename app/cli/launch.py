@@ -329,7 +329,7 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
         link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
     from gen_tui.app.exit_summary import exit_summary
 
-    summary = exit_summary(app.runs, app.links)
+    summary = exit_summary(app.runs, app.links, app.linked)
     if summary is not None:  # the screen is gone: what the session wrote, in the scrollback
         print(summary, file=sys.stderr)
     return result if result is not None else (app.return_code or 0)

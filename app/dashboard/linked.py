@@ -53,6 +53,9 @@ class HostLinks(PanelSource):
         self.planned = planned
         """Budgets the configured run will give its datasets (shown before it starts)."""
         self.remote: dict[str, HostLink] = {}
+        self.seen: dict[str, tuple[int, int]] = {}
+        """Per dataset, its tokens when first seen this session and as last seen: what the
+        session saw written (the exit's summary line)."""
         self.adopt()
 
     @property
@@ -134,6 +137,8 @@ class HostLinks(PanelSource):
             state = link.state
             return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
         self.announcer.watched(link.name, snap)
+        first = self.seen.get(name, (snap.tokens, 0))[0]
+        self.seen[name] = (min(first, snap.tokens), snap.tokens)
         planned = self.planned.get(name)
         if (
             snap.max_tokens is None

@@ -151,7 +151,10 @@ async def test_s_from_a_config_starts_a_detached_run_that_outlives_the_panel(
         capsys.readouterr()
         _finish(app, 0)
         assert alive(pid), "quitting the panel does not stop a detached run"
-        assert f"run {pid} still running on local" in capsys.readouterr().err
+        said = capsys.readouterr().err.strip()
+        assert said.startswith("gen-tui: 2 datasets, "), said
+        assert f"tokens written to {tmp_path / 'out'}/ this session" in said, said
+        assert said.endswith(f"; run {pid} still running on local"), said
     finally:
         app.stop_links()
         link.done.wait(timeout=30)
