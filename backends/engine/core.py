@@ -149,7 +149,13 @@ class Engine:
         self._signals.wake.set()
 
     def set_budget(self, name: str, max_tokens: int | None, max_samples: int | None) -> None:
-        """Change a dataset's budget mid-run; a dataset done at its old budget starts again."""
+        """Change a dataset's budget mid-run; a dataset done at its old budget starts again,
+        and so does one stopped alone (`Stop(dataset=...)`): a new budget is `r`'s resume."""
+        ds = next((d for d in self._datasets if d.name == name), None)
+        if ds is not None and ds.halted:
+            ds.halted = ds.on_hold = False
+            if ds.state is DatasetState.STOPPED:
+                ds.state = DatasetState.DONE  # reopened below when the budget leaves room
         self._allocator.set_budget(name, max_tokens, max_samples)
 
     def apply(self, command: EngineCommand) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gen_tui.app.dialogs.modals import ConfirmScreen
+from textual.widgets import Input
+
+from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.progress.snapshot import DatasetState
 from tests.support.polling import wait_until
@@ -63,5 +65,13 @@ async def test_P_pauses_and_K_stops_one_dataset_while_the_others_go_on(
         await pilot.pause(1.0)
         run = app.runs[0]
         assert run.active and samples("A") > a_before, (run.failure, snap(app, "A"), app.events)
+
+        stopped = samples("B")
+        await pilot.press("r")  # a new budget starts it again in the same run
+        await wait_until(lambda: isinstance(app.screen, ResumeScreen), pause=pilot.pause)
+        app.screen.query_one("#budget", Input).insert_text_at_cursor("5000000000")
+        await pilot.press("enter")
+        await wait_until(lambda: samples("B") > stopped, 30, "B resumed by r", pause=pilot.pause)
+        assert len(app.runs) == 1
         app.runs[0].abort()
         await wait_until(lambda: not app.runs[0].active, 60, pause=pilot.pause)
