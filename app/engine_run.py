@@ -123,6 +123,8 @@ class HostedRun:
         self.escalated = False
         self.paused = False
         self.was_paused = False
+        self.held: set[str] = set()
+        """Its datasets paused alone (`P`)."""
         self.outcome: str | None = None
         self.failure: str | None = None
         self.grace_s = source.grace_s

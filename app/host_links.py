@@ -2,7 +2,7 @@
 
 The UI thread reads a link's monitor (its attributes are replaced whole, never mutated) and
 its per-dataset `busy`/`countdown`/`outcome` dicts (likewise), and sends typed commands
-(:class:`Kill`, :class:`Resume`, :class:`ResumeRun`, :class:`Shutdown`) through
+(:class:`Kill`, :class:`Resume`, :class:`Start`, :class:`ResumeRun`, :class:`Shutdown`) through
 :meth:`HostLink.send`; a kill or a start never waits on the UI loop, and a slow or dropped
 SSH link never blocks a key. Only the link writes its state: `send` marks a command's
 datasets busy itself, under the same lock as the link's thread.
@@ -89,6 +89,24 @@ class Resume:
 
 
 @dataclass(frozen=True)
+class Start:
+    """`s`: start `names` as one new detached run from the host's run command (the same
+    guarded start as :class:`Resume`), to `tokens` or, None, to the command's own budgets."""
+
+    names: tuple[str, ...]
+    tokens: int | None
+    samples: int | None
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return self.names
+
+    @property
+    def note(self) -> str:
+        return "starting as a detached run"
+
+
+@dataclass(frozen=True)
 class ResumeRun:
     """Start an ended run's command again, as launched, with a new token budget."""
 
@@ -106,7 +124,7 @@ class Shutdown:
     note: ClassVar[str] = ""
 
 
-Command = Kill | Resume | ResumeRun | Shutdown
+Command = Kill | Resume | Start | ResumeRun | Shutdown
 
 
 def kill_question(
@@ -275,6 +293,14 @@ class HostLink:
                             await self._kill(monitor, identity)
                         case Resume(dataset=dataset, tokens=tokens, samples=samples):
                             await self._resume(monitor, dataset, tokens, samples)
+                        case Start(names=names, tokens=tokens, samples=samples):
+                            await self._start(
+                                names,
+                                tokens,
+                                monitor.start(names, tokens, samples),
+                                ", ".join(names),
+                                "started",
+                            )
                         case ResumeRun(run=run, tokens=tokens):
                             await self._resume_run(monitor, run, tokens)
                 except RunError as exc:
@@ -335,15 +361,17 @@ class HostLink:
         verb: str,
     ) -> None:
         """Show `names` as starting while `starting` runs; then record and say the new run."""
-        self._mark(names, busy=f"starting again to {format_count(tokens or 0)}", count=None)
+        starting_to = f"starting again to {format_count(tokens)}" if tokens else "starting"
+        self._mark(names, busy=starting_to, count=None)
         try:
             identity = await starting
         finally:
             self._mark(names, busy=None, count=None)
         self.started = (*self.started, identity)
         self.outcome = {k: v for k, v in self.outcome.items() if k not in names}
-        budget = format_count(tokens) if tokens else "no token budget"
-        self._say("information", f"{what}: {verb} to {budget} as pid {identity.pid}")
+        # None: the command's own budgets (`s`, `R`), whatever its flags or config say.
+        budget = f"to {format_count(tokens)}" if tokens else "with its own budgets"
+        self._say("information", f"{what}: {verb} {budget} as pid {identity.pid}")
 
     async def _stop_own_runs(self) -> None:
         """Stop what the app started (identity-checked: one that already ended is left)."""

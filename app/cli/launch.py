@@ -79,6 +79,12 @@ def panel_options(path: Path, panel: PanelSettings) -> dict[str, Any]:
     return {"keymap": keymap, "theme": panel.theme}
 
 
+def run_command(path: Path) -> list[str]:
+    """`gen-tui run --config PATH` as this interpreter runs it: what `s` starts detached
+    (issue 31, request 5), so that quitting the panel leaves the run going."""
+    return [sys.executable, "-m", "gen_tui.app.cli", "run", "--config", str(path.resolve())]
+
+
 def _error(message: str) -> int:
     """One line on stderr; it may quote a config file or a host: no control characters."""
     print(f"gen-tui: error: {clean(message)}", file=sys.stderr)
@@ -160,6 +166,7 @@ def main(args: argparse.Namespace) -> int:
             datasets=[spec.name for spec in config.datasets],
             discover=False,
             grace_s=grace,
+            command=run_command(path),
         )
         hosts = [local, *sources_from_config(file.hosts, options, grace), *extra]
     except ValueError as exc:  # a [[hosts]] output_dir no one can name on one line
@@ -173,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
         readonly=readonly,
         **panel,
     )
-    app.notice = app.start_hint = f"{path}: press s to run it in this process, ? for help"
+    app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
     return _finish(app, app.run())
 
 
@@ -355,4 +362,9 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
         run.done.wait(timeout=run.grace_s + 5)
     for link in app.links:
         link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
+    from gen_tui.app.exit_summary import exit_summary
+
+    summary = exit_summary(app.runs, app.links, app.linked)
+    if summary is not None:  # the screen is gone: what the session wrote, in the scrollback
+        print(summary, file=sys.stderr)
     return result if result is not None else (app.return_code or 0)

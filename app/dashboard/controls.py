@@ -8,7 +8,8 @@ budget) and then acts. --readonly turns these keys off in the screen's `check_ac
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from typing import Literal, Protocol
 
 from gen_tui.app.dashboard.board import Board
 from gen_tui.app.dashboard.hosted import HostedRuns
@@ -48,20 +49,67 @@ class Controls:
             self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
 
     def resume(self) -> None:
+        from gen_tui.app.dashboard.starting import detached_resume
+
         panel = self.board.selected()
         if panel is not None:
+            view = panel.view or PanelView()
+            board = self.board
+            detached = detached_resume(board.hosted, board.linked, panel.dataset, view)
+            if detached is not None:
+                self.carry_out(detached)
+                return
             source = self._source(panel.dataset, "resume")
-            self.carry_out(source.resume(panel.dataset, panel.view or PanelView()))
+            self.carry_out(source.resume(panel.dataset, view))
+
+    def one(self, what: Literal["stop", "pause"]) -> None:
+        """`K`, `P`: stop or pause the selected dataset alone, in a run of this process
+        (issue 31, request 4). A run on a host has no channel to one of its datasets: only
+        signals to its whole process, which `k` sends."""
+        panel = self.board.selected()
+        if panel is None:
+            return
+        name, hosted = panel.dataset, self.board.hosted
+        if hosted.claims(name, "kill"):
+            self.carry_out(hosted.stop_one(name) if what == "stop" else hosted.pause_one(name))
+        elif name in self.board.linked.remote:
+            self.say(
+                Note(
+                    "a run in another process takes no command for one dataset: k stops "
+                    "its whole process (R then starts all its datasets again)",
+                    title=name,
+                    severity="warning",
+                )
+            )
+        else:
+            self.say(Note("no run in this process writes it", title=name, severity="warning"))
+        self.board.refresh_view()
+
+    def resume_all(self) -> None:
+        """`R`: every dataset of the selected dataset's killed run, in one new run (`r`
+        resumes the selected one only). A run on a host starts again as launched; for this
+        process's runs it is `s`, which starts every configured dataset."""
+        panel = self.board.selected()
+        if panel is None:
+            return
+        if panel.dataset in self.board.linked.remote and not self.board.hosted.claims(
+            panel.dataset, "kill"
+        ):
+            self.carry_out(self.board.linked.resume_all(panel.dataset))
+        else:
+            self.start()
 
     def start(self) -> None:
+        """`s`: confirm what starts, where and with which budgets (see `starting`)."""
+        from gen_tui.app.dashboard.starting import start_plan
+
         board = self.board
-        if board.hosted.active():
-            board.notify("A run is already active in this process (k stops it).")
-        elif board.hosted.start() is None:
-            board.notify("Nothing to start: no run is configured.", severity="warning")
-        else:
-            board.notify("starting the configured run")
-            board.refresh_view()
+        now, wall = time.monotonic(), time.time()
+        views = {
+            name: next((v for s in board.sources if (v := s.view(name, now, wall))), None)
+            for name in board.hosted.names
+        }
+        self.carry_out(start_plan(board.hosted, board.linked, views))
 
     def pause(self) -> None:
         self.say(self.board.hosted.pause())

@@ -17,7 +17,7 @@ from gen_tui.app.dashboard.rules import StaleWatch, names_title
 from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
-from gen_tui.backends.config.commands import Pause, SetBudget
+from gen_tui.backends.config.commands import Pause, SetBudget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import RunSnapshot
@@ -63,6 +63,8 @@ class HostedRuns(PanelSource):
         self.launch = launch
         self.runs: list[HostedRun] = []
         self.owner: dict[str, HostedRun] = {}
+        self.budgets: dict[str, Budget] = {}
+        """Budgets set with `r` this session: `s` starts with them, not the config's."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,6 +88,16 @@ class HostedRuns(PanelSource):
         self.launch(run)
         return run
 
+    def start_all(self) -> HostedRun | None:
+        """`s` in this process: the configured run, with the budgets set with `r` this
+        session (queued until its engine exists)."""
+        run = self.start()
+        if run is not None:
+            for name, (tokens, samples) in self.budgets.items():
+                if name in run.names:
+                    run.control(SetBudget(name, tokens, samples))
+        return run
+
     def pause(self) -> Note:
         """`p`: hold or release dispatch in every run that is not stopping."""
         active = [run for run in self.active() if not run.stopping]
@@ -97,6 +109,38 @@ class HostedRuns(PanelSource):
             run.was_paused = run.was_paused or paused
             run.control(Pause(paused))
         return Note("dispatch paused (in-flight requests finish)" if paused else "dispatch resumed")
+
+    def stop_one(self, name: str) -> Note | Confirm:
+        """`K`: stop `name` alone in its run (the others go on); asked first."""
+        run = self.owner.get(name)
+        if run is None or not run.active or run.stopping:
+            return Note("its run is not running (or is already stopping)", title=name)
+        others = [other for other in run.names if other != name]
+        goes_on = f"The run goes on with {', '.join(others)}." if others else "The run then ends."
+        return Confirm(
+            f"Stop {name} alone?",
+            f"No new requests for {name}; its in-flight answers finish and it ends as "
+            f"stopped. {goes_on}\nr resumes it later.",
+            "Stop",
+            lambda: self._stop_one(run, name),
+        )
+
+    @staticmethod
+    def _stop_one(run: HostedRun, name: str) -> Note:
+        run.control(Stop(name))
+        run.held.discard(name)
+        return Note("stopping alone: its in-flight answers finish", title=name)
+
+    def pause_one(self, name: str) -> Note:
+        """`P`: hold or release `name` alone in its run (the others go on)."""
+        run = self.owner.get(name)
+        if run is None or not run.active or run.stopping:
+            return Note("its run is not running (or is already stopping)", title=name)
+        paused = name not in run.held
+        (run.held.add if paused else run.held.discard)(name)
+        run.was_paused = run.was_paused or paused
+        run.control(Pause(paused, name))
+        return Note("paused alone (in-flight requests finish)" if paused else "resumed", title=name)
 
     def tick(self, now: float) -> str | None:
         """The refresh's housekeeping: abort runs whose drain ran out, apply calibrations.
@@ -269,6 +313,7 @@ class HostedRuns(PanelSource):
     def _resume(self, target: ResumeTarget, budget: int) -> Note:
         name = target.name
         run = self.owner.get(name)
+        self.budgets[name] = (budget, target.max_samples)
         if (
             run is not None
             and run.active

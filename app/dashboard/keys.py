@@ -9,10 +9,15 @@ from textual.keys import _character_to_key, format_key
 
 from gen_tui.app.dialogs.modals import HelpRow
 
-CONTROL_ACTIONS = frozenset({"kill", "resume", "start", "pause"})
+CONTROL_ACTIONS = frozenset(
+    {"kill", "stop_one", "resume", "resume_all", "start", "pause", "pause_one"}
+)
 """What --readonly turns off: every key that changes a run."""
 
-LOOK_KEYS = frozenset({"quality", "samples", "log", "history", "palette", "table", "sort"})
+LOOK_KEYS = frozenset(
+    {"quality", "samples", "log", "history", "palette", "table", "sort"}
+    | {"resume_all", "stop_one", "pause_one"}
+)
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
 DASHBOARD_KEYS: list[Binding] = [
@@ -29,6 +34,30 @@ DASHBOARD_KEYS: list[Binding] = [
         "Resume",
         tooltip="Give the selected dataset a new token budget and run it to that",
         id="resume",
+    ),
+    Binding(
+        "K",
+        "stop_one",
+        "Stop one",
+        tooltip="Stop the selected dataset alone; its run goes on with the others",
+        id="stop_one",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
+    ),
+    Binding(
+        "P",
+        "pause_one",
+        "Pause one",
+        tooltip="Hold or release the selected dataset alone; its run goes on with the others",
+        id="pause_one",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
+    ),
+    Binding(
+        "R",
+        "resume_all",
+        "Resume all",
+        tooltip="Start every dataset of the selected dataset's killed run again, as launched",
+        id="resume_all",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),
     Binding(
@@ -122,13 +151,14 @@ VIM_KEYMAP: dict[str, str] = {
     "move.down": "down,j",
     "move.up": "up,k",
     "move.right": "right,l",
-    "kill": "K",
+    "kill": "x",
     "history": "H",
-    "runs": "R",
+    "runs": "g",
 }
 """`[panel] vim = true`: h j k l move the selection as in vim (the arrows still do), so the
-keys they took move to their capitals: kill to K (still behind its confirmation), history
-to H, the run list to R. `[keys]` goes over this."""
+keys they took move: kill to x (vim's delete; still behind its confirmation), history to
+H, the run list to g (K, P and R already stop, pause and resume one dataset or a whole
+killed run). `[keys]` goes over this."""
 
 RESERVED_KEYS: dict[str, str] = {
     "tab": "moving the focus",

@@ -6,6 +6,7 @@ links publish and sends them typed commands, so nothing here waits on a host.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -17,6 +18,7 @@ from gen_tui.app.host_links import (
     HostLink,
     Kill,
     Resume,
+    ResumeRun,
     Say,
     Shutdown,
     kill_question,
@@ -26,6 +28,7 @@ from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.tails import Peek, Tail
+from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
 
@@ -50,6 +53,9 @@ class HostLinks(PanelSource):
         self.planned = planned
         """Budgets the configured run will give its datasets (shown before it starts)."""
         self.remote: dict[str, HostLink] = {}
+        self.seen: dict[str, tuple[int, int]] = {}
+        """Per dataset, its tokens when first seen this session and as last seen: what the
+        session saw written (the exit's summary line)."""
         self.adopt()
 
     @property
@@ -131,6 +137,8 @@ class HostLinks(PanelSource):
             state = link.state
             return PanelView(pending="starting" if state == "connecting" else state.split(":")[0])
         self.announcer.watched(link.name, snap)
+        first = self.seen.get(name, (snap.tokens, 0))[0]
+        self.seen[name] = (min(first, snap.tokens), snap.tokens)
         planned = self.planned.get(name)
         if (
             snap.max_tokens is None
@@ -219,4 +227,47 @@ class HostLinks(PanelSource):
         return AskBudget(
             target,
             lambda budget: link.send(Resume(name, budget, target.max_samples, mark_busy=True)),
+        )
+
+    def resume_all(self, name: str) -> Note | Confirm:
+        """What `R` on `name` does: start every dataset of the run that last wrote it (and
+        has ended, killed say) again in one new run, its command as launched, budgets
+        included (issue 31, request 4)."""
+        link = self.remote[name]
+        monitor = link.monitor
+        busy = link.busy.get(name)
+        if monitor is None or busy:
+            return Note(f"{name}: {busy or 'not seen yet'}", severity="warning")
+        writer = monitor.writer(name)
+        if writer is not None:
+            return Note(
+                f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
+                title=name,
+                severity="warning",
+            )
+        run = next(
+            (
+                ended
+                for ended in monitor.ended
+                if name in ended.datasets and ended.mine and ended.output_dir == monitor.output_dir
+            ),
+            None,
+        )
+        if run is None:
+            return Note(
+                f"{name}: no ended run of yours seen writing it this session; r resumes it alone",
+                severity="warning",
+            )
+        datasets = ", ".join(run.datasets)
+        body = (
+            f"Start pid {run.pid}'s datasets again on {one_line(link.name, 80)}, as one new "
+            f"detached run, as launched (their own budgets):\n"
+            f"Datasets: {one_line(datasets, 500)}\n"
+            f"Command: {one_line(shlex.join(run.identity.cmdline), 500)}"
+        )
+        return Confirm(
+            f"Resume all {len(run.datasets)}?",
+            body,
+            "Resume all",
+            lambda: link.send(ResumeRun(run, None)),
         )

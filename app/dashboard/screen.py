@@ -388,6 +388,15 @@ class DashboardScreen(Screen[None]):
     def action_resume(self) -> None:
         self.controls.resume()
 
+    def action_stop_one(self) -> None:
+        self.controls.one("stop")
+
+    def action_pause_one(self) -> None:
+        self.controls.one("pause")
+
+    def action_resume_all(self) -> None:
+        self.controls.resume_all()
+
     def action_start(self) -> None:
         self.controls.start()
 

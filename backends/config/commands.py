@@ -13,14 +13,24 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """The first: stop dispatching and drain; a second: abort what is in flight."""
+    """The first: stop dispatching and drain; a second: abort what is in flight.
+
+    With `dataset`: that dataset alone sends nothing more; its answers in flight finish and
+    it ends as stopped, while the run's other datasets go on (issue 31, request 4).
+    """
+
+    dataset: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Pause:
-    """Hold dispatch (`paused`) or release it; requests in flight carry on either way."""
+    """Hold dispatch (`paused`) or release it; requests in flight carry on either way.
+
+    With `dataset`: that dataset alone (the run's global pause still holds it too).
+    """
 
     paused: bool
+    dataset: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,21 +118,57 @@ class Engine:
         for ds in self._datasets:
             if ds.state is DatasetState.ACTIVE and paused:
                 ds.state = DatasetState.PAUSED
-            elif ds.state is DatasetState.PAUSED and not paused:
+            elif ds.state is DatasetState.PAUSED and not paused and not ds.on_hold:
                 ds.state = DatasetState.ACTIVE
         self._signals.wake.set()
 
+    def _dataset(self, name: str) -> DatasetRun:
+        found = next((ds for ds in self._datasets if ds.name == name), None)
+        if found is None:
+            raise EngineError(f"{name} is not in this run")
+        return found
+
+    def pause_dataset(self, name: str, paused: bool) -> None:
+        """Hold or release one dataset's dispatch; the others go on (its in-flight finish)."""
+        ds = self._dataset(name)
+        ds.on_hold = paused
+        if ds.state in (DatasetState.ACTIVE, DatasetState.WAITING) and paused:
+            ds.state = DatasetState.PAUSED
+        elif ds.state is DatasetState.PAUSED and not paused and not self._signals.paused:
+            ds.state = DatasetState.ACTIVE
+        self._signals.wake.set()
+
+    def stop_dataset(self, name: str) -> None:
+        """Stop one dataset: nothing more is sent for it, its in-flight answers finish, and
+        it ends as stopped; the run goes on with the others (and ends when they do)."""
+        ds = self._dataset(name)
+        ds.halted = True
+        if not ds.state.finished and ds.inflight:
+            ds.state = DatasetState.DRAINING
+        self._scheduler.settle(ds)
+        self._signals.wake.set()
+
     def set_budget(self, name: str, max_tokens: int | None, max_samples: int | None) -> None:
-        """Change a dataset's budget mid-run; a dataset done at its old budget starts again."""
+        """Change a dataset's budget mid-run; a dataset done at its old budget starts again,
+        and so does one stopped alone (`Stop(dataset=...)`): a new budget is `r`'s resume."""
+        ds = next((d for d in self._datasets if d.name == name), None)
+        if ds is not None and ds.halted:
+            ds.halted = ds.on_hold = False
+            if ds.state is DatasetState.STOPPED:
+                ds.state = DatasetState.DONE  # reopened below when the budget leaves room
         self._allocator.set_budget(name, max_tokens, max_samples)
 
     def apply(self, command: EngineCommand) -> None:
         """Carry out a command on the engine's loop (`send` brings one from another thread)."""
         match command:
-            case Stop():
+            case Stop(dataset=None):
                 self.request_stop()
-            case Pause(paused=paused):
+            case Stop(dataset=str(name)):
+                self.stop_dataset(name)
+            case Pause(paused=paused, dataset=None):
                 self.set_paused(paused)
+            case Pause(paused=paused, dataset=str(name)):
+                self.pause_dataset(name, paused)
             case SetBudget(dataset=name, max_tokens=tokens, max_samples=samples):
                 self.set_budget(name, tokens, samples)
 

@@ -43,6 +43,10 @@ class DatasetRun:
         self.folder = folder
         self.budget = Budget(spec.max_tokens, spec.max_samples)
         self.state = DatasetState.LOADING
+        self.on_hold = False
+        """Paused alone (`Pause(dataset=...)`): the scheduler offers it no slot."""
+        self.halted = False
+        """Stopped alone (`Stop(dataset=...)`): no slot again; it ends once drained."""
         self.lock = DatasetLock(folder / LOCK_FILE)
         self.writer: RecordWriter | None = None
         self.errors_path = folder / ERRORS_FILE

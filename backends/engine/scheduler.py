@@ -97,6 +97,8 @@ class Scheduler(RunPart):
         for ds in candidates:
             if ds.state.finished or ds.queue is None or ds.queue.empty():
                 continue
+            if ds.on_hold or ds.halted:  # paused or stopped alone
+                continue
             if self.may_send(ds, ds.inflight):
                 return ds
             self.note_small_budget(ds)
@@ -105,6 +107,14 @@ class Scheduler(RunPart):
     def settle(self, ds: DatasetRun) -> None:
         """Move a dataset that can make no more progress to its final state."""
         if ds.state.finished or ds.inflight:
+            return
+        if ds.halted:  # stopped alone, and drained: it ends here, the others go on
+            ds.state = DatasetState.STOPPED
+            ds.message = (
+                f"stopped alone at {counted(ds.tokens, 'token')}, {counted(ds.samples, 'sample')}"
+            )
+            self.reporter.event("info", f"{ds.name}: {ds.message}")
+            self.allocator.hand_on(ds)
             return
         short = False
         if ds.reached:

@@ -356,6 +356,20 @@ class HostMonitor:
         await self._look_again()
         return identity
 
+    async def start(
+        self, datasets: Sequence[str], max_tokens: int | None, max_samples: int | None = None
+    ) -> RunIdentity:
+        """Start `datasets` as one new run from the host's run command (a second writer
+        is refused, as for a resume); None budgets: the command's own."""
+        identity = await self.host.resume(
+            datasets[0], max_tokens, max_samples=max_samples, datasets=datasets
+        )
+        for name in datasets:
+            if max_tokens is not None or max_samples is not None:
+                self._budgets[name] = (max_tokens, max_samples)
+        await self._look_again()
+        return identity
+
     async def resume_run(self, run: RunProcess, max_tokens: int | None) -> RunIdentity:
         """Start an ended run again, as it was launched, with a new token budget."""
         identity = await self.host.resume(run, max_tokens)

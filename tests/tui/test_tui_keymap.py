@@ -85,14 +85,14 @@ async def test_keys_table_moves_kill_and_help_says_so(tmp_path: Path) -> None:
         assert re.search(r"^\s*D f2\s+Quality", text, re.M), text
 
 
-async def test_vim_moves_with_hjkl_and_kill_moves_to_capital_k(tmp_path: Path) -> None:
+async def test_vim_moves_with_hjkl_and_kill_moves_to_x(tmp_path: Path) -> None:
     app, static = configured(tmp_path, "[panel]\nvim = true\n")
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot, app, static)
         assert app.dashboard is not None and app.dashboard.columns == 2
         assert selected(app) == "A"
         footer = {(key, action) for key, action, *_ in shown_keys(app.dashboard)}
-        assert {("K", "kill"), ("R", "runs")} <= footer, footer
+        assert {("x", "kill"), ("g", "runs")} <= footer, footer
         assert ("k", "kill") not in footer
         await pilot.press("l")
         assert selected(app) == "B", "l moves right (not the run list)"
@@ -106,7 +106,7 @@ async def test_vim_moves_with_hjkl_and_kill_moves_to_capital_k(tmp_path: Path) -
         assert not kill_asked(app), "k does not kill with vim = true"
         await pilot.press("down")
         assert selected(app) == "C", "the arrows still move"
-        await pilot.press("K")
+        await pilot.press("x")
         await wait_until(lambda: kill_asked(app), pause=pilot.pause)
         if isinstance(app.screen, ConfirmScreen):
             await pilot.press("n")  # kill still asks first
@@ -114,7 +114,7 @@ async def test_vim_moves_with_hjkl_and_kill_moves_to_capital_k(tmp_path: Path) -
         await pilot.press("question_mark")
         await wait_until(lambda: isinstance(app.screen, HelpScreen), pause=pilot.pause)
         text = help_text(app)
-        assert re.search(r"^\s*K\s+Kill", text, re.M), text
+        assert re.search(r"^\s*x\s+Kill", text, re.M), text
         assert "h j k l" in text, text
 
 

@@ -1,0 +1,115 @@
+"""The one line printed once the panel has left (issue 31, request 9).
+
+Why: the panel's figures vanish with its screen, and a user who quits after an hour wants to
+know, in the terminal's scrollback, what the session wrote and where, and which runs it
+started are still running (a detached run goes on after the panel quits).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from gen_tui.app.dashboard.linked import HostLinks
+from gen_tui.app.engine_run import ConfigSource, HostedRun
+from gen_tui.app.host_links import HostLink
+from gen_tui.backends.untrusted import one_line
+
+
+def _folder(run: HostedRun) -> Path | None:
+    engine = run.engine
+    if engine is not None:
+        return Path(engine.config.output_dir)
+    if isinstance(run.source, ConfigSource):
+        return Path(run.source.config.output_dir)
+    return None
+
+
+def _shown(folder: Path) -> str:
+    """A folder as the user typed it, roughly: relative to here when under it."""
+    try:
+        text = os.path.relpath(folder)
+    except ValueError:
+        text = str(folder)
+    if text.startswith(".."):
+        text = str(folder)
+    return one_line(text.rstrip("/") + "/", 200)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def still_running(links: Sequence[HostLink]) -> list[str]:
+    """ "run PID still running on HOST" for each run this session started that the panel
+    did not stop on its way out (a detached start), as last seen by its link."""
+    said: list[str] = []
+    for link in links:
+        monitor = link.monitor
+        if monitor is None or link.source.owns_runs:
+            continue  # a link that owns its runs stops them when the app leaves
+        for identity in link.started:
+            if any(run.identity.same_process(identity) for run in monitor.runs):
+                said.append(f"run {identity.pid} still running on {one_line(link.name, 80)}")
+    return said
+
+
+def _watched(linked: HostLinks) -> tuple[dict[str, int], list[str]]:
+    """Tokens each watched dataset gained while the panel watched it, and the folders
+    (`host:folder` on another machine) where it did."""
+    gained: dict[str, int] = {}
+    folders: list[str] = []
+    for name, (first, last) in linked.seen.items():
+        link = linked.remote.get(name)
+        monitor = link.monitor if link is not None else None
+        if last <= first or link is None or monitor is None:
+            continue
+        gained[name] = last - first
+        folder = _shown(Path(monitor.output_dir))
+        where = f"{one_line(link.name, 80)}:{folder}" if link.source.remote else folder
+        if where not in folders:
+            folders.append(where)
+    return gained, folders
+
+
+def exit_summary(
+    runs: Sequence[HostedRun], links: Sequence[HostLink], linked: HostLinks | None = None
+) -> str | None:
+    """ "gen-tui: 3 datasets, 1,234,567 tokens written to out/ this session; run 4242 still
+    running on local", or None when the session neither ran nor started anything.
+
+    Tokens written are each in-process run's own (a resumed dataset's earlier tokens are
+    not counted again) and, from `linked`, what each watched dataset gained while the panel
+    watched it (a detached run's, say); a dataset both ran here and watched counts once.
+    """
+    tokens: dict[str, int] = {}
+    folders: list[str] = []
+    for run in runs:
+        for snap in run.snapshots():
+            written = max(snap.tokens - snap.resumed_tokens, 0)
+            tokens[snap.name] = tokens.get(snap.name, 0) + written
+        folder = _folder(run)
+        if folder is not None and _shown(folder) not in folders:
+            folders.append(_shown(folder))
+    if linked is not None:  # the same records seen twice (ours, watched) count once
+        gained, watched = _watched(linked)
+        for name, count in gained.items():
+            tokens[name] = max(tokens.get(name, 0), count)
+        folders.extend(folder for folder in watched if folder not in folders)
+    running = still_running(links)
+    started = any(link.started for link in links)
+    if not runs and not started:
+        return None
+    parts: list[str] = []
+    wrote = [name for name, count in tokens.items() if count > 0]
+    if wrote:
+        where = ", ".join(folders) or "this process's output"
+        parts.append(
+            f"{_plural(len(wrote), 'dataset')}, {_plural(sum(tokens.values()), 'token')} "
+            f"written to {where} this session"
+        )
+    else:
+        parts.append("nothing written this session")
+    parts.extend(running)
+    return "gen-tui: " + "; ".join(parts)

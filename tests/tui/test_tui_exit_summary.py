@@ -1,0 +1,42 @@
+"""The line left in the terminal once the panel has gone: what the session wrote and where
+(issue 31, request 9)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from gen_tui.app.cli.launch import _finish
+from gen_tui.app.tui import GenTuiApp
+from tests.support.polling import wait_until
+from tests.support.tui import SIZE, snap
+
+
+async def test_leaving_prints_what_the_session_wrote_and_where(
+    app_factory: Callable[..., GenTuiApp], capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = app_factory(datasets={"A": (40, 3_000), "B": (40, 3_000)}, mean=200)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(
+            lambda: app.runs and not app.runs[0].active, 60, "the run ended", pause=pilot.pause
+        )
+        written = sum(s.tokens for name in "AB" if (s := snap(app, name)) is not None)
+        await pilot.press("q")
+        await wait_until(lambda: not app.is_running, 10, "the app left", pause=pilot.pause)
+    capsys.readouterr()
+    _finish(app, app.return_code)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    folder = app.runs[0].engine.config.output_dir if app.runs[0].engine else None
+    assert folder is not None
+    assert lines[0].startswith(f"gen-tui: 2 datasets, {written:,} tokens written to "), lines
+    assert str(folder).rstrip("/").split("/")[-1] + "/ this session" in lines[0]
+
+
+def test_nothing_run_nothing_said(
+    app_factory: Callable[..., GenTuiApp], capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = app_factory(datasets={"A": (4, 1_000)}, autostart=False)
+    _finish(app, 0)
+    assert capsys.readouterr().err == ""
