@@ -168,6 +168,7 @@ class DemoSource(RunSource):
             f"demo: budgets scaled to {self.scale:.0%} to fit this machine "
             f"(B2: {format_count(self.original)} → {format_count(new)} "
             f"at {format_count(float(f'{rate:.3g}'))} tok/s)",
+            f"budgets {self.scale:.0%}: slow machine",
         )
 
 

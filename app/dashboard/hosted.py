@@ -63,6 +63,8 @@ class HostedRuns(PanelSource):
         self.launch = launch
         self.runs: list[HostedRun] = []
         self.owner: dict[str, HostedRun] = {}
+        self.header_note = ""
+        """What a calibration asked the header to keep saying (empty: none applied)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -122,6 +124,7 @@ class HostedRuns(PanelSource):
         for name, tokens in result.budgets.items():
             snap = run.dataset(name)
             run.control(SetBudget(name, tokens, snap.max_samples if snap else None))
+        self.header_note = result.header or self.header_note
         return result.notice
 
     def settle(
