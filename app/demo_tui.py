@@ -96,6 +96,7 @@ class DemoSource(RunSource):
             prefill_s=0.05,
             profiles={d.name: LengthProfile(mean=d.mean_tokens) for d in self.datasets},
             vocab_size=demo.vocab_size(self.tokenizer()),  # the answers' ids are its ids
+            measured_throughput=True,  # what it generates, as the header says what arrives
         )
 
     async def prepare(self, stack: AsyncExitStack) -> EngineConfig:

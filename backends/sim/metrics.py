@@ -103,7 +103,7 @@ class SimLoad:
             for job, done in zip(running, produced, strict=True)
             if job.decode_start <= now and done < len(job.output_ids)
         )
-        self.gen_tok_s = measured if late else nominal
+        self.gen_tok_s = measured if late or config.measured_throughput else nominal
         self.retracted = sim.stats.retracted
 
 
