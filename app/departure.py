@@ -132,6 +132,9 @@ class Departure:
             if self._since is not None and not self._hurried:
                 self._hurry()  # q again while the runs started here drain: end them now
                 return
+            if self._since is None and (links := self._started_live()):
+                self._ask_to_stop_started(links)
+                return
             app.exit(0)
             return
         if self.quitting:
@@ -169,12 +172,44 @@ class Departure:
             decided,
         )
 
+    def _started_live(self) -> list[HostLink]:
+        """The links whose runs this session started and that have not ended."""
+        return [link for link in self.linked.links if link.started and not link.done.is_set()]
+
+    def _ask_to_stop_started(self, links: list[HostLink]) -> None:
+        """`q` while only a run this session started on a host is active (the demo's B9):
+        leaving stops it, which takes its drain, so ask first as for a run in this process
+        (it used to leave without a word, and took ~33 s; issue 31, point 3)."""
+        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
+
+        datasets = ", ".join(name for link in links for name in link.datasets)
+        answers = leaving_answers(links)
+        drain = max(
+            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
+        )
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self.app.exit(0)  # hold_exit drains them, the line under the header counting
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "Quit gen-tui?",
+                f"A run started here is active: {datasets}.\n"
+                f"Quitting stops it first: its {answers:,} answer{'s' * (answers != 1)} in "
+                f"flight drain for up to {drain:.0f} s (q again then ends it at once). "
+                "Completed responses are kept; r resumes it.",
+                "Stop and quit",
+            ),
+            decided,
+        )
+
     def hold_exit(self, leave: Callable[[], None]) -> bool:
         """Runs this session started on a host (the demo's) drain before the app goes, with
         the screen saying so: the seconds they take used to pass on a blank terminal.
         True: `leave` is called once they have ended (or once their kill's wait is over,
         whatever they do; `q` again leaves at once), and the exit must wait for it."""
-        links = [link for link in self.linked.links if link.started and not link.done.is_set()]
+        links = self._started_live()
         dashboard = self.dashboard()
         if self._since is not None or not links or dashboard is None:
             return False

@@ -38,6 +38,10 @@ class Calibration:
 
     budgets: dict[str, int]
     notice: str
+    header: str = ""
+    """A few words the header keeps for good ("budgets 30%: slow machine"): the notice is
+    overwritten by the next message, and a budget scaled down must not pass for the one
+    promised (issue 31, point 8)."""
 
 
 class RunSource:

@@ -140,9 +140,15 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return ((one_line(view.failure or ""),), ())
     first: list[str] = []
     end = runs_out_at(snap.tokens, snap.max_tokens, snap.prompts_left, snap.mean_tokens)
+    moving = not snap.state.finished and snap.state is not DatasetState.PAUSED
     if end is not None and not snap.state.finished:
-        first.append(f"prompts run out ~{format_count(end)}")
-    if not snap.state.finished and snap.state is not DatasetState.PAUSED:
+        # No ETA toward a budget the prompts cannot reach: the time is to where they run
+        # out (issue 31, point 19), the only end the run will see.
+        piece = f"prompts run out ~{format_count(end)}"
+        if moving and snap.tok_s > 0:
+            piece += f" in {format_duration(max(0, end - snap.tokens) / snap.tok_s)}"
+        first.append(piece)
+    elif moving:
         first.append(f"ETA {format_duration(snap.eta_s)}")
     first.append(f"{snap.inflight} in flight")
     first.append(f"{snap.errors} err")

@@ -40,6 +40,8 @@ class HeaderView:
     """(name, connection state) of each watched host: "connected", "disconnected: ...", ..."""
     readonly: bool = False
     """Opened with --readonly: k, r, s and p are off (said next to the state)."""
+    note: str = ""
+    """Said for good, before the figures: budgets the demo scaled down to fit the machine."""
 
 
 def state_text(view: HeaderView) -> str:
@@ -59,6 +61,8 @@ def header_parts(view: HeaderView) -> list[str]:
             parts.append(one_line(f"{name}: {state}"))
     if view.servers_down:
         parts.append(f"{view.servers_down}/{view.servers} server(s) unreachable")
+    if view.note:
+        parts.append(one_line(view.note))
     parts += [
         f"{format_count(view.tokens)} tok",
         f"{format_count(view.tok_s)} tok/s",

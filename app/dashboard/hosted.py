@@ -20,7 +20,7 @@ from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.backends.config.commands import Pause, SetBudget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import format_count
-from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.progress.snapshot import RunSnapshot, run_rate
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.store.tails import (
     HISTORY_TAIL_LINES,
@@ -65,6 +65,8 @@ class HostedRuns(PanelSource):
         self.owner: dict[str, HostedRun] = {}
         self.budgets: dict[str, Budget] = {}
         """Budgets set with `r` this session: `s` starts with them, not the config's."""
+        self.header_note = ""
+        """What a calibration asked the header to keep saying (empty: none applied)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -166,6 +168,7 @@ class HostedRuns(PanelSource):
         for name, tokens in result.budgets.items():
             snap = run.dataset(name)
             run.control(SetBudget(name, tokens, snap.max_samples if snap else None))
+        self.header_note = result.header or self.header_note
         return result.notice
 
     def settle(
@@ -303,6 +306,7 @@ class HostedRuns(PanelSource):
             max_tokens=snap.max_tokens if snap else (spec.max_tokens if spec else None),
             max_samples=snap.max_samples if snap else (spec.max_samples if spec else None),
             tok_s=snap.tok_s if snap else 0.0,
+            last_tok_s=run_rate(snap) if snap else 0.0,
             running=running and snap is not None and not snap.state.finished,
             where=self._backend(run),
             prompts_left=snap.prompts_left if snap else None,

@@ -218,6 +218,7 @@ class HostLinks(PanelSource):
             max_tokens=snap.max_tokens,
             max_samples=snap.max_samples,
             tok_s=snap.tok_s,
+            last_tok_s=monitor.last_rate(name),
             running=False,
             where=f"on {link.name}, as a new detached process",
             prompts_left=snap.prompts_left,

@@ -223,6 +223,7 @@ class DashboardScreen(Screen[None]):
                 filter_text="" if parts.filter.events else parts.filter.value,
                 hosts=hosts,
                 readonly=self.readonly,
+                note=self.hosted.header_note,
             )
             tall = self.app.size.height >= TALL_SCREEN
             strips = parts.servers.line_count + parts.gpus.line_count

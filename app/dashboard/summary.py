@@ -22,6 +22,7 @@ def header_view(
     filter_text: str,
     hosts: tuple[tuple[str, str], ...],
     readonly: bool = False,
+    note: str = "",
 ) -> HeaderView:
     """The header for panels showing `views`.
 
@@ -58,6 +59,7 @@ def header_view(
         servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
         hosts=hosts,
         readonly=readonly,
+        note=note,
         cost=sum(costs) if (costs := [s.cost for s in snaps if s.cost is not None]) else None,
         cost_per_hour=sum(
             s.cost_per_hour for s in snaps if s.cost_per_hour and not s.state.finished

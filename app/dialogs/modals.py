@@ -96,6 +96,9 @@ class ResumeTarget:
     prompts_left: int | None = None
     """Answers its prompt file can still give (None: unknown)."""
     mean_tokens: float | None = None
+    last_tok_s: float = 0.0
+    """Its rate when it last produced, for the estimate while `tok_s` is 0 (a stopped or
+    finished dataset produces nothing now, yet its last run's pace is the best guess)."""
 
 
 def resume_shown(
@@ -135,10 +138,11 @@ def resume_preview(target: ResumeTarget, budget: int) -> str:
             f"short of {format_count(budget)}"
         )
         togo = end - target.tokens
-    if target.tok_s > 0:
-        eta = format_duration(togo / target.tok_s)
-        rate = format_count(float(f"{target.tok_s:.3g}"))
-        return f"{format_count(togo)} to go, about {eta} at the current {rate} tok/s{short}"
+    for pace, which in ((target.tok_s, "the current"), (target.last_tok_s, "its last run's")):
+        if pace > 0:
+            eta = format_duration(togo / pace)
+            rate = format_count(float(f"{pace:.3g}"))
+            return f"{format_count(togo)} to go, about {eta} at {which} {rate} tok/s{short}"
     return f"{format_count(togo)} to go (no rate yet to estimate the time){short}"
 
 

@@ -280,6 +280,12 @@ class RunsScreen(Screen[None]):
             max_tokens=next((s.max_tokens for s in snaps if s is not None), None),
             max_samples=None,
             tok_s=0.0,
+            last_tok_s=max(
+                (monitor.last_rate(name) for name in run.datasets if not picked.elsewhere),
+                default=0.0,
+            )
+            if monitor is not None
+            else 0.0,
             running=False,
             where=f"on {link.name}, as launched, with the new token budget"
             + (f" (it writes {run.output_dir}, another folder)" if picked.elsewhere else ""),

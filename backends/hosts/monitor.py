@@ -60,14 +60,21 @@ class RateMeter:
     def __init__(self, window_s: float = TOTALS_RATE_WINDOW_S) -> None:
         self.window_s = window_s
         self._points: deque[tuple[float, int, int]] = deque()
+        self.last_tok_s = 0.0
+        """The window's tok/s when tokens last came in: what the dataset did while it
+        produced, kept once it stops (the `r` preview's estimate for a stopped dataset)."""
 
     def add(self, at: float, tokens: int, samples: int) -> None:
         points = self._points
         if points and tokens < points[-1][1]:  # a file replaced or truncated: start over
             points.clear()
+        grew = bool(points) and tokens > points[-1][1]
         points.append((at, tokens, samples))
         while len(points) > 2 and at - points[1][0] >= self.window_s:
             points.popleft()
+        first = points[0]
+        if grew and at > first[0]:
+            self.last_tok_s = (tokens - first[1]) / (at - first[0])
 
     def rates(self, now: float) -> tuple[float, float]:
         points = self._points
@@ -313,6 +320,11 @@ class HostMonitor:
             self._budgets.get(dataset, (None, None)),
             self.name,
         )
+
+    def last_rate(self, dataset: str) -> float:
+        """`dataset`'s tok/s when it last produced (0: never seen producing)."""
+        meter = self._rates.get(dataset)
+        return meter.last_tok_s if meter is not None else 0.0
 
     def servers(self) -> dict[str, ServerReport]:
         """The load of the servers this host's live runs use: as the watcher read it on the

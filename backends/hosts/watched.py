@@ -43,8 +43,12 @@ def watched_snapshot(
         state = progress.state or DatasetState.ACTIVE
     else:
         state = DatasetState.ACTIVE
-    if writer is not None and writer.state == "paused":
-        state = DatasetState.PAUSED
+    # A writer stopped by a signal (SIGSTOP, ctrl+z: state T) is not a paused run: it
+    # sends nothing, answers nothing and its progress.json goes stale. Shown "paused:
+    # nothing sent" it read as a run at rest for good; as an active run it goes stale like
+    # any run that writes nothing, saying why (issue 31, point 19). The engine's own pause
+    # (`p`) is the state its fresh progress.json says.
+    frozen = writer is not None and writer.state == "paused"
     tokens, samples = totals.tokens, totals.samples
     live = by_writer and totals.progress_fresh
     inflight = (progress.inflight or 0) if live else 0
@@ -80,12 +84,18 @@ def watched_snapshot(
         last_record_at=totals.mtime,
         pid=writer.pid if writer is not None else progress.pid or 0,
         host=host,
-        message=totals.problem or ((progress.message or "") if live else ""),
+        message=totals.problem
+        or (_frozen_note(writer.pid) if frozen and writer is not None else "")
+        or ((progress.message or "") if live else ""),
         cost=progress.cost if by_writer or writer is None else None,
         truncated=totals.truncated,
         truncated_of=samples,
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
+
+
+def _frozen_note(pid: int) -> str:
+    return f"pid {pid} is stopped by a signal (state T): kill -CONT {pid} resumes it"
 
 
 def _at_rest(totals: DatasetTotals, progress: ProgressFile) -> DatasetState:

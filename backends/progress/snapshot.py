@@ -68,6 +68,18 @@ def producing_rates(
     return rates
 
 
+def run_rate(snap: DatasetSnapshot) -> float:
+    """The tok/s of `snap`'s own run over its life (its tokens, not those it resumed from,
+    from its start to its last record); 0 when it has none. A stopped dataset's rate is 0
+    (`producing_rates`), yet the `r` preview needs what it did to estimate a new budget's
+    time: "no rate yet" for a dataset that had just run at 52k tok/s (issue 31, point 19)."""
+    produced = snap.tokens - snap.resumed_tokens
+    if produced <= 0 or not snap.started_at or snap.last_record_at is None:
+        return 0.0
+    span = snap.last_record_at - snap.started_at
+    return produced / span if span > 0 else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class DatasetSnapshot:
     name: str

@@ -1,9 +1,13 @@
 """`GET /metrics` on the simulator: its load in SGLang's (or vLLM's) Prometheus names.
 
 What a real server would report is computed from the simulated batch at the moment of the
-read: the running and queued requests, the KV cache their prompts and tokens so far fill,
-the decode rate of the requests still generating, and the counters of tokens generated and
-requests retracted. Rendered by `prometheus_client` itself, with SGLang 0.5.23's labels
+read: the running and queued requests (the slots' own counts, those /_sim/stats reports:
+issue 31, point 7), the KV cache their prompts and tokens so far fill, the decode rate of
+the requests generating (measured over the last few seconds instead, as SGLang's
+`gen_throughput` is over its logging interval, whenever this process runs behind its
+schedule: then the slots' nominal speed is not what the clients receive), and the counters
+of tokens generated and requests retracted. Rendered by `prometheus_client` itself, with
+SGLang 0.5.23's labels
 (the scheduler's per rank: `model_name`, `engine_type`, `tp_rank`, `pp_rank`,
 `moe_ep_rank`; the tokenizer's token counter: `model_name`, `engine_type`,
 `is_streaming`), so a client parses what it would parse from SGLang started with
@@ -13,6 +17,7 @@ requests retracted. Rendered by `prometheus_client` itself, with SGLang 0.5.23's
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -28,9 +33,40 @@ if TYPE_CHECKING:
 
     from gen_tui.backends.sim.pipeline import Simulator
 
-__all__ = ["SimLoad", "kv_capacity", "load", "metrics_handler"]
+__all__ = ["RATE_WINDOW_S", "SimLoad", "Throughput", "kv_capacity", "load", "metrics_handler"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+RATE_WINDOW_S = 5.0
+"""How far back `gen_throughput` looks: about SGLang's decode log interval, short enough
+that a change of load shows within a panel's refresh or two."""
+_MARK_EVERY_S = 0.25
+LAG_S = 0.1
+"""How late past its schedule a request may still hold its slot before the simulator counts
+itself behind (an event loop's ordinary delay is milliseconds)."""
+
+
+class Throughput:
+    """The generated-token counter as read over time, for a measured rate.
+
+    The sum of the running requests' nominal speeds is what the slots would do on an idle
+    machine: with the engine and the simulator sharing a core it said 1.1M tok/s beside a
+    header of 318k, and 0 while every stream was behind its schedule. The counter's rise
+    over the window is what was actually generated; `SimLoad` reports it whenever the
+    simulator runs behind its schedule.
+    """
+
+    def __init__(self) -> None:
+        self.marks: deque[tuple[float, int]] = deque()
+
+    def rate(self, now: float, generated: int) -> float:
+        """Tokens a second over the last RATE_WINDOW_S (since the first read, if later)."""
+        marks = self.marks
+        while len(marks) > 1 and now - marks[1][0] >= RATE_WINDOW_S:
+            marks.popleft()
+        if not marks or now - marks[-1][0] >= _MARK_EVERY_S:
+            marks.append((now, generated))
+        since, base = marks[0]
+        return max(0.0, (generated - base) / (now - since)) if now > since else 0.0
 
 
 def kv_capacity(config: SimConfig) -> int:
@@ -45,19 +81,29 @@ class SimLoad:
         config = sim.config
         jobs = [job for peers in sim.jobs.values() for job in peers]
         running = [job for job in jobs if job.state == "running"]
-        self.running = len(running)
-        self.queued = sum(1 for job in jobs if job.state == "queued")
+        self.running = sim.stats.in_flight
+        self.queued = sim.stats.queued
         produced = [job.produced(now) for job in running]
         self.used_tokens = sum(
             job.prompt.prompt_tokens + done for job, done in zip(running, produced, strict=True)
         )
         self.capacity = kv_capacity(config)
-        self.gen_tok_s = sum(
+        self.generated = sim.stats.generated_tokens + sum(produced)
+        measured = sim.throughput.rate(now, self.generated)
+        # A request still in its slot LAG_S past its last token's time means this process
+        # is behind its own schedule (a machine that cannot serve what the slots offer):
+        # then the counter's rise is the truth, never the slots' nominal speed (which said
+        # 1.1M tok/s beside 318k generated, and 0 while every stream ran late).
+        late = any(
+            now - (job.decode_start + len(job.output_ids) / job.tokens_per_s) > LAG_S
+            for job in running
+        )
+        nominal = sum(
             job.tokens_per_s
             for job, done in zip(running, produced, strict=True)
             if job.decode_start <= now and done < len(job.output_ids)
         )
-        self.generated = sim.stats.generated_tokens + sum(produced)
+        self.gen_tok_s = measured if late or config.measured_throughput else nominal
         self.retracted = sim.stats.retracted
 
 

@@ -22,6 +22,7 @@ from aiohttp import web
 from gen_tui.backends.sim import faults
 from gen_tui.backends.sim.completion import BadRequest, Prompt
 from gen_tui.backends.sim.config import SimConfig, SimStats, apply_config_patch, cost
+from gen_tui.backends.sim.metrics import Throughput
 from gen_tui.backends.sim.slots import Job, Slots
 
 __all__ = [
@@ -147,6 +148,8 @@ class Simulator:
         self.stats = SimStats()
         self.slots = Slots(self)
         self.jobs: dict[str, set[Job]] = {}
+        self.throughput = Throughput()
+        """The generated-token counter over time, for /metrics' measured gen_throughput."""
         self.fault_rng = random.Random(config.seed)
         self.closing = asyncio.Event()
         self.shutting_down = False

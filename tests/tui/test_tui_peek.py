@@ -125,7 +125,7 @@ async def test_nine_panels_fit_80x24_and_right_stays_in_its_row() -> None:
             region = panel(app, name).region
             assert region.height >= 4 and region.bottom <= footer_y, (name, region)
         stale = panel(app, "B9")
-        assert "ETA" in "".join(t for t, _ in stale.lines()[-1]), "B9 shows its details"
+        assert "in flight" in "".join(t for t, _ in stale.lines()[-1]), "B9 shows its details"
         await pilot.press("right")
         assert app.dashboard.selected().dataset == "B2"  # type: ignore[union-attr]
         await pilot.press("right")
@@ -192,6 +192,8 @@ def test_a_panel_says_when_its_prompts_run_out_before_its_budget() -> None:
     widget.view = PanelView(snapshot("A"))
     text = " ".join(line_text(line) for line in widget._lines_at(60, 9, chart=True))
     assert "prompts run out ~800k" in text
+    # issue 31, point 19: no ETA toward a budget the prompts cannot reach
+    assert "ETA" not in text and "prompts run out ~800k in 15s" in text, text  # 300k at 20k/s
     widget.view = PanelView(snapshot("A", prompts_left=10_000))
     text = " ".join(line_text(line) for line in widget._lines_at(60, 9, chart=True))
     assert "run out" not in text

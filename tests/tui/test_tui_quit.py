@@ -34,6 +34,8 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
         await pilot.press("d")  # q from a view over the panels comes back to them
         await wait_until(lambda: app.screen is not app.dashboard, 5, pause=pilot.pause)
         await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
+        await pilot.press("y")
         await wait_until(lambda: app.screen is app.dashboard, 5, pause=pilot.pause)
         await pilot.pause()
         dashboard = app.dashboard
@@ -129,6 +131,8 @@ async def test_q_again_while_the_runs_started_here_drain_leaves_in_seconds(
         # answers that never finish: the drain takes the run's whole grace
         await wait_until(lambda: in_flight() > 0, 60, "answers in flight", pause=pilot.pause)
         await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
+        await pilot.press("y")
         dashboard = app.dashboard
         assert dashboard is not None
         await wait_until(
@@ -144,4 +148,33 @@ async def test_q_again_while_the_runs_started_here_drain_leaves_in_seconds(
         )
         await wait_until(lambda: not app.is_running, 15, "the app to exit", pause=pilot.pause)
     assert time.monotonic() - begun < 12, "q again leaves within seconds"
+    assert link.done.is_set() and not alive(pid)
+
+
+async def test_q_with_only_a_run_started_here_active_asks_first(tmp_path: Path) -> None:
+    """Issue 31 point 3: plain `q` with only the demo's stale B9 active asked nothing and
+    took ~33 s. The run is active: `q` asks, naming it and its drain; `n` leaves it running."""
+    app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
+    async with app.run_test(size=SIZE) as pilot:
+        link = app.links[0]
+        await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
+        pid = link.started[0].pid
+        await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
+        body = str(app.screen.query_one("#confirm-body").render())
+        assert "B9_stale" in body and "drain for up to" in body, body
+        await pilot.press("n")
+        await wait_until(lambda: not isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
+        await pilot.pause(0.5)
+        assert app.is_running and alive(pid) and not link.done.is_set()
+        dashboard = app.dashboard
+        assert dashboard is not None and not dashboard.notice.startswith("quitting")
+        await pilot.press("q")
+        await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
+        await pilot.press("y")
+        await wait_until(
+            lambda: dashboard.notice.startswith("quitting:"), 5, "the line", pause=pilot.pause
+        )
+        await pilot.press("q")  # and q again ends it at once
+        await wait_until(lambda: not app.is_running, 20, "the app to exit", pause=pilot.pause)
     assert link.done.is_set() and not alive(pid)

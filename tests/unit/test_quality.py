@@ -142,3 +142,24 @@ def test_count_lines_counts_non_empty_lines_across_chunks(tmp_path: Path, chunk:
         path = tmp_path / f"{index}.jsonl"
         path.write_bytes(data)
         assert count_lines(path, chunk=chunk) == expected, data
+
+
+def test_the_resume_preview_of_a_stopped_dataset_uses_its_last_runs_rate() -> None:
+    """Issue 31, point 19: "no rate yet" for a dataset that had just run at 52k tok/s."""
+    from dataclasses import replace
+
+    from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, run_rate
+
+    done = DatasetSnapshot(
+        name="B2", state=DatasetState.DONE, tokens=1_040_000, samples=280, max_tokens=1_000_000,
+        max_samples=None, budget_mode="predictive", inflight=0, errors=0, malformed=0,
+        mean_tokens=3714.0, tok_s=0.0, samples_s=0.0, eta_s=None, resumed_tokens=0,
+        resumed_samples=0, started_at=1000.0, updated_at=1021.0, last_record_at=1020.0,
+        pid=1, host="vm",
+    )  # fmt: skip
+    assert run_rate(done) == 52_000.0  # its 1.04M tokens over its 20 s
+    assert run_rate(replace(done, resumed_tokens=1_040_000)) == 0.0  # nothing of its own
+    target = ResumeTarget("B2", done.tokens, done.max_tokens, None, 0.0, False)
+    assert "no rate yet" in resume_preview(target, 2_080_000)
+    preview = resume_preview(replace(target, last_tok_s=run_rate(done)), 2_080_000)
+    assert preview == "1.04M to go, about 20s at its last run's 52k tok/s", preview
