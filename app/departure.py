@@ -173,8 +173,14 @@ class Departure:
         )
 
     def _started_live(self) -> list[HostLink]:
-        """The links whose runs this session started and that have not ended."""
-        return [link for link in self.linked.links if link.started and not link.done.is_set()]
+        """The links whose runs this session started, that stop them as the app leaves (the
+        demo's), and that have not ended. A detached start (`s` or `r` from a config, `r` on
+        a host) outlives the panel: nothing to ask about or wait for."""
+        return [
+            link
+            for link in self.linked.links
+            if link.started and link.source.owns_runs and not link.done.is_set()
+        ]
 
     def _ask_to_stop_started(self, links: list[HostLink]) -> None:
         """`q` while only a run this session started on a host is active (the demo's B9):

@@ -188,17 +188,17 @@ def test_panel_and_keys_tables_are_read(tmp_path: Path) -> None:
 
     path = _config(
         tmp_path,
-        '[panel]\ntheme = "nord"\nvim = true\n[keys]\nruns = "o"\nfilter = ["f", "/"]\n',
+        '[panel]\ntheme = "nord"\nvim = true\n[keys]\nruns = "w"\nfilter = ["f", "/"]\n',
     )
     panel = load_config(path).panel
     assert (panel.theme, panel.vim) == ("nord", True)
-    assert panel.keys == (("runs", "o"), ("filter", "f,/"))
+    assert panel.keys == (("runs", "w"), ("filter", "f,/"))
     options = panel_options(path, panel)
     assert options["theme"] == "nord"
-    assert options["keymap"]["runs"] == "o", "[keys] goes over vim's R"
+    assert options["keymap"]["runs"] == "w", "[keys] goes over vim's g"
     assert options["keymap"]["filter"] == "f,slash"
     assert options["keymap"]["move.down"] == "down,j"
-    assert options["keymap"]["kill"] == "K"
+    assert options["keymap"]["kill"] == "x"
 
 
 def test_panel_defaults_are_the_settings_own(tmp_path: Path) -> None:
