@@ -61,3 +61,15 @@ def record_commands(connection: Any) -> list[str]:
     connection.run = counted_run
     connection.open_process = counted_open
     return calls
+
+
+def ended_within_precision(folder: Path, budget: int) -> tuple[int, int]:
+    """(tokens, records) of `folder`, asserting it crossed `budget` by no more than issue 29's
+    precision, max(0.2%, one mean answer), and holds no sample twice."""
+    tokens, records = recount(folder)
+    assert records, "no record was written"
+    allowed = max(0.002 * budget, tokens / records)
+    assert budget <= tokens <= budget + allowed, (
+        f"ended at {tokens:,} for {budget:,} ({records} answers, {allowed:.0f} allowed past)"
+    )
+    return tokens, records
