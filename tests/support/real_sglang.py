@@ -5,7 +5,7 @@ simulator everywhere; this is the real server they are written for, started once
 session (tests/conftest.py's `real_sglang`). It runs from GEN_TUI_SGLANG_PYTHON (`.ci/run`
 builds `.venv-sglang`: sglang --no-deps on CPU torch plus what its server imports) with
 SGLang's CPU engine and torch_native attention; tests/support/sglang_cpu goes on its
-PYTHONPATH (a plain-torch `sgl_kernel` for the two functions that engine calls, whose CPU
+PYTHONPATH (a plain-torch `sgl_kernel` for the two functions that engine imports, whose CPU
 build is not on PyPI, and the torchvision shim). Without that python the tests that need it
 are skipped, saying why; a server that does not come up fails them with its log's tail.
 

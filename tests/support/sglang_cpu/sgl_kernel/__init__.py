@@ -4,10 +4,13 @@ SGLang's CPU engine (`SGLANG_USE_CPU_ENGINE=1 ... --device cpu`) imports two fun
 sgl_kernel at module level (`srt/mem_cache/allocation.py` and
 `kernels/ops/kvcache/cache_move.py`), and sgl_kernel's CPU build is not on PyPI (its wheels
 there are CUDA builds). For a dense Llama under `--attention-backend torch_native` nothing
-else of sgl_kernel is called, so these two, in plain torch with the semantics of SGLang's own
-triton kernels for the same job, are all the server needs. The test fixture puts this
-folder's parent on the server's PYTHONPATH (tests/support/real_sglang.py); nothing of
-gen-tui imports it.
+else of sgl_kernel is needed: these two, in plain torch with the semantics of SGLang's own
+triton kernels for the same job, are enough (plain serving does not even call them: the
+first places slots for speculative decoding, the second moves KV rows; they are faithful
+anyway, and tests/integration/test_real_sglang_kernel.py checks them). The speculative
+modules' CPU names, imported on every server's import chain too, raise if ever called. The
+test fixture puts this folder's parent on the server's PYTHONPATH
+(tests/support/real_sglang.py); nothing of gen-tui imports it.
 """
 
 from __future__ import annotations
