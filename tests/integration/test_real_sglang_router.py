@@ -1,7 +1,8 @@
 """The real sglang-router 0.3.2 (.venv-router) in front of a real SGLang 0.5.23 server on this
 CPU (tests/support/real_sglang.py): the router lists the server as a healthy worker at
 `GET /workers`, and a `gen-tui run` through the router sees the worker behind it and ends at
-its budget within issue 29's precision."""
+its budget (within issue 29's precision: an expected failure while that issue is open, as in
+tests/integration/test_real_sglang_run.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.real_sglang import RealSGLang
-from tests.support.records import ended_within_precision
+from tests.support.records import budget_end, precision_or_xfail
 from tests.support.router import get_json
 from tests.support.runs import finish, run_args, spawn
 
@@ -36,6 +37,8 @@ async def test_a_run_through_the_router_ends_at_its_budget(
     )
     code, stdout, stderr = await finish(process, timeout=400)
     assert code == 0, stderr
-    ended_within_precision(out / "A", BUDGET)
+    tokens, records, allowed = budget_end(out / "A", BUDGET)
+    print(f"ended at {tokens:,} tokens in {records} answers for {BUDGET:,}")  # pytest -s
     said = [line for line in stdout.splitlines() if "is an SGLang router over 1 worker" in line]
     assert len(said) == 1 and real_sglang.url in said[0], stdout[-3000:]
+    precision_or_xfail(tokens, records, BUDGET, allowed, stdout)
