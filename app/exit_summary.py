@@ -14,6 +14,7 @@ from pathlib import Path
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.engine_run import ConfigSource, HostedRun
 from gen_tui.app.host_links import HostLink
+from gen_tui.backends.figures import counted
 from gen_tui.backends.untrusted import one_line
 
 
@@ -35,10 +36,6 @@ def _shown(folder: Path) -> str:
     if text.startswith(".."):
         text = str(folder)
     return one_line(text.rstrip("/") + "/", 200)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def still_running(links: Sequence[HostLink]) -> list[str]:
@@ -106,7 +103,7 @@ def exit_summary(
     if wrote:
         where = ", ".join(folders) or "this process's output"
         parts.append(
-            f"{_plural(len(wrote), 'dataset')}, {_plural(sum(tokens.values()), 'token')} "
+            f"{counted(len(wrote), 'dataset')}, {counted(sum(tokens.values()), 'token')} "
             f"written to {where} this session"
         )
     else:

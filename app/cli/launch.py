@@ -352,11 +352,8 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
             run.abort()
     app.stop_links()
     waiting = [name for run in app.runs if not run.done.is_set() for name in run.names]
-    waiting += [  # a detached start (a link that does not own its runs) outlives the app
-        link.name
-        for link in app.links
-        if link.started and link.source.owns_runs and not link.done.is_set()
-    ]
+    # a detached start (a link that does not own its runs) outlives the app
+    waiting += [link.name for link in app.links if link.stops_started_runs]
     if waiting:  # the screen is gone: say why the terminal is not back yet
         print(
             f"gen-tui: waiting for what this session started to stop ({', '.join(waiting)})…",
