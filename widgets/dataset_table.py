@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len, set_cell_size
-from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
@@ -28,6 +26,7 @@ from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import BADGE_KINDS, PanelView, badge_for
 from gen_tui.widgets.format import format_duration
+from gen_tui.widgets.pieces import Line, PieceStyles
 
 SORTS = ("config", "state", "% done", "ETA", "tok/s")
 """What `o` cycles through: the configured order, then the columns a fleet is read by."""
@@ -123,10 +122,6 @@ def _cell(text: str, width: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
-Piece = tuple[str, tuple[str, ...]]
-"""A run of text and the component classes (without `table--`) it is drawn in."""
-
-
 class DatasetTable(ScrollView, can_focus=True):
     """One line per dataset under a fixed header that names the sort; the cursor row is
     the selection (`k`, `r`, `v`... act on it), kept by name while rows re-sort."""
@@ -153,9 +148,9 @@ class DatasetTable(ScrollView, can_focus=True):
         self._given: list[Row] = []
         self.selected: str | None = None
         """The selected dataset's name: it survives a filter that hides it for a while."""
-        self._lines: list[tuple[Piece, ...]] = []
+        self._lines: list[Line] = []
         self._strips: dict[int, Strip] = {}
-        self._styles: dict[tuple[str, ...], Style] = {}
+        self._styles = PieceStyles(self, "table")
         self._width = 0
 
     # what it shows
@@ -228,12 +223,12 @@ class DatasetTable(ScrollView, can_focus=True):
         host = max(MIN_HOST, min(MAX_HOST, free * 2 // 5))
         return free - host, host
 
-    def title_line(self, width: int) -> tuple[Piece, ...]:
+    def title_line(self, width: int) -> Line:
         count = len(self.rows)
         noun = "dataset" if count == 1 else "datasets"
         return ((_cell(f" {count} {noun} · sort: {self.sort} (o) · t: grid", width), ("header",)),)
 
-    def header_line(self, width: int) -> tuple[Piece, ...]:
+    def header_line(self, width: int) -> Line:
         name_w, host_w = self._columns(width)
         mark = {s: (s + ("↑" if s == "ETA" else "↓") if s == self.sort else s) for s in SORTS}
         text = " ".join(
@@ -250,7 +245,7 @@ class DatasetTable(ScrollView, can_focus=True):
         )
         return ((text, ("muted",)),)
 
-    def row_line(self, row: Row, width: int, cursor: bool) -> tuple[Piece, ...]:
+    def row_line(self, row: Row, width: int, cursor: bool) -> Line:
         name_w, host_w = self._columns(width)
         base: tuple[str, ...] = ("cursor",) if cursor else ()
         return (
@@ -263,7 +258,7 @@ class DatasetTable(ScrollView, can_focus=True):
             (" " + _cell(row.host, host_w), base or ("muted",)),
         )
 
-    def _all_lines(self, width: int) -> list[tuple[Piece, ...]]:
+    def _all_lines(self, width: int) -> list[Line]:
         current = self.current()
         return [self.title_line(width), self.header_line(width)] + [
             self.row_line(row, width, row.name == current) for row in self.rows
@@ -305,15 +300,6 @@ class DatasetTable(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._redraw()
 
-    def _style(self, names: tuple[str, ...]) -> Style:
-        style = self._styles.get(names)
-        if style is None:
-            style = self.rich_style  # the table's own colours, beneath its parts'
-            for name in names:
-                style += self.get_component_rich_style(f"table--{name}")
-            self._styles[names] = style
-        return style
-
     def render_line(self, y: int) -> Strip:
         """The header's lines stay at the top wherever the table scrolled; line y below them
         is the row at y - HEADER past the scroll offset."""
@@ -322,10 +308,9 @@ class DatasetTable(ScrollView, can_focus=True):
             self._width, self._lines, self._strips = width, self._all_lines(width), {}
         index = y if y < HEADER else y + round(self.scroll_offset.y)
         if index >= len(self._lines):
-            return Strip.blank(width, self._style(()))
+            return Strip.blank(width, self._styles.style(()))
         strip = self._strips.get(index)
         if strip is None:
-            segments = [Segment(text, self._style(names)) for text, names in self._lines[index]]
-            strip = Strip(segments).adjust_cell_length(width, self._style(()))
+            strip = self._styles.strip(self._lines[index], width)
             self._strips[index] = strip
         return strip
