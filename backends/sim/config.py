@@ -2,7 +2,7 @@
 /v1 knobs), checked before it goes live and patchable in place while it runs, and the counters
 of what it lived through.
 
-One module because `POST /_sim/config`, `SimServer.configure` and the CLI must agree on every
+One module because `POST /_sim/config`, `SimServer`'s config and the CLI must agree on every
 field and every check; constants the two APIs share (token ids, fault kinds, stream endings)
 live here so that neither front-end owns them.
 """

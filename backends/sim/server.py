@@ -6,8 +6,6 @@ config of a running server.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -110,11 +108,6 @@ class SimServer:
     @property
     def stats(self) -> SimStats:
         return self._sim.stats
-
-    def configure(self, patch: Mapping[str, Any]) -> None:
-        """Apply a partial config like `POST /_sim/config` does (and admit queued requests if
-        slots grew, which assigning `config.slots` directly only does at the next release)."""
-        self._sim.reconfigure(patch)
 
     async def start(self) -> str:
         runner = web.AppRunner(
