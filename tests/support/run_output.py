@@ -6,10 +6,12 @@ that damage or change it work on a copy (`copy_run`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from gen_tui.backends.demo import write_prompts
@@ -26,6 +28,29 @@ def gen_tui(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProce
     )
 
 
+@contextlib.contextmanager
+def sim_process(*flags: str) -> Iterator[str]:
+    """A `gen-tui sim --port 0 FLAGS` process, in a session of its own: its URL once it
+    listens; terminated (killed, if it lingers) after."""
+    sim = subprocess.Popen(
+        [*GEN_TUI, "sim", "--port", "0", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert sim.stdout is not None
+        line = sim.stdout.readline()
+        assert "listening on" in line, line
+        yield line.split("listening on", 1)[1].strip()
+    finally:
+        sim.terminate()
+        try:
+            sim.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+            sim.wait()
+
+
 def make_run(root: Path, tokenizer: Path, vocab_size: int) -> tuple[Path, Path]:
     """(output dir, prompts dir) of a finished run: dataset A in `messages`, B in
     `conversations` layout, against a `gen-tui sim` process."""
@@ -33,25 +58,16 @@ def make_run(root: Path, tokenizer: Path, vocab_size: int) -> tuple[Path, Path]:
     write_prompts(prompts / "A.jsonl", 60, "messages")
     write_prompts(prompts / "B.jsonl", 40, "conversations")
     out = root / "out"
-    sim = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", "--tokens-per-s", "1e6", "--vocab-size", str(vocab_size),
-         "--profile", "A=120", "--profile", "B=120"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True,
-    )  # fmt: skip
-    try:
-        assert sim.stdout is not None
-        line = sim.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on", 1)[1].strip()
+    with sim_process(
+        "--tokens-per-s", "1e6", "--vocab-size", str(vocab_size),
+        "--profile", "A=120", "--profile", "B=120",
+    ) as url:  # fmt: skip
         done = gen_tui(
             "run", "--prompts-dir", str(prompts), "--tokenizer", str(tokenizer),
             "--output-dir", str(out), "--server-url", url, "--plain",
             "--max-new-tokens", str(MAX_NEW_TOKENS),
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr.decode()
-    finally:
-        sim.terminate()
-        sim.wait(timeout=10)
+    assert done.returncode == 0, done.stderr.decode()
     return out, prompts
 
 
