@@ -40,7 +40,11 @@ def _shown(folder: Path) -> str:
 
 def still_running(links: Sequence[HostLink]) -> list[str]:
     """ "run PID still running on HOST" for each run this session started that the panel
-    did not stop on its way out (a detached start), as last seen by its link."""
+    did not stop on its way out (a detached start), as last seen by its link.
+
+    Every link that owns its runs is left out, ended or not (not only those with
+    `HostLink.stops_started_runs`): it has stopped them, and its monitor's last list may
+    not have caught up with the kill."""
     said: list[str] = []
     for link in links:
         monitor = link.monitor
