@@ -11,8 +11,8 @@ import time
 
 import aiohttp
 
+from bench.common import simulator
 from gen_tui.backends.telemetry.metrics import MetricsReader
-from tests.support.run_output import sim_process
 
 CLIENTS = 200
 SLOTS = 128
@@ -40,7 +40,7 @@ async def _read(session: aiohttp.ClientSession, url: str) -> tuple[str, dict[str
 
 async def test_a_loaded_sims_metrics_agree_with_its_stats_and_its_counter() -> None:
     # 128 slots at 50k tok/s each: 6.4M tok/s offered, far past what this machine streams
-    with sim_process(
+    with simulator(
         "--slots", str(SLOTS), "--tokens-per-s", "50000", "--default-mean", "3793"
     ) as url:
         reader = MetricsReader()

@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common import simulator
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.store.records import RAW_FILE
-from tests.support.run_output import ENV, GEN_TUI, sim_process
+from tests.support.run_output import ENV, GEN_TUI
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def other_folder_run(
     for name in datasets:
         write_prompts(prompts / f"{name}.jsonl", 5000)
     out = root / "out"
-    with sim_process(
+    with simulator(
         "--tokens-per-s", "100", "--slots", "4", "--default-mean", "60",
         "--vocab-size", str(vocab_size),
     ) as url:  # fmt: skip

@@ -6,14 +6,13 @@ that damage or change it work on a copy (`copy_run`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+from bench.common import simulator
 from gen_tui.backends.demo import write_prompts
 
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
@@ -28,29 +27,6 @@ def gen_tui(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProce
     )
 
 
-@contextlib.contextmanager
-def sim_process(*flags: str) -> Iterator[str]:
-    """A `gen-tui sim --port 0 FLAGS` process, in a session of its own: its URL once it
-    listens; terminated (killed, if it lingers) after."""
-    sim = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert sim.stdout is not None
-        line = sim.stdout.readline()
-        assert "listening on" in line, line
-        yield line.split("listening on", 1)[1].strip()
-    finally:
-        sim.terminate()
-        try:
-            sim.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
-            sim.wait()
-
-
 def make_run(root: Path, tokenizer: Path, vocab_size: int) -> tuple[Path, Path]:
     """(output dir, prompts dir) of a finished run: dataset A in `messages`, B in
     `conversations` layout, against a `gen-tui sim` process."""
@@ -58,7 +34,7 @@ def make_run(root: Path, tokenizer: Path, vocab_size: int) -> tuple[Path, Path]:
     write_prompts(prompts / "A.jsonl", 60, "messages")
     write_prompts(prompts / "B.jsonl", 40, "conversations")
     out = root / "out"
-    with sim_process(
+    with simulator(
         "--tokens-per-s", "1e6", "--vocab-size", str(vocab_size),
         "--profile", "A=120", "--profile", "B=120",
     ) as url:  # fmt: skip
