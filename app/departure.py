@@ -171,7 +171,7 @@ class Departure:
                 "Quit gen-tui?",
                 f"A run is active in this process: {datasets}.\n"
                 f"Quitting stops it first: no new requests; the {counted(answers, 'answer')} "
-                f"in flight drain for up to {grace:g} s. "
+                f"in flight {'drains' if answers == 1 else 'drain'} for up to {grace:g} s. "
                 "Completed responses are kept; start again to resume.",
                 "Stop and quit",
             ),
@@ -199,7 +199,8 @@ class Departure:
                 "Quit gen-tui?",
                 f"A run started here is active: {datasets}.\n"
                 f"Quitting stops it first: its {counted(answers, 'answer')} in "
-                f"flight drain for up to {drain:.0f} s (q again then ends it at once). "
+                f"flight {'drains' if answers == 1 else 'drain'} for up to {drain:.0f} s "
+                "(q again then ends it at once). "
                 "Completed responses are kept; r resumes it.",
                 "Stop and quit",
             ),
