@@ -2,11 +2,12 @@
 scontrol say about a job.
 
 A server on a cluster is one batch job: submitted from the login node with `sbatch
---parsable`, followed with `squeue` while Slurm holds it and with `sacct` (or, where
-accounting is off, `scontrol show job`) once it ended, for its exit code and signal,
-stopped with `scancel`. Every Slurm command goes through one async callable `run(argv) ->
-(rc, stdout, stderr)`, so the same code runs here (:func:`local_runner`) and on a login node
-over SSH (the hosts' command runner, which quotes each word for the remote login shell).
+--parsable`, followed with `squeue`, its exit code and signal read once it ended from the
+controller's record (`scontrol show job`) or, after the controller has forgotten it, from
+the accounting (`sacct`), stopped with `scancel`. Every Slurm command goes through one
+async callable `run(argv) -> (rc, stdout, stderr)`, so the same code runs here
+(:func:`local_runner`) and on a login node over SSH (the hosts' command runner, which quotes
+each word for the remote login shell).
 
 Two rules hold throughout. What reaches a shell is quoted: the sbatch options are argv words
 (no shell parses them here), and the job's own command line, which the node's `/bin/sh`
@@ -332,27 +333,40 @@ def parse_squeue(job_id: str, stdout: str) -> JobStatus | None:
 
 
 def parse_sacct(job_id: str, stdout: str) -> JobStatus | None:
-    """`sacct -n -P -X -j ID -o State,ExitCode,NodeList`'s answer (None: no record).
+    """`sacct -n -P -j ID -o JobID,State,ExitCode,NodeList`'s answer (None: no record).
 
-    A cancelled job's state reads `CANCELLED by 1000`: the first word is the state.
+    The job's own line (`ID|...`) has its state (a cancelled job's reads `CANCELLED by
+    1000`: the first word is the state) and node; the batch step's (`ID.batch|...`) has the
+    exit code of the job's command, the server (the job's line has 0:0 for a cancelled one).
+    Other steps' lines (`ID.extern`, `ID.0`) are not the server's and are passed over.
     """
     lines, _ = _lines(stdout)
-    if not lines:
+    job: list[str] | None = None
+    batch: list[str] | None = None
+    for line in lines:
+        fields = line.split("|")
+        if len(fields) != 4:
+            raise _odd("sacct", job_id, line[:QUOTED_CHARS])
+        if fields[0] == job_id:
+            job = fields  # a requeued job's latest run comes last
+        elif fields[0] == f"{job_id}.batch":
+            batch = fields
+        elif not fields[0].startswith(f"{job_id}."):
+            raise _odd("sacct", job_id, line[:QUOTED_CHARS])
+    if job is None:
         return None
-    fields = lines[-1].split("|")  # a requeued job has a line per run: the last is now
-    if len(fields) != 3:
-        raise _odd("sacct", job_id, stdout[:QUOTED_CHARS])
-    state = fields[0].split(" ", 1)[0]
-    exit_match = _EXIT.fullmatch(fields[1])
-    node = fields[2].strip()
+    state = job[1].split(" ", 1)[0]
+    exit_match = _EXIT.fullmatch((batch or job)[2])
+    node = job[3].strip()
     if not _STATE.fullmatch(state) or not exit_match or not _readable_node(node):
-        raise _odd("sacct", job_id, stdout[:QUOTED_CHARS])
+        raise _odd("sacct", job_id, "|".join(job)[:QUOTED_CHARS])
+    ended = state in ENDED_STATES
     return JobStatus(
         job_id,
         state,
         _node(node),
-        exit_code=int(exit_match.group(1)),
-        signal=int(exit_match.group(2)),
+        exit_code=int(exit_match.group(1)) if ended else None,
+        signal=int(exit_match.group(2)) if ended else None,
         source="sacct",
     )
 
@@ -464,9 +478,11 @@ class SlurmJobs:
     async def status(self, job_id: str) -> JobStatus | None:
         """What Slurm says of the job now; None when no command knows it any more.
 
-        squeue while the controller holds the job (which it does a few minutes after the
-        end, but without the exit code); then sacct for an ended one; where accounting is
-        off (sacct fails), scontrol, which has the exit code as long as squeue has the job.
+        squeue while the controller holds the job, which it does for a few minutes
+        (MinJobAge) after the end too, but without the exit code: for an ended job the
+        controller's own record (scontrol) has it at once, where the accounting database
+        may lag a moment. Once the controller has forgotten the job, sacct (where the
+        cluster keeps accounting) still knows how it ended.
         """
         _check_id(job_id)
         rc, out, err = await self._run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T %N"])
@@ -478,15 +494,27 @@ class SlurmJobs:
             raise SlurmError(f"job {job_id}: squeue failed: {_slurm_says(out, err)}")
         if queued is not None and not queued.ended:
             return queued
-        rc, out, _ = await self._run(
-            ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode,NodeList"]
-        )
-        if rc == 0 and (accounted := parse_sacct(job_id, out)) is not None:
-            return accounted
-        rc, out, _ = await self._run(["scontrol", "show", "job", "-o", job_id])
-        if rc == 0 and (shown := parse_scontrol(job_id, out)) is not None:
-            return shown
+        order = (self.shown, self.accounted) if queued is not None else (self.accounted, self.shown)
+        for read in order:
+            found = await read(job_id)
+            # An ended job the accounting has not caught up with yet reads as running there.
+            if found is not None and (found.ended or queued is None):
+                return found
         return queued
+
+    async def accounted(self, job_id: str) -> JobStatus | None:
+        """What the accounting database says of the job (sacct); None when it has no
+        record or the cluster keeps no accounting (sacct then fails, saying so)."""
+        rc, out, _ = await self._run(
+            ["sacct", "-n", "-P", "-j", _check_id(job_id), "-o", "JobID,State,ExitCode,NodeList"]
+        )
+        return parse_sacct(job_id, out) if rc == 0 else None
+
+    async def shown(self, job_id: str) -> JobStatus | None:
+        """What the controller's record says of the job (scontrol show job); None when the
+        controller does not hold it."""
+        rc, out, _ = await self._run(["scontrol", "show", "job", "-o", _check_id(job_id)])
+        return parse_scontrol(job_id, out) if rc == 0 else None
 
     async def cancel(self, job_id: str, signal: str | None = None) -> None:
         """scancel the job; with `signal` (TERM), send it to every process of the job (the

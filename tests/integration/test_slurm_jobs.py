@@ -19,6 +19,7 @@ import pytest
 
 from gen_tui.backends.servers.slurm import (
     BatchSpec,
+    JobStatus,
     SlurmError,
     SlurmJobs,
     local_runner,
@@ -148,6 +149,26 @@ async def test_a_signal_reaches_the_server_and_it_ends_its_own_way(
     ended = await wait_for_job(jobs, job_id, lambda s: s.ended, "ended")
     assert (ended.state, ended.exit_code, ended.signal) == ("FAILED", 7, 0), ended
     assert "got TERM" in log.read_text()
+
+
+async def test_the_accounting_knows_how_a_job_ended(
+    jobs: SlurmJobs, slurm: Cluster, tmp_path: Path
+) -> None:
+    # What status() reads once the controller has forgotten the job (MinJobAge, minutes):
+    # sacct, with the job's line and its batch step's, as this Slurm writes them.
+    if slurm.no_accounting:
+        pytest.skip(slurm.no_accounting)
+    spec = sim_spec(tmp_path, 0, name="acct", argv=["sh", "-c", "sleep 60"])
+    job_id = await jobs.submit(spec)
+    await wait_for_job(jobs, job_id, lambda s: s.running, "running")
+    await jobs.cancel(job_id)
+    deadline = time.monotonic() + 30
+    while (accounted := await jobs.accounted(job_id)) is None or accounted.signal != 15:
+        assert time.monotonic() < deadline, f"sacct never said job {job_id} ended: {accounted}"
+        await asyncio.sleep(0.2)
+    assert accounted == JobStatus(
+        job_id, "CANCELLED", slurm.node, exit_code=0, signal=15, source="sacct"
+    )
 
 
 async def test_hostile_words_reach_the_server_as_they_were(

@@ -22,10 +22,12 @@ JOB_START_S = 60.0
 
 @dataclass(frozen=True)
 class Cluster:
-    """The partition jobs go to (the default one) and its node."""
+    """The partition jobs go to (the default one), its node, and why sacct cannot answer
+    (None: the cluster keeps accounting, through slurmdbd)."""
 
     partition: str
     node: str
+    no_accounting: str | None
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -50,8 +52,19 @@ def slurm_cluster() -> Cluster | str:
     for line in info.stdout.splitlines():
         partition, node, state = [*line.split(), "", "", ""][:3]
         if partition.endswith("*") and state.startswith(("idle", "mixed", "allocated")):
-            return Cluster(partition.rstrip("*"), node)
+            return Cluster(partition.rstrip("*"), node, _no_accounting())
     return f"no node of the default partition takes jobs (sinfo: {info.stdout.strip()!r}): {START}"
+
+
+def _no_accounting() -> str | None:
+    try:
+        sacct = _run("sacct", "-n", "-X", "-S", "now", "-E", "now")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sacct does not run here ({exc}): {START}"
+    if sacct.returncode != 0:
+        said = (sacct.stderr + sacct.stdout).strip().splitlines() or ["no message"]
+        return f"this Slurm keeps no accounting (sacct: {said[-1]}): {START}"
+    return None
 
 
 async def wait_for_job(

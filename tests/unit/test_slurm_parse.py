@@ -146,20 +146,34 @@ def test_odd_squeue_output_is_one_line_naming_the_job(out: str) -> None:
     assert "\n" not in message and "\x1b" not in message and len(message) < 400
 
 
-def test_sacct_gives_exit_code_and_signal() -> None:
-    assert parse_sacct("7", "CANCELLED by 0|0:15|n1\n") == JobStatus(
-        "7", "CANCELLED", "n1", exit_code=0, signal=15, source="sacct"
+def test_sacct_gives_the_jobs_state_and_its_commands_exit() -> None:
+    # sacct's own lines for a cancelled server: the job's line has 0:0, the batch step's
+    # the signal that ended the server.
+    out = "18|CANCELLED by 0|0:0|vm\n18.batch|CANCELLED|0:15|vm\n18.extern|COMPLETED|0:0|vm\n"
+    assert parse_sacct("18", out) == JobStatus(
+        "18", "CANCELLED", "vm", exit_code=0, signal=15, source="sacct"
     )
-    # A requeued job has a line per run: the last one is now.
-    assert parse_sacct("7", "NODE_FAIL|0:0|n1\nFAILED|3:0|n2\n") == JobStatus(
-        "7", "FAILED", "n2", exit_code=3, signal=0, source="sacct"
+    # No batch line (the job never started): the job's own exit.
+    assert parse_sacct("7", "7|FAILED|1:0|None assigned\n") == JobStatus(
+        "7", "FAILED", None, exit_code=1, signal=0, source="sacct"
     )
-    pending = parse_sacct("7", "PENDING|0:0|None assigned\n")
-    assert pending is not None and pending.node is None
+    running = parse_sacct("7", "7|RUNNING|0:0|n1\n7.batch|RUNNING|0:0|n1\n")
+    assert running is not None and running.running and running.exit_code is None
     assert parse_sacct("7", "\n") is None
+    assert parse_sacct("7", "7.batch|FAILED|0:9|n1\n") is None  # no line of the job itself
 
 
-@pytest.mark.parametrize("out", ["FAILED|3:0", "FAILED|x:y|n1", "failed|0:0|n1", "F|0:0|n 1|x"])
+@pytest.mark.parametrize(
+    "out",
+    [
+        "7|FAILED|3:0",  # a field short
+        "7|FAILED|x:y|n1",
+        "7|failed|0:0|n1",
+        "7|FAILED|0:0|n 1",
+        "8|FAILED|0:0|n1",  # another job's line
+        "7|FAILED|0:0|n1|extra",
+    ],
+)
 def test_odd_sacct_output_is_one_line(out: str) -> None:
     with pytest.raises(SlurmError, match=r"^job 7: sacct said something unreadable: "):
         parse_sacct("7", out)
@@ -227,17 +241,40 @@ class Scripted:
         return self.answers.get(argv[0], (1, "", f"{argv[0]}: not scripted"))
 
 
-async def test_an_ended_job_falls_back_to_sacct_then_scontrol() -> None:
+async def test_an_ended_job_the_controller_holds_is_read_from_its_record() -> None:
     run = Scripted(
         {
-            "squeue": (0, "", ""),
-            "sacct": (1, "", "Slurm accounting storage is disabled"),
+            "squeue": (0, "FAILED n1\n", ""),
             "scontrol": (0, "JobId=9 JobState=FAILED ExitCode=0:9 NodeList=n1", ""),
         }
     )
     status = await SlurmJobs(run).status("9")
     assert status == JobStatus("9", "FAILED", "n1", exit_code=0, signal=9, source="scontrol")
-    assert [argv[0] for argv in run.asked] == ["squeue", "sacct", "scontrol"]
+    assert [argv[0] for argv in run.asked] == ["squeue", "scontrol"]
+
+
+async def test_a_lagging_accounting_does_not_bring_an_ended_job_back() -> None:
+    # The controller says CANCELLED but cannot show the record; sacct still says RUNNING.
+    run = Scripted(
+        {
+            "squeue": (0, "CANCELLED n1\n", ""),
+            "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "sacct": (0, "9|RUNNING|0:0|n1\n", ""),
+        }
+    )
+    assert await SlurmJobs(run).status("9") == JobStatus("9", "CANCELLED", "n1")
+
+
+async def test_a_job_the_controller_forgot_is_read_from_the_accounting() -> None:
+    run = Scripted(
+        {
+            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "sacct": (0, "9|TIMEOUT|0:0|n1\n9.batch|CANCELLED|0:15|n1\n", ""),
+        }
+    )
+    status = await SlurmJobs(run).status("9")
+    assert status == JobStatus("9", "TIMEOUT", "n1", exit_code=0, signal=15, source="sacct")
+    assert [argv[0] for argv in run.asked] == ["squeue", "sacct"]
 
 
 async def test_a_running_job_asks_squeue_alone() -> None:
@@ -247,7 +284,13 @@ async def test_a_running_job_asks_squeue_alone() -> None:
 
 
 async def test_a_job_no_command_knows_is_none() -> None:
-    run = Scripted({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified")})
+    # squeue and scontrol do not hold it, and sacct fails (no accounting on this cluster).
+    run = Scripted(
+        {
+            "squeue": (1, "", "slurm_load_jobs error: Invalid job id specified"),
+            "sacct": (1, "", "Slurm accounting storage is disabled"),
+        }
+    )
     assert await SlurmJobs(run).status("9") is None
 
 
