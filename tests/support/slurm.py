@@ -44,8 +44,8 @@ def slurm_cluster() -> Cluster | str:
     try:
         ping = _run("scontrol", "ping")
         if "is UP" not in ping.stdout:
-            said = (ping.stdout + ping.stderr).strip().splitlines() or ["no answer"]
-            return f"slurmctld does not answer (scontrol ping: {said[-1]}): {START}"
+            said = [line for line in (ping.stdout + ping.stderr).splitlines() if line.strip("* ")]
+            return f"slurmctld does not answer (scontrol ping: {(said or ['nothing'])[0]}): {START}"
         info = _run("sinfo", "-h", "-N", "-o", "%P %N %T")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"Slurm's commands do not run here ({exc}): {START}"
