@@ -204,6 +204,11 @@ def recipe_of(name: str) -> str | None:
     return rest if rest and not _NOT_IN_A_NAME.search(rest) else None
 
 
+def _named(spec: BatchSpec) -> str:
+    """The recipe's name as an error line quotes it (a name is text from a config file)."""
+    return one_line(spec.name, 200)
+
+
 def _word(value: str, what: str, spec: BatchSpec) -> str:
     """`value`, if it can be one word of a command line sent anywhere; else SlurmError.
 
@@ -212,7 +217,7 @@ def _word(value: str, what: str, spec: BatchSpec) -> str:
     """
     if any(char in value for char in "\n\r\0"):
         raise SlurmError(
-            f"server {spec.name}: {what} {one_line(repr(value), 200)} holds a line break or "
+            f"server {_named(spec)}: {what} {one_line(repr(value), 200)} holds a line break or "
             "NUL: refused, it cannot go on a command line"
         )
     return value
@@ -223,12 +228,12 @@ def job_command(spec: BatchSpec) -> str:
     word quoted, and `exec` so that the server is the job's process and scancel's signal
     reaches it."""
     if not spec.argv:
-        raise SlurmError(f"server {spec.name}: the command is empty")
+        raise SlurmError(f"server {_named(spec)}: the command is empty")
     words = ["exec", "env"]
     for key, value in spec.env.items():
         if not _ENV_NAME.fullmatch(key):
             raise SlurmError(
-                f"server {spec.name}: environment name {one_line(repr(key), 200)} is not a "
+                f"server {_named(spec)}: environment name {one_line(repr(key), 200)} is not a "
                 "variable name (letters, digits and _, not starting with a digit)"
             )
         words.append(f"{key}={_word(value, f'environment {key}', spec)}")
@@ -236,7 +241,7 @@ def job_command(spec: BatchSpec) -> str:
     # one would be read as another variable, and the next word run. Refused instead.
     if "=" in spec.argv[0]:
         raise SlurmError(
-            f"server {spec.name}: the command's first word {one_line(repr(spec.argv[0]), 200)} "
+            f"server {_named(spec)}: the command's first word {one_line(repr(spec.argv[0]), 200)} "
             "holds `=`, which env would read as a variable"
         )
     words += [_word(arg, "argument", spec) for arg in spec.argv]
@@ -251,12 +256,12 @@ def sbatch_argv(spec: BatchSpec) -> list[str]:
     """
     log = _word(spec.log, "log file", spec)
     if not log.startswith("/"):
-        raise SlurmError(f"server {spec.name}: log file {one_line(log, 200)} is not absolute")
+        raise SlurmError(f"server {_named(spec)}: log file {one_line(log, 200)} is not absolute")
     if "%" in log or "\\" in log:
         # sbatch replaces %j, %N... in --output, and a backslash turns that off: the log
         # would not be where gen-tui reads it.
         raise SlurmError(
-            f"server {spec.name}: log file {one_line(log, 200)} holds % or \\, which sbatch "
+            f"server {_named(spec)}: log file {one_line(log, 200)} holds % or \\, which sbatch "
             "rewrites (%j, %N...)"
         )
     argv = [
@@ -270,16 +275,16 @@ def sbatch_argv(spec: BatchSpec) -> list[str]:
     if spec.partition is not None:
         partition = _word(spec.partition, "partition", spec)
         if not partition:
-            raise SlurmError(f"server {spec.name}: the partition is empty")
+            raise SlurmError(f"server {_named(spec)}: the partition is empty")
         argv.append(f"--partition={partition}")
     if spec.gpus < 0:
-        raise SlurmError(f"server {spec.name}: gpus must not be negative, got {spec.gpus}")
+        raise SlurmError(f"server {_named(spec)}: gpus must not be negative, got {spec.gpus}")
     if spec.gpus:
         argv.append(f"--gres=gpu:{spec.gpus}")
     if spec.time is not None:
         if not _TIME.fullmatch(spec.time):
             raise SlurmError(
-                f"server {spec.name}: time {one_line(repr(spec.time), 200)} is not a Slurm "
+                f"server {_named(spec)}: time {one_line(repr(spec.time), 200)} is not a Slurm "
                 "time limit (minutes, H:MM:SS, D-HH:MM:SS or UNLIMITED)"
             )
         argv.append(f"--time={spec.time}")
@@ -461,19 +466,20 @@ class SlurmJobs:
         argv = sbatch_argv(spec)
         rc, out, err = await self._run(argv)
         where = f"partition {spec.partition}" if spec.partition else "the default partition"
-        if rc == 127:
+        # sh and bash say so with status 127, csh and tcsh with 1 and "Command not found."
+        if rc == 127 or (rc != 0 and "command not found" in err.lower()):
             raise SlurmError(
-                f"server {spec.name}: sbatch is not installed (or not on PATH) where it was "
+                f"server {_named(spec)}: sbatch is not installed (or not on PATH) where it was "
                 f"run: {_slurm_says(out, err)}"
             )
         if rc != 0:
             raise SlurmError(
-                f"server {spec.name}: sbatch refused the job on {where}: {_slurm_says(out, err)}"
+                f"server {_named(spec)}: sbatch refused the job on {where}: {_slurm_says(out, err)}"
             )
         try:
             return parse_submitted(out)
         except SlurmError as exc:
-            raise SlurmError(f"server {spec.name}: {exc}") from None
+            raise SlurmError(f"server {_named(spec)}: {exc}") from None
 
     async def status(self, job_id: str) -> JobStatus | None:
         """What Slurm says of the job now; None when no command knows it any more.

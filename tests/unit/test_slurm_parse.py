@@ -84,6 +84,12 @@ def test_a_recipe_that_cannot_be_a_job_is_one_line(changes: dict[str, object], s
     assert "\n" not in str(caught.value)
 
 
+def test_a_hostile_recipe_name_is_shown_inert() -> None:
+    with pytest.raises(SlurmError) as caught:
+        sbatch_argv(spec(name="evil\x1b]52;c;eA==\x07\nline", argv=[]))
+    assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
+
+
 @pytest.mark.parametrize("time", ["90", "4:00:00", "2-00:00:00", "1-12", "30:00", "UNLIMITED"])
 def test_slurm_time_spellings_pass(time: str) -> None:
     assert f"--time={time}" in sbatch_argv(spec(time=time))
@@ -325,6 +331,18 @@ async def test_a_refused_submit_is_one_line_with_slurms_words() -> None:
         "server sg-0: sbatch refused the job on partition nope: sbatch: error: invalid "
         "partition specified: nope; sbatch: error: Batch job submission failed: Invalid "
         "partition name specified"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rc", "said"), [(127, "sh: 1: sbatch: not found"), (1, "sbatch: Command not found.")]
+)
+async def test_a_login_node_without_sbatch_is_said_so(rc: int, said: str) -> None:
+    # sh's words and status, then csh's (which exits 1).
+    with pytest.raises(SlurmError) as caught:
+        await SlurmJobs(Scripted({"sbatch": (rc, "", said + "\n")})).submit(SPEC)
+    assert str(caught.value) == (
+        f"server sg-0: sbatch is not installed (or not on PATH) where it was run: {said}"
     )
 
 
