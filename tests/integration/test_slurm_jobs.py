@@ -59,6 +59,14 @@ def sim_spec(tmp_path: Path, port: int, name: str = "sim-a", **overrides: object
     return BatchSpec(**options)  # type: ignore[arg-type]
 
 
+async def wait_for_line(log: Path, text: str) -> None:
+    """Poll the job's log until it holds `text` (the job's command has got that far)."""
+    deadline = time.monotonic() + 30
+    while text not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, f"{log} never said {text!r}"
+        await asyncio.sleep(0.1)
+
+
 async def health(node: str, port: int) -> int | str:
     """/health's status code, or the error that stood for one."""
     try:
@@ -143,10 +151,7 @@ async def test_a_signal_reaches_the_server_and_it_ends_its_own_way(
     log = Path(spec.log)
     job_id = await jobs.submit(spec)
     await wait_for_job(jobs, job_id, lambda s: s.running, "running")
-    deadline = time.monotonic() + 30
-    while "ready" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, "the job's shell never said ready"
-        await asyncio.sleep(0.1)
+    await wait_for_line(log, "ready")
     await jobs.cancel(job_id, signal="TERM")
     ended = await wait_for_job(jobs, job_id, lambda s: s.ended, "ended")
     assert (ended.state, ended.exit_code, ended.signal) == ("FAILED", 7, 0), ended
@@ -160,9 +165,12 @@ async def test_the_accounting_knows_how_a_job_ended(
     # sacct, with the job's line and its batch step's, as this Slurm writes them.
     if slurm.no_accounting:
         pytest.skip(slurm.no_accounting)
-    spec = sim_spec(tmp_path, 0, name="acct", argv=["sh", "-c", "sleep 60"])
+    spec = sim_spec(tmp_path, 0, name="acct", argv=["sh", "-c", "echo ready; exec sleep 60"])
     job_id = await jobs.submit(spec)
     await wait_for_job(jobs, job_id, lambda s: s.running, "running")
+    # Cancelled once the command runs: one cancelled while its step still starts has been
+    # seen to end as FAILED with status 15 instead (not what this test is about).
+    await wait_for_line(Path(spec.log), "ready")
     await jobs.cancel(job_id)
     deadline = time.monotonic() + 30
     while (accounted := await jobs.accounted(job_id)) is None or accounted.signal != 15:
