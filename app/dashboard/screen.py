@@ -152,7 +152,8 @@ class DashboardScreen(Screen[None]):
         visible = len(self.panels(visible_only=True))
         layout = plan_layout(self.app.size, visible, extra)
         if self._table_shown:
-            layout, rows = table_layout(layout, self.app.size.height, visible, extra)
+            lines = visible + parts.table.host_lines
+            layout, rows = table_layout(layout, self.app.size.height, lines, extra)
             height = str(rows) if rows else "1fr"
             if str(parts.table.styles.height) != height:
                 parts.table.styles.height = rows or "1fr"
@@ -212,7 +213,15 @@ class DashboardScreen(Screen[None]):
                 panel.show(views[panel.dataset], draw=not table)
             if table:
                 visible = self.panels(visible_only=True)
-                parts.table.show([row_for(p.dataset, views[p.dataset]) for p in visible])
+                lines = parts.table.host_lines
+                states = {link.name: link.state for link in self.linked.links}
+                where = {name: link.name for name, link in self.linked.remote.items()}
+                rows = [
+                    row_for(p.dataset, views[p.dataset], where.get(p.dataset, "")) for p in visible
+                ]
+                parts.table.show(rows, states)
+                if parts.table.host_lines != lines:
+                    self.relayout()  # a host's line came or went: the table's height
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
             hosts = self.linked.host_states()
             parts.header.view = header_view(
