@@ -76,20 +76,22 @@ class Row:
     eta_s: float
     """Seconds left; infinity where there is no estimate (sorts last)."""
     where: str = ""
-    """The host writing it (its snapshot's; "" before one is seen): the fleet's groups."""
+    """Its host's group: the link watching it, else its snapshot's host; "" for this
+    process's runs."""
     written: int = 0
     """Tokens written, for its host's total."""
 
 
-def row_for(name: str, view: PanelView | None, host: str = "") -> Row:
-    """What a dataset's line says, from the same view its panel shows; `host`: the one
-    watching it, for its group while no snapshot names the host."""
+def row_for(name: str, view: PanelView | None, host: str | None = None) -> Row:
+    """What a dataset's line says, from the same view its panel shows. `host`: the group
+    it goes in (the link watching it; "" for a run of this process); None: its snapshot's
+    host."""
     view = view or PanelView()
     badge, kind = badge_for(view)
     state = badge if len(badge) <= STATE_WIDTH else kind
     snap = view.snapshot
     if snap is None:
-        where = one_line(host)
+        where = one_line(host or "")
         return Row(one_line(name), state, kind, "", "-", "", "-", "", -1.0, 0.0, math.inf, where)
     done = min(1.0, snap.tokens / snap.max_tokens) if snap.max_tokens else -1.0
     pct = f"{math.floor(done * 100)}%" if done >= 0 else ""  # 100% only once there
@@ -109,7 +111,7 @@ def row_for(name: str, view: PanelView | None, host: str = "") -> Row:
         done,
         tok_s,
         eta_s if eta_s is not None and math.isfinite(eta_s) else math.inf,
-        one_line(snap.host),
+        one_line(snap.host if host is None else host),
         snap.tokens,
     )
 
@@ -143,7 +145,7 @@ def host_text(host: str, rows: Sequence[Row], state: str | None) -> str:
         kinds[row.kind] = kinds.get(row.kind, 0) + 1
     order = sorted(kinds, key=lambda kind: STATE_ORDER.get(kind, len(STATE_ORDER)))
     noun = "dataset" if len(rows) == 1 else "datasets"
-    parts = [host or "no host seen yet"]
+    parts = [host or "this process"]
     if state:
         parts.append(one_line(state, 60))
     parts.append(f"{len(rows)} {noun}: " + ", ".join(f"{kinds[k]} {k}" for k in order))
@@ -213,7 +215,7 @@ class DatasetTable(ScrollView, can_focus=True):
         groups = by_host(sort_rows(rows, self.sort))
         self.rows = [row for _host, group in groups for row in group]
         self._body = list(self.rows)
-        if len(groups) > 1:
+        if len({host for host, _group in groups if host}) > 1:  # this process's: not a host
             self._body = []
             for host, group in groups:
                 self._body += [host, *group]

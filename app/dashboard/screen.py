@@ -215,9 +215,8 @@ class DashboardScreen(Screen[None]):
                 visible = self.panels(visible_only=True)
                 lines = parts.table.host_lines
                 states = {link.name: link.state for link in self.linked.links}
-                where = {name: link.name for name, link in self.linked.remote.items()}
                 rows = [
-                    row_for(p.dataset, views[p.dataset], where.get(p.dataset, "")) for p in visible
+                    row_for(p.dataset, views[p.dataset], self._group(p.dataset)) for p in visible
                 ]
                 parts.table.show(rows, states)
                 if parts.table.host_lines != lines:
@@ -243,6 +242,14 @@ class DashboardScreen(Screen[None]):
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)
+
+    def _group(self, name: str) -> str | None:
+        """The table's host group of `name`: the link watching it; "" for a dataset only
+        this process runs (not a host of the fleet); None: its snapshot says."""
+        link = self.linked.remote.get(name)
+        if link is not None:
+            return link.name
+        return "" if name in self.hosted.names or name in self.hosted.owner else None
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);

@@ -139,3 +139,26 @@ async def test_a_watched_hosts_line_says_its_links_state(tmp_path: Path, standin
             link.done.wait(timeout=30)
         run.kill()
         run.wait()
+
+
+async def test_the_demo_on_one_machine_has_no_host_lines(tmp_path: Path) -> None:
+    """The demo's datasets run in this process, its stale B9 in a run a local link watches:
+    one machine, one link, so no host lines (this process's runs are not a host of a
+    fleet; they would go under a "this process" line beside two hosts)."""
+    from gen_tui.app.cli.launch import demo_app
+
+    app = demo_app(tmp_path, autostart=False)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            link = app.links[0]
+            await wait_until(lambda: link.started, 60, "the stale run", pause=pilot.pause)
+            await wait_until(lambda: len(board(app).panels()) == 9, 30, pause=pilot.pause)
+            await pilot.press("t")
+            await wait_until(lambda: board(app).table_shown, 3, pause=pilot.pause)
+            await pilot.pause(0.5)
+            assert table_text(app)[0].startswith(" 9 datasets · sort"), table_text(app)[0]
+            assert table(app).host_lines == 0
+    finally:
+        app.stop_links()
+        for link in app.links:
+            link.done.wait(timeout=40)
