@@ -73,6 +73,13 @@ class HostedRuns(PanelSource):
         """Datasets this process can run itself (its configured source)."""
         return self.source.names if self.source is not None else ()
 
+    @property
+    def output_dir(self) -> str | None:
+        """The folder the configured run writes (a config file's); None without one."""
+        if isinstance(self.source, ConfigSource):
+            return str(self.source.config.output_dir)
+        return None
+
     def active(self) -> list[HostedRun]:
         return [run for run in self.runs if run.active]
 

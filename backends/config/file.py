@@ -69,7 +69,7 @@ class PanelSettings:
     theme: str = setting(DEFAULT_THEME, key="theme", kinds=(str,))
     """One of Textual's built-in themes (`ctrl+p` → Theme tries them live)."""
     vim: bool = setting(False, key="vim", kinds=(bool,))
-    """h j k l move the selection; kill, history and the run list move to K, H and R."""
+    """h j k l move the selection; kill, history and the run list move to x, H and g."""
     keys: tuple[tuple[str, str], ...] = ()
     """`[keys]`: binding id → key(s), as written (comma-separated keys allowed)."""
 
@@ -115,8 +115,9 @@ def _array(path: Path, data: Mapping[str, Any], name: str) -> list[Any]:
     return tables
 
 
-def load_config(path: Path) -> FileConfig:
-    """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
+def _read(path: Path) -> dict[str, Any]:
+    """The TOML tables of `path`, if it is the user's own file (someone else's, or one
+    others may write, is refused); raise :class:`ConfigError` naming the file."""
     try:
         raw = read_trusted(path, "config")  # someone else's gen-tui.toml is refused
     except PermissionError as exc:
@@ -126,9 +127,27 @@ def load_config(path: Path) -> FileConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_panel(path: Path) -> PanelSettings:
+    """`[panel]` and `[keys]` of `path` alone, for `--demo` and `--host`, which run nothing
+    the file describes: the user's theme, vim and remaps hold in every mode, and a run
+    table being written (or one this version does not know) does not stop a demo. Raise
+    :class:`ConfigError` naming the file and the key."""
+    return _panel(path, _read(path))
+
+
+def _panel(path: Path, data: Mapping[str, Any]) -> PanelSettings:
+    (panel,) = _table(path, data.get("panel", {}), "panel", PanelSettings)
+    return PanelSettings(**panel, keys=_keys(path, data.get("keys", {})))
+
+
+def load_config(path: Path) -> FileConfig:
+    """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
+    data = _read(path)
     unknown = set(data) - set(TABLES)
     if unknown:
         names = ", ".join(sorted(unknown))
@@ -171,8 +190,7 @@ def load_config(path: Path) -> FileConfig:
         config.alerts = AlertConfig.parse(alerts)
     except AlertConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    (panel,) = _table(path, data.get("panel", {}), "panel", PanelSettings)
-    config.panel = PanelSettings(**panel, keys=_keys(path, data.get("keys", {})))
+    config.panel = _panel(path, data)
     return config
 
 
