@@ -9,12 +9,17 @@ import signal
 import socket
 from pathlib import Path
 
+import aiohttp
 import psutil
 
 from gen_tui.backends.hosts import LocalHost
+from gen_tui.backends.servers.events import ServerEvent, ServerState
+from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.process import ProcessLauncher
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
+from gen_tui.backends.servers.supervisor import ServerSupervisor
+from tests.support.polling import wait_until
 from tests.support.runs import GEN_TUI
 
 
@@ -53,3 +58,50 @@ def kill_servers(folder: Path) -> None:
             proc = psutil.Process(launched.identity.pid)
             if proc.cmdline() == list(launched.identity.cmdline):
                 os.killpg(launched.identity.pid, signal.SIGKILL)
+
+
+class Recorder:
+    """An event sink that keeps every event, and waits for a state."""
+
+    def __init__(self) -> None:
+        self.events: list[ServerEvent] = []
+
+    def __call__(self, event: ServerEvent) -> None:
+        self.events.append(event)
+
+    def states(self, name: str | None = None) -> list[ServerState]:
+        return [e.state for e in self.events if name is None or e.name == name]
+
+    def last(self, state: ServerState) -> ServerEvent:
+        return next(e for e in reversed(self.events) if e.state is state)
+
+    async def reach(self, state: ServerState, count: int = 1, timeout: float = 60) -> ServerEvent:
+        """Wait until `state` has been reached `count` times; that event."""
+        await wait_until(
+            lambda: self.states().count(state) >= count,
+            timeout,
+            f"{state} x{count}",
+            detail=lambda: "\n".join(e.line() for e in self.events),
+        )
+        return [e for e in self.events if e.state is state][count - 1]
+
+
+def supervisor_of(
+    recipe: ServerRecipe,
+    folder: Path,
+    session: aiohttp.ClientSession,
+    recorder: Recorder,
+    adopted: Launched | None = None,
+) -> ServerSupervisor:
+    launcher = launcher_in(folder)
+    return ServerSupervisor(
+        recipe,
+        recipe.url(),
+        launcher,
+        launcher.state,
+        session,
+        [recorder],
+        adopted=adopted,
+        check_s=0.2,
+        grace_s=3.0,
+    )
