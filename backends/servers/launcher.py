@@ -72,7 +72,9 @@ class Launcher(ABC):
 
     @abstractmethod
     async def stop(self, launched: Launched, grace_s: float) -> str:
-        """Stop it (SIGTERM, then SIGKILL after `grace_s`; or cancel the job): one line."""
+        """Stop it (SIGTERM, then SIGKILL after `grace_s`; or cancel the job): one line.
+        The state file is the caller's: a stop on purpose is noted there (not adopted, not
+        restarted), a stop before a restart is not."""
 
     @abstractmethod
     async def adopt(self) -> list[Launched]:

@@ -24,6 +24,9 @@ from gen_tui.backends.untrusted import one_line
 MARKER = "GEN_TUI_SERVER"
 """In the environment of every server gen-tui starts: its recipe's name."""
 KIND = "process"
+REMOTE_FOLDER = ".local/state/gen-tui/servers"
+"""The servers' logs and start guard on a `[[hosts]]` machine: relative to the login
+folder (where every command over SSH starts), so no `~` has to be expanded there."""
 LINE_CHARS = 300
 
 
@@ -55,12 +58,26 @@ class ProcessLauncher(Launcher):
     tells_exit_code: ClassVar[bool] = True  # for those this process started
 
     def __init__(
-        self, hosts: Mapping[str, Host], folder: str, state: StateFile, settle_s: float = 0.5
+        self,
+        hosts: Mapping[str, Host],
+        folder: str,
+        state: StateFile,
+        settle_s: float = 0.5,
+        remote_folder: str = REMOTE_FOLDER,
     ) -> None:
+        """`folder` is this machine's ("local"); every other host's is `remote_folder`."""
         self.hosts = hosts
-        self.folder = folder.rstrip("/")
+        self.local_folder = folder.rstrip("/")
+        self.remote_folder = remote_folder.rstrip("/")
         self.state = state
         self.settle_s = settle_s
+
+    def folder(self, host: str) -> str:
+        return (
+            self.local_folder
+            if isinstance(self.hosts.get(host), LocalHost)
+            else (self.remote_folder)
+        )
 
     def _host(self, name: str) -> Host:
         host = self.hosts.get(name)
@@ -69,7 +86,7 @@ class ProcessLauncher(Launcher):
         return host
 
     def log_path(self, recipe: ServerRecipe) -> str:
-        return recipe.log or f"{self.folder}/{recipe.name}.log"
+        return recipe.log or f"{self.folder(recipe.host)}/{recipe.name}.log"
 
     async def start(self, recipe: ServerRecipe) -> Launched:
         host = self._host(recipe.host)
@@ -82,7 +99,7 @@ class ProcessLauncher(Launcher):
                 log,
                 cwd=recipe.cwd,
                 settle_s=self.settle_s,
-                output_dir=self.folder,
+                output_dir=self.folder(recipe.host),
                 env=env,
             )
         except StartError as exc:
@@ -121,7 +138,6 @@ class ProcessLauncher(Launcher):
         host = self._host(launched.host)
         assert launched.identity is not None
         outcome = await host.kill(launched.identity, grace_s, files=[])
-        self.state.note_stop(launched.name)
         return outcome.detail
 
     async def adopt(self) -> list[Launched]:

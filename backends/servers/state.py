@@ -54,6 +54,14 @@ def _launched(data: object) -> Launched | None:
         return None
 
 
+def local_folder() -> Path:
+    """Where this machine keeps the servers' state file, logs and start guard: the user's
+    state folder (XDG_STATE_HOME on Linux), `gen-tui/servers` in it."""
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("gen-tui")) / "servers"
+
+
 class StateFile:
     """The servers' state file in `folder` (made 0700 when missing)."""
 

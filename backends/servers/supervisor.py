@@ -120,6 +120,7 @@ class ServerSupervisor:
             return f"server {self.recipe.name}: not running"
         launched, self.launched = self.launched, None
         said = await self.launcher.stop(launched, self.grace_s if grace_s is None else grace_s)
+        self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
         self._emit(ServerState.STOPPED, said)
         return f"server {self.recipe.name}: {said}"
 
@@ -163,16 +164,24 @@ class ServerSupervisor:
                     continue
             need_start = True
             ended = await self._until_healthy()
-            if ended is not None:
-                if not self.ever_healthy and not self.adopted:
-                    self._emit(ServerState.FAILED, f"never came up: {ended}")
-                    return self.state
-                self._emit(ServerState.EXITED, ended)
-            else:
+            if ended is None:
                 self.ever_healthy = True
-                self._emit(ServerState.EXITED, await self._while_healthy())
+                ended = await self._while_healthy()
+            elif not self.ever_healthy and not self.adopted:
+                self._emit(ServerState.FAILED, f"never came up: {ended}")
+                return self.state
+            if self._stopped_elsewhere():
+                self._emit(ServerState.STOPPED, f"stopped by another gen-tui ({ended})")
+                return self.state
+            self._emit(ServerState.EXITED, ended)
             if not await self._back_off():
                 return self.state
+
+    def _stopped_elsewhere(self) -> bool:
+        """Whether another gen-tui (`gen-tui servers stop`, a second panel) stopped it on
+        purpose: the state file then holds no launch of it. Not restarted then."""
+        entry = self.state_file.read().get(self.recipe.name)
+        return entry is not None and entry.launched is None
 
     async def _until_healthy(self) -> str | None:
         """Wait for the health check: None once it passes, else how the start ended (the
