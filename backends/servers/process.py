@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import ClassVar
 
-from gen_tui.backends.hosts import Host, LocalHost, StartError
+from gen_tui.backends.hosts import Host, LocalHost, RunIdentity, StartError
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
@@ -36,6 +36,19 @@ def last_of(lines: list[str]) -> str:
         if line.strip():
             return one_line(line.strip(), LINE_CHARS)
     return ""
+
+
+def same_start(now: RunIdentity | None, then: RunIdentity) -> bool:
+    """Whether `now` is the process started as `then`: the same pid, boot and start time.
+    Not the command line: servers retitle themselves (SGLang and its router use
+    setproctitle), and a server that did is still the one gen-tui started."""
+    if now is None or now.pid != then.pid:
+        return False
+    if now.boot_id and then.boot_id and now.boot_id != then.boot_id:
+        return False
+    if now.start_ticks is not None and then.start_ticks is not None:
+        return now.start_ticks == then.start_ticks
+    return abs(now.start_time - then.start_time) < 0.05
 
 
 def exit_words(code: int | None) -> tuple[int | None, int | None, str]:
@@ -126,8 +139,7 @@ class ProcessLauncher(Launcher):
     async def exit_of(self, launched: Launched) -> Exit | None:
         host = self._host(launched.host)
         assert launched.identity is not None
-        now = await host.identify(launched.identity.pid)
-        if now is not None and now.same_process(launched.identity):
+        if same_start(await host.identify(launched.identity.pid), launched.identity):
             return None
         status = host.exit_status(launched.identity.pid) if isinstance(host, LocalHost) else None
         code, sig, words = exit_words(status)
@@ -137,7 +149,11 @@ class ProcessLauncher(Launcher):
     async def stop(self, launched: Launched, grace_s: float) -> str:
         host = self._host(launched.host)
         assert launched.identity is not None
-        outcome = await host.kill(launched.identity, grace_s, files=[])
+        now = await host.identify(launched.identity.pid)
+        if not same_start(now, launched.identity):
+            return f"pid {launched.ref} had already exited"
+        assert now is not None  # as it is now: the signal script checks its command line
+        outcome = await host.kill(now, grace_s, files=[])
         return outcome.detail
 
     async def adopt(self) -> list[Launched]:
@@ -150,7 +166,7 @@ class ProcessLauncher(Launcher):
             if host is None:
                 continue
             now = await host.identify(launched.identity.pid)
-            if now is not None and now.same_process(launched.identity) and name == launched.name:
+            if same_start(now, launched.identity) and name == launched.name:
                 found.append(launched)
         return found
 

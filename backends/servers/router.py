@@ -18,13 +18,16 @@ import aiohttp
 
 from gen_tui.backends.clients.models import get_json
 from gen_tui.backends.clients.router import WORKERS_BYTES, worker_url
-from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
+from gen_tui.backends.servers.events import ServerEvent, ServerState
 
 ADD_ON = frozenset({ServerState.HEALTHY})
 REMOVE_ON = frozenset(
     {ServerState.EXITED, ServerState.DOWN, ServerState.UNHEALTHY, ServerState.STOPPED}
 )
 TIMEOUT_S = 10.0
+RECONCILE_S = 5.0
+"""How often the router's list is checked against the servers' states: a change the
+router refused or lost (one made while it was still starting) is made again."""
 
 
 def listed(listing: Any) -> dict[str, str]:
@@ -51,28 +54,57 @@ class RouterWorkers:
         session: aiohttp.ClientSession,
         router_url: str,
         workers: dict[str, str],
-        on_line: EventSink | None = None,
+        router_name: str = "router",
+        reconcile_s: float = RECONCILE_S,
     ) -> None:
         self.session = session
         self.router_url = router_url.rstrip("/")
         self.workers = workers
-        self.on_line = on_line
+        self.router_name = router_name
+        self.reconcile_s = reconcile_s
         self.lines: list[str] = []
+        self.states: dict[str, ServerState] = {}
+        """Each worker's last state, as its events said."""
+        self.router_up = False
         self._queue: asyncio.Queue[ServerEvent] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
     def __call__(self, event: ServerEvent) -> None:
         """An event sink: queue the change for the router (returns at once)."""
-        if event.name in self.workers and event.state in ADD_ON | REMOVE_ON:
-            self._queue.put_nowait(event)
-            if self._task is None:
-                self._task = asyncio.create_task(self._apply_all())
+        if event.name == self.router_name:
+            self.router_up = event.state is ServerState.HEALTHY
+        elif event.name in self.workers:
+            self.states[event.name] = event.state
+        else:
+            return
+        self._queue.put_nowait(event)
+        if self._task is None:
+            self._task = asyncio.create_task(self._apply_all())
 
     async def _apply_all(self) -> None:
         while True:
-            event = await self._queue.get()
-            line = await self.apply(event)
-            self.lines.append(line)
+            try:
+                event = await asyncio.wait_for(self._queue.get(), self.reconcile_s)
+            except TimeoutError:
+                event = None
+            if event is not None and event.name in self.workers:
+                if event.state in ADD_ON | REMOVE_ON:
+                    self.lines.append(await self.apply(event.name, event.state))
+            elif self.router_up:  # the router came up, or a while passed: check the list
+                self.lines.extend(await self.reconcile())
+
+    async def reconcile(self) -> list[str]:
+        """Make the router's list what the workers' states say (healthy in, others out)."""
+        try:
+            present = await self.listing()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return []
+        said = []
+        for name, state in self.states.items():
+            url = self.workers[name]
+            if (state in ADD_ON) != (url in present) and state in ADD_ON | REMOVE_ON:
+                said.append(await self.apply(name, state))
+        return said
 
     async def close(self) -> None:
         if self._task is not None:
@@ -81,12 +113,12 @@ class RouterWorkers:
     async def listing(self) -> dict[str, str]:
         return listed(await get_json(self.session, f"{self.router_url}/workers", WORKERS_BYTES))
 
-    async def apply(self, event: ServerEvent) -> str:
-        """Add or remove `event`'s server as its state says: one line of what happened."""
-        url = self.workers[event.name]
+    async def apply(self, name: str, state: ServerState) -> str:
+        """Add or remove the server `name` as `state` says: one line of what happened."""
+        url = self.workers[name]
         try:
             present = await self.listing()
-            if event.state in ADD_ON:
+            if state in ADD_ON:
                 if url in present:
                     return f"router: {url} already listed"
                 async with self.session.post(
