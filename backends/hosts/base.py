@@ -33,6 +33,7 @@ from gen_tui.backends.hosts.resume import (
     refuse_live_writers,
     resume_log_path,
 )
+from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.start import START_SETTLE_S, start_run
 from gen_tui.backends.hosts.stop import stop_run
@@ -178,6 +179,11 @@ class Host(HostPrimitives):
         """The last `lines` lines of the file at `path` on the host (bounded, cleaned)."""
         report = Tail.parse(await self._tail_raw({"path": path, "max_bytes": 4000}), lines)
         return [report.error] if report.error else list(report.lines)
+
+    async def make_folder(self, path: str) -> None:
+        """Make the folder at `path` on the host (and those above it), yours alone (0700):
+        the start guard refuses a folder that does not exist yet."""
+        await self._sh(f"umask 077 && mkdir -p -- {rquote(path)}")
 
     async def file_size(self, path: str) -> int | None:
         """The size of the file at `path` on the host now (None: absent or unreadable)."""

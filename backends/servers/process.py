@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from gen_tui.backends.hosts import Host, LocalHost, RunIdentity, StartError
+from gen_tui.backends.hosts.connection import describe
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
@@ -107,6 +109,7 @@ class ProcessLauncher(Launcher):
         env = {**recipe.environment, MARKER: recipe.name}
         started = time.time()
         try:
+            await host.make_folder(self.folder(recipe.host))
             identity = await host.start(
                 list(recipe.argv),
                 log,
@@ -124,6 +127,11 @@ class ProcessLauncher(Launcher):
                     f"line: {last_of(lines) or '(empty)'}"
                 ) from None
             raise LaunchError(f"server {recipe.name}: {one_line(str(exc), 500)}") from None
+        except SSHError as exc:
+            raise LaunchError(
+                f"server {recipe.name}: {recipe.host}: the link failed before the start "
+                f"({describe(exc)}); nothing was started"
+            ) from None
         launched = Launched(
             recipe.name, str(identity.pid), recipe.host, recipe.port, started, log, identity
         )
@@ -139,7 +147,11 @@ class ProcessLauncher(Launcher):
     async def exit_of(self, launched: Launched) -> Exit | None:
         host = self._host(launched.host)
         assert launched.identity is not None
-        if same_start(await host.identify(launched.identity.pid), launched.identity):
+        try:
+            now = await host.identify(launched.identity.pid)
+        except SSHError:  # the link is down, not the server: asked again at the next check
+            return None
+        if same_start(now, launched.identity):
             return None
         status = host.exit_status(launched.identity.pid) if isinstance(host, LocalHost) else None
         code, sig, words = exit_words(status)
