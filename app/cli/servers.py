@@ -246,6 +246,11 @@ COMMANDS: dict[str, Callable[[Servers, list[str]], Coroutine[Any, Any, int]]] = 
 async def _main(config: FileConfig, action: str, names: list[str]) -> int:
     async with aiohttp.ClientSession() as session:
         servers = Servers(config, session)
+        problem = servers.unsupported()
+        if problem is not None:
+            await servers.close()
+            error(problem)
+            return EXIT_USAGE
         try:
             return await COMMANDS[action](servers, names)
         finally:

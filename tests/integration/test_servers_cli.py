@@ -174,6 +174,20 @@ async def test_a_bad_recipe_is_one_line_and_no_loop(
     assert "restarting" not in out and "Traceback" not in err
 
 
+async def test_a_launcher_not_wired_yet_is_one_line(state: Path, tmp_path: Path) -> None:
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(
+        '[[hosts]]\nname = "login"\ntarget = "me@login"\noutput_dir = "/o"\n'
+        '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nhost = "login"\n'
+        'launcher = "slurm"\n'
+    )
+    code, out, err = await finish(await _gen_tui(state, "servers", "--config", str(path), "up"))
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "gen-tui: error: server a: launcher slurm is not available yet"
+    ]
+
+
 async def test_a_bad_config_is_one_line(state: Path, tmp_path: Path) -> None:
     path = tmp_path / "gen-tui.toml"
     path.write_text('[[servers]]\nname = "a"\nargv = ["x"]\nport = 0\n')
