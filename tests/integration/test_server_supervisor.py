@@ -167,3 +167,24 @@ async def test_quit_and_adopt_keeps_the_pid_and_the_restart_count(
     assert healthy.ref == restarted.ref and healthy.restarts == 1
     assert S.STARTING not in again.states()
     await second.stop()
+
+
+async def test_a_hung_server_is_unhealthy_then_restarted(
+    folder: Path, http: aiohttp.ClientSession
+) -> None:
+    """SIGSTOP freezes it: its process runs but /health never answers; after unhealthy_s
+    it is stopped (SIGKILL after the grace) and started anew."""
+    recorder = Recorder()
+    recipe = sim_recipe("frozen", free_port(), unhealthy_s=1.0)
+    supervisor = supervisor_of(recipe, folder, http, recorder)
+    supervisor.start()
+    first = await recorder.reach(S.HEALTHY)
+    assert first.ref is not None
+    os.kill(int(first.ref), signal.SIGSTOP)
+    unhealthy = await recorder.reach(S.UNHEALTHY)
+    assert unhealthy.since is not None and "did not answer" in unhealthy.detail
+    exited = await recorder.reach(S.EXITED)
+    assert exited.detail.startswith("failed its health check for 1 s")
+    again = await recorder.reach(S.HEALTHY, 2)
+    assert again.ref not in (None, first.ref) and "healthy again" in again.detail
+    await supervisor.stop()
