@@ -38,6 +38,7 @@ def folder(tmp_path: Path) -> Iterator[Path]:
     kill_servers(tmp_path / "servers")
 
 
+@pytest.mark.quick
 async def test_kill_9_is_exited_then_restarting_then_healthy_with_a_new_pid(
     folder: Path, http: aiohttp.ClientSession
 ) -> None:
