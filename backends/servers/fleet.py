@@ -118,6 +118,8 @@ class Fleet:
         """Stop the named servers (all by default), the router first: a line each."""
         if self._router_start is not None and (names is None or self.router_name in names):
             self._router_start.cancel()
+        if names is None and self.router_workers is not None:
+            await self.router_workers.close()
         chosen = [n for n in self.supervisors if names is None or n in names]
         if self.router is not None and self.router.name in chosen:
             chosen.remove(self.router.name)

@@ -97,7 +97,7 @@ class RouterWorkers:
         """Make the router's list what the workers' states say (healthy in, others out)."""
         try:
             present = await self.listing()
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except (aiohttp.ClientError, TimeoutError, OSError, RuntimeError):
             return []
         said = []
         for name, state in self.states.items():
@@ -134,5 +134,6 @@ class RouterWorkers:
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
             ) as answer:
                 return f"router: removed {url} ({answer.status})"
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError, RuntimeError) as exc:
+            # RuntimeError: the session closed under it (gen-tui is leaving)
             return f"router: {self.router_url} could not be changed ({type(exc).__name__})"

@@ -50,7 +50,7 @@ async def test_a_server_over_ssh_restarts_and_is_adopted(
         recipe, recipe.url(), launcher, state, http, [recorder], check_s=0.2, grace_s=3.0
     )
     supervisor.start()
-    first = await recorder.reach(S.HEALTHY)
+    first = await recorder.reach(S.HEALTHY, timeout=120)  # a first SSH link on a busy box
     assert first.ref is not None
     environ = psutil.Process(int(first.ref)).environ()
     assert environ[MARKER] == "far" and environ["NOTE"] == "it's a 'quoted' word"
