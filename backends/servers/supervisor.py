@@ -31,6 +31,9 @@ CHECK_S = 1.0
 """How often a server's process and health are looked at."""
 STOP_GRACE_S = 15.0
 """How long a stopped server may drain on SIGTERM before SIGKILL."""
+START_TIMEOUT_S = 120.0
+"""How long a launch itself may take (over SSH: connect, start, check the pid); past it
+the start counts as failed. Not for a launcher that queues (a batch job waits its turn)."""
 ENDED = (ServerState.FAILED, ServerState.DOWN, ServerState.STOPPED, ServerState.NOT_OURS)
 """The states the supervisor leaves a server in (until someone starts it again)."""
 
@@ -153,7 +156,7 @@ class ServerSupervisor:
             if need_start:
                 self._emit(ServerState.STARTING, shlex.join(self.recipe.argv))
                 try:
-                    self.launched = await self.launcher.start(self.recipe)
+                    self.launched = await self._launch()
                 except LaunchError as exc:
                     if not self.ever_healthy:
                         self._emit(ServerState.FAILED, f"never came up: {exc}")
@@ -176,6 +179,17 @@ class ServerSupervisor:
             self._emit(ServerState.EXITED, ended)
             if not await self._back_off():
                 return self.state
+
+    async def _launch(self) -> Launched:
+        if self.launcher.queues:
+            return await self.launcher.start(self.recipe)
+        try:
+            return await asyncio.wait_for(self.launcher.start(self.recipe), START_TIMEOUT_S)
+        except TimeoutError:
+            raise LaunchError(
+                f"server {self.recipe.name}: the start did not finish within "
+                f"{START_TIMEOUT_S:g} s (a frozen link to {self.recipe.host}?)"
+            ) from None
 
     def _stopped_elsewhere(self) -> bool:
         """Whether another gen-tui (`gen-tui servers stop`, a second panel) stopped it on
