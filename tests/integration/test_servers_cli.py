@@ -154,10 +154,17 @@ async def test_the_story_headless(
     again.process.send_signal(signal.SIGINT)
     await asyncio.wait_for(again.process.wait(), 30)
 
+    restart = await _gen_tui(state, "servers", "--config", str(config), "restart", "sim0")
+    code, out, err = await finish(restart, 90)
+    assert code == 0, out + err
+    third = _pid(next(line for line in out.splitlines() if "server sim0 loading" in line))
+    assert "server sim0 healthy" in out and third != second and not alive(second)
+    assert alive(third)  # left running, adopted by the next up or the panel
+
     stop = await _gen_tui(state, "servers", "--config", str(config), "stop")
     code, out, err = await finish(stop)
     assert code == 0, err
-    assert out.startswith("sim0: ") and not alive(second)
+    assert out.startswith("sim0: ") and not alive(third)
 
 
 async def test_a_bad_recipe_is_one_line_and_no_loop(
