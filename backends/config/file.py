@@ -22,6 +22,13 @@ from gen_tui.backends.config.run import (
     Sampling,
 )
 from gen_tui.backends.config.trust import read_trusted
+from gen_tui.backends.servers.recipe import (
+    LOCAL,
+    RecipeError,
+    ServerRecipe,
+    parse_router,
+    parse_servers,
+)
 from gen_tui.backends.settings import (
     DEFAULT_THEME,
     SettingError,
@@ -33,7 +40,7 @@ from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name,
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.untrusted import one_line
 
-TABLES = ("run", "sampling", "datasets", "hosts", "alerts", "panel", "keys")
+TABLES = ("run", "sampling", "datasets", "hosts", "alerts", "panel", "keys", "servers", "router")
 
 
 class ConfigError(Exception):
@@ -90,6 +97,33 @@ class FileConfig:
     hosts: list[HostEntry] = field(default_factory=list)
     alerts: AlertConfig = field(default_factory=AlertConfig)
     panel: PanelSettings = field(default_factory=PanelSettings)
+    servers: list[ServerRecipe] = field(default_factory=list)
+    """`[[servers]]`: the servers gen-tui starts, watches and restarts (docs/servers.md)."""
+    router: ServerRecipe | None = None
+    """`[router]`: a router in front of the servers, started and watched like them."""
+
+    def server_url(self, recipe: ServerRecipe) -> str:
+        """Where runs reach `recipe`'s server: its address, else its host's, else loopback."""
+        if recipe.host == LOCAL or recipe.address:
+            return recipe.url()
+        host = next((entry for entry in self.hosts if entry.name == recipe.host), None)
+        return recipe.url(target_address(host.target) if host and host.target else None)
+
+    def resolve_server(self, name_or_url: str) -> str:
+        """A run's `--server-url`: a recipe's name (the router's or a server's) becomes its
+        URL; anything else is left as written."""
+        for recipe in [*self.servers, *([self.router] if self.router else [])]:
+            if recipe.name == name_or_url:
+                return self.server_url(recipe)
+        return name_or_url
+
+
+def target_address(target: str) -> str:
+    """The machine of an SSH target (`user@host:port` or an alias): its host part."""
+    address = target.rsplit("@", 1)[-1]
+    if address.startswith("["):  # [::1]:22
+        return address.split("]", 1)[0] + "]"
+    return address.split(":", 1)[0] if address.count(":") == 1 else address
 
 
 def _table(path: Path, table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:
@@ -189,6 +223,12 @@ def load_config(path: Path) -> FileConfig:
     try:
         config.alerts = AlertConfig.parse(alerts)
     except AlertConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    host_names = [host.name for host in config.hosts]
+    try:
+        config.servers = parse_servers(data.get("servers", []), host_names)
+        config.router = parse_router(data.get("router"), host_names)
+    except RecipeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     config.panel = _panel(path, data)
     return config
@@ -320,6 +360,8 @@ def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
     """The run `file` describes with `flags` over it (by field name; None: not given); the
     defaults are the settings' own. Raise :class:`EngineError` with a line for the user."""
     values = file.run | _given(EngineConfig, flags)
+    if values.get("server_urls"):  # a recipe's name stands for its server's URL
+        values["server_urls"] = [file.resolve_server(url) for url in values["server_urls"]]
     sampling = file.sampling | _given(Sampling, flags)
     try:
         Sampling(**sampling)
