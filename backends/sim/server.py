@@ -13,6 +13,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gen_tui.backends.sim.batch_api import BatchApi
 from gen_tui.backends.sim.config import SimConfig, SimStats, config_json
 from gen_tui.backends.sim.metrics import metrics_handler
 from gen_tui.backends.sim.openai_api import OpenAIApi
@@ -78,6 +79,7 @@ def create_app(config: SimConfig) -> web.Application:
     app[_SIM] = sim
     SglangApi(sim).add_routes(app.router)
     OpenAIApi(sim).add_routes(app.router)
+    BatchApi(sim).add_routes(app.router)
     app.router.add_get("/metrics", metrics_handler(sim))
     app.router.add_get("/_sim/stats", _sim_stats)
     app.router.add_get("/_sim/config", _sim_config)
