@@ -29,7 +29,9 @@ from gen_tui.backends.settings import (
 )
 from gen_tui.backends.store.prompts import check_dataset_name
 
-APIS = ("sglang", "openai")
+APIS = ("sglang", "openai", "openai-batch")
+"""`openai-batch`: the OpenAI path's URL and key rules, its prompts sent as batches
+(backends/engine/batch_lane.py) at about half the price."""
 DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
 CREDIT_PROBE_S = 300.0
 DISK_PROBE_S = 5.0
@@ -349,7 +351,8 @@ class EngineConfig:
         kinds=(str,),
         choices=APIS,
         help="sglang: native /generate; openai: /v1/chat/completions (OpenRouter, vLLM, "
-        "SGLang /v1)",
+        "SGLang /v1); openai-batch: the same requests through the Batch API, at about half "
+        "the price and hours of latency",
     )
     model: str | None = setting(
         None, key="model", flag="--model", kinds=(str,), help="model name for --api openai"
