@@ -15,6 +15,11 @@ from gen_tui.backends.budget.rules import BudgetMode, share_total
 from gen_tui.backends.settings import (
     AUTO,
     AUTO_MAX_CONCURRENCY,
+    BATCH_IN_FLIGHT,
+    BATCH_MAX_MB,
+    BATCH_MAX_REQUESTS,
+    BATCH_POLL_S,
+    BATCH_PRICE_SHARE,
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -383,6 +388,47 @@ class EngineConfig:
         help="stop dispatching once this many dollars are spent",
         flag_kwargs={"type": float},
     )
+    batch_max_requests: int = setting(
+        BATCH_MAX_REQUESTS,
+        key="batch_max_requests",
+        group="server",
+        flag="--batch-max-requests",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most requests in one batch (OpenAI's limit)",
+        flag_kwargs={"type": int},
+    )
+    batch_max_mb: float = setting(
+        BATCH_MAX_MB,
+        key="batch_max_mb",
+        group="server",
+        flag="--batch-max-mb",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: the largest batch input file, in MB (OpenAI's limit)",
+        flag_kwargs={"type": float},
+    )
+    batch_in_flight: int = setting(
+        BATCH_IN_FLIGHT,
+        key="batch_in_flight",
+        group="server",
+        flag="--batch-in-flight",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most batches open at the provider at once",
+        flag_kwargs={"type": int},
+    )
+    batch_poll_s: float = setting(
+        BATCH_POLL_S,
+        key="batch_poll",
+        group="server",
+        flag="--batch-poll",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: seconds between polls of a batch in flight",
+        flag_kwargs={"type": float},
+    )
+    batch_price_share: float = BATCH_PRICE_SHARE
     credit_probe_s: float = CREDIT_PROBE_S
     disk_probe_s: float = setting(
         DISK_PROBE_S,

@@ -51,6 +51,9 @@ class DatasetRun:
         self.writer: RecordWriter | None = None
         self.errors_path = folder / ERRORS_FILE
         self.done: set[str] = set()
+        self.held_out: set[str] = set()
+        """Samples in a batch still open at the provider (the batch lane's journal): the
+        feed passes over them, their answers come from that batch."""
         self.tokens = 0
         self.samples = 0
         self.resumed_tokens = 0
