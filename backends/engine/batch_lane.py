@@ -139,18 +139,20 @@ class BatchLane(RunPart):
                     f"({counted(len(journal.pending), 'sample')}): polled, not sent again",
                 )
 
-    def _resume(self, ds: DatasetRun) -> None:
-        """Follow the batches a killed run left open: their prompts read again from the file."""
-        journal = self.journals[ds.name]
-        wanted = set(journal.pending)
-        if not wanted:
-            return
+    def _read_prompts(self, ds: DatasetRun) -> dict[str, Prompt]:
+        """The prompts of `ds`'s open batches, read again from its file (a worker thread)."""
+        wanted = self.journals[ds.name].pending
         prompts: dict[str, Prompt] = {}
-        for item in iter_prompts(ds.spec.prompts):
-            if isinstance(item, Prompt) and item.key in wanted:
-                prompts[item.key] = item
+        if wanted:
+            for item in iter_prompts(ds.spec.prompts):
+                if isinstance(item, Prompt) and item.key in wanted:
+                    prompts[item.key] = item
+        return prompts
+
+    def _resume(self, ds: DatasetRun, prompts: dict[str, Prompt]) -> None:
+        """Follow the batches a killed run left open (polled and collected, never resent)."""
         cap = self.answer_limit.tokens
-        for batch in list(journal.open.values()):
+        for batch in list(self.journals[ds.name].open.values()):
             lines: dict[str, Prompt] = {}
             for key in batch.samples:
                 prompt = prompts.get(key)
@@ -171,9 +173,11 @@ class BatchLane(RunPart):
         loop = asyncio.get_running_loop()
         for ds in self.datasets:
             try:
-                await loop.run_in_executor(self.executor, self._resume, ds)
+                prompts = await loop.run_in_executor(self.executor, self._read_prompts, ds)
             except OSError as exc:
                 self.reporter.fail(f"{ds.name}: cannot read its prompt file: {exc}")
+                continue
+            self._resume(ds, prompts)
         signals = self.signals
         while not signals.stopping:
             signals.wake.clear()

@@ -24,6 +24,7 @@ __all__ = ["SimServer", "create_app", "quiet_bad_requests"]
 
 _CLIENT_MAX_SIZE = 256 * 2**20
 _SIM = web.AppKey("gen_tui_sim", Simulator)
+_BATCHES = web.AppKey("gen_tui_sim_batches", BatchApi)
 
 
 class _OneLine(logging.Filter):
@@ -79,7 +80,8 @@ def create_app(config: SimConfig) -> web.Application:
     app[_SIM] = sim
     SglangApi(sim).add_routes(app.router)
     OpenAIApi(sim).add_routes(app.router)
-    BatchApi(sim).add_routes(app.router)
+    app[_BATCHES] = BatchApi(sim)
+    app[_BATCHES].add_routes(app.router)
     app.router.add_get("/metrics", metrics_handler(sim))
     app.router.add_get("/_sim/stats", _sim_stats)
     app.router.add_get("/_sim/config", _sim_config)
@@ -112,6 +114,11 @@ class SimServer:
     @property
     def stats(self) -> SimStats:
         return self._sim.stats
+
+    @property
+    def batches(self) -> BatchApi:
+        """The Batch API's state: its batches, files and ledger of custom_ids answered."""
+        return self.app[_BATCHES]
 
     def configure(self, patch: Mapping[str, Any]) -> None:
         """Apply a partial config like `POST /_sim/config` does (and admit queued requests if

@@ -3,6 +3,7 @@ waves, give-back of what a batch did not finish, one record per sample."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -73,3 +74,41 @@ async def test_waves_end_near_the_budget_with_one_record_per_sample(
     assert not BatchJournal(tmp_path / "out" / "B").open
     assert (tmp_path / "out" / "B" / JOURNAL_FILE).exists()
     assert all(r["cost"] is not None for r in records)
+
+
+async def test_an_expired_batch_keeps_its_finished_lines_and_requeues_the_rest(
+    sim: Callable[..., Any],
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    api_key: str,
+) -> None:
+    # 40% of the delay fits the window: the first batch expires with 4 of its 10 lines.
+    server = await sim(
+        api_key=KEY,
+        batch_delay_s=2.5,
+        batch_validate_s=0.0,
+        batch_finalize_s=0.0,
+        batch_window_s=1.0,
+        default_profile=LengthProfile(mean=60.0),
+    )
+    prompts = prompts_dir(E=10)
+    config = batch_config(tokenizer_dir, prompts, tmp_path / "out", server.url)
+    engine_run = asyncio.create_task(run(config))
+    for _ in range(400):  # once it has expired, the next batches finish at once
+        if any(b.status == "expired" for b in server.batches.batches.values()):
+            server.configure({"batch_delay_s": 0.0, "batch_window_s": 86400.0})
+            break
+        await asyncio.sleep(0.01)
+    final, events, _ = await engine_run
+    expired = [b for b in server.batches.batches.values() if b.status == "expired"]
+    assert len(expired) == 1 and (expired[0].done, expired[0].failed) == (4, 6)
+    first = [cid for cid, _ in expired[0].lines]
+    records = read_records(tmp_path / "out" / "E")
+    assert sorted(str(r["sample_id"]) for r in records) == sorted(c.split("/")[1] for c in first)
+    assert final.datasets[0].samples == 10
+    # every sample answered once: the 4 kept were never sent again, the 6 went in a new batch
+    assert set(server.batches.ledger.values()) == {1} and len(server.batches.ledger) == 10
+    said = [m for _, m in events if "expired" in m]
+    assert said and "4 answers kept, 6 samples given back" in said[0], said
+    assert "batch_expired" in said[0]
