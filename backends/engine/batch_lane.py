@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +56,8 @@ SIM_DATASET_KEY = "sim_dataset"
 """The simulator's metadata key for the dataset's length profile (sent with the hook on)."""
 STOP_POLL_S = 1.0
 """Poll interval after a stop: the cancelled batches' last answers are waited for."""
+COLLECT_RUN = 256
+"""Answers of a batch written before their in-flight entries leave together."""
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Waits between tries of a batch call that failed and may work again."""
 
@@ -75,6 +77,13 @@ class Flight:
     state: BatchState | None = None
     cancel_sent: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def _drop(ds: DatasetRun, entries: Iterable[InFlight]) -> None:
+    """Take `entries` out of `ds`'s in-flight list, by identity, in one pass."""
+    gone = {id(entry) for entry in entries}
+    if gone:
+        ds.inflight[:] = [entry for entry in ds.inflight if id(entry) not in gone]
 
 
 def custom_id(ds: DatasetRun, key: str) -> str:
@@ -345,9 +354,7 @@ class BatchLane(RunPart):
         except (JournalError, OSError) as exc:
             self.reporter.fail(f"{ds.name}: cannot write its batch journal: {exc}")
         finally:
-            for entry in flight.entries.values():
-                if entry in ds.inflight:
-                    ds.inflight.remove(entry)
+            _drop(ds, flight.entries.values())
             flight.entries.clear()
             self.flights.pop(batch.key, None)
             self.signals.wake.set()
@@ -363,6 +370,12 @@ class BatchLane(RunPart):
             )
             if found is None:
                 await self._journal(journal.close, batch, "never created")
+                self.reporter.event(
+                    "info",
+                    f"{ds.name}: batch {batch.key} was never created at the provider (the "
+                    f"last run ended first): its {counted(len(flight.prompts), 'sample')} are "
+                    "sent again",
+                )
                 self._give_back(flight, set(flight.prompts), "its batch was never created")
                 return False
             assert isinstance(found, BatchState)
@@ -433,17 +446,23 @@ class BatchLane(RunPart):
             self.reporter.event(
                 "warning", f"{ds.name}: {len(results.problems) - 5} more such lines skipped"
             )
-        unanswered: set[str] = set()
-        for cid, prompt in flight.prompts.items():
-            generation = results.answers.get(cid)
-            entry = flight.entries.pop(cid, None)
-            if entry is not None and entry in ds.inflight:
-                ds.inflight.remove(entry)
-            if generation is None:
-                unanswered.add(cid)
-                continue
+        unanswered = {cid for cid in flight.prompts if cid not in results.answers}
+        _drop(ds, [flight.entries.pop(cid) for cid in unanswered if cid in flight.entries])
+        # Each answer leaves the in-flight list as its record is written (the budget never
+        # counts it twice); in runs of COLLECT_RUN, as a list of 50,000 entries would be
+        # searched once for each if they left one by one.
+        done: list[InFlight] = []
+        for cid, generation in results.answers.items():
+            prompt = flight.prompts[cid]
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, self.url)
+            entry = flight.entries.pop(cid, None)
+            if entry is not None:
+                done.append(entry)
+            if len(done) >= COLLECT_RUN:
+                _drop(ds, done)
+                done = []
+        _drop(ds, done)
         await self.sink.sync()
         failed = {cid for cid in unanswered if cid in results.failures}
         reasons = sorted({results.failures[cid] for cid in failed})[:3]

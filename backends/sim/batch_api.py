@@ -317,6 +317,9 @@ class BatchApi:
         batch.status = status
         batch.settled = True
         batch.stamps[f"{status}_at"] = int(now)
+        if len(out) >= 2 and config.batch_damage:  # a batch of one is left whole
+            out[-1] = out[-1][: len(out[-1]) // 2]
+            out.insert(1, self._line("not-in-this-batch", 200, {"choices": []}))
         if out:
             batch.output_file_id = self._store(f"{batch.id}_output.jsonl", out)
         if errors:

@@ -184,6 +184,10 @@ class SimConfig:
     """The completion window: a batch not done by then expires with what it finished."""
     batch_fail_share: float = 0.0
     """The share of a batch's requests that fail (to its error file), drawn per custom_id."""
+    batch_damage: bool = False
+    """Damage each output file of two lines or more as a faulty provider or proxy might: a
+    line for a custom_id the batch never had after its first line, and its last line cut in
+    half."""
     batch_price_share: float = 0.5
     """A batch request's price against a live one's (`cost_per_million`): providers sell
     batch tokens at about half."""
@@ -218,7 +222,7 @@ class SimConfig:
             raise ValueError(f"model_path must be a non-empty string, got {self.model_path!r}")
         if not isinstance(self.model_name, str) or not self.model_name:
             raise ValueError(f"model_name must be a non-empty string, got {self.model_name!r}")
-        for name in ("strict_model", "openai_keepalive", "measured_throughput"):
+        for name in ("strict_model", "openai_keepalive", "measured_throughput", "batch_damage"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
@@ -326,7 +330,13 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
             setattr(candidate, key, _patch_int(value, key))
         elif key in ("vocab_size", "kv_tokens"):
             setattr(candidate, key, None if value is None else _patch_int(value, key))
-        elif key in ("stream_output", "strict_model", "openai_keepalive", "measured_throughput"):
+        elif key in (
+            "stream_output",
+            "strict_model",
+            "openai_keepalive",
+            "measured_throughput",
+            "batch_damage",
+        ):
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")
             setattr(candidate, key, value)

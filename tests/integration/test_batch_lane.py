@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from gen_tui.backends.clients.batch import BatchClient
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.store.batch_journal import JOURNAL_FILE, BatchJournal
@@ -112,3 +114,87 @@ async def test_an_expired_batch_keeps_its_finished_lines_and_requeues_the_rest(
     said = [m for _, m in events if "expired" in m]
     assert said and "4 answers kept, 6 samples given back" in said[0], said
     assert "batch_expired" in said[0]
+
+
+async def test_a_torn_and_a_foreign_line_are_reconciled_line_by_line(
+    sim: Callable[..., Any],
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    api_key: str,
+) -> None:
+    server = await sim(
+        api_key=KEY,
+        batch_delay_s=0.0,
+        batch_validate_s=0.0,
+        batch_finalize_s=0.0,
+        batch_damage=True,
+        default_profile=LengthProfile(mean=60.0),
+    )
+    prompts = prompts_dir(T=30)
+    config = batch_config(
+        tokenizer_dir, prompts, tmp_path / "out", server.url, batch_max_requests=10
+    )
+    final, events, _ = await run(config)
+    records = read_records(tmp_path / "out" / "T")
+    ids = Counter(str(r["sample_id"]) for r in records)
+    assert len(ids) == 30 and max(ids.values()) == 1  # every sample once, none lost
+    assert final.datasets[0].samples == 30
+    warnings = [m for level, m in events if level == "warning"]
+    foreign = [m for m in warnings if "'not-in-this-batch' is not one this batch sent" in m]
+    torn = [m for m in warnings if "a torn last line" in m]
+    assert foreign and torn and len(foreign) == len(torn)
+    # each torn line's sample was given back and answered by a later batch
+    given = [m for m in warnings if "1 sample given back" in m]
+    assert len(given) == len(torn)
+    answered_twice = [cid for cid, n in server.batches.ledger.items() if n == 2]
+    assert len(answered_twice) == len(torn)
+
+
+def sample_keys(prompts: Path, name: str, count: int) -> list[str]:
+    lines = (prompts / f"{name}.jsonl").read_bytes().splitlines()[:count]
+    return [str(orjson.loads(line).get("id", index + 1)) for index, line in enumerate(lines)]
+
+
+async def test_an_intent_whose_create_was_never_answered(
+    sim: Callable[..., Any],
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    api_key: str,
+) -> None:
+    # Two kills between a journal's intent and its id: one before the create reached the
+    # provider (its samples are free), one after (the batch exists: it is adopted, found by
+    # the key in its metadata, never sent again).
+    server = await sim(
+        api_key=KEY,
+        batch_delay_s=0.0,
+        batch_validate_s=0.0,
+        batch_finalize_s=0.0,
+        default_profile=LengthProfile(mean=60.0),
+    )
+    prompts = prompts_dir(I=12)
+    keys = sample_keys(prompts, "I", 6)
+    folder = tmp_path / "out" / "I"
+    folder.mkdir(parents=True)
+    lost, made = keys[:3], keys[3:]
+    journal = folder / JOURNAL_FILE
+    intents = [{"intent": "lost", "samples": lost, "created": 1.0},
+               {"intent": "made", "samples": made, "created": 1.0}]  # fmt: skip
+    journal.write_bytes(b"".join(orjson.dumps(i) + b"\n" for i in intents))
+    async with BatchClient({}, model="sim-model", api_key=KEY, key_hint="K") as client:
+        messages = {
+            str(orjson.loads(line).get("id", n + 1)): orjson.loads(line)["messages"]
+            for n, line in enumerate((prompts / "I.jsonl").read_bytes().splitlines())
+        }
+        data = b"".join(client.request_line(f"I/{k}", messages[k], 512) for k in made)
+        file_id = await client.upload(server.url, data)
+        await client.create(server.url, file_id, {"gen_tui_batch": "made", "sim_dataset": "I"})
+    config = batch_config(tokenizer_dir, prompts, tmp_path / "out", server.url)
+    final, events, _ = await run(config)
+    assert any("batch lost was never created" in m for _, m in events), events
+    records = read_records(folder)
+    ids = Counter(str(r["sample_id"]) for r in records)
+    assert len(ids) == 12 and max(ids.values()) == 1
+    assert set(server.batches.ledger.values()) == {1} and len(server.batches.ledger) == 12
+    assert final.datasets[0].samples == 12

@@ -148,3 +148,38 @@ async def test_kill_9_with_three_batches_in_flight_then_the_same_command(
     assert after.load() == [] and not after.open
     tokens = sum(r["completion_tokens"] for r in records)
     assert abs(tokens - 30_000) <= max(60, tokens / len(records)), tokens
+
+
+async def test_sigterm_cancels_the_batches_in_flight_and_keeps_what_they_finished(
+    tokenizer_dir: Path, vocab_size: int, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "S.jsonl", 2000)
+    out = tmp_path / "out"
+    args = batch_args(
+        tokenizer_dir, prompts, out, "URL", "--max-tokens-per-dataset", "30000",
+        "--batch-max-requests", "20", "--batch-in-flight", "3",
+    )  # fmt: skip
+    with sim_process(vocab_size) as url:
+        args[args.index("URL")] = url
+        sim_call(url, "/_sim/config", {"batch_delay_s": 4.0, "batch_validate_s": 0.0})
+        first = await spawn(*args)
+        deadline = time.monotonic() + 60
+        while sum("batch" in line for line in journal_lines(out / "S")) < 3:
+            assert first.returncode is None and time.monotonic() < deadline, "no 3 batches"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # a part of each batch done
+        os.killpg(first.pid, signal.SIGTERM)
+        code, stdout, stderr = await finish(first, 60)
+        sim = sim_call(url, "/_sim/batches")
+    assert code == 0, stderr
+    assert "stopping: cancelling 3 batches in flight" in stdout, stdout + stderr
+    assert "bills the requests each finished before the cancel" in stdout
+    statuses = Counter(b["status"] for b in sim["batches"].values())
+    assert statuses == {"cancelled": 3}, statuses
+    records = read_records(out / "S")
+    answered = {cid.split("/", 1)[1] for cid in sim["ledger"]}
+    assert 0 < len(records) < 60
+    assert {str(r["sample_id"]) for r in records} == answered  # the billed lines are kept
+    journal = BatchJournal(out / "S")
+    assert journal.load() == [] and not journal.open  # nothing left to collect
