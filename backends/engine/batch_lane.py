@@ -56,6 +56,8 @@ SIM_DATASET_KEY = "sim_dataset"
 """The simulator's metadata key for the dataset's length profile (sent with the hook on)."""
 STOP_POLL_S = 1.0
 """Poll interval after a stop: the cancelled batches' last answers are waited for."""
+UNRUN = ("batch_expired", "batch_cancelled")
+"""The error codes of a line its batch never ran: no attempt of its sample."""
 COLLECT_RUN = 256
 """Answers of a batch written before their in-flight entries leave together."""
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -117,6 +119,8 @@ class BatchLane(RunPart):
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
         self.returned: dict[str, deque[Queued]] = {ds.name: deque() for ds in run.datasets}
         self.flights: dict[str, Flight] = {}
+        self.attempts: dict[str, int] = {}
+        """custom_id: the batches whose line for it failed (the live path's attempt count)."""
         self.stopped = asyncio.Event()
         """Set at a stop: every flight polls at once and sends its cancel."""
 
@@ -466,6 +470,7 @@ class BatchLane(RunPart):
         await self.sink.sync()
         failed = {cid for cid in unanswered if cid in results.failures}
         reasons = sorted({results.failures[cid] for cid in failed})[:3]
+        unanswered -= self._give_up(flight, unanswered, results.failures)
         answered = len(flight.prompts) - len(unanswered)
         note = f"{ds.name}: batch {state.id} {state.status}: {counted(answered, 'answer')} kept"
         if unanswered:
@@ -473,6 +478,33 @@ class BatchLane(RunPart):
             note += f", {counted(len(unanswered), 'sample')} given back{why}"
         self.reporter.event("info" if not unanswered else "warning", note)
         self._give_back(flight, unanswered, state.status)
+
+    def _give_up(self, flight: Flight, cids: set[str], failures: dict[str, str]) -> set[str]:
+        """The samples of `cids` that failed once too often (`--max-retries`, as live),
+        noted in errors.jsonl: a line a provider always refuses is not sent forever. A
+        line the batch never ran (expired, cancelled) does not count against its sample."""
+        ds = flight.ds
+        given_up: set[str] = set()
+        for cid in cids:
+            reason = failures.get(cid, "its output line could not be read")
+            if reason.startswith(UNRUN):
+                continue
+            tries = self.attempts[cid] = self.attempts.get(cid, 0) + 1
+            if tries <= self.config.max_retries:
+                continue
+            given_up.add(cid)
+            self.attempts.pop(cid, None)
+            ds.errors += 1
+            ds.quality.error(reason)
+            failure = RequestFailed(reason, retry=False)
+            self.sink.note_failure(ds, flight.prompts[cid], failure, tries)
+            if ds.errors <= 5 or ds.errors % 100 == 0:
+                self.reporter.event(
+                    "warning",
+                    f"{ds.name}: sample {flight.prompts[cid].sample_id!r} failed in "
+                    f"{counted(tries, 'batch')}: {reason}",
+                )
+        return given_up
 
     def _give_back(self, flight: Flight, cids: set[str], why: str) -> None:
         """Put samples with no answer back at the front of their dataset's queue (the next

@@ -198,3 +198,29 @@ async def test_an_intent_whose_create_was_never_answered(
     assert len(ids) == 12 and max(ids.values()) == 1
     assert set(server.batches.ledger.values()) == {1} and len(server.batches.ledger) == 12
     assert final.datasets[0].samples == 12
+
+
+async def test_a_line_that_always_fails_is_given_up_after_the_retries(
+    sim: Callable[..., Any],
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    tmp_path: Path,
+    api_key: str,
+) -> None:
+    server = await sim(
+        api_key=KEY,
+        batch_delay_s=0.0,
+        batch_validate_s=0.0,
+        batch_finalize_s=0.0,
+        batch_fail_share=1.0,
+    )
+    prompts = prompts_dir(F=5)
+    config = batch_config(tokenizer_dir, prompts, tmp_path / "out", server.url, max_retries=1)
+    final, events, _ = await run(config)
+    (snap,) = final.datasets
+    assert snap.samples == 0 and snap.errors == 5
+    assert snap.state is DatasetState.EXHAUSTED
+    errors = (tmp_path / "out" / "F" / "errors.jsonl").read_bytes().splitlines()
+    assert len(errors) == 5 and b"simulated failure" in errors[0]
+    assert set(server.batches.ledger.values()) == {2}  # the first try and one retry
+    assert any("failed in 2 batches: server_error: simulated failure" in m for _, m in events)
