@@ -428,6 +428,19 @@ class EngineConfig:
         help="--api openai-batch: seconds between polls of a batch in flight",
         flag_kwargs={"type": float},
     )
+    batch_live_finish: float = setting(
+        0.0,
+        key="batch_live_finish",
+        group="server",
+        flag="--batch-live-finish",
+        kinds=(int, float),
+        minimum=0,
+        maximum=1,
+        help="--api openai-batch: the share of a dataset's token budget sent as live requests "
+        "at its end (at the live price), so it ends as close to its budget as a live run "
+        "(best with --budget-mode precise); 0: batches to the end",
+        flag_kwargs={"type": float},
+    )
     batch_price_share: float = BATCH_PRICE_SHARE
     credit_probe_s: float = CREDIT_PROBE_S
     disk_probe_s: float = setting(

@@ -24,6 +24,7 @@ verify and export are the live path's) and the run's signals. What it adds:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -44,6 +45,7 @@ from gen_tui.backends.engine.dataset import DatasetRun, Queued
 from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.sink import DatasetSink
+from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.batch_journal import BatchJournal, JournalError, OpenBatch
@@ -106,6 +108,8 @@ class BatchLane(RunPart):
         cost: CostMeter,
         executor: ThreadPoolExecutor,
         request_cap: Callable[[Prompt, list[int] | None], int],
+        pool: SlotPool,
+        send_live: Callable[[DatasetRun, Prompt, list[int] | None], None],
     ) -> None:
         super().__init__(run)
         self.client = client
@@ -115,6 +119,10 @@ class BatchLane(RunPart):
         self.cost = cost
         self.executor = executor
         self.request_cap = request_cap
+        self.pool = pool
+        self.send_live = send_live
+        self.live: set[str] = set()
+        """Datasets in their live finish (`batch_live_finish`): their last requests go live."""
         self.url = run.config.server_urls[0].rstrip("/")
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
         self.returned: dict[str, deque[Queued]] = {ds.name: deque() for ds in run.datasets}
@@ -241,12 +249,20 @@ class BatchLane(RunPart):
             signals.paused
             or not signals.credits.is_set()
             or not signals.space.is_set()
-            or len(self.flights) >= self.config.batch_in_flight
             or self.cost.exhausted(sum(len(ds.inflight) for ds in self.datasets))
         ):
             return False
+        sent = False
         for ds in self.datasets:
             if ds.state.finished or ds.on_hold or ds.halted or ds.queue is None:
+                continue
+            live = self._finishing_live(ds)
+            if live is None:
+                continue  # its last batches come back first
+            if live:
+                sent = self._send_live(ds) or sent
+                continue
+            if len(self.flights) >= self.config.batch_in_flight:
                 continue
             room = self._room(ds)
             if room <= 0:
@@ -256,7 +272,47 @@ class BatchLane(RunPart):
             if wave:
                 await self._launch(ds, wave)
                 return True
-        return False
+        return sent
+
+    def _finishing_live(self, ds: DatasetRun) -> bool | None:
+        """Whether `ds` sends its last requests live (`batch_live_finish`): True once what
+        its budget leaves, less what its batches in flight are expected to add, is within
+        that share; None while it is, but batches of it are still out (it sends nothing
+        until they are back: a live request beside them would be sized blind); False for
+        batches as usual."""
+        if ds.name in self.live:
+            return True
+        share, budget = self.config.batch_live_finish, ds.budget.max_tokens
+        if share <= 0 or budget is None:
+            return False
+        pending = ds.expected.mean(len(ds.inflight)) * len(ds.inflight)
+        if budget - ds.tokens - pending > share * budget:
+            return False
+        if ds.inflight:
+            return None
+        self.live.add(ds.name)
+        self.reporter.event(
+            "info",
+            f"{ds.name}: {budget - ds.tokens:,} tokens left: the rest goes as live requests "
+            f"(--batch-live-finish {share:g}), to end as close to the budget as a live run",
+        )
+        return True
+
+    def _send_live(self, ds: DatasetRun) -> bool:
+        """Start live requests of `ds` while the pool and its budget's rule allow; True if any."""
+        assert ds.queue is not None
+        returned = self.returned[ds.name]
+        sent = False
+        while self.pool.free and self.scheduler.may_send(ds, ds.inflight):
+            if returned:
+                prompt, ids = returned.popleft()
+            elif not ds.queue.empty():
+                prompt, ids = ds.queue.get_nowait()
+            else:
+                break
+            self.send_live(ds, prompt, ids)
+            sent = True
+        return sent
 
     async def _take(self, ds: DatasetRun, count: int) -> list[Queued]:
         """Up to `count` prompts of `ds`: those given back first, then the feed's, waiting
@@ -458,6 +514,11 @@ class BatchLane(RunPart):
         done: list[InFlight] = []
         for cid, generation in results.answers.items():
             prompt = flight.prompts[cid]
+            if generation.cost is None:  # priced by --price: the batch share of it
+                live = self.cost.price(generation)
+                if live is not None:
+                    share = self.config.batch_price_share
+                    generation = dataclasses.replace(generation, cost=live * share)
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, self.url)
             entry = flight.entries.pop(cid, None)

@@ -118,6 +118,8 @@ class Engine:
                 self._cost,
                 self._executor,
                 self._request_cap,
+                self._pool,
+                self._start_request,
             )
 
     # control: call on the engine's loop, or send a command from another thread
@@ -330,6 +332,11 @@ class Engine:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
+        self._start_request(ds, prompt, ids)
+
+    def _start_request(self, ds: DatasetRun, prompt: Prompt, ids: list[int] | None) -> None:
+        """Send `prompt` live in a free slot (the dispatch loop's, or the batch lane's live
+        finish); the budget sees it in flight at once."""
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
@@ -369,6 +376,7 @@ class Engine:
                     await self._lane.run()  # on a stop, it cancels and collects its batches
                 else:
                     await self._dispatch()
+                if self._lane is None or self._pool.tasks:  # the lane's live finish, if any
                     if self._signals.stopping:
                         await self._shutdown.drain()
                     else:

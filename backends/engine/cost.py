@@ -26,13 +26,7 @@ class CostMeter:
         if self.config.price_per_million is None:
             return None
         per_in, per_out = self.config.price_per_million
-        live = (gen.prompt_tokens * per_in + gen.completion_tokens * per_out) / 1e6
-        return live * self.config.batch_price_share if self.batched else live
-
-    @property
-    def batched(self) -> bool:
-        """Whether answers come through the Batch API, billed at its share of `--price`."""
-        return self.config.api == "openai-batch"
+        return (gen.prompt_tokens * per_in + gen.completion_tokens * per_out) / 1e6
 
     def total(self) -> float:
         return sum(ds.cost for ds in self.datasets)
