@@ -118,11 +118,12 @@ def batch_room(
     if left <= 0 or most <= 0:
         return 0
     count = len(inflight)
-    if tokens + (count + most) * max_new_tokens <= max_tokens:
-        return most  # even every answer at its cap fits
     spread = expected.spread()
+    reserved = sum(request.max_new_tokens for request in inflight)
 
     def fits(more: int) -> bool:
+        if reserved + more * max_new_tokens <= left:
+            return True  # every answer at its cap: no spread can pass the budget
         mean = expected.mean(count + more)
         held = sum(min(mean, float(request.max_new_tokens)) for request in inflight)
         added = more * min(mean, float(max_new_tokens))
