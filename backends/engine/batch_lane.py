@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -125,7 +124,6 @@ class BatchLane(RunPart):
         """Datasets in their live finish (`batch_live_finish`): their last requests go live."""
         self.url = run.config.server_urls[0].rstrip("/")
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
-        self.returned: dict[str, deque[Queued]] = {ds.name: deque() for ds in run.datasets}
         self.flights: dict[str, Flight] = {}
         self.attempts: dict[str, int] = {}
         """custom_id: the batches whose line for it failed (the live path's attempt count)."""
@@ -220,7 +218,7 @@ class BatchLane(RunPart):
     def _settle(self, ds: DatasetRun) -> None:
         """End a dataset with no batch in flight and nothing more to send (the scheduler's
         rule: reached, all prompts done, or no room for one more)."""
-        if ds.state.finished or self._busy(ds) or self.returned[ds.name]:
+        if ds.state.finished or self._busy(ds):
             return
         self.scheduler.settle(ds)
         self.scheduler.allocator.hand_on_early(ds)
@@ -301,7 +299,7 @@ class BatchLane(RunPart):
     def _send_live(self, ds: DatasetRun) -> bool:
         """Start live requests of `ds` while the pool and its budget's rule allow; True if any."""
         assert ds.queue is not None
-        returned = self.returned[ds.name]
+        returned = ds.given_back
         sent = False
         while self.pool.free and self.scheduler.may_send(ds, ds.inflight):
             if returned:
@@ -318,7 +316,7 @@ class BatchLane(RunPart):
         """Up to `count` prompts of `ds`: those given back first, then the feed's, waiting
         for the feed while it has more to read."""
         assert ds.queue is not None
-        returned = self.returned[ds.name]
+        returned = ds.given_back
         wave: list[Queued] = []
         while len(wave) < count and not self.signals.stopping:
             if returned:
@@ -344,7 +342,7 @@ class BatchLane(RunPart):
             cid = custom_id(ds, prompt.key)
             line = self.client.request_line(cid, prompt.messages, cap)
             if size + len(line) > limit and data:
-                self.returned[ds.name].extendleft(reversed(wave[index:]))
+                ds.given_back.extendleft(reversed(wave[index:]))
                 break
             data.append(line)
             size += len(line)
@@ -355,7 +353,7 @@ class BatchLane(RunPart):
                 self.journals[ds.name].open_batch, [p.key for p in lines.values()]
             )
         except (JournalError, OSError) as exc:
-            self.returned[ds.name].extendleft(reversed(wave))
+            ds.given_back.extendleft(reversed(wave))
             self.reporter.fail(f"{ds.name}: cannot write its batch journal: {exc}")
             return
         assert isinstance(batch, OpenBatch)
@@ -576,7 +574,7 @@ class BatchLane(RunPart):
         back = [(p, ids) for p, ids in back if p.key not in ds.done]
         if self.signals.stopping:
             return  # free in the journal once closed: the next run's feed reads them again
-        self.returned[ds.name].extendleft(reversed(back))
+        ds.given_back.extendleft(reversed(back))
         self.signals.wake.set()
 
     def _show(self, ds: DatasetRun) -> None:
