@@ -345,7 +345,8 @@ class HostedRuns(PanelSource):
             config = self.source.config
         if config is None:
             return "in this process"
-        api = "OpenAI-compatible API" if config.api == "openai" else "SGLang"
+        names = {"openai": "OpenAI-compatible API", "openai-batch": "OpenAI-compatible Batch API"}
+        api = names.get(config.api, "SGLang")
         urls = ", ".join(config.server_urls[:2]) + (" ..." if len(config.server_urls) > 2 else "")
         model = f", model {config.model}" if config.model else ""
         return f"in this process: {api} at {urls}{model}"
