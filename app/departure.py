@@ -26,7 +26,13 @@ from gen_tui.app.dashboard.hosted import HostedRuns
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dialogs.modals import ConfirmScreen
-from gen_tui.app.host_links import SHUTDOWN_GRACE_S, HostLink, leaving_answers
+from gen_tui.app.host_links import (
+    SHUTDOWN_GRACE_S,
+    HostLink,
+    leaving_answers,
+    leaving_drain_s,
+)
+from gen_tui.backends.figures import counted
 
 LEAVE_MARGIN_S = 10.0
 """On its way out, the app waits for the runs it started up to their grace and this much."""
@@ -164,8 +170,8 @@ class Departure:
             ConfirmScreen(
                 "Quit gen-tui?",
                 f"A run is active in this process: {datasets}.\n"
-                f"Quitting stops it first: no new requests; the {answers:,} "
-                f"answer{'s' * (answers != 1)} in flight drain for up to {grace:g} s. "
+                f"Quitting stops it first: no new requests; the {counted(answers, 'answer')} "
+                f"in flight {'drains' if answers == 1 else 'drain'} for up to {grace:g} s. "
                 "Completed responses are kept; start again to resume.",
                 "Stop and quit",
             ),
@@ -173,26 +179,16 @@ class Departure:
         )
 
     def _started_live(self) -> list[HostLink]:
-        """The links whose runs this session started, that stop them as the app leaves (the
-        demo's), and that have not ended. A detached start (`s` or `r` from a config, `r` on
-        a host) outlives the panel: nothing to ask about or wait for."""
-        return [
-            link
-            for link in self.linked.links
-            if link.started and link.source.owns_runs and not link.done.is_set()
-        ]
+        """The links that stop the runs this session started as the app leaves."""
+        return [link for link in self.linked.links if link.stops_started_runs]
 
     def _ask_to_stop_started(self, links: list[HostLink]) -> None:
         """`q` while only a run this session started on a host is active (the demo's B9):
         leaving stops it, which takes its drain, so ask first as for a run in this process
         (it used to leave without a word, and took ~33 s; issue 31, point 3)."""
-        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
-
         datasets = ", ".join(name for link in links for name in link.datasets)
         answers = leaving_answers(links)
-        drain = max(
-            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
-        )
+        drain = leaving_drain_s(links)
 
         def decided(ok: bool | None) -> None:
             if ok:
@@ -202,8 +198,9 @@ class Departure:
             ConfirmScreen(
                 "Quit gen-tui?",
                 f"A run started here is active: {datasets}.\n"
-                f"Quitting stops it first: its {answers:,} answer{'s' * (answers != 1)} in "
-                f"flight drain for up to {drain:.0f} s (q again then ends it at once). "
+                f"Quitting stops it first: its {counted(answers, 'answer')} in "
+                f"flight {'drains' if answers == 1 else 'drain'} for up to {drain:.0f} s "
+                "(q again then ends it at once). "
                 "Completed responses are kept; r resumes it.",
                 "Stop and quit",
             ),
@@ -228,11 +225,7 @@ class Departure:
         self._leaving = links
         answers = leaving_answers(links)
         self.linked.stop()
-        from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
-
-        drain = max(
-            kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
-        )
+        drain = leaving_drain_s(links)
         limit = LEAVE_MARGIN_S + drain
         said = ""
 
@@ -268,8 +261,7 @@ class Departure:
 def leaving_notice(answers: int, left_s: float) -> str:
     """The line under the header while the runs this session started drain before the exit:
     at most 78 characters (an 80-column terminal less the line's padding)."""
-    plural = "s" * (answers != 1)
     return (
-        f"quitting: runs started here drain {answers:,} answer{plural}, "
+        f"quitting: runs started here drain {counted(answers, 'answer')}, "
         f"{left_s:.0f} s left · q: leave now"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.engine_run import ConfigSource, HostedRun
 from gen_tui.app.host_links import HostLink
+from gen_tui.backends.figures import counted
 from gen_tui.backends.untrusted import one_line
 
 
@@ -37,13 +38,13 @@ def _shown(folder: Path) -> str:
     return one_line(text.rstrip("/") + "/", 200)
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
-
-
 def still_running(links: Sequence[HostLink]) -> list[str]:
     """ "run PID still running on HOST" for each run this session started that the panel
-    did not stop on its way out (a detached start), as last seen by its link."""
+    did not stop on its way out (a detached start), as last seen by its link.
+
+    Every link that owns its runs is left out, ended or not (not only those with
+    `HostLink.stops_started_runs`): it has stopped them, and its monitor's last list may
+    not have caught up with the kill."""
     said: list[str] = []
     for link in links:
         monitor = link.monitor
@@ -106,7 +107,7 @@ def exit_summary(
     if wrote:
         where = ", ".join(folders) or "this process's output"
         parts.append(
-            f"{_plural(len(wrote), 'dataset')}, {_plural(sum(tokens.values()), 'token')} "
+            f"{counted(len(wrote), 'dataset')}, {counted(sum(tokens.values()), 'token')} "
             f"written to {where} this session"
         )
     else:

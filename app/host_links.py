@@ -50,6 +50,16 @@ def leaving_answers(links: Sequence[HostLink]) -> int:
     return answers
 
 
+def leaving_drain_s(links: Sequence[HostLink]) -> float:
+    """How long the runs the `links` started may take to drain as the app leaves: the
+    longest kill wait among them (each run's own drain, when longer than the link's grace)."""
+    from gen_tui.backends.hosts.kill import kill_wait  # asyncssh: not at startup
+
+    return max(
+        kill_wait(identity.cmdline, link.grace_s) for link in links for identity in link.started
+    )
+
+
 # ---- what the UI asks of a link ----------------------------------------------------------
 
 
@@ -191,6 +201,14 @@ class HostLink:
     def datasets(self) -> tuple[str, ...]:
         monitor = self.monitor
         return monitor.datasets if monitor is not None else self.source.datasets
+
+    @property
+    def stops_started_runs(self) -> bool:
+        """This link started runs it stops as the app leaves (its source owns them: the
+        demo's), and has not ended yet: what a quit asks about and the exit waits for. A
+        detached start (`s` or `r` from a config, `r` on a host) outlives the panel: nothing
+        to ask about or wait for, and the exit line says it still runs."""
+        return bool(self.started) and self.source.owns_runs and not self.done.is_set()
 
     @property
     def state(self) -> str:

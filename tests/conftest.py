@@ -1,5 +1,6 @@
 """The fixtures every kind of test shares: a real transformers tokenizer built offline, prompt
-files, the simulator, a real sshd on loopback, and a host (this machine or over that sshd).
+files, the simulator, a real sshd on loopback, a real one-node Slurm, and a host (this
+machine or over that sshd).
 
 Fixtures live here (or in a kind's own conftest.py), helpers in tests/support/: a test module
 never imports from another test module (tests/unit/test_layout.py checks it), so moving or
@@ -37,6 +38,7 @@ from tests.support.real_sglang import (
 )
 from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive
+from tests.support.slurm import Cluster, slurm_cluster
 from tests.support.sshd import Sshd, python38, start_sshd
 
 
@@ -146,6 +148,16 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Cluster:
+    """The real one-node Slurm that .ci/slurm-up starts (munged, slurmctld, slurmd on this
+    machine); skipped, saying which part is missing, where it is not up."""
+    cluster = slurm_cluster()
+    if isinstance(cluster, str):
+        pytest.skip(cluster)
+    return cluster
 
 
 @pytest.fixture(scope="module")

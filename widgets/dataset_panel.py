@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.segment import Segment
-from rich.style import Style
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -24,6 +22,7 @@ from gen_tui.backends.progress import truncation
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration
+from gen_tui.widgets.pieces import Line, PieceStyles
 
 HISTORY_POINTS = 240
 """Points of tok/s history kept for the sparkline (one per second of snapshot time): as
@@ -180,11 +179,6 @@ def fit(parts: Sequence[str], width: int, sep: str = "  ") -> str:
     return line
 
 
-Piece = tuple[str, tuple[str, ...]]
-"""A run of text and the component classes (`panel--NAME`, without the prefix) it is drawn in."""
-Line = tuple[Piece, ...]
-
-
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -247,7 +241,7 @@ class DatasetPanel(Widget, can_focus=True):
         self._strips: list[Strip] = []
         self._drawn_for: tuple[int, int, bool] | None = None
         """(width, height, focused) the strips were made for; anything else redraws all."""
-        self._styles: dict[tuple[str, ...], Style] = {}
+        self._styles = PieceStyles(self, "panel")
 
     @property
     def history(self) -> tuple[float, ...]:
@@ -294,7 +288,7 @@ class DatasetPanel(Widget, can_focus=True):
         for y, line in enumerate(self.lines()):
             if line != self._lines[y]:
                 self._lines[y] = line
-                self._strips[y] = self._strip(line, width)
+                self._strips[y] = self._styles.strip(line, width)
                 self.refresh(Region(0, y, width, 1))
 
     def _geometry(self) -> tuple[int, int, bool]:
@@ -313,28 +307,15 @@ class DatasetPanel(Widget, can_focus=True):
         self._drawn_for = None
         self.refresh()
 
-    def _style(self, names: tuple[str, ...]) -> Style:
-        style = self._styles.get(names)
-        if style is None:
-            style = self.rich_style  # the panel's own colours, beneath its parts'
-            for name in names:
-                style += self.get_component_rich_style(f"panel--{name}")
-            self._styles[names] = style
-        return style
-
-    def _strip(self, line: Line, width: int) -> Strip:
-        segments = [Segment(text, self._style(names)) for text, names in line]
-        return Strip(segments).adjust_cell_length(width, self._style(()))
-
     def render_line(self, y: int) -> Strip:
         geometry = self._geometry()
         if geometry != self._drawn_for:
             self._drawn_for = geometry
             self._lines = self.lines()
-            self._strips = [self._strip(line, geometry[0]) for line in self._lines]
+            self._strips = [self._styles.strip(line, geometry[0]) for line in self._lines]
         if y < len(self._strips):
             return self._strips[y]
-        return Strip.blank(self.size.width, self._style(()))
+        return Strip.blank(self.size.width, self._styles.style(()))
 
     @staticmethod
     def _bar(fraction: float | None, label: str, width: int, fill: str) -> Line:

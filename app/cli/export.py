@@ -14,8 +14,8 @@ from typing import Any
 
 from gen_tui.app.cli.exits import EXIT_ABORTED, EXIT_ERROR, EXIT_OK
 from gen_tui.app.cli.output import error as _error
+from gen_tui.app.cli.output import named_folders, write_whole
 from gen_tui.app.cli.output import say as _say
-from gen_tui.app.cli.output import write_whole
 
 
 def export_main(args: argparse.Namespace) -> int:
@@ -45,15 +45,11 @@ def export_main(args: argparse.Namespace) -> int:
 
 
 def verify_main(args: argparse.Namespace) -> int:
-    from gen_tui.backends.export.exporter import ExportError, dataset_folders
     from gen_tui.backends.export.verify import verify_dataset
 
-    try:
-        folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
-    except ExportError as exc:
-        return _error(str(exc))
-    if not folders:
-        return _error(f"{args.output_dir} holds no dataset folder")
+    folders = named_folders(args)
+    if folders is None:
+        return EXIT_ERROR
     tokenizers: dict[str, Any] = {}
     failed = 0
     for folder in folders:

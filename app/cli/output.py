@@ -1,6 +1,7 @@
 """What the file-making subcommands (`export`, `report`, `verify`) share: lines for a person
 on stderr (stdout may be the data), one-line errors, a file that appears whole or not at
-all, and the flag that takes in a folder another user could have written.
+all, the flag that takes in a folder another user could have written, and the dataset
+folders a command's flags name.
 """
 
 from __future__ import annotations
@@ -57,3 +58,19 @@ def add_include_folder(parser: argparse.ArgumentParser) -> None:
         help="take in dataset folder NAME even though another user owns it or can write in "
         "it (left out by default; repeatable)",
     )
+
+
+def named_folders(args: argparse.Namespace) -> list[Path] | None:
+    """The dataset folders `--output-dir`, `--datasets` and `--include-folder` name (`report`,
+    `verify`); None once an error line has said why there are none."""
+    from gen_tui.backends.export.exporter import ExportError, dataset_folders
+
+    try:
+        folders = dataset_folders(args.output_dir, args.datasets, say, args.include_folder)
+    except ExportError as exc:
+        error(str(exc))
+        return None
+    if not folders:
+        error(f"{args.output_dir} holds no dataset folder")
+        return None
+    return folders

@@ -14,7 +14,7 @@ from typing import Any
 
 from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK
-from gen_tui.app.cli.output import add_include_folder, write_whole
+from gen_tui.app.cli.output import add_include_folder, named_folders, write_whole
 from gen_tui.app.cli.output import error as _error
 from gen_tui.app.cli.output import say as _say
 from gen_tui.backends.untrusted import one_line
@@ -42,7 +42,6 @@ def add_report(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    from gen_tui.backends.export.exporter import ExportError, dataset_folders
     from gen_tui.backends.report import summarize
     from gen_tui.backends.report.html import render
     from gen_tui.backends.report.table import text_table
@@ -53,12 +52,9 @@ def report_main(args: argparse.Namespace) -> int:
         return _error(
             f"--html {args.html} is a folder: give a file, like {args.html / 'report.html'}"
         )
-    try:
-        folders = dataset_folders(args.output_dir, args.datasets, _say, args.include_folder)
-    except ExportError as exc:
-        return _error(str(exc))
-    if not folders:
-        return _error(f"{args.output_dir} holds no dataset folder")
+    folders = named_folders(args)
+    if folders is None:
+        return EXIT_ERROR
     reports = [summarize(folder) for folder in folders]
     for line in text_table(reports):
         print(one_line(line))

@@ -1,6 +1,6 @@
-"""What the dashboard's key handlers (`controls`, `viewers`) need of it, as a protocol: they
-act on the selected panel and its source and say things in toasts, and are tested and read
-without the whole screen."""
+"""What the dashboard's key handlers need of it, as protocols: `controls` and `viewers` act
+on the selected panel and its source and say things in toasts; `filtering` and `selection`
+show, hide and focus the panels. They are tested and read without the whole screen."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from textual.app import App
 from textual.notifications import SeverityLevel
+from textual.widget import Widget
 
 from gen_tui.app.dashboard.sources import PanelSource
 from gen_tui.widgets.dataset_panel import DatasetPanel
@@ -32,3 +33,16 @@ class Board(Protocol):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None: ...
+
+
+class PanelBoard(Protocol):
+    """The panels, the focus among them, and a new layout and refresh once they change."""
+
+    @property
+    def focused(self) -> Widget | None: ...
+
+    def panels(self, visible_only: bool = False) -> list[DatasetPanel]: ...
+
+    def relayout(self) -> None: ...
+
+    def refresh_view(self) -> None: ...

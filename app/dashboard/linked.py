@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.rules import StaleWatch
@@ -31,6 +32,9 @@ from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
+
+if TYPE_CHECKING:  # asyncssh loads in the link's worker, not at startup
+    from gen_tui.backends.hosts.monitor import HostMonitor
 
 PEEK_TIMEOUT_S = 40.0
 """The longest a look at a host's records or log waits (an SSH link that heals takes ~30 s)."""
@@ -201,17 +205,10 @@ class HostLinks(PanelSource):
     def resume(self, name: str, view: PanelView) -> Note | AskBudget:
         link = self.remote[name]
         snap = view.snapshot
-        monitor = link.monitor
-        busy = link.busy.get(name)
-        if snap is None or monitor is None or busy:
-            return Note(f"{name}: {busy or 'not seen yet'}", severity="warning")
-        writer = monitor.writer(name)
-        if writer is not None:
-            return Note(
-                f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
-                title=name,
-                severity="warning",
-            )
+        monitor = _free_to_start(link, name, seen=snap is not None)
+        if isinstance(monitor, Note):
+            return monitor
+        assert snap is not None  # seen: checked with the rest
         target = ResumeTarget(
             name=name,
             tokens=snap.tokens,
@@ -235,17 +232,9 @@ class HostLinks(PanelSource):
         has ended, killed say) again in one new run, its command as launched, budgets
         included (issue 31, request 4)."""
         link = self.remote[name]
-        monitor = link.monitor
-        busy = link.busy.get(name)
-        if monitor is None or busy:
-            return Note(f"{name}: {busy or 'not seen yet'}", severity="warning")
-        writer = monitor.writer(name)
-        if writer is not None:
-            return Note(
-                f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
-                title=name,
-                severity="warning",
-            )
+        monitor = _free_to_start(link, name)
+        if isinstance(monitor, Note):
+            return monitor
         run = next(
             (
                 ended
@@ -272,3 +261,21 @@ class HostLinks(PanelSource):
             "Resume all",
             lambda: link.send(ResumeRun(run, None)),
         )
+
+
+def _free_to_start(link: HostLink, name: str, *, seen: bool = True) -> HostMonitor | Note:
+    """The link's monitor if `name` may start again there (`r`, `R`); else the Note that
+    says why not: not `seen` yet, the link busy on it, or a run still writing it (the host
+    would refuse a second writer; saying so here names the pid and the way out)."""
+    monitor = link.monitor
+    busy = link.busy.get(name)
+    if not seen or monitor is None or busy:
+        return Note(f"{name}: {busy or 'not seen yet'}", severity="warning")
+    writer = monitor.writer(name)
+    if writer is not None:
+        return Note(
+            f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
+            title=name,
+            severity="warning",
+        )
+    return monitor

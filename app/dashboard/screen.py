@@ -3,13 +3,13 @@
 The screen reads its panels from panel sources (`sources.PanelSource`) four times a second
 and asks the selected panel's source what `k` and `r` mean; it never asks which kind of
 source that is. Its keys are its own bindings, so they are inert whenever another screen or
-a dialog is on top. The screen holds the layout, the refresh and the selection; what the
-keys do is in three objects it holds and hands itself to (attributes down): `Controls` (the
-keys that change a run), `Viewers` (the read-only screens) and `PanelFilter` (`/`).
+a dialog is on top. The screen holds the layout and the refresh; what the keys do is in
+objects it holds and hands itself to (attributes down): `Controls` (the keys that change a
+run), `Viewers` (the read-only screens), `PanelFilter` (`/`) and `Selection` (which dataset
+the keys act on, the arrows, and `t`'s grid or table).
 
 The datasets show as a grid of panels or, with `t` (the default past a dozen), as a table
-of one line each; the selection is one dataset in both: the focused panel, or the table's
-cursor row.
+of one line each; the selection is one dataset in both (`Selection`, selection.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import ClassVar
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Input
 
 from gen_tui.app.dashboard.controls import Controls
@@ -32,14 +32,16 @@ from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS, move_key
 from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.rules import Layout, plan_layout
+from gen_tui.app.dashboard.selection import Selection
 from gen_tui.app.dashboard.sources import PanelSource
 from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
-from gen_tui.app.dashboard.tabling import ViewChoice, table_layout
+from gen_tui.app.dashboard.tabling import table_layout
 from gen_tui.app.dashboard.viewers import Viewers
 from gen_tui.backends.host_status import without_countdown
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
-from gen_tui.widgets.dataset_table import DatasetTable, row_for
+from gen_tui.widgets.dataset_table import row_for
+from gen_tui.widgets.event_log import EventLog
 from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.server_strip import TALL_SCREEN
 
@@ -86,11 +88,6 @@ class DashboardScreen(Screen[None]):
         self._layout = Layout(2, False, False, False)
         self._panels: list[DatasetPanel] = []
         self._by_name: dict[str, DatasetPanel] = {}
-        self.view_choice = ViewChoice()
-        """Grid or table (`t`); the table by default past a dozen datasets."""
-        self._table_shown = False
-        self._last_panel: DatasetPanel | None = None
-        """The panel that had the focus last: the selection while the focus is elsewhere."""
         self.parts: Parts | None = None
         """The widgets, from mount on."""
         self._host_states: dict[str, str] = {}
@@ -102,19 +99,20 @@ class DashboardScreen(Screen[None]):
         self.controls = Controls(self)
         self.viewers = Viewers(self)
         self.filtering = PanelFilter(self)
+        self.selection = Selection(self)
 
     # layout
 
     def compose(self) -> ComposeResult:
         self._layout = plan_layout(self.app.size, len(self.names), 1 if self.notice else 0)
-        self._table_shown = self.view_choice.table(len(self.names))
-        yield from build(self.names, self.notice, self._layout, table=self._table_shown)
+        table = self.selection.choose_view(len(self.names))
+        yield from build(self.names, self.notice, self._layout, table=table)
 
     def on_mount(self) -> None:
         self._panels = list(self.query(DatasetPanel))
         self._by_name = {panel.dataset: panel for panel in self._panels}
         self.parts = Parts.find(self)
-        if self._table_shown:
+        if self.selection.table_shown:
             self.parts.table.focus()
         elif self._panels:
             self._panels[0].focus()
@@ -151,8 +149,9 @@ class DashboardScreen(Screen[None]):
         extra += parts.servers.line_count + parts.gpus.line_count
         visible = len(self.panels(visible_only=True))
         layout = plan_layout(self.app.size, visible, extra)
-        if self._table_shown:
-            layout, rows = table_layout(layout, self.app.size.height, visible, extra)
+        if self.selection.table_shown:
+            lines = visible + parts.table.host_lines
+            layout, rows = table_layout(layout, self.app.size.height, lines, extra)
             height = str(rows) if rows else "1fr"
             if str(parts.table.styles.height) != height:
                 parts.table.styles.height = rows or "1fr"
@@ -207,12 +206,19 @@ class DashboardScreen(Screen[None]):
             }
             if self.filtering.restate(views):
                 self.relayout()
-            table = self._table_shown
+            table = self.selection.table_shown
             for panel in self._panels:
                 panel.show(views[panel.dataset], draw=not table)
             if table:
                 visible = self.panels(visible_only=True)
-                parts.table.show([row_for(p.dataset, views[p.dataset]) for p in visible])
+                lines = parts.table.host_lines
+                states = {link.name: link.state for link in self.linked.links}
+                rows = [
+                    row_for(p.dataset, views[p.dataset], self._group(p.dataset)) for p in visible
+                ]
+                parts.table.show(rows, states)
+                if parts.table.host_lines != lines:
+                    self.relayout()  # a host's line came or went: the table's height
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
             hosts = self.linked.host_states()
             parts.header.view = header_view(
@@ -234,6 +240,14 @@ class DashboardScreen(Screen[None]):
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)
+
+    def _group(self, name: str) -> str | None:
+        """The table's host group of `name`: the link watching it; "" for a dataset only
+        this process runs (not a host of the fleet); None: its snapshot says."""
+        link = self.linked.remote.get(name)
+        if link is not None:
+            return link.name
+        return "" if name in self.hosted.names or name in self.hosted.owner else None
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);
@@ -260,118 +274,39 @@ class DashboardScreen(Screen[None]):
         added = parts.add_panels(new)
         self._panels += added
         self._by_name.update((panel.dataset, panel) for panel in added)
-        if self.view_choice.table(len(self._panels)) != self._table_shown:
-            self._switch_view(parts)
-        elif not isinstance(self.focused, (DatasetPanel, DatasetTable)) and not isinstance(
-            self.app.screen, ModalScreen
-        ):
-            self.call_after_refresh(self._focus_first)
+        self.selection.datasets_added(parts)
         self.relayout()
 
-    def _focus_first(self) -> None:
-        if isinstance(self.focused, (DatasetPanel, DatasetTable)):
-            return
-        if self._table_shown and (parts := self.live_parts()) is not None:
-            parts.table.focus()
-            return
-        visible = self.panels(visible_only=True)
-        if visible:
-            visible[0].focus()
-
-    # grid or table
+    # the selection, in the grid or the table (selection.py)
 
     @property
     def table_shown(self) -> bool:
         """The table view shows (else the grid of panels)."""
-        return self._table_shown
+        return self.selection.table_shown
 
-    def action_table(self) -> None:
-        """`t`: the table view or the grid, on the same selected dataset."""
-        if (parts := self.live_parts()) is None:
-            return
-        self.view_choice.toggle(len(self._panels))
-        self._switch_view(parts)
+    def panel_named(self, name: str) -> DatasetPanel | None:
+        return self._by_name.get(name)
 
-    def action_sort(self) -> None:
-        """`o`: the table's next sort (its header says which)."""
-        if (parts := self.live_parts()) is not None and self._table_shown:
-            parts.table.cycle_sort()
-
-    def _switch_view(self, parts: Parts) -> None:
-        """Show the view `view_choice` picks, the selection carried over."""
-        selected = self.selected()
-        self._table_shown = self.view_choice.table(len(self._panels))
-        parts.board.display = not self._table_shown
-        parts.table.display = self._table_shown
-        self.relayout()
-        self.refresh_view()
-        if self._table_shown:
-            parts.table.select(selected.dataset if selected is not None else None)
-            self.set_focus(parts.table)
-        elif selected is not None:
-            self._last_panel = selected
-            self.call_after_refresh(self.focus_selection)
-        self.refresh_bindings()
+    def selected(self) -> DatasetPanel | None:
+        return self.selection.selected()
 
     def focus_selection(self) -> None:
-        """Focus the selected dataset (its panel, or the table on its row); after a filter
-        closes, the one selected before it, if it shows."""
-        if (parts := self.live_parts()) is None:
-            return
-        if self._table_shown:
-            parts.table.select(parts.table.current())  # a row the filter hid: the first's
-            self.set_focus(parts.table)
-            return
-        selected = self.selected()
-        if selected is not None:
-            self.set_focus(selected)
-
-    # selection
+        self.selection.focus_selection()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, DatasetPanel):
-            self._last_panel = event.widget
-
-    def selected(self) -> DatasetPanel | None:
-        """The focused panel; with the focus elsewhere (the events pane, which tab reaches,
-        or the filter), the panel focused last: `k` must not move to another dataset."""
-        if self._table_shown and (parts := self.live_parts()) is not None:
-            name = parts.table.current()
-            return self._by_name.get(name) if name is not None else None
-        focused = self.focused
-        if isinstance(focused, DatasetPanel):
-            return focused
-        visible = self.panels(visible_only=True)
-        if self._last_panel is not None and self._last_panel in visible:
-            return self._last_panel
-        return visible[0] if visible else None
+            self.selection.last_panel = event.widget
 
     def action_move(self, dx: int, dy: int) -> None:
-        if self._table_shown and (parts := self.live_parts()) is not None:
-            if self.focused is not parts.table:
-                self.set_focus(parts.table)
-            elif dy:
-                parts.table.move(dy)
-            return
-        visible = self.panels(visible_only=True)
-        if not visible:
-            return
-        current = self.selected()
-        index = visible.index(current) if current in visible else 0
-        if not isinstance(self.focused, DatasetPanel):
-            self.set_focus(visible[index])
-            return
-        column = index % self.columns + dx
-        if not 0 <= column < self.columns:
-            return  # → in the right column stays in its row (it used to wrap to the next)
-        target = index + dx + dy * self.columns
-        last_row = (len(visible) - 1) // self.columns
-        if dy > 0 and target >= len(visible) and index // self.columns < last_row:
-            target = len(visible) - 1  # ↓ above a short last row lands on its last panel
-        if 0 <= target < len(visible):
-            # set_focus at once, not Widget.focus (deferred to after this batch of keys):
-            # a burst of arrows must each move from where the one before landed
-            self.set_focus(visible[target])
+        self.selection.move(dx, dy)
+
+    def action_table(self) -> None:
+        self.selection.toggle_view()
+
+    def action_sort(self) -> None:
+        """`o`: the table's next sort (its header says which)."""
+        if (parts := self.live_parts()) is not None and self.table_shown:
+            parts.table.cycle_sort()
 
     # keys: the selected dataset's source decides what k and r mean (controls.py); the
     # read-only screens are viewers.py's, the `/` filter filtering.py's
@@ -379,7 +314,7 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """With --readonly, the keys that change a run are shown dimmed and do nothing
         (None: Textual's "shown, disabled"; False would hide them)."""
-        if action == "sort" and not self._table_shown:
+        if action == "sort" and not self.table_shown:
             return False
         return None if self.readonly and action in CONTROL_ACTIONS else True
 
@@ -424,56 +359,27 @@ class DashboardScreen(Screen[None]):
         self.viewers.help(keys, move_keys(self.keymap))
 
     def action_filter(self) -> None:
-        """`/`: with the events pane focused, search it; else filter the panels by name.
-        One bar does both (one at a time): switching clears what the other narrowed."""
-        parts = self.live_parts()
-        if parts is None:
-            return
-        bar, log = parts.filter, parts.events
-        events = self.focused is log
-        if events != bar.events:
-            if bar.events:
-                log.narrow("")
-            elif bar.value:
-                self.filtering.apply("")
-            bar.aim(events)
-            bar.value = log.needle if events else ""
-        self.filtering.open()
+        if self.live_parts() is not None:
+            self.filtering.open()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        if self.filter_bar.events:
-            if (parts := self.live_parts()) is not None:
-                parts.events.narrow(event.value)
-            return
-        self.filtering.apply(event.value)
+        self.filtering.changed(event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        if self.filter_bar.events:
-            self._back_to_events(close=not event.value)
-            return
         self.filtering.submitted(event.value)
 
     @on(FilterBar.Cleared)
     def _filter_cleared(self) -> None:
-        if self.filter_bar.events:
-            self._back_to_events(close=True)
-            return
         self.filtering.cleared()
-
-    def _back_to_events(self, close: bool) -> None:
-        """Enter or Escape in the events search: back to the pane (closed: all events)."""
-        if (parts := self.live_parts()) is None:
-            return
-        if close:
-            parts.events.narrow("")
-            parts.filter.aim(False)
-            parts.filter.display = False
-        parts.events.focus()
-        self.relayout()
 
     @property
     def filter_bar(self) -> FilterBar:
         assert self.parts is not None  # filter keys and events come once it is mounted
         return self.parts.filter
+
+    @property
+    def event_log(self) -> EventLog:
+        assert self.parts is not None  # likewise
+        return self.parts.events

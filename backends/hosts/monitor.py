@@ -134,7 +134,6 @@ class HostMonitor:
         """What the last survey found wrong with the output folder ("... does not exist")."""
         self.watch_state = ""
         self.output_dir = host.output_dir
-        self.surveyed_at: float | None = None
         self.failure: str | None = None
         self.ready = asyncio.Event()
         self.telemetry = HostTelemetry()
@@ -206,7 +205,6 @@ class HostMonitor:
             self.ended = (*gone, *kept)[:MAX_ENDED]
         self.runs = survey.runs
         self.output_dir = survey.output_dir
-        self.surveyed_at = time.time()
         # Only runs writing the watched folder shape its panels: a B2 another project's run
         # writes elsewhere on the box, with its --max-samples, is another dataset (issue 31,
         # point 1). Its budget must not become ours, nor a flag of our `r`.

@@ -64,6 +64,7 @@ from gen_tui.backends.hosts.monitor import HostMonitor
 from gen_tui.backends.hosts.ssh_target import SSHError
 from tests.support.polling import wait_until
 from tests.support.sshd import Sshd, python38
+from tests.support.surveys import SurveyClock
 
 from .checker import FolderState, check_folder, error_ids, prompt_ids, sample_of_rid, split_records
 from .link import HEAL_TIMEOUT_S, KEEPALIVE, RAW, Faults, Truth, alive, later, shape
@@ -119,6 +120,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         audit.receive(monitor.totals)
 
     monitor = HostMonitor(host, DATASETS, on_change=on_change)
+    surveyed = SurveyClock(monitor)
     host_resume = host.resume
     resumed_by_host: list[RunIdentity] = []
 
@@ -160,7 +162,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         since = max(faults.last_end, time.time() - 0.01)
         monitor.poke()
         await wait_until(
-            lambda: monitor.state == "connected" and (monitor.surveyed_at or 0) > since,
+            lambda: monitor.state == "connected" and surveyed.at > since,
             HEAL_TIMEOUT_S,
             f"{label}: a survey after the link healed (state: {monitor.state})",
         )

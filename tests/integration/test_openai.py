@@ -16,6 +16,7 @@ from gen_tui.backends.sim import Faults, LengthProfile
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
 from tests.support.runs import ENV, finish, run_args, spawn
+from tests.support.sim_http import reconfigure
 
 KEY = "sk-test-0123456789abcdef"
 
@@ -160,7 +161,7 @@ async def test_payment_required_pauses_instead_of_burning_retries(
             break
         await asyncio.sleep(0.05)
     assert any("dispatch paused" in m for _, m in events)
-    server.configure({"faults": {"payment_402": 0.0}})
+    await reconfigure(server, {"faults": {"payment_402": 0.0}})
     final = await asyncio.wait_for(task, 30)
     assert final.datasets[0].errors == 0
     assert len(read_records(tmp_path / "out" / "A")) == 10

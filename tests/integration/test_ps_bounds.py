@@ -24,8 +24,8 @@ import pytest
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts import RunProcess
 from tests.support.runs import AnyHost
-from tests.support.sshd import python38
-from tests.support.users import OTHER_USER, ensure_user, folder_of
+from tests.support.users import OTHER_USER, ensure_user, folder_of, processes_of
+from tests.support.watcher_ps import ps_report
 
 PROCESSES = 40
 ARGS = 19
@@ -40,18 +40,9 @@ def argv_of(index: int) -> list[str]:
 
 @pytest.fixture
 def big_table() -> Iterator[list[subprocess.Popen[bytes]]]:
-    other = ensure_user(OTHER_USER)
-    procs = [
-        subprocess.Popen(argv_of(i), user=other.pw_uid, group=other.pw_gid, cwd="/", env={})
-        for i in range(PROCESSES)
-    ]
-    try:
+    argvs = [argv_of(i) for i in range(PROCESSES)]
+    with processes_of(ensure_user(OTHER_USER), argvs) as procs:
         yield procs
-    finally:
-        for process in procs:
-            process.kill()
-        for process in procs:
-            process.wait()
 
 
 def their_runs(
@@ -90,40 +81,15 @@ def test_the_ps_report_is_bounded_by_the_processes_it_shows(
 ) -> None:
     """The report as the watcher prints it on a GPU box: well under a MiB for 40 runs."""
     time.sleep(0.5)  # every perl has exec'd
-    started = time.monotonic()
-    result = subprocess.run(
-        [python38() or "python3", *watcher.PYTHON_FLAGS, "-", f"--ps={watcher.DEFAULT_PATTERN}"],
-        input=watcher.source(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    took = time.monotonic() - started
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(result.stdout)
+    stdout, took = ps_report()
+    report = json.loads(stdout)
     pids = {process.pid for process in big_table}
     assert len([proc for proc in report["procs"] if proc["pid"] in pids]) == PROCESSES
-    assert len(result.stdout) < PROCESSES * 2 * watcher.CMDLINE_SHOWN + (256 << 10), len(
-        result.stdout
-    )
+    assert len(stdout) < PROCESSES * 2 * watcher.CMDLINE_SHOWN + (256 << 10), len(stdout)
     assert took < 20, took
 
 
 LOCK_FOLDERS = 2000
-
-
-def ps_report() -> tuple[str, float]:
-    """(the `--ps` report as the watcher prints it on a GPU box, seconds it took)."""
-    started = time.monotonic()
-    result = subprocess.run(
-        [python38() or "python3", *watcher.PYTHON_FLAGS, "-", f"--ps={watcher.DEFAULT_PATTERN}"],
-        input=watcher.source(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout, time.monotonic() - started
 
 
 @pytest.mark.timeout(120)
@@ -139,13 +105,9 @@ def test_a_folder_of_lock_files_another_user_names_stays_out_of_the_report() -> 
             (folder / watcher.LOCK_FILE).write_text(holder)
         subprocess.run(["chown", "-R", f"{other.pw_uid}:{other.pw_gid}", str(theirs)], check=True)
         argv = ["perl", "-e", "sleep 120", "run_inference.py", "--output-dir", str(theirs)]
-        process = subprocess.Popen(argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={})
-        try:
+        with processes_of(other, [argv]) as (process,):
             time.sleep(0.5)  # perl has exec'd
             stdout, took = ps_report()
-        finally:
-            process.kill()
-            process.wait()
     report = json.loads(stdout)
     assert [proc["pid"] for proc in report["procs"] if proc["pid"] == process.pid]
     assert report["locks"].get(str(theirs), {}) == {}
@@ -162,25 +124,19 @@ def test_another_users_many_long_record_paths_stay_out_of_the_report() -> None:
         deep = theirs
         for level in range(15):
             deep = deep / (f"{level:02d}" + "p" * 250)
-        fds = []
-        for index in range(200):
-            folder = deep / f"D{index}"
-            folder.mkdir(parents=True)
-            fds.append(os.open(folder / watcher.RAW_FILE, os.O_WRONLY | os.O_CREAT, 0o644))
+        fds: list[int] = []
         argv = ["perl", "-e", "sleep 120", "run_inference.py", "--datasets", "D0"]
         try:
-            process = subprocess.Popen(
-                argv, user=other.pw_uid, group=other.pw_gid, cwd="/", env={}, pass_fds=fds
-            )
+            for index in range(200):
+                folder = deep / f"D{index}"
+                folder.mkdir(parents=True)
+                fds.append(os.open(folder / watcher.RAW_FILE, os.O_WRONLY | os.O_CREAT, 0o644))
+            with processes_of(other, [argv], pass_fds=fds) as (process,):
+                time.sleep(0.5)  # perl has exec'd
+                stdout, _ = ps_report()
         finally:
             for fd in fds:
                 os.close(fd)
-        try:
-            time.sleep(0.5)  # perl has exec'd
-            stdout, _ = ps_report()
-        finally:
-            process.kill()
-            process.wait()
     proc = next(p for p in json.loads(stdout)["procs"] if p["pid"] == process.pid)
     assert len(stdout) < 64 << 10, len(stdout)
     assert 0 < len(proc["writes"]) <= watcher.OTHERS_WRITES

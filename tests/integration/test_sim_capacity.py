@@ -14,7 +14,7 @@ import orjson
 
 from gen_tui.backends.sim import SimConfig, SimServer
 from tests.support.polling import wait_until
-from tests.support.sim_http import FAST, abort, generate
+from tests.support.sim_http import FAST, abort, generate, reconfigure
 
 
 async def test_slots_queue_fifo_and_bound_throughput(http: aiohttp.ClientSession) -> None:
@@ -37,7 +37,7 @@ async def test_slots_queue_fifo_and_bound_throughput(http: aiohttp.ClientSession
         assert elapsed < 3.0
         assert (sim.stats.in_flight, sim.stats.queued, sim.stats.completed) == (0, 0, 8)
 
-        sim.configure({"slots": 8})
+        await reconfigure(sim, {"slots": 8})
         latencies = await asyncio.gather(*(one(i) for i in range(8)))
         assert sim.stats.max_in_flight == 8
         assert max(latencies) < 0.45
@@ -86,7 +86,7 @@ async def test_abort_request_returns_partial_output(http: aiohttp.ClientSession)
         assert 0 < meta["completion_tokens"] == len(body["output_ids"]) < 1000
         assert (sim.stats.aborted, sim.stats.completed, sim.stats.in_flight) == (1, 0, 0)
 
-        sim.configure({"tokens_per_s": FAST})
+        await reconfigure(sim, {"tokens_per_s": FAST})
         _, full = await generate(
             http, sim, {"input_ids": [3, 1], "rid": "D/1/b", "sampling_params": params}
         )

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.sim import FAULT_KINDS, Faults, SimConfig, SimServer
-from tests.support.sim_http import FAST, generate, stream_events
+from tests.support.sim_http import FAST, generate, reconfigure, stream_events
 
 
 def faulty(kind: str, **extra: Any) -> SimConfig:
@@ -42,7 +42,7 @@ async def test_fault_timeout_hangs_until_the_client_gives_up(http: aiohttp.Clien
         with pytest.raises(TimeoutError):
             await generate(http, sim, PROMPT, timeout=aiohttp.ClientTimeout(total=0.3))
         assert sim.stats.faults["timeout"] == 1
-        sim.configure({"faults": {"timeout": 0.0, "hang_s": 0.05}})
+        await reconfigure(sim, {"faults": {"timeout": 0.0, "hang_s": 0.05}})
         status, _ = await generate(http, sim, PROMPT)
         assert status == 200
 

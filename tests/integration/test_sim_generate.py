@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
-from tests.support.sim_http import FAST, generate, stream_events
+from tests.support.sim_http import FAST, generate, reconfigure, stream_events
 
 META_KEYS = {
     "id",
@@ -60,7 +60,7 @@ async def test_non_streaming_shape_and_deterministic_completion(
         assert other["output_ids"] != first["output_ids"]
         _, other_dataset = await generate(http, sim, {**payload, "rid": "C3/s1/a"})
         assert other_dataset["output_ids"] != first["output_ids"]
-        sim.configure({"seed": 1})
+        await reconfigure(sim, {"seed": 1})
         _, reseeded = await generate(http, sim, {**payload, "rid": "B2/s1/a"})
         assert reseeded["output_ids"] != first["output_ids"]
 

@@ -12,6 +12,7 @@ import aiohttp
 from gen_tui.backends.sim import SimServer
 from gen_tui.backends.telemetry.metrics import MetricsReader, ServerMetrics
 from tests.support.polling import wait_until
+from tests.support.sim_http import reconfigure
 
 
 async def _read(session: aiohttp.ClientSession, server: SimServer) -> tuple[int, str]:
@@ -87,6 +88,6 @@ async def test_vllm_names_and_off(sim: Callable[..., Any]) -> None:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        server.configure({"metrics": "off"})
+        await reconfigure(server, {"metrics": "off"})
         status, _ = await _read(session, server)
         assert status == 404  # as SGLang without --enable-metrics

@@ -7,13 +7,12 @@ gen_throughput does."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 
 import aiohttp
 
+from bench.common import simulator
 from gen_tui.backends.telemetry.metrics import MetricsReader
-from tests.support.run_output import ENV, GEN_TUI
 
 CLIENTS = 200
 SLOTS = 128
@@ -41,16 +40,9 @@ async def _read(session: aiohttp.ClientSession, url: str) -> tuple[str, dict[str
 
 async def test_a_loaded_sims_metrics_agree_with_its_stats_and_its_counter() -> None:
     # 128 slots at 50k tok/s each: 6.4M tok/s offered, far past what this machine streams
-    sim = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", "--slots", str(SLOTS), "--tokens-per-s", "50000",
-         "--default-mean", "3793"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True,
-    )  # fmt: skip
-    try:
-        assert sim.stdout is not None
-        line = sim.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on", 1)[1].strip()
+    with simulator(
+        "--slots", str(SLOTS), "--tokens-per-s", "50000", "--default-mean", "3793"
+    ) as url:
         reader = MetricsReader()
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
@@ -83,6 +75,3 @@ async def test_a_loaded_sims_metrics_agree_with_its_stats_and_its_counter() -> N
         # the gauge is what was generated (its window is about as long as the gap), not the
         # 6.4M tok/s the slots offer nor 0 while every stream runs behind its schedule
         assert 0.5 * generated <= later.gen_tok_s <= 2.0 * generated, (later.gen_tok_s, generated)
-    finally:
-        sim.terminate()
-        sim.wait(timeout=10)

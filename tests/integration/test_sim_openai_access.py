@@ -8,7 +8,7 @@ import aiohttp
 import orjson
 
 from gen_tui.backends.sim import SimConfig, SimServer
-from tests.support.sim_http import CHAT, FAST, MESSAGES, chat, request
+from tests.support.sim_http import CHAT, FAST, MESSAGES, chat, reconfigure, request
 
 
 async def test_bad_requests_get_400(http: aiohttp.ClientSession) -> None:
@@ -73,6 +73,6 @@ async def test_api_key_is_required_and_never_shown(http: aiohttp.ClientSession) 
                 shown = await resp.read()
             assert secret.encode() not in shown and b'"api_key":"***"' in shown
         assert secret not in repr(sim.config)
-        sim.configure({"api_key": None})
+        await reconfigure(sim, {"api_key": None})
         status, _ = await chat(http, sim, request())
         assert status == 200

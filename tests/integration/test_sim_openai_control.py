@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.sim import SimConfig, SimServer, main
-from tests.support.sim_http import CHAT, FAST, PROMPT_TOKENS, events_of, request
+from tests.support.sim_http import CHAT, FAST, PROMPT_TOKENS, events_of, reconfigure, request
 
 
 async def test_sim_config_patch_of_the_api_fields(http: aiohttp.ClientSession) -> None:
@@ -53,7 +53,7 @@ async def test_sim_config_patch_of_the_api_fields(http: aiohttp.ClientSession) -
             async with http.post(sim.url + "/_sim/config", json=bad) as resp:
                 assert resp.status == 400, bad
         assert config.openai_stream_end == "none" and config.cost_per_million == (1.0, 2.5)
-        sim.configure({"cost_per_million": None, "api_key": None})
+        await reconfigure(sim, {"cost_per_million": None, "api_key": None})
         assert config.cost_per_million is None and config.api_key is None
 
 

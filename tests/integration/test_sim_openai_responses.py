@@ -20,6 +20,7 @@ from tests.support.sim_http import (
     TEN,
     chat,
     events_of,
+    reconfigure,
     request,
     sse,
     stream_raw,
@@ -67,7 +68,7 @@ async def test_non_streaming_shape_and_deterministic_completion(
         assert short["usage"]["completion_tokens"] == 3
         assert text.startswith(short["choices"][0]["message"]["content"] + " ")
 
-        sim.configure({"seed": 1})
+        await reconfigure(sim, {"seed": 1})
         assert await content(request(max_tokens=5000)) != text
 
     async with SimServer(SimConfig(tokens_per_s=FAST, profiles=profiles)) as restarted:

@@ -21,6 +21,7 @@ from tests.support.gpus import write_nvidia_smi
 from tests.support.load import busy
 from tests.support.polling import wait_until
 from tests.support.runs import AnyHost, standin_argv
+from tests.support.sim_http import reconfigure
 from tests.support.sshd import start_sshd
 
 
@@ -35,7 +36,7 @@ async def test_fetch_metrics_reads_filters_and_says_why_not(sim: Callable[..., A
     metrics = parse_metrics(text)
     assert (metrics.running, metrics.queued) == (2, 1)
 
-    server.configure({"metrics": "off"})
+    await reconfigure(server, {"metrics": "off"})
     assert await asyncio.to_thread(watcher.fetch_metrics, server.url) == {
         "type": "metrics",
         "url": server.url,
@@ -110,7 +111,7 @@ async def test_the_servers_load_reaches_the_monitor_from_the_box(
             assert [(g.index, g.util, g.power) for g in gpus] == [(0, 97, 612.4), (1, 3, None)]
             util, memory = monitor.telemetry.board.history(0)
             assert set(util) == {0.97} and memory[-1] == pytest.approx(75321 / 81559)
-        server.configure({"metrics": "off"})
+        await reconfigure(server, {"metrics": "off"})
         await wait_until(
             lambda: (r := monitor.servers().get(server.url)) and r.metrics is None,
             30,

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common import simulator
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.store.records import RAW_FILE
 from tests.support.run_output import ENV, GEN_TUI
@@ -44,18 +45,10 @@ def other_folder_run(
     for name in datasets:
         write_prompts(prompts / f"{name}.jsonl", 5000)
     out = root / "out"
-    sim = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", "--tokens-per-s", "100", "--slots", "4",
-         "--default-mean", "60", "--vocab-size", str(vocab_size)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    run: subprocess.Popen[str] | None = None
-    try:
-        assert sim.stdout is not None
-        line = sim.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on", 1)[1].strip()
+    with simulator(
+        "--tokens-per-s", "100", "--slots", "4", "--default-mean", "60",
+        "--vocab-size", str(vocab_size),
+    ) as url:  # fmt: skip
         run = subprocess.Popen(
             [*GEN_TUI, "run", "--prompts-dir", str(prompts), "--tokenizer", str(tokenizer),
              "--output-dir", str(out), "--server-url", url, "--plain", "--concurrency", "4",
@@ -63,15 +56,15 @@ def other_folder_run(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, text=True,
             cwd=root, start_new_session=True,
         )  # fmt: skip
-        deadline = time.monotonic() + 90
-        while not all((out / name / RAW_FILE).is_file() for name in datasets):
-            assert run.poll() is None, f"the other folder's run ended: {run.returncode}"
-            assert time.monotonic() < deadline, "the other folder's run wrote nothing in 90 s"
-            time.sleep(0.2)
-        yield OtherRun(run, out, datasets)
-    finally:
-        for process in (run, sim):
-            if process is not None and process.poll() is None:
+        try:
+            deadline = time.monotonic() + 90
+            while not all((out / name / RAW_FILE).is_file() for name in datasets):
+                assert run.poll() is None, f"the other folder's run ended: {run.returncode}"
+                assert time.monotonic() < deadline, "the other folder's run wrote nothing in 90 s"
+                time.sleep(0.2)
+            yield OtherRun(run, out, datasets)
+        finally:
+            if run.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+                    os.killpg(run.pid, signal.SIGKILL)
+                run.wait(timeout=10)

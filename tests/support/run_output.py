@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.common import simulator
 from gen_tui.backends.demo import write_prompts
 
 GEN_TUI = [sys.executable, "-m", "gen_tui.app.cli"]
@@ -33,25 +34,16 @@ def make_run(root: Path, tokenizer: Path, vocab_size: int) -> tuple[Path, Path]:
     write_prompts(prompts / "A.jsonl", 60, "messages")
     write_prompts(prompts / "B.jsonl", 40, "conversations")
     out = root / "out"
-    sim = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", "--tokens-per-s", "1e6", "--vocab-size", str(vocab_size),
-         "--profile", "A=120", "--profile", "B=120"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True,
-    )  # fmt: skip
-    try:
-        assert sim.stdout is not None
-        line = sim.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on", 1)[1].strip()
+    with simulator(
+        "--tokens-per-s", "1e6", "--vocab-size", str(vocab_size),
+        "--profile", "A=120", "--profile", "B=120",
+    ) as url:  # fmt: skip
         done = gen_tui(
             "run", "--prompts-dir", str(prompts), "--tokenizer", str(tokenizer),
             "--output-dir", str(out), "--server-url", url, "--plain",
             "--max-new-tokens", str(MAX_NEW_TOKENS),
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr.decode()
-    finally:
-        sim.terminate()
-        sim.wait(timeout=10)
+    assert done.returncode == 0, done.stderr.decode()
     return out, prompts
 
 

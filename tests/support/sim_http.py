@@ -1,5 +1,5 @@
 """Talking to the simulator over plain HTTP, as a client that knows nothing of gen-tui would:
-SGLang's /generate and /abort_request, and OpenAI's /v1/chat/completions.
+SGLang's /generate and /abort_request, OpenAI's /v1/chat/completions, and /_sim/config.
 
 Shared by the simulator's tests (tests/integration/test_sim_*.py), which check the wire
 shapes themselves, so these helpers only send and decode; every check stays in the tests.
@@ -7,6 +7,7 @@ shapes themselves, so these helpers only send and decode; every check stays in t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -49,6 +50,16 @@ async def abort(http: aiohttp.ClientSession, sim: SimServer, **body: Any) -> Non
     """SGLang's POST /abort_request (by `rid`, or `abort_all`), which always answers 200."""
     async with http.post(sim.url + "/abort_request", json=body) as resp:
         assert resp.status == 200
+
+
+async def reconfigure(sim: SimServer, patch: Mapping[str, Any]) -> None:
+    """Change the running simulator's settings as `gen-tui sim`'s users do, by a partial
+    config to POST /_sim/config (all of it applied, or a failed assertion with the reason)."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(sim.url + "/_sim/config", json=patch) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
 
 
 # ---- OpenAI /v1/chat/completions ------------------------------------------------------------

@@ -11,16 +11,20 @@ import copy
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from textual.message import Message
 from textual.notifications import Notify
+from textual.pilot import Pilot
 from textual.widgets import RichLog
 
+from gen_tui.app.cli.launch import demo_app
+from gen_tui.app.dashboard.parts import Parts
 from gen_tui.app.dashboard.rules import panel_id
+from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.engine_run import RunSource
 from gen_tui.app.host_links import HostLink
 from gen_tui.app.tui import GenTuiApp
@@ -28,6 +32,7 @@ from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
+from tests.support.polling import wait_until
 
 SIZE = (80, 24)
 """The smallest terminal gen-tui supports: what most tests run the app at."""
@@ -107,6 +112,35 @@ def log_text(log: RichLog) -> str:
     return re.sub(" +", " ", " ".join(strip.text for strip in log.lines))
 
 
+@dataclass(frozen=True)
+class DemoUp:
+    """The demo under Pilot, its dashboard mounted (see :func:`demo_up`)."""
+
+    app: GenTuiApp
+    pilot: Pilot[int]
+    dashboard: DashboardScreen
+    parts: Parts
+    stale: HostLink
+    """The link of the demo's stale run (its host's watcher reads the simulated GPUs)."""
+
+
+@contextlib.asynccontextmanager
+async def demo_up(tmp_path: Path) -> AsyncIterator[DemoUp]:
+    """The whole demo (`gen-tui --demo` in `tmp_path`) under Pilot at SIZE; its stale run is
+    SIGKILLed on the way out (:func:`end_started_runs`: these tests are not about the quit)."""
+    app = demo_app(tmp_path)
+    stale = app.links[0]
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            dashboard = app.dashboard
+            assert dashboard is not None
+            parts = dashboard.parts
+            assert parts is not None
+            yield DemoUp(app, pilot, dashboard, parts, stale)
+        finally:
+            end_started_runs(stale)
+
+
 def end_started_runs(link: HostLink) -> None:
     """SIGKILL the runs `link` started (the demo's stale run), so that leaving does not wait
     for their drain: some 30 s, the whole grace of a run that never finishes its answer
@@ -115,6 +149,20 @@ def end_started_runs(link: HostLink) -> None:
     for identity in link.started:
         with contextlib.suppress(ProcessLookupError):
             os.kill(identity.pid, signal.SIGKILL)
+
+
+async def started_stale_run(app: GenTuiApp, pilot: Pilot[int]) -> tuple[HostLink, int]:
+    """The demo's stale run, once its link has started it: (the link, the run's pid)."""
+    link = app.links[0]
+    await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
+    return link, link.started[0].pid
+
+
+def in_flight(link: HostLink, name: str) -> int:
+    """The answers in flight in dataset `name` as `link` last saw them (0 before it has)."""
+    monitor = link.monitor
+    seen = monitor.snapshot(name, 0.0) if monitor is not None else None
+    return seen.inflight if seen is not None else 0
 
 
 def badge(app: GenTuiApp, name: str) -> str:

@@ -13,9 +13,10 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,25 @@ def plant_module(user: pwd.struct_passwd, folder: Path, marker: Path) -> None:
         ["/usr/bin/python3", "-c", _PLANT, str(folder), str(marker)],
         user=user.pw_uid, group=user.pw_gid, cwd="/", check=True,
     )  # fmt: skip
+
+
+@contextmanager
+def processes_of(
+    user: pwd.struct_passwd, argvs: Sequence[Sequence[str]], **popen: Any
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`argvs` running as `user` (from `/`, with an empty environment; `popen`: more of
+    Popen's arguments, `pass_fds` say), each killed and waited for after."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for argv in argvs:
+            procs.append(
+                subprocess.Popen(
+                    argv, user=user.pw_uid, group=user.pw_gid, cwd="/", env={}, **popen
+                )
+            )
+        yield procs
+    finally:
+        for process in procs:
+            process.kill()
+        for process in procs:
+            process.wait()

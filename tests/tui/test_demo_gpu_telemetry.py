@@ -8,25 +8,19 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from gen_tui.app.cli.launch import demo_app
 from gen_tui.app.host_links import HostLink
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.gpu_strip import GpuStrip
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE, end_started_runs
+from tests.support.tui import demo_up
 
 
 @pytest.mark.quick
 async def test_the_demo_says_its_gpus_are_simulated_while_its_strip_shows_them(
     tmp_path: Path,
 ) -> None:
-    app = demo_app(tmp_path)
-    stale = app.links[0]  # the demo's stale run: its host's watcher reads the simulated GPUs
-    async with app.run_test(size=SIZE) as pilot:
-        try:
-            await strip_and_log_agree(app, stale, pilot)
-        finally:
-            end_started_runs(stale)  # leaving would drain it for some 30 s: not this test's
+    async with demo_up(tmp_path) as demo:
+        await strip_and_log_agree(demo.app, demo.stale, demo.pilot)
 
 
 async def strip_and_log_agree(app: GenTuiApp, stale: HostLink, pilot: Pilot[int]) -> None:

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app import demo_tui
-from gen_tui.app.cli.launch import demo_app
 from gen_tui.backends.demo import STAR
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE, end_started_runs, snap
+from tests.support.tui import demo_up, snap
 
 
 async def test_the_header_keeps_saying_the_demo_scaled_its_budgets(
@@ -23,35 +22,27 @@ async def test_the_header_keeps_saying_the_demo_scaled_its_budgets(
     monkeypatch.setattr(demo_tui, "WARMUP_S", 2.0)
     monkeypatch.setattr(demo_tui, "CALIBRATION_WINDOW_S", 3.0)
     monkeypatch.setattr(demo_tui, "SETTLE_S", 120.0)
-    app = demo_app(tmp_path)
-    stale = app.links[0]
-    async with app.run_test(size=SIZE) as pilot:
-        try:
-            dashboard = app.dashboard
-            assert dashboard is not None
-            parts = dashboard.parts
-            assert parts is not None
+    async with demo_up(tmp_path) as demo:
+        dashboard, pilot = demo.dashboard, demo.pilot
 
-            def header() -> str:
-                return str(parts.header.render())
+        def header() -> str:
+            return str(demo.parts.header.render())
 
-            await wait_until(
-                lambda: "budgets" in header(), 120, "the header's word", pause=pilot.pause,
-                detail=lambda: f"header {header()!r}, notice {dashboard.notice!r}",
-            )  # fmt: skip
-            source = app.runs[0].source
-            assert isinstance(source, demo_tui.DemoSource) and source.scale < 1
-            said = f"budgets {source.scale:.0%}: slow machine"
-            assert said in header(), header()
-            await wait_until(
-                lambda: (snap(app, STAR).max_tokens or 0) < source.original, 30,
-                "B2's budget scaled", pause=pilot.pause,
-            )  # fmt: skip
-            # the next messages (crossings) replace the notice; the header keeps its word
-            notice = dashboard.notice
-            await wait_until(
-                lambda: dashboard.notice != notice, 120, "a later notice", pause=pilot.pause
-            )
-            assert said in header(), header()
-        finally:
-            end_started_runs(stale)
+        await wait_until(
+            lambda: "budgets" in header(), 120, "the header's word", pause=pilot.pause,
+            detail=lambda: f"header {header()!r}, notice {dashboard.notice!r}",
+        )  # fmt: skip
+        source = demo.app.runs[0].source
+        assert isinstance(source, demo_tui.DemoSource) and source.scale < 1
+        said = f"budgets {source.scale:.0%}: slow machine"
+        assert said in header(), header()
+        await wait_until(
+            lambda: (snap(demo.app, STAR).max_tokens or 0) < source.original, 30,
+            "B2's budget scaled", pause=pilot.pause,
+        )  # fmt: skip
+        # the next messages (crossings) replace the notice; the header keeps its word
+        notice = dashboard.notice
+        await wait_until(
+            lambda: dashboard.notice != notice, 120, "a later notice", pause=pilot.pause
+        )
+        assert said in header(), header()

@@ -28,6 +28,7 @@ from gen_tui.app.host_links import Kill
 from gen_tui.backends.hosts import RunIdentity
 from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until, wait_until_sync
+from tests.support.surveys import SurveyClock
 from tests.support.tui import end_started_runs, panel
 
 # ---- point 14: the demo's `l` and `k` offer only what the demo started -----------------
@@ -60,6 +61,7 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
     try:
         async with app.run_test(size=(160, 50)) as pilot:
             monitor = await wait_until(lambda: link.monitor, 60, pause=pilot.pause)
+            surveyed = SurveyClock(monitor)
             own = await wait_until(lambda: link.started and link.started[0], 120, pause=pilot.pause)
             await wait_until(
                 lambda: own.pid in [r.pid for r in monitor.runs], 60, pause=pilot.pause
@@ -67,8 +69,8 @@ async def test_the_demo_lists_and_kills_only_the_runs_it_started(tmp_path: Path)
             # A second stand-in names the demo's own folder and dataset: still not the demo's.
             others.append(impostor(root / "output"))
             since = time.time()
-            await wait_until(lambda: monitor.surveyed_at > since + 0.1, 30, pause=pilot.pause)
-            await wait_until(lambda: monitor.surveyed_at > since + 2.1, 30, pause=pilot.pause)
+            await wait_until(lambda: surveyed.at > since + 0.1, 30, pause=pilot.pause)
+            await wait_until(lambda: surveyed.at > since + 2.1, 30, pause=pilot.pause)
             listed = {run.pid for run in (*monitor.runs, *monitor.ended)}
             assert listed == {own.pid}, f"the demo lists {listed}, it started only {own.pid}"
 

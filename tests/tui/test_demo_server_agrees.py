@@ -6,39 +6,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gen_tui.app.cli.launch import demo_app
 from gen_tui.backends.demo import STAR
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE, end_started_runs, snap
+from tests.support.tui import demo_up, snap
 
 
 async def test_the_demos_server_line_says_the_rate_its_header_says(tmp_path: Path) -> None:
-    app = demo_app(tmp_path)
-    stale = app.links[0]
-    async with app.run_test(size=SIZE) as pilot:
-        try:
-            dashboard = app.dashboard
-            assert dashboard is not None
-            parts = dashboard.parts
-            assert parts is not None
-            # past the ramp: the engine reads the server every 2 s, over a 5 s window
-            await wait_until(
-                lambda: snap(app, STAR) and snap(app, STAR).tokens > 2_000_000, 120,
-                pause=pilot.pause,
-            )  # fmt: skip
-            pairs: list[tuple[float, float]] = []
+    async with demo_up(tmp_path) as demo:
+        app, parts, pilot = demo.app, demo.parts, demo.pilot
+        # past the ramp: the engine reads the server every 2 s, over a 5 s window
+        await wait_until(
+            lambda: snap(app, STAR) and snap(app, STAR).tokens > 2_000_000, 120,
+            pause=pilot.pause,
+        )  # fmt: skip
+        pairs: list[tuple[float, float]] = []
 
-            def sample() -> bool:
-                view = parts.header.view
-                lines = parts.servers.view  # the demo's own server first, then B9's
-                main = lines[0].metrics if lines else None
-                busy = view.state == "running" and view.tok_s > 0 and main and main.gen_tok_s
-                if busy and main and (not pairs or pairs[-1][1] != main.gen_tok_s):
-                    pairs.append((view.tok_s, main.gen_tok_s))  # a new read of the server
-                return len(pairs) >= 3
+        def sample() -> bool:
+            view = parts.header.view
+            lines = parts.servers.view  # the demo's own server first, then B9's
+            main = lines[0].metrics if lines else None
+            busy = view.state == "running" and view.tok_s > 0 and main and main.gen_tok_s
+            if busy and main and (not pairs or pairs[-1][1] != main.gen_tok_s):
+                pairs.append((view.tok_s, main.gen_tok_s))  # a new read of the server
+            return len(pairs) >= 3
 
-            await wait_until(sample, 60, "three reads of the server", pause=pilot.pause)
-            # a trailing window against another, not the same instant: near, not equal
-            assert all(0.7 <= srv / header <= 1.35 for header, srv in pairs), pairs
-        finally:
-            end_started_runs(stale)
+        await wait_until(sample, 60, "three reads of the server", pause=pilot.pause)
+        # a trailing window against another, not the same instant: near, not equal
+        assert all(0.7 <= srv / header <= 1.35 for header, srv in pairs), pairs

@@ -27,6 +27,7 @@ from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until
 from tests.support.records import recount
 from tests.support.runs import alive, append_records
+from tests.support.sim_http import reconfigure
 from tests.support.sshd import Sshd
 from tests.support.tui import SIZE, Notes, badge, panel, snap
 
@@ -85,7 +86,7 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             await wait_until(lambda: badge(app, "B2") == "stopped", 10, pause=pilot.pause)
 
             # r: a new budget; the run starts again over SSH and crosses it live.
-            server.configure({"tokens_per_s": 20_000})
+            await reconfigure(server, {"tokens_per_s": 20_000})
             budget = tokens + 2000
             await pilot.press("r")
             modal = await wait_until(

@@ -3,6 +3,7 @@ a run this session started elsewhere drains with the screen saying so."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,27 +11,21 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app.cli.launch import demo_app
+from gen_tui.app.demo_tui import STALE
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.header import HeaderView
 from tests.support.polling import wait_until
 from tests.support.runs import alive
-from tests.support.tui import SIZE, snap
+from tests.support.tui import SIZE, in_flight, snap, started_stale_run
 
 
 async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Path) -> None:
     app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
     async with app.run_test(size=SIZE) as pilot:
-        link = app.links[0]
-        await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
-        pid = link.started[0].pid
+        link, pid = await started_stale_run(app, pilot)
 
-        def in_flight() -> int:
-            monitor = link.monitor
-            snap = monitor.snapshot("B9_stale", 0.0) if monitor is not None else None
-            return snap.inflight if snap is not None else 0
-
-        before = in_flight()
+        before = in_flight(link, STALE)
         await pilot.press("d")  # q from a view over the panels comes back to them
         await wait_until(lambda: app.screen is not app.dashboard, 5, pause=pilot.pause)
         await pilot.press("q")
@@ -44,7 +39,7 @@ async def test_q_says_what_it_drains_while_the_runs_it_started_stop(tmp_path: Pa
         assert " s left · q: leave now" in dashboard.notice, "for how long, and the way out"
         assert len(dashboard.notice) <= SIZE[0] - 2, "the whole line at 80 columns"
         said = int(dashboard.notice.split("drain ")[1].split(" answer")[0].replace(",", ""))
-        assert said in (before, in_flight()), "it says the answers in flight"
+        assert said in (before, in_flight(link, STALE)), "it says the answers in flight"
         parts = dashboard.parts
         assert parts is not None
 
@@ -104,7 +99,9 @@ async def test_yes_after_the_run_ended_under_the_dialog_exits(
         await pilot.press("q")
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         body = str(app.screen.query_one("#confirm-body").render())
-        assert "in flight drain for up to" in body, body
+        # The verb agrees with the count: "1 answer in flight drains", "5 answers ... drain".
+        agrees = r"(\b1 answer in flight drains|answers in flight drain) for up"
+        assert re.search(agrees, body), body
         await wait_until(lambda: not app.runs[0].active, 60, "the run ends", pause=pilot.pause)
         await pilot.press("y")
         await wait_until(lambda: app.return_code is not None, 5, "the exit", pause=pilot.pause)
@@ -119,17 +116,12 @@ async def test_q_again_while_the_runs_started_here_drain_leaves_in_seconds(
     app is gone within seconds."""
     app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
     async with app.run_test(size=SIZE) as pilot:
-        link = app.links[0]
-        await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
-        pid = link.started[0].pid
-
-        def in_flight() -> int:
-            monitor = link.monitor
-            snap = monitor.snapshot("B9_stale", 0.0) if monitor is not None else None
-            return snap.inflight if snap is not None else 0
+        link, pid = await started_stale_run(app, pilot)
 
         # answers that never finish: the drain takes the run's whole grace
-        await wait_until(lambda: in_flight() > 0, 60, "answers in flight", pause=pilot.pause)
+        await wait_until(
+            lambda: in_flight(link, STALE) > 0, 60, "answers in flight", pause=pilot.pause
+        )
         await pilot.press("q")
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
         await pilot.press("y")
@@ -156,9 +148,7 @@ async def test_q_with_only_a_run_started_here_active_asks_first(tmp_path: Path) 
     took ~33 s. The run is active: `q` asks, naming it and its drain; `n` leaves it running."""
     app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
     async with app.run_test(size=SIZE) as pilot:
-        link = app.links[0]
-        await wait_until(lambda: link.started, 60, "the stale run started", pause=pilot.pause)
-        pid = link.started[0].pid
+        link, pid = await started_stale_run(app, pilot)
         await pilot.press("q")
         await wait_until(lambda: isinstance(app.screen, ConfirmScreen), 5, pause=pilot.pause)
         body = str(app.screen.query_one("#confirm-body").render())
