@@ -79,8 +79,8 @@ ISSUE_29_OPEN = (
     "holds before answers are back (seen: 16 -> 32 -> 35 in a second, one answer on disk)"
 )
 """Why the precision of a budgeted run against the real SGLang server is an expected failure
-for now: when the CPU server answers fast, the ramp outruns the budget (4,177, 4,223 and 4,401
-for 4,000 in 3 of 9 direct runs on 5 December, 4,373 in 1 of 2 through the router; 4,019 to
+for now: when the CPU server answers fast, the ramp outruns the budget (4,177 to 4,401 for
+4,000 in 4 of 10 direct runs on 5 December, 4,373 in 1 of 3 through the router; 4,019 to
 4,095 in the others). Drop it with the fix."""
 
 
