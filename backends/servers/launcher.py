@@ -2,9 +2,10 @@
 
 The supervisor (`supervisor.py`) keeps a server alive the same way wherever it runs; what
 differs is how it is started and followed: a detached process on this machine or over SSH
-(`process.py`), or a Slurm batch job (a launcher of its own, `slurm.py`). Each says what it
-can tell through its ability flags, so the supervisor and the views never guess (a Slurm
-job's exit has no signal; a process started by an earlier gen-tui has no exit code).
+(`process.py`), or a Slurm batch job (`slurm_launcher.py`, over `slurm.py`). Each says
+what it can tell through its ability flags, so the supervisor and the views never guess (a
+Slurm job's exit has no signal of the server's own; a process started by an earlier gen-tui
+has no exit code).
 """
 
 from __future__ import annotations

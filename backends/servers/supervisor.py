@@ -128,6 +128,12 @@ class ServerSupervisor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.launched is None and self.launcher.queues:
+            # A job stopped while it waits in the queue: noted at its submission, not yet
+            # handed back by the launcher's start. Cancelled too, never left queued.
+            entry = self.state_file.read().get(self.recipe.name)
+            if entry is not None and entry.launcher == self.kind:
+                self.launched = entry.launched
         if self.launched is None:
             if self.state is not ServerState.NOT_OURS:
                 self._emit(ServerState.STOPPED, "not running")

@@ -183,3 +183,23 @@ async def test_a_controller_that_does_not_answer_restarts_nothing(
     assert exited.detail.startswith("job 7 ended FAILED, exit code 0 on 127.0.0.1")
     await recorder.reach(S.RESTARTING)
     await supervisor.stop()
+
+
+async def test_a_job_stopped_while_queued_is_cancelled_not_left_in_the_queue(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    slurm = ScriptedSlurm()
+    slurm.state = "PENDING"
+    recipe = _recipe(1)
+    launcher = _launcher(tmp_path, slurm, recipe)
+    supervisor = ServerSupervisor(
+        recipe, recipe.url(), launcher, launcher.state, http, kind="slurm", check_s=0.1
+    )
+    supervisor.start()
+    await wait_until(lambda: slurm.submitted() == 1 and slurm.calls[-1][0] == "squeue", 10)
+    said = await supervisor.stop(0.2)
+    assert said == "server gpu0: job 7 stopped (CANCELLED)"
+    assert ["scancel", "7"] in slurm.calls and ["scancel", "--full", "--signal=TERM", "7"] not in (
+        slurm.calls
+    )  # a job that never ran gets no TERM of its own, only the cancel
+    assert StateFile(tmp_path).read()["gpu0"].launched is None
