@@ -37,6 +37,7 @@ from gen_tui.backends.servers.launcher import Launched, Launcher
 from gen_tui.backends.servers.notify import ServerAlerts
 from gen_tui.backends.servers.process import REMOTE_FOLDER, ProcessLauncher
 from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.servers.slurm_launcher import SlurmLauncher
 from gen_tui.backends.servers.state import StateFile, local_folder
 from gen_tui.backends.servers.supervisor import ENDED
 from gen_tui.backends.untrusted import one_line
@@ -87,9 +88,10 @@ class Servers:
             if any(recipe.host == entry.name for recipe in self.recipes):
                 hosts[entry.name] = open_host(entry.target, REMOTE_FOLDER, name=entry.name)
         self.hosts = hosts
-        # One launcher per kind; the Slurm launcher (backends/servers/slurm.py) joins here.
+        # One launcher per kind.
         self.launchers: dict[str, Launcher] = {
-            "process": ProcessLauncher(hosts, str(folder), self.state)
+            "process": ProcessLauncher(hosts, str(folder), self.state),
+            "slurm": SlurmLauncher(hosts, str(folder), self.state, self.recipes),
         }
         self.urls = {recipe.name: config.server_url(recipe) for recipe in self.recipes}
 
@@ -177,13 +179,19 @@ async def status(servers: Servers, names: list[str]) -> int:
     for recipe in _chosen(servers.recipes, names):
         url = servers.urls[recipe.name]
         launched = adopted.get(recipe.name)
+        if launched and launched.node and servers.launchers[recipe.launcher].queues:
+            url = url if recipe.address else f"http://{launched.node}:{recipe.port}"
         problem = await check_health(servers.session, url + recipe.health, 3.0)
         entry = entries.get(recipe.name)
         restarts = entry.recent() if entry else 0
         if launched is not None:
             word = "healthy" if problem is None else "running, not healthy"
             launcher = servers.launchers[recipe.launcher]
-            where = f"pid {launched.ref}, up {_uptime(time.time() - launched.started_at)}"
+            node = f" on {launched.node}" if launched.node else ""
+            where = (
+                f"{launcher.ref_word} {launched.ref}{node}, "
+                f"up {_uptime(time.time() - launched.started_at)}"
+            )
             last = await launcher.last_line(launched)
         elif problem is None:
             word, where, last = "not ours", "answers, not started by gen-tui", ""

@@ -102,7 +102,7 @@ class Fleet:
         workers = [self.supervisors[r.name] for r in self.servers if r.name in self.supervisors]
         while not all(s.state is ServerState.HEALTHY or s.state in ENDED for s in workers):
             await asyncio.sleep(self.check_s)
-        healthy = [s.url for s in workers if s.state is ServerState.HEALTHY]
+        healthy = [s.base_url for s in workers if s.state is ServerState.HEALTHY]
         supervisor = self.supervisors[router.name]
         supervisor.recipe = replace(router, argv=tuple(router_argv(router, healthy)))
         supervisor.start()

@@ -2,9 +2,10 @@
 
 The supervisor (`supervisor.py`) keeps a server alive the same way wherever it runs; what
 differs is how it is started and followed: a detached process on this machine or over SSH
-(`process.py`), or a Slurm batch job (a launcher of its own, `slurm.py`). Each says what it
-can tell through its ability flags, so the supervisor and the views never guess (a Slurm
-job's exit has no signal; a process started by an earlier gen-tui has no exit code).
+(`process.py`), or a Slurm batch job (`slurm_launcher.py`, over `slurm.py`). Each says
+what it can tell through its ability flags, so the supervisor and the views never guess (a
+Slurm job's exit has no signal of the server's own; a process started by an earlier gen-tui
+has no exit code).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class Exit:
     signal: int | None = None
     reason: str = ""
     """One line: how it ended and its log's last line."""
+    state: str | None = None
+    """A batch job's final state as Slurm says it (FAILED, CANCELLED, TIMEOUT...)."""
+    final: bool = False
+    """It ended as asked (a batch job at its time limit): not restarted, said as such."""
 
 
 class Launcher(ABC):
@@ -58,6 +63,8 @@ class Launcher(ABC):
     """Whether :meth:`exit_of` can give the code or signal (a child of this process)."""
     adopts: ClassVar[bool] = True
     """Whether servers it started outlive gen-tui and are found again by :meth:`adopt`."""
+    ref_word: ClassVar[str] = "pid"
+    """What :attr:`Launched.ref` is, as a line says it ("pid 8123", "job 41")."""
     queues: ClassVar[bool] = False
     """Whether a start may wait in a queue before it runs (Slurm): the startup deadline
     then counts from when it runs."""

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gen_tui.backends.servers.slurm import job_name, slurm_time
 from gen_tui.backends.untrusted import one_line
 
 LOCAL = "local"
@@ -41,6 +42,8 @@ ROUTER_KEYS = frozenset(
     | {"unhealthy_s", "max_restarts_per_hour", "backoff_s", "backoff_max_s"}
 )
 SERVER_KEYS = ROUTER_KEYS | {"launcher", "slurm"}
+SLURM_KEYS = ("partition", "gpus", "time")
+"""The keys of `[servers.slurm]`: what sbatch is asked for (--partition, --gres, --time)."""
 
 
 class RecipeError(ValueError):
@@ -69,7 +72,8 @@ class ServerRecipe:
     argv: tuple[str, ...]
     port: int
     host: str = LOCAL
-    """"local" or the name of a `[[hosts]]` entry the server runs on."""
+    """"local" or the name of a `[[hosts]]` entry the server runs on (for a Slurm job:
+    where sbatch, squeue and scancel run, the login node)."""
     launcher: Literal["process", "slurm"] = "process"
     env: tuple[tuple[str, str], ...] = ()
     address: str | None = None
@@ -82,7 +86,7 @@ class ServerRecipe:
     unhealthy_s: float = DEFAULT_UNHEALTHY_S
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     slurm: tuple[tuple[str, Any], ...] = ()
-    """`[servers.slurm]`, as written: the Slurm launcher's own keys (partition, gpus, time)."""
+    """`[servers.slurm]`, checked: the Slurm launcher's own keys (partition, gpus, time)."""
 
     def url(self, address: str | None = None) -> str:
         """The base URL runs and the router send to: http://address:port."""
@@ -155,11 +159,7 @@ def _recipe(
     restarts = table.get("max_restarts_per_hour", DEFAULT_MAX_RESTARTS)
     if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
         raise RecipeError(f"{where}: max_restarts_per_hour must be a whole number, 0 or more")
-    slurm = table.get("slurm", {})
-    if not isinstance(slurm, dict):
-        raise RecipeError(f"{where}: slurm must be a table (partition, gpus, time)")
-    if launcher == "slurm" and host == LOCAL:
-        raise RecipeError(f"{where}: launcher slurm needs host = a [[hosts]] login node")
+    slurm = _slurm(table.get("slurm", {}), where)
     return ServerRecipe(
         name=name,
         argv=tuple(argv),
@@ -182,6 +182,32 @@ def _recipe(
     )
 
 
+def _slurm(slurm: object, where: str) -> dict[str, Any]:
+    """`[servers.slurm]`, checked here so that a typo is one line before anything is
+    submitted (sbatch would refuse it later, once per restart)."""
+    if not isinstance(slurm, dict):
+        raise RecipeError(f"{where}: slurm must be a table ({', '.join(SLURM_KEYS)})")
+    unknown = sorted(set(slurm) - set(SLURM_KEYS))
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown slurm key {one_line(unknown[0], 60)!r} "
+            f"(known: {', '.join(SLURM_KEYS)})"
+        )
+    partition = slurm.get("partition")
+    if partition is not None and (not isinstance(partition, str) or not _NAME.fullmatch(partition)):
+        raise RecipeError(f"{where}: slurm.partition must be a partition's name")
+    gpus = slurm.get("gpus", 0)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise RecipeError(f"{where}: slurm.gpus must be a whole number, 0 or more")
+    time = slurm.get("time")
+    if time is not None and (not isinstance(time, str) or not slurm_time(time)):
+        raise RecipeError(
+            f"{where}: slurm.time must be a Slurm time limit as a string (minutes, "
+            '"H:MM:SS", "D-HH:MM:SS" or "UNLIMITED")'
+        )
+    return slurm
+
+
 def parse_servers(tables: object, hosts: Sequence[str] = ()) -> list[ServerRecipe]:
     """The `[[servers]]` array as recipes; `hosts` are the `[[hosts]]` names."""
     if not isinstance(tables, list):
@@ -192,6 +218,13 @@ def parse_servers(tables: object, hosts: Sequence[str] = ()) -> list[ServerRecip
         recipe = _recipe(table, where, hosts, frozenset(SERVER_KEYS), None)
         if any(seen.name == recipe.name for seen in out) or recipe.name == ROUTER_NAME:
             raise RecipeError(f"{where}: name {recipe.name!r} is taken (each server's is its own)")
+        if recipe.launcher == "slurm" and any(
+            seen.launcher == "slurm" and job_name(seen.name) == job_name(recipe.name)
+            for seen in out
+        ):  # the job name is how a later gen-tui finds the server again (adopt)
+            raise RecipeError(
+                f"{where}: its Slurm job name {job_name(recipe.name)!r} is another server's"
+            )
         if any((seen.host, seen.port) == (recipe.host, recipe.port) for seen in out):
             raise RecipeError(f"{where}: port {recipe.port} on {recipe.host} is another's")
         out.append(recipe)

@@ -71,6 +71,8 @@ class ServerSupervisor:
         self.detail = ""
         self.ever_healthy = False
         self.restarted = False
+        self.final = False
+        """The last end was one not to restart (:attr:`Exit.final`)."""
         self._task: asyncio.Task[ServerState] | None = None
 
     # what the views read
@@ -81,8 +83,17 @@ class ServerSupervisor:
         return self.state_file.entry(self.recipe.name, self.kind).recent()
 
     @property
+    def base_url(self) -> str:
+        """Where the server answers now: a batch job without an `address` in its recipe
+        answers on the node it runs on (known once it runs), anything else on `url`."""
+        node = self.launched.node if self.launched else None
+        if node and self.launcher.queues and not self.recipe.address:
+            return f"http://{node}:{self.recipe.port}"
+        return self.url
+
+    @property
     def health_url(self) -> str:
-        return self.url + self.recipe.health
+        return self.base_url + self.recipe.health
 
     def _emit(self, state: ServerState, detail: str = "", since: float | None = None) -> None:
         now = time.time()
@@ -117,6 +128,12 @@ class ServerSupervisor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.launched is None and self.launcher.queues:
+            # A job stopped while it waits in the queue: noted at its submission, not yet
+            # handed back by the launcher's start. Cancelled too, never left queued.
+            entry = self.state_file.read().get(self.recipe.name)
+            if entry is not None and entry.launcher == self.kind:
+                self.launched = entry.launched
         if self.launched is None:
             if self.state is not ServerState.NOT_OURS:
                 self._emit(ServerState.STOPPED, "not running")
@@ -145,7 +162,11 @@ class ServerSupervisor:
 
     async def run(self) -> ServerState:
         """Keep the server up until it fails, goes down or the task is cancelled."""
-        if self.launched is None and await check_health(self.session, self.health_url) is None:
+        if (
+            self.launched is None
+            and (self.recipe.address or not self.launcher.queues)  # a job's node is not known
+            and await check_health(self.session, self.health_url) is None
+        ):
             self._emit(
                 ServerState.NOT_OURS,
                 f"{self.url} answers, but gen-tui did not start it: listed, never restarted",
@@ -166,6 +187,7 @@ class ServerSupervisor:
                         return self.state
                     continue
             need_start = True
+            self.final = False
             ended = await self._until_healthy()
             if ended is None:
                 self.ever_healthy = True
@@ -175,6 +197,10 @@ class ServerSupervisor:
                 return self.state
             if self._stopped_elsewhere():
                 self._emit(ServerState.STOPPED, f"stopped by another gen-tui ({ended})")
+                return self.state
+            if self.final:  # a batch job at its time limit ended as its recipe asked
+                self.state_file.note_stop(self.recipe.name)
+                self._emit(ServerState.STOPPED, ended)
                 return self.state
             self._emit(ServerState.EXITED, ended)
             if not await self._back_off():
@@ -202,7 +228,11 @@ class ServerSupervisor:
         server exited, or its log stopped growing for `startup_s` without an answer)."""
         launched = self.launched
         assert launched is not None
-        self._emit(ServerState.LOADING, f"pid {launched.ref}, waiting for {self.health_url}")
+        where = f" on {launched.node}" if launched.node else ""
+        self._emit(
+            ServerState.LOADING,
+            f"{self.launcher.ref_word} {launched.ref}{where}, waiting for {self.health_url}",
+        )
         began = time.monotonic()
         deadline = began + self.recipe.startup_s
         size = await self.launcher.log_size(launched)
@@ -210,6 +240,7 @@ class ServerSupervisor:
             ended = await self.launcher.exit_of(launched)
             if ended is not None:
                 self.launched = None
+                self.final = ended.final
                 return ended.reason
             if await check_health(self.session, self.health_url) is None:
                 took = time.monotonic() - began
@@ -242,6 +273,7 @@ class ServerSupervisor:
             ended = await self.launcher.exit_of(launched)
             if ended is not None:
                 self.launched = None
+                self.final = ended.final
                 return ended.reason
             problem = await check_health(self.session, self.health_url)
             if problem is None:

@@ -19,8 +19,8 @@ import pytest
 
 from tests.support.polling import wait_until
 from tests.support.records import progress, recount
-from tests.support.runs import ENV, GEN_TUI, alive, finish, run_args
-from tests.support.servers import free_port, kill_servers
+from tests.support.runs import GEN_TUI, alive, finish, run_args
+from tests.support.servers import Lines, free_port, gen_tui_in, kill_servers
 
 BUDGET = 40_000
 
@@ -43,43 +43,6 @@ def _config(path: Path, port: int, vocab: int, alerts: str, *flags: str) -> Path
     return path
 
 
-class Lines:
-    """A child's stdout, line by line, kept as it comes."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self.task = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        async for raw in self.process.stdout:
-            self.lines.append(raw.decode().rstrip("\n"))
-
-    def having(self, *words: str) -> list[str]:
-        return [line for line in self.lines if all(word in line for word in words)]
-
-    async def wait(self, *words: str, count: int = 1, timeout: float = 60) -> str:
-        await wait_until(
-            lambda: len(self.having(*words)) >= count,
-            timeout,
-            f"{words} x{count} in the output",
-            detail=lambda: "\n".join(self.lines),
-        )
-        return self.having(*words)[count - 1]
-
-
-async def _gen_tui(state: Path, *args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *GEN_TUI,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**ENV, "XDG_STATE_HOME": str(state)},
-        start_new_session=True,
-    )
-
-
 def _pid(line: str) -> int:
     found = re.search(r"pid (\d+)", line)
     assert found, line
@@ -98,12 +61,12 @@ async def test_the_story_headless(
     config = _config(
         tmp_path / "gen-tui.toml", free_port(), vocab_size, url, "--tokens-per-s", "400"
     )
-    up = Lines(await _gen_tui(state, "servers", "--config", str(config), "up"))
+    up = Lines(await gen_tui_in(state, "servers", "--config", str(config), "up"))
     first = _pid(await up.wait("server sim0 loading"))
     await up.wait("server sim0 healthy")
 
     args = run_args(tokenizer_dir, prompts_dir(A=400), tmp_path / "out", "sim0")
-    run = await _gen_tui(
+    run = await gen_tui_in(
         state,
         *args,
         "--config",
@@ -143,25 +106,25 @@ async def test_the_story_headless(
     await up.task
     assert up.having("left the servers running") and alive(second)
 
-    status = await _gen_tui(state, "servers", "--config", str(config), "status")
+    status = await gen_tui_in(state, "servers", "--config", str(config), "status")
     code, out, err = await finish(status)
     assert code == 0, err
     assert f"sim0: healthy (pid {second}," in out and "1 restart(s) this hour" in out
 
-    again = Lines(await _gen_tui(state, "servers", "--config", str(config), "up"))
+    again = Lines(await gen_tui_in(state, "servers", "--config", str(config), "up"))
     await again.wait("server sim0 healthy")
     assert not again.having("starting"), again.lines  # adopted, not started anew
     again.process.send_signal(signal.SIGINT)
     await asyncio.wait_for(again.process.wait(), 30)
 
-    restart = await _gen_tui(state, "servers", "--config", str(config), "restart", "sim0")
+    restart = await gen_tui_in(state, "servers", "--config", str(config), "restart", "sim0")
     code, out, err = await finish(restart, 90)
     assert code == 0, out + err
     third = _pid(next(line for line in out.splitlines() if "server sim0 loading" in line))
     assert "server sim0 healthy" in out and third != second and not alive(second)
     assert alive(third)  # left running, adopted by the next up or the panel
 
-    stop = await _gen_tui(state, "servers", "--config", str(config), "stop")
+    stop = await gen_tui_in(state, "servers", "--config", str(config), "stop")
     code, out, err = await finish(stop)
     assert code == 0, err
     assert out.startswith("sim0: ") and not alive(third)
@@ -172,7 +135,7 @@ async def test_a_bad_recipe_is_one_line_and_no_loop(
 ) -> None:
     config = _config(tmp_path / "gen-tui.toml", free_port(), vocab_size, "json://127.0.0.1:1/x")
     config.write_text(config.read_text().replace('"sim",', '"sim", "--slots", "0",'))
-    up = await _gen_tui(state, "servers", "--config", str(config), "up")
+    up = await gen_tui_in(state, "servers", "--config", str(config), "up")
     code, out, err = await finish(up, 60)
     assert code == 1, out + err
     (failed,) = [line for line in out.splitlines() if "failed" in line]
@@ -181,24 +144,10 @@ async def test_a_bad_recipe_is_one_line_and_no_loop(
     assert "restarting" not in out and "Traceback" not in err
 
 
-async def test_a_launcher_not_wired_yet_is_one_line(state: Path, tmp_path: Path) -> None:
-    path = tmp_path / "gen-tui.toml"
-    path.write_text(
-        '[[hosts]]\nname = "login"\ntarget = "me@login"\noutput_dir = "/o"\n'
-        '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nhost = "login"\n'
-        'launcher = "slurm"\n'
-    )
-    code, out, err = await finish(await _gen_tui(state, "servers", "--config", str(path), "up"))
-    assert code == 2 and out == ""
-    assert err.strip().splitlines() == [
-        "gen-tui: error: server a: launcher slurm is not available yet"
-    ]
-
-
 async def test_a_bad_config_is_one_line(state: Path, tmp_path: Path) -> None:
     path = tmp_path / "gen-tui.toml"
     path.write_text('[[servers]]\nname = "a"\nargv = ["x"]\nport = 0\n')
-    code, out, err = await finish(await _gen_tui(state, "servers", "--config", str(path), "up"))
+    code, out, err = await finish(await gen_tui_in(state, "servers", "--config", str(path), "up"))
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
         f"gen-tui: error: {path}: servers[0] 'a': port must be a whole number from 1 to 65535"

@@ -3,6 +3,7 @@ through the real launchers and supervisor, and the cleanup that leaves no server
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -20,7 +21,7 @@ from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.polling import wait_until
-from tests.support.runs import GEN_TUI
+from tests.support.runs import ENV, GEN_TUI
 
 
 def free_port() -> int:
@@ -104,4 +105,42 @@ def supervisor_of(
         adopted=adopted,
         check_s=0.2,
         grace_s=3.0,
+    )
+
+
+class Lines:
+    """A child's stdout, line by line, kept as it comes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            self.lines.append(raw.decode().rstrip("\n"))
+
+    def having(self, *words: str) -> list[str]:
+        return [line for line in self.lines if all(word in line for word in words)]
+
+    async def wait(self, *words: str, count: int = 1, timeout: float = 60) -> str:
+        await wait_until(
+            lambda: len(self.having(*words)) >= count,
+            timeout,
+            f"{words} x{count} in the output",
+            detail=lambda: "\n".join(self.lines),
+        )
+        return self.having(*words)[count - 1]
+
+
+async def gen_tui_in(state: Path, *args: str) -> asyncio.subprocess.Process:
+    """`gen-tui ARGS` with `state` as its XDG_STATE_HOME (the servers' state file, logs)."""
+    return await asyncio.create_subprocess_exec(
+        *GEN_TUI,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**ENV, "XDG_STATE_HOME": str(state)},
+        start_new_session=True,
     )

@@ -91,9 +91,27 @@ def test_a_run_names_servers_by_recipe(tmp_path: Path, prompts_dir: Callable[...
         ('[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nbackoff_s = -1\n', "a': backoff_s"),
         ('[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nprot = 2\n', "unknown key 'prot'"),
         (
-            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nlauncher = "slurm"\n',
-            "a': launcher slurm needs host",
+            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nlauncher = "slurm"\n'
+            '[servers.slurm]\npartiton = "gpu"\n',
+            "a': unknown slurm key 'partiton' (known: partition, gpus, time)",
         ),
+        (
+            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\n[servers.slurm]\ntime = 90\n',
+            "a': slurm.time must be a Slurm time limit as a string",
+        ),
+        (
+            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\n[servers.slurm]\ntime = "1h"\n',
+            "a': slurm.time must be a Slurm time limit",
+        ),
+        (
+            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\n[servers.slurm]\ngpus = -1\n',
+            "a': slurm.gpus must be a whole number, 0 or more",
+        ),
+        (
+            '[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\n[servers.slurm]\npartition = "a b"\n',
+            "a': slurm.partition must be a partition's name",
+        ),
+        ('[[servers]]\nname = "a"\nargv = ["x"]\nport = 1\nslurm = 3\n', "a': slurm must be"),
         (SERVER + SERVER, "name 'gpu0' is taken"),
         (SERVER + SERVER.replace("gpu0", "gpu1"), "port 30000 on local is another's"),
         ("[router]\nport = 1\n", "[router]: argv must be"),
@@ -108,3 +126,18 @@ def test_a_bad_recipe_is_one_line_naming_it_and_the_field(
     message = str(caught.value)
     assert "\n" not in message and message.startswith(str(tmp_path / "gen-tui.toml"))
     assert said in message
+
+
+def test_a_slurm_recipe_submits_from_here_or_a_login_node(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        '[[hosts]]\nname = "login"\ntarget = "me@login"\noutput_dir = "/o"\n'
+        '[[servers]]\nname = "here"\nargv = ["serve"]\nport = 30000\nlauncher = "slurm"\n'
+        '[servers.slurm]\npartition = "gpu"\ngpus = 8\ntime = "4:00:00"\n'
+        '[[servers]]\nname = "there"\nargv = ["serve"]\nport = 30000\nhost = "login"\n'
+        'launcher = "slurm"\n',
+    )
+    here, there = config.servers
+    assert (here.host, here.launcher) == ("local", "slurm")
+    assert dict(here.slurm) == {"partition": "gpu", "gpus": 8, "time": "4:00:00"}
+    assert (there.host, there.launcher, there.slurm) == ("login", "slurm", ())
