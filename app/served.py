@@ -19,23 +19,24 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
-from gen_tui.backends.config.file import FileConfig
 from gen_tui.backends.servers.events import ServerEvent, ServerState
-from gen_tui.backends.servers.fleet import Fleet
-from gen_tui.backends.servers.foreign import holder_of
-from gen_tui.backends.servers.process import ProcessLauncher
 from gen_tui.backends.servers.recipe import LOCAL
-from gen_tui.backends.servers.setup import ServerSetup
-from gen_tui.backends.servers.supervisor import CHECK_S, STOP_GRACE_S, ServerSupervisor
 from gen_tui.backends.servers.view import Holder, ServerRow
 from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.untrusted import one_line
+
+if TYPE_CHECKING:  # aiohttp, asyncssh and psutil load in the servers' thread, not at startup
+    import aiohttp
+
+    from gen_tui.backends.config.file import FileConfig
+    from gen_tui.backends.servers.fleet import Fleet
+    from gen_tui.backends.servers.setup import ServerSetup
+    from gen_tui.backends.servers.supervisor import ServerSupervisor
 
 ROWS_S = 1.0
 """How often the rows (restarts, last log line) are taken again."""
@@ -78,11 +79,12 @@ class PanelServers:
         post: Callable[[Message], object],
         *,
         folder: Path | None = None,
-        check_s: float = CHECK_S,
-        grace_s: float = STOP_GRACE_S,
+        check_s: float | None = None,
+        grace_s: float | None = None,
     ) -> None:
         """`post`: the app's `post_message` (thread-safe); `folder`: the state file's (the
-        user's state folder by default)."""
+        user's state folder by default); `check_s`, `grace_s`: the supervisor's defaults
+        when None."""
         self.config = config
         self.post = post
         self.folder = folder
@@ -112,6 +114,10 @@ class PanelServers:
         asyncio.run(self._main())
 
     async def _main(self) -> None:
+        import aiohttp
+
+        from gen_tui.backends.servers.setup import ServerSetup
+
         self._loop = asyncio.get_running_loop()
         self._quit = asyncio.Event()
         try:
@@ -125,6 +131,9 @@ class PanelServers:
             self.ready.set()
 
     async def _supervise(self, setup: ServerSetup, session: aiohttp.ClientSession) -> None:
+        from gen_tui.backends.servers.fleet import Fleet
+        from gen_tui.backends.servers.supervisor import CHECK_S, STOP_GRACE_S
+
         problem = setup.unsupported()
         if problem is not None:
             self.post(ServerSaid("error", problem))
@@ -137,8 +146,8 @@ class PanelServers:
             session,
             [self._event],
             router=self.config.router,
-            check_s=self.check_s,
-            grace_s=self.grace_s,
+            check_s=CHECK_S if self.check_s is None else self.check_s,
+            grace_s=STOP_GRACE_S if self.grace_s is None else self.grace_s,
         )
         await fleet.up()
         assert self._quit is not None
@@ -183,6 +192,8 @@ class PanelServers:
         if launched is not None:
             with contextlib.suppress(Exception):  # a lost link: the line is a courtesy
                 last = await supervisor.launcher.last_line(launched)
+        from gen_tui.backends.servers.foreign import holder_of
+
         holder = None
         if supervisor.state is ServerState.NOT_OURS and recipe.host == LOCAL:
             if recipe.name not in self._holders:
@@ -271,6 +282,9 @@ class PanelServers:
 
     async def _stop_foreign(self, supervisor: ServerSupervisor) -> str | None:
         """Stop the process holding a not-ours server's port; a line when it cannot be."""
+        from gen_tui.backends.servers.foreign import holder_of
+        from gen_tui.backends.servers.supervisor import STOP_GRACE_S
+
         recipe = supervisor.recipe
         setup = self._setup
         if recipe.host != LOCAL or setup is None:
@@ -282,7 +296,8 @@ class PanelServers:
         identity = await host.identify(holder.pid)
         if identity is None:
             return f"server {recipe.name}: pid {holder.pid} has gone"
-        outcome = await host.kill(identity, self.grace_s, files=[])
+        grace = STOP_GRACE_S if self.grace_s is None else self.grace_s
+        outcome = await host.kill(identity, grace, files=[])
         self._holders.pop(recipe.name, None)
         self.post(ServerSaid("information", f"server {recipe.name}: {outcome.detail}"))
         return None
@@ -297,6 +312,8 @@ class PanelServers:
         if loop is None or setup is None or self._fleet is None:
             return Tail(error="the servers are not up yet")
         supervisor = self._supervisor(name)
+        from gen_tui.backends.servers.process import ProcessLauncher
+
         launcher, launched, recipe = supervisor.launcher, supervisor.launched, supervisor.recipe
         if launched is not None:
             host_name, path = launched.host, launched.log

@@ -10,14 +10,18 @@ from textual.pilot import Pilot
 from gen_tui.app.dialogs.servers import ServersScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.file import load_config
+from gen_tui.widgets.server_strip import ServerStrip
 from gen_tui.widgets.server_table import COLUMNS, ServerTable
 from tests.support.polling import wait_until
 from tests.support.runs import GEN_TUI
 
 
-def sim_config(path: Path, servers: dict[str, int], *, backoff_s: float = 3.0) -> Path:
-    """A gen-tui.toml whose `[[servers]]` are `gen-tui sim`s, by name -> port."""
-    text = ""
+def sim_config(
+    path: Path, servers: dict[str, int], *, backoff_s: float = 3.0, alerts: str = ""
+) -> Path:
+    """A gen-tui.toml whose `[[servers]]` are `gen-tui sim`s, by name -> port (`alerts`: an
+    `[alerts]` URL)."""
+    text = f'[alerts]\nurls = ["{alerts}"]\n' if alerts else ""
     for name, port in servers.items():
         argv = [*GEN_TUI, "sim", "--port", str(port), "--tokens-per-s", "2000"]
         words = ", ".join(f'"{word}"' for word in argv)
@@ -32,7 +36,14 @@ def sim_config(path: Path, servers: dict[str, int], *, backoff_s: float = 3.0) -
 
 def panel(config: Path) -> GenTuiApp:
     """The panel over `config` (no run of its own), supervising its servers."""
-    return GenTuiApp(None, server_config=load_config(config))
+    file = load_config(config)
+    return GenTuiApp(None, server_config=file, alerts=file.alerts)
+
+
+def strip_text(app: GenTuiApp) -> str:
+    """The server strip under the header, as drawn ("" while hidden)."""
+    strip = app.query_one("#servers", ServerStrip)
+    return str(strip.render()) if strip.display else ""
 
 
 def cell(app: GenTuiApp, name: str, column: str) -> str:

@@ -13,6 +13,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -23,7 +24,15 @@ from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
 from tests.support.runs import ENV, GEN_TUI, alive
 from tests.support.servers import free_port, kill_servers
-from tests.support.servers_view import cell, open_view, panel, sim_config, until_state
+from tests.support.servers_view import (
+    cell,
+    open_view,
+    panel,
+    sim_config,
+    strip_text,
+    until_state,
+)
+from tests.support.tui import Notes
 
 pytestmark = pytest.mark.timeout(300)
 SIZE = (160, 40)
@@ -38,8 +47,12 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     kill_servers(folder)
 
 
-async def test_kill_9_restarts_and_a_new_panel_adopts(tmp_path: Path, state: Path) -> None:
-    config = sim_config(tmp_path / "gen-tui.toml", {"a": free_port(), "b": free_port()})
+async def test_kill_9_restarts_and_a_new_panel_adopts(
+    tmp_path: Path, state: Path, hook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    url, received = hook
+    ports = {"a": free_port(), "b": free_port()}
+    config = sim_config(tmp_path / "gen-tui.toml", ports, alerts=url)
     app = panel(config)
     async with app.run_test(size=SIZE) as pilot:
         await open_view(app, pilot)
@@ -66,6 +79,10 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(tmp_path: Path, state: Pat
         assert cell(app, "b", "pid/job") == pid_b  # the other one untouched
         events = "\n".join(text for _, text in app.events)
         assert "server a exited" in events and "healthy again" in events
+        await wait_until(lambda: len(received) >= 2, 30, "two alerts", pause=pilot.pause)
+        bodies = [alert["message"] for alert in received]
+        assert any("server a exited" in body for body in bodies), bodies
+        assert any("healthy again" in body for body in bodies), bodies
         await pilot.press("escape")
         await pilot.press("q")
         await wait_until(lambda: not app.is_running, 20, "the panel quits", pause=pilot.pause)
@@ -78,6 +95,15 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(tmp_path: Path, state: Pat
         assert await until_state(again, pilot, "b", "healthy") == pid_b
         assert cell(again, "a", "restarts") == "1"  # kept in the state file
         assert cell(again, "a", "up") not in ("", "-")
+        await pilot.press("escape")
+        # The strip under the header: a line per server, with its supervised state.
+        text = await wait_until(
+            lambda: "a: healthy" in (t := strip_text(again)) and "b: healthy" in t and t,
+            20,
+            "the strip",
+            pause=pilot.pause,
+        )
+        assert f"127.0.0.1:{ports['a']}" in text
         await pilot.press("q")
 
 
@@ -156,3 +182,22 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         assert psutil.Process(int(pid)).cmdline()[-1] == "1500"
         assert not alive(int(first))
         await pilot.press("q")
+
+
+async def test_the_servers_key_is_in_help_and_remappable() -> None:
+    """`S` is in the key map: help lists it, `[keys] servers` moves it, and without
+    `[[servers]]` it says so in one line."""
+    from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, build_keymap, help_rows
+    from gen_tui.app.tui import GenTuiApp
+
+    rows = {row.key: row.description for row in help_rows(DASHBOARD_KEYS)}
+    assert rows.get("S") == "Servers"
+    keymap = build_keymap([("servers", "V")], vim=False, bindings=DASHBOARD_KEYS)
+    app = GenTuiApp(None, keymap=keymap)
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await pilot.press("S")  # moved away: nothing
+        await pilot.pause(0.3)
+        assert not notes.find("no [[servers]]")
+        await pilot.press("V")
+        await wait_until(lambda: notes.find("no [[servers]]"), 10, "the line", pause=pilot.pause)
