@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from gen_tui.app.dialogs.modals import ConfirmScreen
+from gen_tui.app.dialogs.peek import LogScreen
 from gen_tui.app.dialogs.servers import FlagsScreen
 from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
@@ -181,6 +182,26 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         pid = await wait_until(restarted, 90, "solo restarted", pause=pilot.pause)
         assert psutil.Process(int(pid)).cmdline()[-1] == "1500"
         assert not alive(int(first))
+
+        # L: the server's own log, read in the servers' thread.
+        await pilot.press("L")
+        await wait_until(lambda: isinstance(app.screen, LogScreen), 10, "the log screen")
+        lines = await wait_until(
+            lambda: getattr(app.screen, "lines", ()), 20, "the log's lines", pause=pilot.pause
+        )
+        written = (state / "solo.log").read_text().splitlines()
+        assert lines[0] in written and any(line.strip() for line in lines)
+        await pilot.press("escape")
+
+        # k stops it for good (not restarted); s starts it again.
+        await pilot.press("k")
+        await until_state(app, pilot, "solo", "stopped", timeout=30)
+        await wait_until(lambda: not alive(int(pid)), 20, "the server gone", pause=pilot.pause)
+        await pilot.pause(2)
+        assert cell(app, "solo", "state") == "stopped"
+        await pilot.press("s")
+        again = await until_state(app, pilot, "solo", "healthy")
+        assert again not in (pid, first) and psutil.Process(int(again)).cmdline()[-1] == "1500"
         await pilot.press("q")
 
 
