@@ -97,6 +97,8 @@ class PanelServers:
         """The servers as the view lists them (replaced whole, once a second)."""
         self.supervised: dict[str, str] = {}
         """URL -> the server's name and state in words, for the strip under the header."""
+        self.problem = ""
+        """Why the servers are not supervised (a launcher not wired, a failed setup)."""
         self.ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._quit: asyncio.Event | None = None
@@ -127,8 +129,14 @@ class PanelServers:
                     await self._supervise(setup, session)
                 finally:
                     await setup.close()
+        except Exception as exc:  # one line on the panel, never a traceback
+            self._fail(f"the servers are not supervised: {type(exc).__name__}: {exc}")
         finally:
             self.ready.set()
+
+    def _fail(self, line: str) -> None:
+        self.problem = one_line(line, 500)
+        self.post(ServerSaid("error", self.problem))
 
     async def _supervise(self, setup: ServerSetup, session: aiohttp.ClientSession) -> None:
         from gen_tui.backends.servers.fleet import Fleet
@@ -136,7 +144,7 @@ class PanelServers:
 
         problem = setup.unsupported()
         if problem is not None:
-            self.post(ServerSaid("error", problem))
+            self._fail(problem)
             return
         fleet = self._fleet = Fleet(
             self.config.servers,

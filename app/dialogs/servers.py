@@ -42,6 +42,9 @@ class ServerControl(Protocol):
     @property
     def rows(self) -> tuple[ServerRow, ...]: ...
 
+    @property
+    def problem(self) -> str: ...
+
     def start(self, name: str) -> None: ...
 
     def stop(self, name: str) -> None: ...
@@ -182,6 +185,8 @@ class ServersScreen(Screen[None]):
         rows = self.control.rows
         healthy = sum(1 for row in rows if row.state is ServerState.HEALTHY)
         title = f" Servers: {healthy} of {len(rows)} healthy" if rows else " Servers: starting…"
+        if self.control.problem:
+            title = f" Servers: {self.control.problem}"
         self.query_one("#servers-title", Label).update(title)
         self.query_one(ServerTable).show(rows, self.loads())
         picked = self._row()

@@ -222,3 +222,24 @@ async def test_the_servers_key_is_in_help_and_remappable() -> None:
         assert not notes.find("no [[servers]]")
         await pilot.press("V")
         await wait_until(lambda: notes.find("no [[servers]]"), 10, "the line", pause=pilot.pause)
+
+
+async def test_servers_that_cannot_be_supervised_say_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state folder cannot be made (a file is in its way): the view's title and a toast
+    say so in one line; the panel stays up."""
+    blocker = tmp_path / "state"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
+    app = panel(sim_config(tmp_path / "gen-tui.toml", {"a": free_port()}))
+    notes = Notes()
+    async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+        await open_view(app, pilot)
+        found = await wait_until(
+            lambda: notes.find("not supervised"), 20, "the line", pause=pilot.pause
+        )
+        assert "\n" not in found[0][1] and "Traceback" not in found[0][1]
+        title = str(app.screen.query_one("#servers-title").render())
+        assert "Servers: the servers are not supervised" in title
+        assert cell(app, "a", "state") == ""  # nothing listed, nothing started

@@ -56,6 +56,7 @@ class Fixed:
     """A ServerControl over fixed rows that does nothing."""
 
     rows = ROWS
+    problem = ""
 
     def start(self, name: str) -> None: ...
 
