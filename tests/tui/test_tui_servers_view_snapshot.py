@@ -58,11 +58,17 @@ class Fixed:
     rows = ROWS
     problem = ""
 
-    def start(self, name: str) -> None: ...
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
 
-    def stop(self, name: str) -> None: ...
+    def start(self, name: str) -> None:
+        self.calls.append(("start", name))
 
-    def restart(self, name: str, argv: Sequence[str] | None = None) -> None: ...
+    def stop(self, name: str) -> None:
+        self.calls.append(("stop", name))
+
+    def restart(self, name: str, argv: Sequence[str] | None = None) -> None:
+        self.calls.append(("restart", name))
 
     def log_tail(self, name: str, lines: int) -> Tail:
         return Tail()
@@ -71,9 +77,16 @@ class Fixed:
 class ViewApp(App[None]):
     CSS_PATH = str(TCSS_PATH)
 
+    def __init__(self, *, readonly: bool = False) -> None:
+        super().__init__()
+        self.control = Fixed()
+        self.readonly = readonly
+
     def on_mount(self) -> None:
         loads = {"http://127.0.0.1:30080": "run 64 q 3 KV 82% 2.95k tok/s retr 0 cache 41%"}
-        self.push_screen(ServersScreen(Fixed(), lambda: loads, lambda _name: None))
+        screen = ServersScreen(self.control, lambda: loads, lambda _name: None,
+                               readonly=self.readonly)  # fmt: skip
+        self.push_screen(screen)
 
 
 async def _settle(pilot: Pilot[None]) -> None:
@@ -82,3 +95,18 @@ async def _settle(pilot: Pilot[None]) -> None:
 
 def test_servers_view_160x48(snap_compare: Any) -> None:
     assert snap_compare(ViewApp(), terminal_size=(160, 48), run_before=_settle)
+
+
+async def test_readonly_leaves_the_servers_alone() -> None:
+    """--readonly: start, stop, restart and edit do nothing (the keys show dimmed)."""
+    for readonly, expected in ((True, []), (False, [("stop", "gpu0"), ("start", "gpu0")])):
+        app = ViewApp(readonly=readonly)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause(0.2)
+            for key in ("k", "s"):
+                await pilot.press(key)
+            await pilot.pause(0.2)
+            assert app.control.calls == expected
+            await pilot.press("r")
+            await pilot.pause(0.2)
+            assert len(app.control.calls) == len(expected) + (0 if readonly else 1)
