@@ -37,7 +37,7 @@ from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 from gen_tui.backends.untrusted import clean
 
 if TYPE_CHECKING:
-    from gen_tui.backends.config.file import PanelSettings
+    from gen_tui.backends.config.file import FileConfig, PanelSettings
 
 # ---- gen-tui (no subcommand) ----------------------------------------------------------------
 
@@ -67,6 +67,7 @@ def panel_options(path: Path, panel: PanelSettings) -> dict[str, Any]:
 
     from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, KeymapError, build_keymap
     from gen_tui.app.dialogs.run_list import RunsScreen
+    from gen_tui.app.dialogs.servers import ServersScreen
     from gen_tui.backends.config.file import ConfigError
 
     if panel.theme not in BUILTIN_THEMES:
@@ -74,12 +75,16 @@ def panel_options(path: Path, panel: PanelSettings) -> dict[str, Any]:
         raise ConfigError(f"{path}: panel.theme {panel.theme!r} is not a theme (one of {names})")
     app_keys = [b for b in GenTuiApp.BINDINGS if isinstance(b, Binding)]
     runs_keys = [b for b in RunsScreen.BINDINGS if isinstance(b, Binding)]
+    servers_keys = [b for b in ServersScreen.BINDINGS if isinstance(b, Binding)]
     try:
         keymap = build_keymap(
             panel.keys,
             vim=panel.vim,
             bindings=[*DASHBOARD_KEYS, *app_keys],
-            screens={"the run list": [*runs_keys, *app_keys]},
+            screens={
+                "the run list": [*runs_keys, *app_keys],
+                "the servers view": [*servers_keys, *app_keys],
+            },
         )
     except KeymapError as exc:
         raise ConfigError(f"{path}: {exc}") from None
@@ -178,7 +183,9 @@ def main(args: argparse.Namespace) -> int:
         if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
             # A file that only names hosts to watch: no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
-            return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts, **panel)
+            return _watch_only(
+                hosts, stale, readonly=readonly, alerts=file.alerts, server_config=file, **panel
+            )
         source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
@@ -203,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
         stale_after_s=stale,
         alerts=file.alerts,
         readonly=readonly,
+        server_config=file,
         **panel,
     )
     app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
@@ -215,6 +223,7 @@ def _watch_only(
     *,
     readonly: bool,
     alerts: AlertConfig | None = None,
+    server_config: FileConfig | None = None,
     **options: Any,
 ) -> int:
     """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
@@ -225,6 +234,7 @@ def _watch_only(
         stale_after_s=stale_after_s,
         readonly=readonly,
         alerts=alerts,
+        server_config=server_config,
         **options,
     )
     return _finish(app, app.run())

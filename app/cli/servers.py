@@ -19,87 +19,32 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import Alerter
 from gen_tui.backends.config.file import ConfigError, FileConfig, find_config, load_config
-from gen_tui.backends.hosts import Host, LocalHost, open_host
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.health import check_health
-from gen_tui.backends.servers.launcher import Launched, Launcher
+from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.notify import ServerAlerts
-from gen_tui.backends.servers.process import REMOTE_FOLDER, ProcessLauncher
 from gen_tui.backends.servers.recipe import ServerRecipe
-from gen_tui.backends.servers.slurm_launcher import SlurmLauncher
-from gen_tui.backends.servers.state import StateFile, local_folder
+from gen_tui.backends.servers.setup import ServerSetup
 from gen_tui.backends.servers.supervisor import ENDED
 from gen_tui.backends.untrusted import one_line
 
-ACTIONS = ("up", "status", "stop", "restart")
 
-
-def add_servers(commands: argparse._SubParsersAction[Any]) -> None:
-    servers = commands.add_parser(
-        "servers",
-        help="start, watch and restart the config's [[servers]] (up, status, stop, restart)",
-        description="The servers of the config's [[servers]] and [router] tables: `up` "
-        "starts (or adopts) them and restarts one that dies, until Ctrl-C (they run on); "
-        "`status`, `stop` and `restart` act on the named ones. See docs/servers.md.",
-        **examples("servers"),
-    )
-    servers.add_argument(
-        "--config",
-        type=Path,
-        dest="servers_config",
-        help="the TOML with [[servers]] (default ./gen-tui.toml, then the user config)",
-    )
-    actions = servers.add_subparsers(
-        dest="servers_action", required=True, parser_class=type(servers)
-    )
-    for action, said in (
-        ("up", "start or adopt them and keep them up until Ctrl-C"),
-        ("status", "a line per server: state, pid, uptime, restarts, last log line"),
-        ("stop", "stop them (SIGTERM, then SIGKILL after the grace)"),
-        ("restart", "stop them and start them anew, waiting until healthy"),
-    ):
-        parser = actions.add_parser(action, help=said, description=said)
-        parser.add_argument("names", nargs="*", help="recipe names (default: every server)")
-
-
-class Servers:
-    """A config's servers as this command sees them: hosts, launchers, state file."""
+class Servers(ServerSetup):
+    """A config's servers as this command sees them: the wiring the panel uses too
+    (:class:`ServerSetup`), with the command's HTTP session."""
 
     def __init__(self, config: FileConfig, session: aiohttp.ClientSession) -> None:
-        self.config = config
+        super().__init__(config)
         self.session = session
-        folder = local_folder()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the start guard's folder
-        self.state = StateFile(folder)
-        self.recipes = [*config.servers, *([config.router] if config.router else [])]
-        hosts: dict[str, Host] = {"local": LocalHost(folder)}
-        for entry in config.hosts:
-            if any(recipe.host == entry.name for recipe in self.recipes):
-                hosts[entry.name] = open_host(entry.target, REMOTE_FOLDER, name=entry.name)
-        self.hosts = hosts
-        # One launcher per kind.
-        self.launchers: dict[str, Launcher] = {
-            "process": ProcessLauncher(hosts, str(folder), self.state),
-            "slurm": SlurmLauncher(hosts, str(folder), self.state, self.recipes),
-        }
-        self.urls = {recipe.name: config.server_url(recipe) for recipe in self.recipes}
-
-    def unsupported(self) -> str | None:
-        for recipe in self.recipes:
-            if recipe.launcher not in self.launchers:
-                return f"server {recipe.name}: launcher {recipe.launcher} is not available yet"
-        return None
 
     async def adopted(self) -> dict[str, Launched]:
         found: dict[str, Launched] = {}
@@ -118,10 +63,6 @@ class Servers:
             sinks,
             router=self.config.router,
         )
-
-    async def close(self) -> None:
-        for host in self.hosts.values():
-            await host.close()
 
 
 def _alert_failed(line: str) -> None:

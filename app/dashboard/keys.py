@@ -16,7 +16,7 @@ CONTROL_ACTIONS = frozenset(
 
 LOOK_KEYS = frozenset(
     {"quality", "samples", "log", "history", "palette", "table", "sort"}
-    | {"resume_all", "stop_one", "pause_one"}
+    | {"resume_all", "stop_one", "pause_one", "servers"}
 )
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
@@ -66,6 +66,14 @@ DASHBOARD_KEYS: list[Binding] = [
         "Runs",
         tooltip="Every generation process on the watched hosts; k and r act on them",
         id="runs",
+    ),
+    Binding(
+        "S",
+        "servers",
+        "Servers",
+        tooltip="The config's [[servers]]: state, pid, uptime, restarts; start, stop, restart",
+        id="servers",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding(
         "p",

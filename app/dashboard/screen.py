@@ -34,9 +34,18 @@ from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.rules import Layout, plan_layout
 from gen_tui.app.dashboard.selection import Selection
 from gen_tui.app.dashboard.sources import PanelSource
-from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
+from gen_tui.app.dashboard.summary import (
+    empty_text,
+    gpu_view,
+    header_view,
+    server_loads,
+    server_view,
+    with_supervised,
+)
 from gen_tui.app.dashboard.tabling import table_layout
 from gen_tui.app.dashboard.viewers import Viewers
+from gen_tui.app.dialogs.servers import ServersScreen
+from gen_tui.app.served import PanelServers
 from gen_tui.backends.host_status import without_countdown
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
@@ -67,8 +76,11 @@ class DashboardScreen(Screen[None]):
         | None = None,
         readonly: bool = False,
         keymap: Mapping[str, str] | None = None,
+        servers: PanelServers | None = None,
     ) -> None:
         super().__init__()
+        self.servers = servers
+        """The config's `[[servers]]`, supervised (None: the config has none)."""
         self.keymap: Mapping[str, str] = dict(keymap or {})
         """The config's keys (`[keys]`, `vim`), as the app set them: help names these."""
         self.hosted = hosted
@@ -233,7 +245,10 @@ class DashboardScreen(Screen[None]):
             )
             tall = self.app.size.height >= TALL_SCREEN
             strips = parts.servers.line_count + parts.gpus.line_count
-            parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
+            strip = server_view(activity, self.linked.servers())
+            if self.servers is not None:
+                strip = with_supervised(strip, self.servers.supervised)
+            parts.servers.show(strip, tall=tall)
             parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
             if parts.servers.line_count + parts.gpus.line_count != strips:
                 self.relayout()  # the board's room changed: whole panels, never a scroll
@@ -353,6 +368,19 @@ class DashboardScreen(Screen[None]):
 
     def action_history(self) -> None:
         self.viewers.history()
+
+    def action_servers(self) -> None:
+        """`S`: the servers view, over the config's `[[servers]]`."""
+        servers = self.servers
+        if servers is None:
+            self.notify("no [[servers]] in the config (see docs/servers.md)", severity="warning")
+            return
+
+        def loads() -> dict[str, str]:
+            parts = self.live_parts()
+            return server_loads(parts.servers.view) if parts is not None else {}
+
+        self.app.push_screen(ServersScreen(servers, loads, servers.holder, readonly=self.readonly))
 
     def action_help(self) -> None:
         keys = remapped((*DASHBOARD_KEYS, *self.app_keys), self.keymap)
