@@ -20,6 +20,7 @@ from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.backends.config.commands import Pause, SetBudget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import cancel_note
 from gen_tui.backends.progress.snapshot import RunSnapshot, run_rate
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.store.tails import (
@@ -275,11 +276,13 @@ class HostedRuns(PanelSource):
                 "Abort",
                 lambda: self._abort(run),
             )
+        batches = [b for n in run.names if (s := run.dataset(n)) for b in s.batches]
         return Confirm(
             "Kill run?",
             f"Stop the run of {who}?\nDatasets: {datasets}\n"
             f"No new requests; in-flight ones drain for up to {run.grace_s:g} s, then "
-            "are aborted. Completed responses are kept.",
+            "are aborted. Completed responses are kept."
+            + (f"\n{cancel_note(batches)}" if batches else ""),
             "Kill",
             lambda: self._kill(run),
         )
