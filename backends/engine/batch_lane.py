@@ -128,9 +128,9 @@ class BatchLane(RunPart):
         self.pool = pool
         self.send_live = send_live
         self.live: set[str] = set()
-        self.endgame: set[str] = set()
-        """Datasets whose last wave was sized to end them (said once each)."""
         """Datasets in their live finish (`batch_live_finish`): their last requests go live."""
+        self.endgame: set[str] = set()
+        """Datasets whose endgame (`_last_wave`) has been said (once each)."""
         self.url = run.config.server_urls[0].rstrip("/")
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
         self.flights: dict[str, Flight] = {}
@@ -658,6 +658,7 @@ class BatchLane(RunPart):
                 total=f.state.total if f.state is not None else len(f.prompts),
                 created_at=f.state.created_at if f.state is not None else None,
                 expires_at=f.state.expires_at if f.state is not None else None,
+                in_progress_at=f.state.in_progress_at if f.state is not None else None,
             )
             for f in flights[:MAX_BATCHES]
         )

@@ -41,6 +41,8 @@ class BatchView:
     created_at: float | None = None
     """The provider's creation time (epoch seconds); None until it is created."""
     expires_at: float | None = None
+    in_progress_at: float | None = None
+    """When it began to run, after `validating` (None: not yet, or not said)."""
 
     @property
     def window_s(self) -> float:
@@ -59,13 +61,16 @@ class BatchView:
 
     def eta_s(self, now: float) -> float | None:
         """Seconds until its last line, at the pace the provider's counts show so far (None
-        while it has no line done, or none left): lines done over its age, the rest at
-        that pace."""
-        age = self.age_s(now)
+        while it has no line done, or none left): lines done over the time it has run
+        (since `in_progress`, else since created), the rest at that pace."""
+        start = self.in_progress_at if self.in_progress_at is not None else self.created_at
         done = self.completed + self.failed
-        if age is None or done <= 0 or self.total <= done or age <= 0:
+        if start is None or done <= 0 or self.total <= done:
             return None
-        return age * (self.total - done) / done
+        running = now - start
+        if running <= 0:
+            return None
+        return running * (self.total - done) / done
 
     def to_json(self, now: float) -> dict[str, Any]:
         """Its fields, and the age, window and ETA at `now` for readers that only show."""
@@ -77,6 +82,7 @@ class BatchView:
             "total": self.total,
             "created_at": self.created_at,
             "expires_at": self.expires_at,
+            "in_progress_at": self.in_progress_at,
             "age_s": self.age_s(now),
             "window_s": self.window_s,
             "eta_s": self.eta_s(now),
@@ -111,6 +117,7 @@ class BatchView:
             total=count("total"),
             created_at=moment("created_at"),
             expires_at=moment("expires_at"),
+            in_progress_at=moment("in_progress_at"),
         )
 
 

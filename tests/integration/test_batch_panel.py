@@ -90,8 +90,11 @@ async def test_progress_json_carries_each_batch_in_flight_and_the_watcher_passes
         # the age against the 24 h window, and an ETA from the provider's progress
         assert batch["window_s"] == BATCH_WINDOW_S
         assert 0 <= batch["age_s"] <= now - batch["created_at"] + 1
-        done = batch["completed"]
-        assert batch["eta_s"] == batch["age_s"] * (20 - done) / done
+        # the pace since it began to run (the simulator's in_progress_at), the rest at it
+        done, began = batch["completed"], batch["in_progress_at"]
+        assert batch["created_at"] <= began <= now
+        running = batch["age_s"] - (began - batch["created_at"])
+        assert abs(batch["eta_s"] - running * (20 - done) / done) < 1e-6
     # the watcher forwards them as written; the reader takes them back field by field
     assert forwarded.get("batches"), forwarded
     parsed = ProgressFile.parse(forwarded)

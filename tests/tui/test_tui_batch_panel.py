@@ -1,4 +1,5 @@
-"""A batch run (`--api openai-batch`) hosted by this process, under Pilot: the dataset panel's
+"""A batch run (`--api openai-batch`), hosted by this process or watched on a host over SSH,
+under Pilot: the dataset panel's
 line for its batches in flight (status, the provider's counts, age against the 24 h window,
 ETA), `k`'s dialog saying they are cancelled and what the provider bills, the cost saved
 against the live price, and the run detail view's lines for them (issue 33).
@@ -10,20 +11,29 @@ engine-run tests: the panel only ever sees snapshots.
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.run_detail import batch_fields
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.hosts import SSHHost
 from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile, SimConfig
 from gen_tui.widgets.dataset_panel import detail_parts
 from gen_tui.widgets.dataset_table import row_for
+from tests.support.batch_sim import batch_args, sim_call, sim_process
 from tests.support.panel_snapshots import T0, snapshot
 from tests.support.polling import wait_until
+from tests.support.runs import GEN_TUI, alive
+from tests.support.sshd import Sshd
 from tests.support.tui import SIZE, SimSource, panel, snap
 
 
@@ -127,3 +137,60 @@ def test_the_run_detail_view_lists_each_batch_and_the_saving() -> None:
     assert lines[3] == "$4.10 spent, $4.10 saved against the live price"
     # a dataset that is not a batch run has no such lines
     assert batch_fields([dataclasses.replace(snap_a, batches=(), cost_saved=None)]) == []
+
+
+async def test_a_batch_run_on_a_host_shows_its_batches_and_k_says_what_it_cancels(
+    sshd: Sshd, tokenizer_dir: Path, vocab_size: int, tmp_path: Path
+) -> None:
+    """The watcher's path: a real `gen-tui run --api openai-batch` against a real `gen-tui
+    sim`, watched over a real sshd; its progress.json's batches reach the panel, and `k`
+    (SIGTERM over SSH) says they are cancelled, then cancels them."""
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "H.jsonl", 2000)
+    out = tmp_path / "remote-out"
+    out.mkdir()
+    with sim_process(vocab_size) as url:
+        sim_call(url, "/_sim/config", {"batch_delay_s": 30.0, "batch_validate_s": 0.0})
+        args = batch_args(
+            tokenizer_dir, prompts, out, url, "--max-tokens-per-dataset", "30000",
+            "--batch-max-requests", "20", "--batch-in-flight", "2",
+        )  # fmt: skip
+        starter = SSHHost("starter", sshd.alias, str(out), options=sshd.options())
+        await starter.connect()
+        started = await starter.start([*GEN_TUI, *args], str(tmp_path / "run.log"))
+        await starter.close()
+        source = host_source(sshd.alias, str(out), options=sshd.options(), grace_s=20.0)
+        app = GenTuiApp(None, hosts=[source])
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_until(lambda: app.query(f"#{panel_id('H')}"), 60, pause=pilot.pause)
+                seen = await wait_until(
+                    lambda: (
+                        (s := snap(app, "H"))
+                        and len(s.batches) == 2
+                        and all(b.completed > 0 for b in s.batches)
+                        and s
+                    ),
+                    60,
+                    pause=pilot.pause,
+                )
+                assert seen.pid == started.pid
+                _, second = detail_parts(panel(app, "H").view)
+                assert second[0].startswith("2 batches: in_progress "), second
+                assert "/40" in second[0] and " of 24h" in second[0] and "ETA" in second[0]
+
+                await pilot.press("k")
+                screen = await wait_until(
+                    lambda: isinstance(app.screen, ConfirmScreen) and app.screen,
+                    pause=pilot.pause,
+                )
+                assert f"pid {started.pid}" in screen.body
+                assert "Its 2 batches in flight" in screen.body, screen.body
+                assert "bills the requests each finished before the cancel" in screen.body
+                await pilot.press("y")
+                await wait_until(lambda: not alive(started.pid), 60, pause=pilot.pause)
+        finally:
+            if alive(started.pid):
+                os.kill(started.pid, signal.SIGKILL)
+        statuses = {b["status"] for b in sim_call(url, "/_sim/batches")["batches"].values()}
+    assert statuses == {"cancelled"}, statuses
