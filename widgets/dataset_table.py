@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import batches_eta
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import BADGE_KINDS, PanelView, badge_for
@@ -98,6 +99,8 @@ def row_for(name: str, view: PanelView | None, host: str | None = None) -> Row:
     producing = not snap.state.finished and snap.state is not DatasetState.PAUSED
     tok_s = snap.tok_s if producing and math.isfinite(snap.tok_s) else 0.0
     eta_s = snap.eta_s if producing and snap.eta_s is not None else None
+    if producing and snap.batches:  # a batch run: when its batches end, at the provider's pace
+        eta_s = batches_eta(snap.batches, snap.updated_at)
     return Row(
         one_line(name),
         state,

@@ -30,6 +30,7 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget
 from gen_tui.app.dialogs.run_detail import RunDetailScreen
 from gen_tui.app.host_links import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
@@ -256,7 +257,14 @@ class RunsScreen(Screen[None]):
             return
         identity = run.identity
         folder = run.output_dir if picked.elsewhere else None
-        question = kill_question(identity, run.datasets, "-", link.grace_s, folder=folder)
+        batches: list[BatchView] = []  # its batches in flight, which the kill cancels
+        if link.monitor is not None and not picked.elsewhere:
+            for name in run.datasets:
+                if (snap := link.monitor.snapshot(name)) is not None:
+                    batches.extend(snap.batches)
+        question = kill_question(
+            identity, run.datasets, "-", link.grace_s, folder=folder, batches=batches
+        )
         self.app.push_screen(
             ConfirmScreen("Kill run?", question, "Kill"),
             lambda ok: link.send(Kill(identity)) if ok else None,
@@ -328,8 +336,12 @@ class RunsScreen(Screen[None]):
     def action_details(self) -> None:
         if (picked := self._picked()) is None:
             return
+        monitor, run = picked.link.monitor, picked.run
+        snaps = []  # a live run's datasets, as our panels show them (their batches, cost)
+        if monitor is not None and not picked.elsewhere and not picked.ended:
+            snaps = [s for name in run.datasets if (s := monitor.snapshot(name)) is not None]
         self.app.push_screen(
-            RunDetailScreen(picked.run, ended=picked.ended, elsewhere=picked.elsewhere)
+            RunDetailScreen(run, ended=picked.ended, elsewhere=picked.elsewhere, snapshots=snaps)
         )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -48,6 +48,8 @@ class BatchState:
     error_file_id: str | None = None
     created_at: float | None = None
     expires_at: float | None = None
+    in_progress_at: float | None = None
+    """When it began to run (after `validating`): the start of its pace, for an ETA."""
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -76,6 +78,7 @@ def batch_state(payload: Any) -> BatchState:
         error_file_id=typed(payload, "error_file_id", str, where),
         created_at=typed(payload, "created_at", (int, float), where),
         expires_at=typed(payload, "expires_at", (int, float), where),
+        in_progress_at=typed(payload, "in_progress_at", (int, float), where),
         metadata={str(k): v for k, v in metadata.items() if isinstance(v, str)},
     )
 

@@ -475,6 +475,14 @@ class EngineConfig:
                 raise EngineError(
                     f"server URL {url!r} has no scheme: write http://{url} (or https://)"
                 )
+        if self.api == "openai-batch" and len(self.server_urls) > 1:
+            # A batch is polled and downloaded where it was created, and its journal names
+            # no URL: batches spread over several would be looked for at the first one by
+            # a restarted run (and several providers' batches are one run each, anyway).
+            raise EngineError(
+                f"--api openai-batch takes one --server-url, not {len(self.server_urls)}: "
+                "a batch lives at the provider that created it; run one gen-tui per provider"
+            )
 
     def planned_budgets(self) -> dict[str, int | None]:
         """Each dataset's token budget as a run starts: its own, or its share of the total

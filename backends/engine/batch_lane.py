@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +38,7 @@ from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.batch import BatchClient, BatchLines, BatchState
 from gen_tui.backends.clients.limits import response_limit
-from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
@@ -46,6 +47,7 @@ from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.figures import counted
+from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, MAX_BATCHES, BatchView
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.batch_journal import BatchJournal, JournalError, OpenBatch
 from gen_tui.backends.store.prompts import Prompt, iter_prompts
@@ -61,6 +63,11 @@ UNRUN = ("batch_expired", "batch_cancelled")
 """The error codes of a line its batch never ran: no attempt of its sample."""
 COLLECT_RUN = 256
 """Answers of a batch written before their in-flight entries leave together."""
+ENDGAME_ANSWERS = 8
+"""With no live finish, a predictive dataset with room for fewer answers than this (and no
+batch out) sends its last wave sized to reach its budget at the mean, not by the spread
+margin: the margin would make it several waves of a few answers, each a provider round
+trip of hours. A precise one is told so (its rule allows no such wave)."""
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Waits between tries of a batch call that failed and may work again."""
 
@@ -122,6 +129,8 @@ class BatchLane(RunPart):
         self.send_live = send_live
         self.live: set[str] = set()
         """Datasets in their live finish (`batch_live_finish`): their last requests go live."""
+        self.endgame: set[str] = set()
+        """Datasets whose endgame (`_last_wave`) has been said (once each)."""
         self.url = run.config.server_urls[0].rstrip("/")
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
         self.flights: dict[str, Flight] = {}
@@ -236,9 +245,53 @@ class BatchLane(RunPart):
             reserved = sum(entry.max_new_tokens for entry in ds.inflight)
             return max(0, min(most, (budget.max_tokens - ds.tokens - reserved) // cap))
         room = batch_room(budget.max_tokens, ds.tokens, ds.expected, ds.inflight, cap, most)
+        last = self._last_wave(ds, budget.max_tokens, room, most)
+        if last is not None:
+            return last
         if room == 0 and not ds.inflight and self.scheduler.may_send(ds, []):
             return 1  # the mode's lone request: predictive crosses, precise needs room
         return room
+
+    def _last_wave(self, ds: DatasetRun, max_tokens: int, room: int, most: int) -> int | None:
+        """The endgame with no live finish: once what the budget leaves, with no batch of
+        the dataset out, is under ENDGAME_ANSWERS answers, the waves `batch_room` sizes
+        would be a few answers each, every one a full provider round trip. Predictive may
+        cross its budget by less than about one answer: its last wave takes at once enough
+        to reach the budget at the mean. Precise must stop short, so its rule allows no
+        such wave: its last waves stay small, and that is said instead (a live finish ends
+        it sooner). Said once, as the dataset's budget note. None: not the endgame, or not
+        predictive (strict is sized by its caps)."""
+        expected = ds.expected
+        mode = self.config.budget_mode
+        if self.config.batch_live_finish > 0 or expected.finished == 0 or ds.inflight:
+            # With batches out, what they add is known only to within their spread (the
+            # margin `batch_room` keeps): what is left is exact once they are back.
+            return None
+        if mode not in (BudgetMode.PREDICTIVE, BudgetMode.PRECISE):
+            return None
+        mean = expected.mean(0)
+        left = max_tokens - ds.tokens
+        if mean <= 0 or left <= 0 or left >= ENDGAME_ANSWERS * mean:
+            return None
+        count = max(room, min(most, math.ceil(left / mean)))
+        if ds.name not in self.endgame:
+            self.endgame.add(ds.name)
+            head = (
+                f"{left:,} tokens left (about {left / mean:.1f} answers) and no live finish "
+                "(--batch-live-finish 0): "
+            )
+            if mode is BudgetMode.PREDICTIVE:
+                ds.budget_note = head + (
+                    f"the last batch of {counted(count, 'request')} ends the dataset in one "
+                    "provider round trip"
+                )
+            else:
+                ds.budget_note = head + (
+                    "precise mode stops short, so its last batches are a few answers each, "
+                    "a provider round trip each (--batch-live-finish 0.02 ends it live)"
+                )
+            self.reporter.event("info", f"{ds.name}: {ds.budget_note}")
+        return count if mode is BudgetMode.PREDICTIVE else None
 
     async def _send_one(self) -> bool:
         """Send one batch for the first dataset that has room and prompts; True if one went."""
@@ -373,6 +426,7 @@ class BatchLane(RunPart):
         ds.inflight.extend(entries.values())
         flight = Flight(ds, batch, lines, entries, data)
         self.flights[batch.key] = flight
+        self._show(ds)
         flight.task = asyncio.create_task(self._fly(flight))
 
     # one batch
@@ -415,6 +469,7 @@ class BatchLane(RunPart):
             _drop(ds, flight.entries.values())
             flight.entries.clear()
             self.flights.pop(batch.key, None)
+            self._show(ds)
             self.signals.wake.set()
 
     async def _create(self, flight: Flight) -> bool:
@@ -454,6 +509,7 @@ class BatchLane(RunPart):
         await self._journal(journal.created, batch, state.id)
         flight.data = None
         flight.state = state
+        self._show(ds)
         self.reporter.event(
             "info",
             f"{ds.name}: batch {state.id} created with {counted(len(flight.prompts), 'request')}",
@@ -512,11 +568,7 @@ class BatchLane(RunPart):
         done: list[InFlight] = []
         for cid, generation in results.answers.items():
             prompt = flight.prompts[cid]
-            if generation.cost is None:  # priced by --price: the batch share of it
-                live = self.cost.price(generation)
-                if live is not None:
-                    share = self.config.batch_price_share
-                    generation = dataclasses.replace(generation, cost=live * share)
+            generation = self._priced(ds, generation)
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, self.url)
             entry = flight.entries.pop(cid, None)
@@ -537,6 +589,22 @@ class BatchLane(RunPart):
             note += f", {counted(len(unanswered), 'sample')} given back{why}"
         self.reporter.event("info" if not unanswered else "warning", note)
         self._give_back(flight, unanswered, state.status)
+
+    def _priced(self, ds: DatasetRun, generation: Generation) -> Generation:
+        """`generation` at the batch price (the provider's `usage.cost`, else the batch share
+        of `--price`), its saving against the live price added to `ds.cost_saved` (the
+        live price: `--price`, else the provider's cost over the batch share)."""
+        share = self.config.batch_price_share
+        live = self.cost.price(dataclasses.replace(generation, cost=None))
+        if generation.cost is None:
+            if live is None:
+                return generation
+            generation = dataclasses.replace(generation, cost=live * share)
+        elif live is None and share > 0:
+            live = generation.cost / share
+        if live is not None and generation.cost is not None:
+            ds.cost_saved = (ds.cost_saved or 0.0) + live - generation.cost
+        return generation
 
     def _give_up(self, flight: Flight, cids: set[str], failures: dict[str, str]) -> set[str]:
         """The samples of `cids` that failed once too often (`--max-retries`, as live),
@@ -578,8 +646,23 @@ class BatchLane(RunPart):
         self.signals.wake.set()
 
     def _show(self, ds: DatasetRun) -> None:
-        """The dataset's line on the panel: its batches and the provider's counts."""
-        states = [f.state for f in self.flights.values() if f.ds is ds and f.state is not None]
+        """The dataset's batches on the panel and in progress.json (`ds.batches`: each one's
+        status, the provider's counts, created and expiry times) and its message line."""
+        flights = [f for f in self.flights.values() if f.ds is ds]
+        ds.batches = tuple(
+            BatchView(
+                id=f.state.id if f.state is not None else (f.batch.batch_id or f.batch.key),
+                status=f.state.status if f.state is not None else "creating",
+                completed=f.state.completed if f.state is not None else 0,
+                failed=f.state.failed if f.state is not None else 0,
+                total=f.state.total if f.state is not None else len(f.prompts),
+                created_at=f.state.created_at if f.state is not None else None,
+                expires_at=f.state.expires_at if f.state is not None else None,
+                in_progress_at=f.state.in_progress_at if f.state is not None else None,
+            )
+            for f in flights[:MAX_BATCHES]
+        )
+        states = [f.state for f in flights if f.state is not None]
         if not states:
             return
         done = sum(s.completed for s in states)
@@ -587,7 +670,7 @@ class BatchLane(RunPart):
         kinds = sorted({s.status for s in states})
         ds.message = (
             f"{counted(len(states), 'batch')} ({', '.join(kinds)}): "
-            f"{done:,} of {total:,} requests done"
+            f"{done:,} of {total:,} {BATCH_COUNTS_SAID}"
         )
 
     # stopping

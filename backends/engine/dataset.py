@@ -15,6 +15,7 @@ from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model
 from gen_tui.backends.config.run import DatasetSpec
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.progress.truncation import TruncationWatch
@@ -65,6 +66,10 @@ class DatasetRun:
         """Said once when its budget is too small for the pool (the panel, progress.json)."""
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
+        self.batches: tuple[BatchView, ...] = ()
+        """Its batches in flight as last polled (the batch lane's; the panel's view)."""
+        self.cost_saved: float | None = None
+        """Its batch answers' cost at the live price less their cost (None: unknown)."""
         self.given_back: deque[Queued] = deque()
         """Prompts a batch did not answer (expired, cancelled, failed), sent again before
         the queue's: the batch lane's, empty on the live path."""
