@@ -26,6 +26,7 @@ from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.engine.context import AnswerLimit, RunContext
+from gen_tui.backends.engine.conversation import ConversationRunner
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
@@ -41,6 +42,7 @@ from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.engine.tuning import AutoConcurrency
 from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
+from gen_tui.backends.store.conversations import Turns
 from gen_tui.backends.store.manifest import template_sha256
 from gen_tui.backends.store.prompts import Prompt
 
@@ -92,6 +94,7 @@ class Engine:
         self._scheduler = Scheduler(run, self._allocator, lambda: self._pool.limit)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self._conversations = ConversationRunner(run, self._runner, self._feeder, self._request_cap)
         self._telemetry = ServerTelemetry(
             run,
             self.client,
@@ -320,7 +323,10 @@ class Engine:
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
         ds.inflight.append(entry)
-        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap))
+        if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
+            task = asyncio.create_task(self._conversations.run(ds, entry, prompt))
+        else:
+            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 

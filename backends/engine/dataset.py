@@ -18,6 +18,7 @@ from gen_tui.backends.config.run import DatasetSpec
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.progress.truncation import TruncationWatch
+from gen_tui.backends.store.conversations import TurnOnDisk
 from gen_tui.backends.store.lock import DatasetLock
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import ERRORS_FILE, LOCK_FILE, RecordWriter
@@ -51,6 +52,9 @@ class DatasetRun:
         self.writer: RecordWriter | None = None
         self.errors_path = folder / ERRORS_FILE
         self.done: set[str] = set()
+        self.history: dict[str, dict[int, TurnOnDisk]] = {}
+        """With `--turns all`, on a resume: the turns on disk of each conversation begun and
+        not finished, its next turn's history (taken out as the conversation resumes)."""
         self.tokens = 0
         self.samples = 0
         self.resumed_tokens = 0
@@ -85,6 +89,10 @@ class DatasetRun:
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
         self.truncation = TruncationWatch()
         self.quality = QualityWatch()
+        self.conversations_fed = 0
+        self.turns_fed = 0
+        """With `--turns all`: conversations queued and their turns, for the mean a
+        conversation not begun yet is planned at (`turns_mean`)."""
         self.prompt_lines: int | None = None
         """Non-empty lines of its prompt file, once counted (the feeder counts them)."""
 
@@ -97,6 +105,12 @@ class DatasetRun:
         if self.prompt_lines is None:
             return None
         return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
+
+    @property
+    def turns_mean(self) -> float:
+        """The mean turns of the conversations queued so far (1 with `--turns last`): what
+        the scheduler plans the next conversation at."""
+        return self.turns_fed / self.conversations_fed if self.conversations_fed else 1.0
 
     @property
     def all_sent(self) -> bool:

@@ -19,6 +19,7 @@ from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
+from gen_tui.backends.store.conversations import Turns, turn_count
 from gen_tui.backends.store.prompts import Prompt, PromptProblem, count_lines, iter_prompts
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
@@ -32,6 +33,11 @@ hands over only every switch interval (5 ms): each call pays a few such waits wh
 size. At 32 a call the feed ran at about 1,000 prompts/s against a loop that sends 2,000 a
 second, and the queue was found empty at most launches of the client-overhead bench; at
 256 it stays full (see BENCHMARKS.md, client overhead)."""
+
+
+def encode_messages_or_error(tokenizer: Any, messages: list[dict[str, str]]) -> Any:
+    """`encode_many` of one conversation: its ids, or the exception the template raised."""
+    return encode_many(tokenizer, [messages])[0]
 
 
 class Feeder(RunPart):
@@ -109,7 +115,9 @@ class Feeder(RunPart):
                 )
             else:
                 counted = dataclasses.replace(prompt, tokens=len(ids))
-                out.append((counted, ids if self.tokenize else None))
+                # --turns all: each turn's request is tokenized as it goes out (`encode`)
+                whole = self.tokenize and self.config.turns is Turns.LAST
+                out.append((counted, ids if whole else None))
         return out
 
     async def _produce(self, ds: DatasetRun) -> None:
@@ -135,6 +143,9 @@ class Feeder(RunPart):
                         ds.malformed += 1
                         self.reporter.event("warning", f"{ds.name}: skipped {item}")
                         continue
+                    if self.config.turns is Turns.ALL:
+                        ds.conversations_fed += 1
+                        ds.turns_fed += turn_count(item[0].messages)
                     await ds.queue.put(item)
                     self.signals.wake.set()
                 room = ds.queue.maxsize - ds.queue.qsize()
@@ -148,6 +159,25 @@ class Feeder(RunPart):
             # file through: `producer_done` stays False there, or `prompts_left` would count
             # only the prefetched queue (the final progress.json said 128 of 2,500 left).
             self.signals.wake.set()
+
+    async def encode(self, messages: list[dict[str, str]]) -> tuple[list[int] | None, int | None]:
+        """(ids for the client, or None if it takes messages; the prompt's length, or None
+        without a tokenizer) of one request built at run time: a conversation's next turn.
+        Raises ValueError naming why it cannot be sent (untokenizable, over the cap)."""
+        if self.tokenizer is None:
+            return None, None
+        loop = asyncio.get_running_loop()
+        encoded = await loop.run_in_executor(
+            self.executor, encode_messages_or_error, self.tokenizer, messages
+        )
+        if isinstance(encoded, Exception):
+            raise ValueError(f"cannot tokenize: {encoded}")
+        cap = self.config.max_prompt_tokens
+        if len(encoded) > cap:
+            raise ValueError(
+                f"prompt is {len(encoded):,} tokens, over the {cap:,} allowed (--max-prompt-tokens)"
+            )
+        return (encoded if self.tokenize else None), len(encoded)
 
     async def attach_ids(
         self, generation: Generation, messages: list[dict[str, str]]

@@ -44,6 +44,7 @@ class Scheduler(RunPart):
             ds.model,
             self.answer_limit.tokens,
             expected=ds.expected,
+            turns=ds.turns_mean,
         )
 
     def note_small_budget(self, ds: DatasetRun) -> None:

@@ -1,0 +1,194 @@
+"""`--turns all` (issue 35): whole conversations regenerated turn by turn, in memory
+against a scripted client: each turn's request carries the regenerated history, one turn
+in flight per conversation, a record per turn, and a resume that never sends a turn with
+a record again."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gen_tui.backends.clients.base import Request
+from gen_tui.backends.clients.results import Generation, RequestFailed
+from gen_tui.backends.clients.scripted import ScriptedClient
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
+from gen_tui.backends.engine import Engine
+from gen_tui.backends.export.verify import verify_dataset
+from gen_tui.backends.store.conversations import Turns, turn_count, turn_key, turn_messages
+from gen_tui.backends.store.records import RAW_FILE, Completion, scan_records
+from tests.support.engine import with_hooks
+
+URL = "http://scripted"
+
+
+def conversation(index: int, turns: int) -> dict[str, object]:
+    """A source line of `turns` user turns, each followed by another model's answer."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": "be brief"}]
+    for turn in range(1, turns + 1):
+        messages.append({"role": "user", "content": f"c{index} q{turn}"})
+        messages.append({"role": "assistant", "content": f"OLD c{index} a{turn}"})
+    return {"id": f"c{index}", "messages": messages}
+
+
+def write_conversations(path: Path, turns: list[int]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [orjson.dumps(conversation(i, n)) for i, n in enumerate(turns)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def config(tmp_path: Path, turns: list[int], **overrides: object) -> EngineConfig:
+    prompts = write_conversations(tmp_path / "prompts" / "chat.jsonl", turns)
+    options: dict[str, object] = {
+        "datasets": [DatasetSpec("chat", prompts)],
+        "server_urls": [URL],
+        "tokenizer": "",
+        "output_dir": tmp_path / "out",
+        "concurrency": 4,
+        "sampling": {"max_new_tokens": 50},
+        "snapshot_interval_s": 0.01,
+        "progress_interval_s": 0.05,
+        "turns": "all",
+        "seed": 1,
+    }
+    options.update(overrides)
+    return EngineConfig(**with_hooks(options))  # type: ignore[arg-type]
+
+
+def reply(request: Request) -> Generation:
+    """The scripted answer names what it answers: the last user turn of its request."""
+    question = request.messages[-1]["content"]
+    return Generation(
+        output_ids=[1, 2, 3],
+        text=f"NEW {question}",
+        prompt_tokens=len(request.messages),
+        completion_tokens=3,
+        finish_reason="stop",
+        latency_s=0.0,
+    )
+
+
+def records(tmp_path: Path) -> list[dict[str, object]]:
+    raw = (tmp_path / "out" / "chat" / RAW_FILE).read_bytes()
+    return [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+def test_turn_k_carries_the_system_prompt_user_turns_and_regenerated_answers() -> None:
+    messages = conversation(0, 3)["messages"]
+    assert isinstance(messages, list)
+    assert turn_count(messages) == 3
+    assert turn_messages(messages, 1, []) == messages[:2]
+    third = turn_messages(messages, 3, ["A1", "A2"])
+    assert [m["content"] for m in third] == ["be brief", "c0 q1", "A1", "c0 q2", "A2", "c0 q3"]
+    assert [m["role"] for m in third] == ["system"] + ["user", "assistant"] * 2 + ["user"]
+
+
+def test_turns_is_a_setting_with_one_default() -> None:
+    assert EngineConfig(datasets=[], server_urls=[URL]).turns is Turns.LAST
+    with pytest.raises(EngineError, match="turns"):
+        EngineConfig(datasets=[], server_urls=[URL], turns="some")  # type: ignore[arg-type]
+
+
+async def test_every_turn_is_regenerated_in_order_with_the_regenerated_history(
+    tmp_path: Path,
+) -> None:
+    in_flight: dict[str, int] = {}
+    most: dict[str, int] = {}
+
+    async def script(url: str, request: Request) -> Generation:
+        conv = request.rid.split("/")[1].split("#")[0]
+        in_flight[conv] = in_flight.get(conv, 0) + 1
+        most[conv] = max(most.get(conv, 0), in_flight[conv])
+        await asyncio.sleep(0.01)
+        in_flight[conv] -= 1
+        return reply(request)
+
+    client = ScriptedClient(script)
+    turns = [3, 5, 4, 8, 3, 6]
+    final = await asyncio.wait_for(Engine(config(tmp_path, turns), client=client).run(), 30)
+    assert max(most.values()) == 1  # one turn in flight per conversation
+    sent = [request for _, request in client.sent]
+    assert len(sent) == sum(turns)
+    for request in sent:  # no source answer is ever sent; each earlier turn's is the new one
+        contents = [m["content"] for m in request.messages if m["role"] == "assistant"]
+        questions = [m["content"] for m in request.messages if m["role"] == "user"]
+        assert contents == [f"NEW {q}" for q in questions[:-1]]
+    written = records(tmp_path)
+    assert len(written) == sum(turns)
+    by_conv: dict[str, list[int]] = {}
+    for record in written:
+        assert record["turns"] == turns[int(str(record["sample_id"])[1:])]
+        by_conv.setdefault(str(record["sample_id"]), []).append(int(record["turn"]))  # type: ignore[call-overload]
+    assert all(order == list(range(1, len(order) + 1)) for order in by_conv.values())
+    (done,) = final.datasets
+    assert (done.samples, done.tokens) == (sum(turns), 3 * sum(turns))
+    scan = scan_records(tmp_path / "out" / "chat" / RAW_FILE)
+    assert {f"c{i}" for i in range(len(turns))} <= scan.done and scan.duplicates == 0
+
+
+async def test_a_resume_sends_only_the_turns_without_a_record_with_those_on_disk_as_history(
+    tmp_path: Path,
+) -> None:
+    def failing(url: str, request: Request) -> Generation:
+        if request.messages[-1]["content"] == "c1 q3":  # conversation c1 stops at turn 3
+            raise RequestFailed("refused", retry=False, status=400)
+        return reply(request)
+
+    cfg = config(tmp_path, [2, 5])
+    await asyncio.wait_for(Engine(cfg, client=ScriptedClient(failing)).run(), 30)
+    scan = scan_records(tmp_path / "out" / "chat" / RAW_FILE)
+    assert "c0" in scan.done and "c1" not in scan.done
+    assert scan.turn_counts == {"c0": 2, "c1": 5}
+    assert turn_key("c1", 2) in scan.done and turn_key("c1", 3) not in scan.done
+
+    client = ScriptedClient(lambda url, request: reply(request))
+    await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
+    sent = [request.messages[-1]["content"] for _, request in client.sent]
+    assert sent == ["c1 q3", "c1 q4", "c1 q5"]
+    first = client.sent[0][1]
+    assert [m["content"] for m in first.messages if m["role"] == "assistant"] == [
+        "NEW c1 q1",
+        "NEW c1 q2",
+    ]
+    written = [(r["sample_id"], r["turn"]) for r in records(tmp_path)]
+    assert sorted(written) == [("c0", 1), ("c0", 2)] + [("c1", t) for t in range(1, 6)]
+    assert "c1" in scan_records(tmp_path / "out" / "chat" / RAW_FILE).done
+
+
+def test_the_scan_reads_a_turn_off_the_head_as_the_full_parse_does(tmp_path: Path) -> None:
+    raw = tmp_path / RAW_FILE
+    fast = Completion("c", 4, 1, "stop", [1, 2, 3, 4], turn=1, turns=2).to_line()
+    slow = b'{"turn":2,"turns":2,' + Completion("c", 5, 1, "length", None).to_line()[1:]
+    raw.write_bytes(fast + slow)
+    scan = scan_records(raw)
+    assert scan.done == {turn_key("c", 1), turn_key("c", 2), "c"}
+    assert (scan.tokens, scan.records, scan.duplicates, scan.truncated) == (9, 2, 0, 1)
+
+
+async def test_verify_names_a_gap_or_a_duplicate_turn_in_one_line(tmp_path: Path) -> None:
+    cfg = config(tmp_path, [3, 4])
+    await asyncio.wait_for(Engine(cfg, client=ScriptedClient(lambda u, r: reply(r))).run(), 30)
+    folder = tmp_path / "out" / "chat"
+    raw = folder / RAW_FILE
+    assert verify_dataset(folder, {}).ok
+    lines = raw.read_bytes().splitlines(keepends=True)
+    turn_2 = next(i for i, line in enumerate(lines) if b'"turn":2,' in line)
+    sample = orjson.loads(lines[turn_2])["sample_id"]
+
+    raw.write_bytes(b"".join([*lines, lines[turn_2]]))
+    verdict = verify_dataset(folder, {})
+    assert verdict.problems == 1
+    assert f"conversation {sample!r}: turn 2 again" in verdict.first[0]
+
+    raw.write_bytes(b"".join(lines[:turn_2] + lines[turn_2 + 1 :]))
+    verdict = verify_dataset(folder, {})
+    assert verdict.problems == 1
+    assert f"conversation {sample!r}: turn 3 follows turn 1: turn 2 missing" in verdict.first[0]
+
+    unfinished = [line for line in lines if b'"turn":3,"turns":3' not in line]
+    raw.write_bytes(b"".join(unfinished))
+    verdict = verify_dataset(folder, {})
+    assert verdict.ok and "1 conversation not finished yet" in verdict.line()
