@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -16,9 +17,11 @@ from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.engine import Engine
+from gen_tui.backends.export.exporter import ExportOptions, Tally, export_run
 from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.store.conversations import Turns, turn_count, turn_key, turn_messages
 from gen_tui.backends.store.records import RAW_FILE, Completion, scan_records
+from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 from tests.support.engine import with_hooks
 
 URL = "http://scripted"
@@ -192,3 +195,57 @@ async def test_verify_names_a_gap_or_a_duplicate_turn_in_one_line(tmp_path: Path
     raw.write_bytes(b"".join(unfinished))
     verdict = verify_dataset(folder, {})
     assert verdict.ok and "1 conversation not finished yet" in verdict.line()
+
+
+async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whole_turns(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+
+    def script(url: str, request: Request) -> Generation:
+        text = f"answer to {request.messages[-1]['content']}"
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert request.input_ids == encode_messages(tokenizer, request.messages)
+        return Generation(ids, text, len(request.input_ids or []), len(ids), "stop", 0.0)
+
+    turns = [3, 4]
+    cfg = config(tmp_path, turns, tokenizer=str(tokenizer_dir))
+    client = ScriptedClient(script, needs_input_ids=True)
+    await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
+    written = {(r["sample_id"], r["turn"]): r for r in records(tmp_path)}
+
+    def export(fmt: str, max_length: int | None = None) -> tuple[list[dict[str, Any]], Tally]:
+        rows: list[bytes] = []
+        tally = export_run(
+            tmp_path / "out", None, ExportOptions(fmt, max_length), rows.append, lambda _: None
+        )
+        return [orjson.loads(row) for row in rows], tally
+
+    rows, tally = export("specforge")
+    assert (tally.records, tally.exported) == (7, 7)
+    for row, count in zip(rows, turns, strict=True):
+        ids, mask = row["input_ids"], row["loss_mask"]
+        assert len(ids) == len(mask) and set(mask) == {0, 1}  # SpecForge's prompts_path rows
+        spans, start = [], None
+        for at, bit in enumerate([*mask, 0]):
+            if bit and start is None:
+                start = at
+            elif not bit and start is not None:
+                spans.append(ids[start:at])
+                start = None
+        sample = row["metadata"]["sample_id"]
+        assert spans == [written[(sample, t)]["output_ids"] for t in range(1, count + 1)]
+        first = client.sent[
+            [r.messages[-1]["content"] for _, r in client.sent].index(f"{sample} q1")
+        ][1]
+        assert ids[: len(first.input_ids or [])] == first.input_ids
+        assert row["metadata"]["turns"] == count
+
+    rows, _ = export("sharegpt")
+    assistant = [m["content"] for m in rows[1]["conversations"] if m["role"] == "assistant"]
+    assert assistant == [f"answer to c1 q{t}" for t in range(1, 5)]
+
+    full = len(export("specforge")[0][1]["input_ids"])
+    rows, tally = export("specforge", max_length=full - 1)
+    assert rows[1]["metadata"]["turns"] == 3 and sum(rows[1]["loss_mask"]) < full
+    assert tally.skipped["over --max-length"] == 1 and tally.exported == 6
