@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from gen_tui.backends.budget.expected import ExpectedLengths
+from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient
@@ -249,3 +251,19 @@ async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whol
     rows, tally = export("specforge", max_length=full - 1)
     assert rows[1]["metadata"]["turns"] == 3 and sum(rows[1]["loss_mask"]) < full
     assert tally.skipped["over --max-length"] == 1 and tally.exported == 6
+
+
+def test_the_budget_counts_a_begun_conversations_turns_to_come_and_plans_a_new_one_whole() -> None:
+    expected = ExpectedLengths(100)
+    for _ in range(10):
+        expected.observe(10)
+    alone = [InFlight(0.0, 100)]
+    begun = [InFlight(0.0, 100, turns_left=5)]
+    mean = expected.mean(2)
+    assert expected.expected(alone, 100) == pytest.approx(2 * mean)
+    assert expected.expected(begun, 100) == pytest.approx(7 * mean)
+    assert expected.expected(alone, 100, turns=4) == pytest.approx(5 * mean)
+    room = round(3 * mean)
+    assert expected.allows(room, 0, alone, 100)
+    assert not expected.allows(room, 0, begun, 100)
+    assert not expected.allows(room, 0, alone, 100, turns=4)
