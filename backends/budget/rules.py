@@ -219,9 +219,11 @@ def may_dispatch(
             budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now, z
         )
     if mode is BudgetMode.DRAIN or not inflight:
-        return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
-    reserved = sum(request.max_new_tokens for request in inflight)
-    return tokens + reserved + max_new_tokens <= budget.max_tokens
+        whole = max(1, round(turns)) * max_new_tokens  # a conversation's turns, at the cap
+        return mode is not BudgetMode.STRICT or tokens + whole <= budget.max_tokens
+    # A conversation's turns to come are reserved at the cap too (`--turns all`).
+    reserved = sum((1 + request.turns_left) * request.max_new_tokens for request in inflight)
+    return tokens + reserved + max(1, round(turns)) * max_new_tokens <= budget.max_tokens
 
 
 def room_for_one(

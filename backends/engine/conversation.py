@@ -48,6 +48,7 @@ class ConversationRunner(RunPart):
             await self._turns(ds, entry, prompt)
         finally:
             ds.inflight.remove(entry)
+            self.runner.affinity.pop((ds.name, prompt.key), None)
 
     async def _turns(self, ds: DatasetRun, entry: InFlight, prompt: Prompt) -> None:
         turns = turn_count(prompt.messages)

@@ -72,6 +72,10 @@ class RequestRunner(RunPart):
         self.feeder = feeder
         self.sink = sink
         self.servers = [Server(url) for url in run.config.server_urls]
+        self.affinity: dict[tuple[str, str], Server] = {}
+        """With `--turns all`: the server each conversation in flight was last answered by.
+        Its next turn goes there while it is up: the history is that server's prefix cache
+        (SGLang's radix cache), which another server would prefill again in full."""
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
         self._rng = random.Random(run.config.hooks.seed)
@@ -168,8 +172,11 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         return any(s.down_until <= now for s in self.servers)
 
-    def _pick_server(self) -> Server:
+    def _pick_server(self, prefer: Server | None = None) -> Server:
+        """The least loaded server that is up; `prefer` (a conversation's server) while up."""
         now = time.monotonic()
+        if prefer is not None and prefer.down_until <= now:
+            return prefer
         up = [s for s in self.servers if s.down_until <= now]
         if up:
             return min(up, key=lambda s: s.outstanding)
@@ -217,7 +224,7 @@ class RequestRunner(RunPart):
         outages = 0
         signals = self.signals
         while True:
-            server = self._pick_server()
+            server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
             entry.started = time.monotonic()
             entry.produced = 0
             turn = "" if prompt.turn is None else f"#{prompt.turn}"
@@ -266,6 +273,8 @@ class RequestRunner(RunPart):
             server.down_until = 0.0
             server.failures = 0
             self.pool.grow()
+            if prompt.turn is not None:  # its next turn's history is in this server's cache
+                self.affinity[(ds.name, prompt.key)] = server
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, server.url)
             return generation if prompt.record_key in ds.done else None

@@ -267,3 +267,21 @@ def test_the_budget_counts_a_begun_conversations_turns_to_come_and_plans_a_new_o
     assert expected.allows(room, 0, alone, 100)
     assert not expected.allows(room, 0, begun, 100)
     assert not expected.allows(room, 0, alone, 100, turns=4)
+
+
+async def test_a_conversations_turns_go_to_the_server_that_answered_its_first(
+    tmp_path: Path,
+) -> None:
+    async def script(url: str, request: Request) -> Generation:
+        await asyncio.sleep(0.01)  # in flight a while: the least loaded server differs
+        return reply(request)
+
+    client = ScriptedClient(script)
+    urls = ["http://one", "http://two"]
+    cfg = config(tmp_path, [4, 5, 3, 6, 4, 5, 3, 4], server_urls=urls)
+    await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
+    servers: dict[str, set[str]] = {}
+    for url, request in client.sent:
+        servers.setdefault(request.rid.split("/")[1].split("#")[0], set()).add(url)
+    assert all(len(used) == 1 for used in servers.values())
+    assert set().union(*servers.values()) == set(urls)  # both served: affinity, not one server
