@@ -7,16 +7,11 @@ no turn that has a record (the simulator's ledger of the requests it received, r
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import signal
 import subprocess
 import time
-import urllib.request
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,67 +19,16 @@ from bench.common import simulator
 from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.store.records import RAW_FILE
 from tests.support.run_output import ENV, GEN_TUI, gen_tui
+from tests.support.turns import (
+    TURN_MEAN,
+    check_whole,
+    ledger,
+    run_args,
+    turn_records,
+    write_conversations,
+)
 
 pytestmark = pytest.mark.timeout(300)
-TURN_MEAN = 40
-"""The simulator's mean answer (tokens) for dataset `chat`."""
-
-
-def write_conversations(path: Path, count: int, seed: int = 7) -> dict[str, int]:
-    """`count` conversations of 3 to 8 user turns (each with another model's answer, which
-    the run must not send); returns each id's turn count."""
-    rng = random.Random(seed)
-    turns: dict[str, int] = {}
-    lines = []
-    for index in range(count):
-        n = rng.randint(3, 8)
-        messages = [{"role": "system", "content": "You answer briefly."}]
-        for turn in range(1, n + 1):
-            messages.append({"role": "user", "content": f"question {turn} of talk {index}"})
-            messages.append({"role": "assistant", "content": f"an old answer {turn}"})
-        turns[f"t{index}"] = n
-        lines.append(json.dumps({"id": f"t{index}", "messages": messages}))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return turns
-
-
-def run_args(prompts: Path, out: Path, url: str, tokenizer: Path, budget: int) -> list[str]:
-    return [
-        "run", "--prompts-dir", str(prompts), "--tokenizer", str(tokenizer),
-        "--output-dir", str(out), "--server-url", url, "--plain", "--turns", "all",
-        "--max-new-tokens", "200", "--max-tokens-per-dataset", str(budget),
-        "--concurrency", "8",
-    ]  # fmt: skip
-
-
-def turn_records(out: Path) -> list[dict[str, Any]]:
-    """The complete lines of the dataset's record file (a torn last line left out)."""
-    raw = (out / "chat" / RAW_FILE).read_bytes()
-    return [json.loads(line) for line in raw.split(b"\n")[:-1] if line.strip()]
-
-
-def check_whole(records: list[dict[str, Any]], turns: dict[str, int]) -> int:
-    """Assert each conversation on disk has turns 1..n once, in order, n its prompt's turn
-    count; return the tokens."""
-    seen: dict[str, list[int]] = {}
-    for record in records:
-        assert record["turns"] == turns[record["sample_id"]]
-        seen.setdefault(record["sample_id"], []).append(record["turn"])
-    for sample, order in seen.items():
-        assert order == list(range(1, turns[sample] + 1)), (sample, order)
-    return sum(record["completion_tokens"] for record in records)
-
-
-def ledger(url: str) -> Counter[tuple[str, int]]:
-    """(conversation, turn) of every request the simulator received, counted (its rids)."""
-    with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as answer:
-        stats = json.load(answer)
-    received: Counter[tuple[str, int]] = Counter()
-    for rid in stats["max_new_tokens"]:
-        sample, _, turn = rid.split("/")[1].partition("#")
-        received[(sample, int(turn))] += 1
-    return received
 
 
 def test_a_budget_ends_within_precision_with_every_conversation_begun_finished(
