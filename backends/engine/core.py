@@ -271,7 +271,8 @@ class Engine:
                     f"{ds.name}: resuming with {counted(ds.samples, 'record')}, "
                     f"{counted(ds.tokens, 'token')} on disk",
                 )
-            if ds.reached or self._scheduler.ended_short(ds):
+            at_budget = ds.reached or self._scheduler.ended_short(ds)
+            if at_budget and not ds.history:  # a conversation begun is finished first
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(
@@ -319,6 +320,8 @@ class Engine:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
+        if prompt.key in ds.history:  # --turns all: a conversation begun on disk goes on
+            ds.begun_queued -= 1
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)

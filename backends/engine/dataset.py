@@ -89,6 +89,10 @@ class DatasetRun:
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
         self.truncation = TruncationWatch()
         self.quality = QualityWatch()
+        self.begun_queued = 0
+        """With `--turns all`, on a resume: conversations begun on disk that are queued and
+        not sent yet. The feeder queues them first and the scheduler sends them whatever
+        the budget: a conversation once begun is finished."""
         self.conversations_fed = 0
         self.turns_fed = 0
         """With `--turns all`: conversations queued and their turns, for the mean a

@@ -120,6 +120,25 @@ class Feeder(RunPart):
                 out.append((counted, ids if whole else None))
         return out
 
+    def _begun_first(self, ds: DatasetRun) -> Iterator[Prompt | PromptProblem]:
+        """`--turns all` on a resume: the conversations begun on disk first, then the rest
+        (read in the worker thread, as `iter_prompts` is). A conversation once begun is
+        finished, whatever the budget (the scheduler sends these first, `begun_queued`);
+        one whose line is gone from the file is forgotten, said once."""
+        found = set()
+        for item in iter_prompts(ds.spec.prompts, skip=ds.done):
+            if isinstance(item, Prompt) and item.key in ds.history:
+                found.add(item.key)
+                yield item
+        for key in set(ds.history) - found:
+            del ds.history[key]
+            self.reporter.event(
+                "warning",
+                f"{ds.name}: conversation {key!r} has turns on disk but is not in "
+                f"{ds.spec.prompts}: it is left as it is",
+            )
+        yield from iter_prompts(ds.spec.prompts, skip=ds.done | found)
+
     async def _produce(self, ds: DatasetRun) -> None:
         assert ds.queue is not None
         loop = asyncio.get_running_loop()
@@ -128,7 +147,7 @@ class Feeder(RunPart):
                 ds.prompt_lines = await loop.run_in_executor(
                     self.executor, count_lines, ds.spec.prompts
                 )
-        items = iter_prompts(ds.spec.prompts, skip=ds.done)
+        items = self._begun_first(ds) if ds.history else iter_prompts(ds.spec.prompts, ds.done)
         size = BATCH
         try:
             while not self.signals.stopping:
@@ -143,6 +162,8 @@ class Feeder(RunPart):
                         ds.malformed += 1
                         self.reporter.event("warning", f"{ds.name}: skipped {item}")
                         continue
+                    if item[0].key in ds.history:
+                        ds.begun_queued += 1
                     if self.config.turns is Turns.ALL:
                         ds.conversations_fed += 1
                         ds.turns_fed += turn_count(item[0].messages)

@@ -285,3 +285,25 @@ async def test_a_conversations_turns_go_to_the_server_that_answered_its_first(
         servers.setdefault(request.rid.split("/")[1].split("#")[0], set()).add(url)
     assert all(len(used) == 1 for used in servers.values())
     assert set().union(*servers.values()) == set(urls)  # both served: affinity, not one server
+
+
+async def test_a_resume_at_its_budget_still_finishes_the_conversations_begun_and_no_other(
+    tmp_path: Path,
+) -> None:
+    def failing(url: str, request: Request) -> Generation:
+        if request.messages[-1]["content"] == "c1 q3":
+            raise RequestFailed("refused", retry=False, status=400)
+        return reply(request)
+
+    await asyncio.wait_for(
+        Engine(config(tmp_path, [2, 5, 3]), client=ScriptedClient(failing)).run(), 30
+    )
+    assert len(records(tmp_path)) == 2 + 2 + 3
+    at_budget = config(tmp_path, [2, 5, 3], datasets=[])
+    at_budget.datasets = [DatasetSpec("chat", tmp_path / "prompts" / "chat.jsonl", 10)]
+    client = ScriptedClient(lambda url, request: reply(request))
+    final = await asyncio.wait_for(Engine(at_budget, client=client).run(), 30)
+    assert [r.messages[-1]["content"] for _, r in client.sent] == ["c1 q3", "c1 q4", "c1 q5"]
+    assert final.datasets[0].state.finished
+    check = scan_records(tmp_path / "out" / "chat" / RAW_FILE)
+    assert {"c0", "c1", "c2"} <= check.done and check.duplicates == 0
