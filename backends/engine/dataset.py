@@ -93,6 +93,8 @@ class DatasetRun:
         """With `--turns all`, on a resume: conversations begun on disk that are queued and
         not sent yet. The feeder queues them first and the scheduler sends them whatever
         the budget: a conversation once begun is finished."""
+        self.conversations_done = 0
+        """With `--turns all`: conversations whose every turn is on disk."""
         self.conversations_fed = 0
         self.turns_fed = 0
         """With `--turns all`: conversations queued and their turns, for the mean a
@@ -104,11 +106,26 @@ class DatasetRun:
     def prompts_left(self) -> int | None:
         """Answers its prompt file can still give (None: not counted yet): exact once every
         prompt is read, else the file's lines less those done, skipped and given up."""
+        if self.conversations_fed:  # --turns all: an answer is a turn
+            return self._turns_left()
         if self.producer_done and self.queue is not None:
             return self.queue.qsize() + len(self.inflight)
         if self.prompt_lines is None:
             return None
         return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
+
+    def _turns_left(self) -> int | None:
+        """`prompts_left` with `--turns all`: the turns in flight conversations still
+        send, and the conversations not begun at the mean turn count so far."""
+        begun = sum(1 + entry.turns_left for entry in self.inflight)
+        if self.producer_done and self.queue is not None:
+            waiting: int | None = self.queue.qsize()
+        elif self.prompt_lines is None:
+            return None
+        else:
+            gone = self.conversations_done + len(self.inflight) + self.malformed + self.errors
+            waiting = max(0, self.prompt_lines - gone)
+        return begun + round((waiting or 0) * self.turns_mean)
 
     @property
     def turns_mean(self) -> float:

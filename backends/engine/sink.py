@@ -120,6 +120,7 @@ class DatasetSink(RunPart):
             )
         ds.done = scan.done
         partial = {key for key in scan.turn_counts if key not in scan.done}
+        ds.conversations_done = len(scan.turn_counts) - len(partial)
         ds.history = turns_on_disk(raw, partial)
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
@@ -256,6 +257,7 @@ class DatasetSink(RunPart):
         ds.record(key, gen.completion_tokens, gen.latency_s)
         if prompt.turn is not None and prompt.turn == prompt.turns:
             ds.done.add(prompt.key)  # its last turn: the conversation is whole on disk
+            ds.conversations_done += 1
         ds.quality.answer(gen.completion_tokens, gen.finish_reason, gen.latency_s)
         self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:

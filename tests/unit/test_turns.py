@@ -307,3 +307,22 @@ async def test_a_resume_at_its_budget_still_finishes_the_conversations_begun_and
     assert final.datasets[0].state.finished
     check = scan_records(tmp_path / "out" / "chat" / RAW_FILE)
     assert {"c0", "c1", "c2"} <= check.done and check.duplicates == 0
+
+
+async def test_the_answers_left_count_turns_with_turns_all(tmp_path: Path) -> None:
+    seen: list[int | None] = []
+    engine: Engine | None = None
+
+    def script(url: str, request: Request) -> Generation:
+        assert engine is not None
+        seen.append(engine.snapshot().datasets[0].prompts_left)
+        return reply(request)
+
+    turns = [3, 5, 4]
+    engine = Engine(config(tmp_path, turns, concurrency=1), client=ScriptedClient(script))
+    await asyncio.wait_for(engine.run(), 30)
+    # One conversation at a time: before each turn, the turns not written yet, those of the
+    # conversations not begun at the mean turn count (4 here): never the conversations alone.
+    truth = list(range(sum(turns), 0, -1))
+    assert all(abs(got - want) <= 1 for got, want in zip(seen, truth, strict=True)), seen  # type: ignore[operator]
+    assert seen[-5:] == [5, 4, 3, 2, 1]  # the last conversation begun: exact
