@@ -289,7 +289,8 @@ def _conversation(
         except orjson.JSONDecodeError as exc:  # changed under us since the index
             raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
     item = turns_export.Conversation(ds.name, prompt, read)
-    built = turns_export.build(item, ds.tokenizer, ds.options.max_length)
+    ids = ds.options.format == "specforge"
+    built = turns_export.build(item, ds.tokenizer, ds.options.max_length, ids)
     if isinstance(built, str):
         ds.tally.skipped[built] += len(read)
         return

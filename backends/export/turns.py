@@ -7,7 +7,10 @@ turn's answer ids (mask 1) and the template's ids between that answer and the ne
 generation prompt (mask 0): the part of turn k+1's rendered prompt that follows everything
 before it. That holds only if turn k+1's prompt starts with turn k's prompt and answer ids,
 which a template that re-renders the earlier turns otherwise breaks: such a conversation
-is skipped as an ids mismatch, never exported with a mask off by a token.
+is skipped as an ids mismatch, never exported with a mask off by a token. A thinking
+model's is: its template drops an earlier turn's reasoning from the history, where the
+answer's ids hold it (`specforge` then skips every such conversation; `sharegpt` and
+`text`, which carry messages, export it with each turn's `reasoning_content`).
 
 `--max-length` cuts whole turns: the row keeps the turns whose ids fit, and a conversation
 whose first turn does not fit is skipped as over the length.
@@ -58,15 +61,18 @@ class Built:
     conversation: list[dict[str, str]]
 
 
-def build(item: Conversation, tokenizer: Any, max_length: int | None) -> Built | str:
-    """The row of `item`, or the reason it is skipped (`exporter`'s skip reasons)."""
+def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool) -> Built | str:
+    """The row of `item`, or the reason it is skipped (`exporter`'s skip reasons). `ids`:
+    the row carries input ids and a loss mask (specforge), which need every turn's prompt
+    to start with the one before it and its answer's ids; the formats of messages do not,
+    and cut at `max_length` by each turn's own prompt and answer."""
     answers = item.answers(tokenizer)
     turns = len(item.records)
     prompts = encode_many(
         tokenizer,
         [turn_messages(item.prompt.messages, turn, answers) for turn in range(1, turns + 1)],
     )
-    ids: list[int] = []
+    row: list[int] = []
     mask: list[int] = []
     kept = 0
     for record, prompt_ids in zip(item.records, prompts, strict=True):
@@ -75,12 +81,15 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None) -> Built |
             return "prompt untokenizable"
         if not isinstance(output_ids, list):
             return "no output_ids"
-        if prompt_ids[: len(ids)] != ids:
+        if ids and prompt_ids[: len(row)] != row:
             return "ids mismatch"
-        bridge = prompt_ids[len(ids) :]
-        if max_length is not None and len(ids) + len(bridge) + len(output_ids) > max_length:
+        bridge = prompt_ids[len(row) :] if ids else []
+        length = (
+            len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
+        )
+        if max_length is not None and length > max_length:
             break
-        ids += bridge + output_ids
+        row += bridge + output_ids
         mask += [0] * len(bridge) + [1] * len(output_ids)
         kept += 1
     if kept == 0:
@@ -92,7 +101,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None) -> Built |
         reasoning = record.get("reasoning")
         if isinstance(reasoning, str):
             _assistant(conversation, turn_index)["reasoning_content"] = reasoning
-    return Built(kept, ids, mask, conversation)
+    return Built(kept, row, mask, conversation)
 
 
 def _assistant(conversation: list[dict[str, str]], index: int) -> dict[str, str]:
