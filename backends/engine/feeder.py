@@ -19,7 +19,7 @@ from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
-from gen_tui.backends.store.conversations import Turns, turn_count
+from gen_tui.backends.store.conversations import Turns, turn_count, turn_messages
 from gen_tui.backends.store.prompts import Prompt, PromptProblem, count_lines, iter_prompts
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
@@ -100,7 +100,11 @@ class Feeder(RunPart):
         if self.tokenizer is None:
             return out + [(prompt, None) for prompt in prompts]
         cap = self.config.max_prompt_tokens
-        encoded = encode_many(self.tokenizer, [prompt.messages for prompt in prompts])
+        if self.config.turns is Turns.ALL:  # its first turn: the source's answers are not sent
+            sent = [turn_messages(prompt.messages, 1, []) for prompt in prompts]
+        else:
+            sent = [prompt.messages for prompt in prompts]
+        encoded = encode_many(self.tokenizer, sent)
         for prompt, ids in zip(prompts, encoded, strict=True):
             if isinstance(ids, Exception):
                 out.append(PromptProblem(path, prompt.line, f"cannot tokenize: {ids}"))

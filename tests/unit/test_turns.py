@@ -326,3 +326,18 @@ async def test_the_answers_left_count_turns_with_turns_all(tmp_path: Path) -> No
     truth = list(range(sum(turns), 0, -1))
     assert all(abs(got - want) <= 1 for got, want in zip(seen, truth, strict=True)), seen  # type: ignore[operator]
     assert seen[-5:] == [5, 4, 3, 2, 1]  # the last conversation begun: exact
+
+
+async def test_the_prompt_cap_counts_what_is_sent_not_the_sources_own_answers(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    cfg = config(tmp_path, [], tokenizer=str(tokenizer_dir), max_prompt_tokens=300)
+    path = cfg.datasets[0].prompts
+    line = conversation(0, 3)
+    for message in line["messages"]:  # type: ignore[attr-defined]
+        if message["role"] == "assistant":
+            message["content"] = "long old answer " * 200
+    path.write_bytes(orjson.dumps(line) + b"\n")
+    client = ScriptedClient(lambda url, request: reply(request), needs_input_ids=True)
+    await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
+    assert [r.messages[-1]["content"] for _, r in client.sent] == ["c0 q1", "c0 q2", "c0 q3"]
