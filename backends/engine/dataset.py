@@ -93,6 +93,9 @@ class DatasetRun:
         """With `--turns all`, on a resume: conversations begun on disk that are queued and
         not sent yet. The feeder queues them first and the scheduler sends them whatever
         the budget: a conversation once begun is finished."""
+        self.begun_read = True
+        """False while a resumed `--turns all` feed has not queued all the conversations
+        begun on disk yet (the dataset does not settle meanwhile)."""
         self.conversations_done = 0
         """With `--turns all`: conversations whose every turn is on disk."""
         self.conversations_fed = 0

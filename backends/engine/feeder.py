@@ -40,6 +40,10 @@ def encode_messages_or_error(tokenizer: Any, messages: list[dict[str, str]]) -> 
     return encode_many(tokenizer, [messages])[0]
 
 
+BEGUN_END = object()
+"""In a resumed `--turns all` feed, after the conversations begun on disk (`_begun_first`)."""
+
+
 class Feeder(RunPart):
     """Fills each dataset's queue; `tokenize` is False for a client that takes messages.
 
@@ -86,12 +90,12 @@ class Feeder(RunPart):
             producer.cancel()
         await asyncio.gather(*self.producers, return_exceptions=True)
 
-    def _batch(self, path: Path, items: Iterator[Prompt | PromptProblem], size: int) -> list[Any]:
+    def _batch(self, path: Path, items: Iterator[Any], size: int) -> list[Any]:
         """The next `size` prompts of `items`, tokenized in one call, and the problems met."""
         out: list[Any] = []
         prompts: list[Prompt] = []
         for item in items:
-            if isinstance(item, PromptProblem):
+            if isinstance(item, PromptProblem) or item is BEGUN_END:
                 out.append(item)
                 continue
             prompts.append(item)
@@ -124,7 +128,7 @@ class Feeder(RunPart):
                 out.append((counted, ids if whole else None))
         return out
 
-    def _begun_first(self, ds: DatasetRun) -> Iterator[Prompt | PromptProblem]:
+    def _begun_first(self, ds: DatasetRun) -> Iterator[Prompt | PromptProblem | object]:
         """`--turns all` on a resume: the conversations begun on disk first, then the rest
         (read in the worker thread, as `iter_prompts` is). A conversation once begun is
         finished, whatever the budget (the scheduler sends these first, `begun_queued`);
@@ -135,12 +139,12 @@ class Feeder(RunPart):
                 found.add(item.key)
                 yield item
         for key in set(ds.history) - found:
-            del ds.history[key]
             self.reporter.event(
                 "warning",
                 f"{ds.name}: conversation {key!r} has turns on disk but is not in "
                 f"{ds.spec.prompts}: it is left as it is",
             )
+        yield BEGUN_END
         yield from iter_prompts(ds.spec.prompts, skip=ds.done | found)
 
     async def _produce(self, ds: DatasetRun) -> None:
@@ -155,23 +159,32 @@ class Feeder(RunPart):
         size = BATCH
         try:
             while not self.signals.stopping:
-                batch: list[PromptProblem | Queued] = await loop.run_in_executor(
+                batch: list[PromptProblem | Queued | object] = await loop.run_in_executor(
                     self.executor, self._batch, ds.spec.prompts, items, size
                 )
                 if not batch:
                     ds.producer_done = True  # read to its end: what is queued is all left
                     break
+                begun_read = False
                 for item in batch:
+                    if item is BEGUN_END:
+                        begun_read = True  # said once this batch's begun ones are queued
+                        continue
                     if isinstance(item, PromptProblem):
                         ds.malformed += 1
                         self.reporter.event("warning", f"{ds.name}: skipped {item}")
                         continue
-                    if item[0].key in ds.history:
+                    assert isinstance(item, tuple)
+                    prompt = item[0]
+                    if prompt.key in ds.history:
                         ds.begun_queued += 1
                     if self.config.turns is Turns.ALL:
                         ds.conversations_fed += 1
-                        ds.turns_fed += turn_count(item[0].messages)
+                        ds.turns_fed += turn_count(prompt.messages)
                     await ds.queue.put(item)
+                    self.signals.wake.set()
+                if begun_read:
+                    ds.begun_read = True
                     self.signals.wake.set()
                 room = ds.queue.maxsize - ds.queue.qsize()
                 size = min(MAX_BATCH, max(BATCH, room))
@@ -179,6 +192,7 @@ class Feeder(RunPart):
             ds.message = f"cannot read prompts: {exc}"
             self.reporter.event("error", f"{ds.name}: {ds.message}")
             ds.producer_done = True  # no more will come from this file
+            ds.begun_read = True
         finally:
             # A feed cancelled at the run's end (or stopped by a signal) has not read its
             # file through: `producer_done` stays False there, or `prompts_left` would count

@@ -107,7 +107,8 @@ class Scheduler(RunPart):
 
     def settle(self, ds: DatasetRun) -> None:
         """Move a dataset that can make no more progress to its final state."""
-        if ds.state.finished or ds.inflight or (ds.history and not ds.halted):
+        begun = ds.begun_queued or not ds.begun_read
+        if ds.state.finished or ds.inflight or (begun and not ds.halted):
             return  # (--turns all: conversations begun on disk are still to finish)
         if ds.halted:  # stopped alone, and drained: it ends here, the others go on
             ds.state = DatasetState.STOPPED

@@ -122,6 +122,7 @@ class DatasetSink(RunPart):
         partial = {key for key in scan.turn_counts if key not in scan.done}
         ds.conversations_done = len(scan.turn_counts) - len(partial)
         ds.history = turns_on_disk(raw, partial)
+        ds.begun_read = not ds.history
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
         ds.truncation.truncated = scan.truncated

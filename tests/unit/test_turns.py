@@ -341,3 +341,24 @@ async def test_the_prompt_cap_counts_what_is_sent_not_the_sources_own_answers(
     client = ScriptedClient(lambda url, request: reply(request), needs_input_ids=True)
     await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
     assert [r.messages[-1]["content"] for _, r in client.sent] == ["c0 q1", "c0 q2", "c0 q3"]
+
+
+async def test_a_resume_whose_begun_conversation_cannot_be_sent_still_ends(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    def failing(url: str, request: Request) -> Generation:
+        if request.messages[-1]["content"] == "c1 q3":
+            raise RequestFailed("refused", retry=False, status=400)
+        return reply(request)
+
+    cfg = config(tmp_path, [2, 5], tokenizer=str(tokenizer_dir))
+    await asyncio.wait_for(Engine(cfg, client=ScriptedClient(failing)).run(), 30)
+    # Now every prompt is over the cap, c1's included: it is skipped, and the run ends.
+    tight = config(tmp_path, [2, 5], tokenizer=str(tokenizer_dir), max_prompt_tokens=2)
+    tight.datasets = [DatasetSpec("chat", tight.datasets[0].prompts, 10)]
+    events: list[str] = []
+    client = ScriptedClient(lambda url, request: reply(request))
+    engine = Engine(tight, on_event=lambda _level, text: events.append(text), client=client)
+    final = await asyncio.wait_for(engine.run(), 20)
+    assert client.sent == [] and final.datasets[0].state.finished
+    assert any("over the 2 allowed" in text for text in events)
