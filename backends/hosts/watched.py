@@ -122,6 +122,8 @@ def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
         fields["prompts_left"] = progress.prompts_left
     if progress.budget_note:
         fields["budget_note"] = one_line(progress.budget_note)
+    if progress.conversations is not None and progress.conversations >= 0:
+        fields["conversations"] = progress.conversations
     return fields
 
 

@@ -123,6 +123,9 @@ class DatasetSnapshot:
     budget_note: str = ""
     """Said once a budget is too small for the pool: "4,000 tokens is about 31 answers; 31
     of 128 slots used" (empty: it is not)."""
+    conversations: int | None = None
+    """With `--turns all`: the conversations whole on disk (its `samples` are their turns
+    and those of conversations not finished yet); None with `--turns last`."""
 
     @property
     def fraction(self) -> float | None:

@@ -119,6 +119,8 @@ class ProgressFile:
     budget_note: str | None = None
     """Said once by its writer when the budget is too small for the pool (see
     budget/expected.py): shown on the panel as the writer's own words, cleaned and cut."""
+    conversations: int | None = None
+    """With `--turns all`: the conversations whole on disk (see DatasetSnapshot)."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -204,6 +206,7 @@ class ProgressFile:
             quality=quality,
             prompts_left=prompts_left,
             budget_note=pick("budget_note", str) or None,
+            conversations=pick("conversations", int, bounds=COUNT),
             servers=servers,
             ignored=tuple(ignored),
         )

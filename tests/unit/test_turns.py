@@ -22,8 +22,10 @@ from gen_tui.backends.engine import Engine
 from gen_tui.backends.export.exporter import ExportOptions, Tally, export_run
 from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.store.conversations import Turns, turn_count, turn_key, turn_messages
-from gen_tui.backends.store.records import RAW_FILE, Completion, scan_records
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.backends.store.records import PROGRESS_FILE, RAW_FILE, Completion, scan_records
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
+from gen_tui.widgets.dataset_panel import sample_label
 from tests.support.engine import with_hooks
 
 URL = "http://scripted"
@@ -362,3 +364,14 @@ async def test_a_resume_whose_begun_conversation_cannot_be_sent_still_ends(
     final = await asyncio.wait_for(engine.run(), 20)
     assert client.sent == [] and final.datasets[0].state.finished
     assert any("over the 2 allowed" in text for text in events)
+
+
+async def test_the_panel_and_progress_json_count_conversations_and_turns(tmp_path: Path) -> None:
+    turns = [3, 4, 5]
+    engine = Engine(config(tmp_path, turns), client=ScriptedClient(lambda u, r: reply(r)))
+    final = await asyncio.wait_for(engine.run(), 30)
+    (done,) = final.datasets
+    assert (done.samples, done.conversations) == (12, 3)
+    assert sample_label(done).startswith("12 turns · 3 conv")
+    written = ProgressFile.read(tmp_path / "out" / "chat" / PROGRESS_FILE)
+    assert written is not None and written.conversations == 3
