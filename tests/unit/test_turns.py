@@ -17,6 +17,7 @@ from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient
+from gen_tui.backends.config.file import ConfigError, load_config
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.export.exporter import ExportOptions, Tally, export_run
@@ -93,10 +94,16 @@ def test_turn_k_carries_the_system_prompt_user_turns_and_regenerated_answers() -
     assert [m["role"] for m in third] == ["system"] + ["user", "assistant"] * 2 + ["user"]
 
 
-def test_turns_is_a_setting_with_one_default() -> None:
+def test_turns_is_a_setting_with_one_default(tmp_path: Path) -> None:
     assert EngineConfig(datasets=[], server_urls=[URL]).turns is Turns.LAST
     with pytest.raises(EngineError, match="turns"):
         EngineConfig(datasets=[], server_urls=[URL], turns="some")  # type: ignore[arg-type]
+    config_file = tmp_path / "gen-tui.toml"
+    config_file.write_text('[run]\nturns = "all"\n')
+    assert load_config(config_file).run["turns"] == "all"
+    config_file.write_text('[run]\nturns = "every"\n')
+    with pytest.raises(ConfigError, match=r"run\.turns 'every' is not one of last, all"):
+        load_config(config_file)
 
 
 async def test_every_turn_is_regenerated_in_order_with_the_regenerated_history(
