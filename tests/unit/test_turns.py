@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gen_tui.app.dialogs.peek import sample_text
 from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import Request
@@ -25,6 +26,8 @@ from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.store.conversations import Turns, turn_count, turn_key, turn_messages
 from gen_tui.backends.store.progress_file import ProgressFile
 from gen_tui.backends.store.records import PROGRESS_FILE, RAW_FILE, Completion, scan_records
+from gen_tui.backends.store.samples import parse_sample
+from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.tokenizer import encode_messages, load_tokenizer
 from gen_tui.widgets.dataset_panel import sample_label
 from tests.support.engine import with_hooks
@@ -382,3 +385,13 @@ async def test_the_panel_and_progress_json_count_conversations_and_turns(tmp_pat
     assert sample_label(done).startswith("12 turns · 3 conv")
     written = ProgressFile.read(tmp_path / "out" / "chat" / PROGRESS_FILE)
     assert written is not None and written.conversations == 3
+
+
+def test_v_names_each_answers_turn() -> None:
+    line = Completion("c7", 3, 9, "stop", [1, 2, 3], "hello", turn=2, turns=5).to_line()
+    sample = parse_sample(line.decode())
+    assert sample is not None and sample.turn == (2, 5)
+    shown = sample_text([sample], Tail()).plain
+    assert "#c7 · turn 2 of 5 · stop" in shown
+    plain = parse_sample(Completion("c8", 3, 9, "stop", [1, 2, 3], "hi").to_line().decode())
+    assert plain is not None and plain.turn is None
