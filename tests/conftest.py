@@ -1,5 +1,6 @@
 """The fixtures every kind of test shares: a real transformers tokenizer built offline, prompt
-files, the simulator, a real sshd on loopback, and a host (this machine or over that sshd).
+files, the simulator, a real sshd on loopback, a real one-node Slurm, and a host (this
+machine or over that sshd).
 
 Fixtures live here (or in a kind's own conftest.py), helpers in tests/support/: a test module
 never imports from another test module (tests/unit/test_layout.py checks it), so moving or
@@ -28,8 +29,16 @@ from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
 from tests.support import KINDS
+from tests.support.real_sglang import (
+    RealSGLang,
+    model_cache,
+    real_sglang_problem,
+    start_real_sglang,
+    tiny_model,
+)
 from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive
+from tests.support.slurm import Cluster, slurm_cluster
 from tests.support.sshd import Sshd, python38, start_sshd
 
 
@@ -109,6 +118,21 @@ async def router(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[str]]]
 
 
 @pytest.fixture(scope="session")
+def real_sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSGLang]:
+    """One real SGLang 0.5.23 server on this CPU for the session, serving a tiny random-weight
+    Llama (tests/support/real_sglang.py); stopped at the session's end. Skipped, saying why,
+    where GEN_TUI_SGLANG_PYTHON cannot serve. Its cold start (about a minute) falls in the
+    first test that asks for it: give that test a timeout of some minutes."""
+    problem = real_sglang_problem()
+    if problem:
+        pytest.skip(problem)
+    model = tiny_model(model_cache())
+    log = tmp_path_factory.mktemp("real_sglang") / "server.log"
+    with start_real_sglang(model, log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def finished_run(
     tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, vocab_size: int
 ) -> tuple[Path, Path]:
@@ -124,6 +148,16 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Cluster:
+    """The real one-node Slurm that .ci/slurm-up starts (munged, slurmctld, slurmd on this
+    machine); skipped, saying which part is missing, where it is not up."""
+    cluster = slurm_cluster()
+    if isinstance(cluster, str):
+        pytest.skip(cluster)
+    return cluster
 
 
 @pytest.fixture(scope="module")

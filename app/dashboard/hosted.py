@@ -73,6 +73,13 @@ class HostedRuns(PanelSource):
         """Datasets this process can run itself (its configured source)."""
         return self.source.names if self.source is not None else ()
 
+    @property
+    def output_dir(self) -> str | None:
+        """The folder the configured run writes (a config file's); None without one."""
+        if isinstance(self.source, ConfigSource):
+            return str(self.source.config.output_dir)
+        return None
+
     def active(self) -> list[HostedRun]:
         return [run for run in self.runs if run.active]
 
@@ -338,7 +345,8 @@ class HostedRuns(PanelSource):
             config = self.source.config
         if config is None:
             return "in this process"
-        api = "OpenAI-compatible API" if config.api == "openai" else "SGLang"
+        names = {"openai": "OpenAI-compatible API", "openai-batch": "OpenAI-compatible Batch API"}
+        api = names.get(config.api, "SGLang")
         urls = ", ".join(config.server_urls[:2]) + (" ..." if len(config.server_urls) > 2 else "")
         model = f", model {config.model}" if config.model else ""
         return f"in this process: {api} at {urls}{model}"

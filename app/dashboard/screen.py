@@ -150,7 +150,8 @@ class DashboardScreen(Screen[None]):
         visible = len(self.panels(visible_only=True))
         layout = plan_layout(self.app.size, visible, extra)
         if self.selection.table_shown:
-            layout, rows = table_layout(layout, self.app.size.height, visible, extra)
+            lines = visible + parts.table.host_lines
+            layout, rows = table_layout(layout, self.app.size.height, lines, extra)
             height = str(rows) if rows else "1fr"
             if str(parts.table.styles.height) != height:
                 parts.table.styles.height = rows or "1fr"
@@ -210,7 +211,14 @@ class DashboardScreen(Screen[None]):
                 panel.show(views[panel.dataset], draw=not table)
             if table:
                 visible = self.panels(visible_only=True)
-                parts.table.show([row_for(p.dataset, views[p.dataset]) for p in visible])
+                lines = parts.table.host_lines
+                states = {link.name: link.state for link in self.linked.links}
+                rows = [
+                    row_for(p.dataset, views[p.dataset], self._group(p.dataset)) for p in visible
+                ]
+                parts.table.show(rows, states)
+                if parts.table.host_lines != lines:
+                    self.relayout()  # a host's line came or went: the table's height
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
             hosts = self.linked.host_states()
             parts.header.view = header_view(
@@ -232,6 +240,14 @@ class DashboardScreen(Screen[None]):
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)
+
+    def _group(self, name: str) -> str | None:
+        """The table's host group of `name`: the link watching it; "" for a dataset only
+        this process runs (not a host of the fleet); None: its snapshot says."""
+        link = self.linked.remote.get(name)
+        if link is not None:
+            return link.name
+        return "" if name in self.hosted.names or name in self.hosted.owner else None
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);

@@ -113,21 +113,21 @@ class RunsScreen(Screen[None]):
             "kill",
             "Kill",
             tooltip="Stop the selected run: SIGTERM, drain, then SIGKILL",
-            id="runs.kill",
+            id="kill",
         ),
         Binding(
             "r",
             "resume",
             "Resume",
             tooltip="Start the selected ended run again, as launched, with a new token budget",
-            id="runs.resume",
+            id="resume",
         ),
         Binding(
             "s",
             "start",
             "Start",
             tooltip="Start a dataset on the selected run's host with a token budget",
-            id="runs.start",
+            id="start",
         ),
         Binding(
             "i",
@@ -143,10 +143,15 @@ class RunsScreen(Screen[None]):
             tooltip="Show or hide runs writing folders this panel does not watch",
             id="runs.others",
         ),
-        Binding(
-            "escape,l", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"
-        ),
+        Binding("escape", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"),
+        Binding("l", "close", "Panels", show=False, id="runs"),
+        Binding("up", "cursor(-1)", "Up", show=False, id="move.up"),
+        Binding("down", "cursor(1)", "Down", show=False, id="move.down"),
     ]
+    """The keys that act on a run, the one that opened the list (it closes it) and the
+    moves share the dashboard's binding ids: `[keys]` and `vim = true` move them here too,
+    so `k` moves with vim and kill is `x` in both (`build_keymap` checks their
+    clashes)."""
 
     def __init__(self, links: list[HostLink], *, readonly: bool = False) -> None:
         super().__init__()
@@ -335,6 +340,14 @@ class RunsScreen(Screen[None]):
     def action_others(self) -> None:
         self.show_others = not self.show_others
         self.refresh_rows()
+
+    def action_cursor(self, by: int) -> None:
+        """A move key the table does not take itself (vim's j and k)."""
+        table = self.query_one(RunTable)
+        if by < 0:
+            table.action_cursor_up()
+        else:
+            table.action_cursor_down()
 
     def action_close(self) -> None:
         self.dismiss(None)

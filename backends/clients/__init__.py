@@ -7,20 +7,29 @@
 from __future__ import annotations
 
 from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.clients.batch import BatchClient
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import OpenAIClient
 from gen_tui.backends.clients.sglang import SGLangClient
 from gen_tui.backends.config.run import EngineConfig, resolve_api_key
 
-__all__ = ["InferenceClient", "OpenAIClient", "Request", "SGLangClient", "client_for"]
+__all__ = [
+    "BatchClient",
+    "InferenceClient",
+    "OpenAIClient",
+    "Request",
+    "SGLangClient",
+    "client_for",
+]
 
 
 def client_for(config: EngineConfig) -> InferenceClient:
     """The client for `config.api`: the one place the engine's API setting is read."""
     api_key, key_hint = resolve_api_key(config)
     limits = Limits.for_sampling(config.sampling, config.idle_timeout_s)
-    if config.api == "openai":
-        return OpenAIClient(
+    if config.api in ("openai", "openai-batch"):
+        kind = BatchClient if config.api == "openai-batch" else OpenAIClient
+        return kind(
             config.sampling,
             model=config.model,
             api_key=api_key,

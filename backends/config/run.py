@@ -15,6 +15,11 @@ from gen_tui.backends.budget.rules import BudgetMode, share_total
 from gen_tui.backends.settings import (
     AUTO,
     AUTO_MAX_CONCURRENCY,
+    BATCH_IN_FLIGHT,
+    BATCH_MAX_MB,
+    BATCH_MAX_REQUESTS,
+    BATCH_POLL_S,
+    BATCH_PRICE_SHARE,
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -30,7 +35,9 @@ from gen_tui.backends.settings import (
 from gen_tui.backends.store.conversations import Turns
 from gen_tui.backends.store.prompts import check_dataset_name
 
-APIS = ("sglang", "openai")
+APIS = ("sglang", "openai", "openai-batch")
+"""`openai-batch`: the OpenAI path's URL and key rules, its prompts sent as batches
+(backends/engine/batch_lane.py) at about half the price."""
 DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
 CREDIT_PROBE_S = 300.0
 DISK_PROBE_S = 5.0
@@ -361,7 +368,8 @@ class EngineConfig:
         kinds=(str,),
         choices=APIS,
         help="sglang: native /generate; openai: /v1/chat/completions (OpenRouter, vLLM, "
-        "SGLang /v1)",
+        "SGLang /v1); openai-batch: the same requests through the Batch API, at about half "
+        "the price and hours of latency",
     )
     model: str | None = setting(
         None, key="model", flag="--model", kinds=(str,), help="model name for --api openai"
@@ -392,6 +400,60 @@ class EngineConfig:
         help="stop dispatching once this many dollars are spent",
         flag_kwargs={"type": float},
     )
+    batch_max_requests: int = setting(
+        BATCH_MAX_REQUESTS,
+        key="batch_max_requests",
+        group="server",
+        flag="--batch-max-requests",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most requests in one batch (OpenAI's limit)",
+        flag_kwargs={"type": int},
+    )
+    batch_max_mb: float = setting(
+        BATCH_MAX_MB,
+        key="batch_max_mb",
+        group="server",
+        flag="--batch-max-mb",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: the largest batch input file, in MB (OpenAI's limit)",
+        flag_kwargs={"type": float},
+    )
+    batch_in_flight: int = setting(
+        BATCH_IN_FLIGHT,
+        key="batch_in_flight",
+        group="server",
+        flag="--batch-in-flight",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most batches open at the provider at once",
+        flag_kwargs={"type": int},
+    )
+    batch_poll_s: float = setting(
+        BATCH_POLL_S,
+        key="batch_poll",
+        group="server",
+        flag="--batch-poll",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: seconds between polls of a batch in flight",
+        flag_kwargs={"type": float},
+    )
+    batch_live_finish: float = setting(
+        0.0,
+        key="batch_live_finish",
+        group="server",
+        flag="--batch-live-finish",
+        kinds=(int, float),
+        minimum=0,
+        maximum=1,
+        help="--api openai-batch: the share of a dataset's token budget sent as live requests "
+        "at its end (at the live price), so it ends as close to its budget as a live run "
+        "(best with --budget-mode precise); 0: batches to the end",
+        flag_kwargs={"type": float},
+    )
+    batch_price_share: float = BATCH_PRICE_SHARE
     credit_probe_s: float = CREDIT_PROBE_S
     disk_probe_s: float = setting(
         DISK_PROBE_S,
@@ -418,6 +480,11 @@ class EngineConfig:
             raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
         self.turns = Turns(self.turns)
+        if self.turns is Turns.ALL and self.api == "openai-batch":
+            raise EngineError(
+                "--turns all cannot go through --api openai-batch: each turn waits on the "
+                "answer before it, and a batch answers in hours; use --api openai"
+            )
         self.output_dir = Path(self.output_dir)
         for url in self.server_urls:
             # Refused here, before any connection: aiohttp takes "127.0.0.1:31555/health" as

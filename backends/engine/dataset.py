@@ -52,6 +52,9 @@ class DatasetRun:
         self.writer: RecordWriter | None = None
         self.errors_path = folder / ERRORS_FILE
         self.done: set[str] = set()
+        self.held_out: set[str] = set()
+        """Samples in a batch still open at the provider (the batch lane's journal): the
+        feed passes over them, their answers come from that batch."""
         self.history: dict[str, dict[int, TurnOnDisk]] = {}
         """With `--turns all`, on a resume: the turns on disk of each conversation begun and
         not finished, its next turn's history (taken out as the conversation resumes)."""
@@ -66,6 +69,9 @@ class DatasetRun:
         """Said once when its budget is too small for the pool (the panel, progress.json)."""
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
+        self.given_back: deque[Queued] = deque()
+        """Prompts a batch did not answer (expired, cancelled, failed), sent again before
+        the queue's: the batch lane's, empty on the live path."""
         self.producer_done = False
         self.errors = 0
         self.malformed = 0
@@ -112,7 +118,7 @@ class DatasetRun:
         if self.conversations_fed:  # --turns all: an answer is a turn
             return self._turns_left()
         if self.producer_done and self.queue is not None:
-            return self.queue.qsize() + len(self.inflight)
+            return self.queue.qsize() + len(self.given_back) + len(self.inflight)
         if self.prompt_lines is None:
             return None
         return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
@@ -139,7 +145,12 @@ class DatasetRun:
     @property
     def all_sent(self) -> bool:
         """Every prompt has been sent: what is in flight is all it will still add."""
-        return self.producer_done and self.queue is not None and self.queue.empty()
+        return (
+            self.producer_done
+            and self.queue is not None
+            and self.queue.empty()
+            and not self.given_back
+        )
 
     @property
     def name(self) -> str:

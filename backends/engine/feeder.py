@@ -155,7 +155,8 @@ class Feeder(RunPart):
                 ds.prompt_lines = await loop.run_in_executor(
                     self.executor, count_lines, ds.spec.prompts
                 )
-        items = self._begun_first(ds) if ds.history else iter_prompts(ds.spec.prompts, ds.done)
+        skip = ds.done | ds.held_out if ds.held_out else ds.done
+        items = self._begun_first(ds) if ds.history else iter_prompts(ds.spec.prompts, skip)
         size = BATCH
         try:
             while not self.signals.stopping:

@@ -101,6 +101,8 @@ def test_turns_is_a_setting_with_one_default(tmp_path: Path) -> None:
     assert EngineConfig(datasets=[], server_urls=[URL]).turns is Turns.LAST
     with pytest.raises(EngineError, match="turns"):
         EngineConfig(datasets=[], server_urls=[URL], turns="some")  # type: ignore[arg-type]
+    with pytest.raises(EngineError, match="cannot go through --api openai-batch"):
+        EngineConfig(datasets=[], server_urls=[URL], turns="all", api="openai-batch")  # type: ignore[arg-type]
     config_file = tmp_path / "gen-tui.toml"
     config_file.write_text('[run]\nturns = "all"\n')
     assert load_config(config_file).run["turns"] == "all"
