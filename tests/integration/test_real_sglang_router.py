@@ -1,8 +1,7 @@
 """The real sglang-router 0.3.2 (.venv-router) in front of a real SGLang 0.5.23 server on this
 CPU (tests/support/real_sglang.py): the router lists the server as a healthy worker at
 `GET /workers`, and a `gen-tui run` through the router sees the worker behind it and ends at
-its budget (within issue 29's precision: an expected failure while that issue is open, as in
-tests/integration/test_real_sglang_run.py)."""
+its budget (within issue 29's precision, held as in tests/integration/test_real_sglang_run.py)."""
 
 from __future__ import annotations
 

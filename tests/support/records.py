@@ -74,23 +74,28 @@ def budget_end(folder: Path, budget: int) -> tuple[int, int, float]:
     return tokens, records, max(0.002 * budget, tokens / records)
 
 
-ISSUE_29_OPEN = (
-    "issue 29 not yet met on a real server: --concurrency auto ramps past what the budget "
-    "holds before answers are back (seen: 16 -> 32 -> 35 in a second, one answer on disk)"
+CROSSING = (
+    "issue 29: predictive's crossing answer passed the bound (its p95, not its every run: "
+    "the last answer cannot be cut; BENCHMARKS.md, 'Every budget kept from the first wave')"
 )
-"""Why the precision of a budgeted run against the real SGLang server is an expected failure
-for now: when the CPU server answers fast, the ramp outruns the budget (4,177 to 4,401 for
-4,000 in 4 of 10 direct runs on 5 December, 4,373 in 1 of 3 through the router; 4,019 to
-4,095 in the others). Drop it with the fix."""
+"""Why a budgeted run against the real SGLang server may pass max(0.2%, one mean answer) and
+still not fail: the default mode must cross its budget, and its crossing answer lands its
+length less the room it was sent into (issue 29 holds the bound at the 95th percentile).
+Before the fix of 5 December (answers past the cap counted at the cap; a prior of at least
+PRIOR_FLOOR), 5 runs of 13 ended 1.6 to 3.5 bounds past it; after, 8 of 8 within one."""
+
+HARD_BOUNDS = 2.0
+"""How many bounds past its budget a run may end before the test fails: the property test's
+bound for predictive's whole overshoot (tests/chaos/test_fuzz_first_wave.py)."""
 
 
 def precision_or_xfail(tokens: int, records: int, budget: int, allowed: float, said: str) -> None:
-    """Hold a budgeted run's end to issue 29's precision: past it, an expected failure
-    (ISSUE_29_OPEN) that pytest's summary reports with the figures and the run's last lines,
-    never a pass. Called last in a test, after everything that must hold regardless."""
+    """Hold a budgeted run's end to issue 29's precision: past HARD_BOUNDS bounds a failure;
+    past one, an expected failure (CROSSING) that pytest's summary reports with the figures
+    and the run's last lines, never a pass. Called last in a test, after everything that
+    must hold regardless."""
+    tail = " | ".join(said.strip().splitlines()[-6:])
+    figures = f"ended at {tokens:,} for {budget:,} ({records} answers, {allowed:.0f} allowed past)"
+    assert tokens <= budget + HARD_BOUNDS * allowed, f"{figures}: {tail}"
     if tokens > budget + allowed:
-        tail = " | ".join(said.strip().splitlines()[-6:])
-        pytest.xfail(
-            f"{ISSUE_29_OPEN}: ended at {tokens:,} for {budget:,} ({records} answers, "
-            f"{allowed:.0f} allowed past): {tail}"
-        )
+        pytest.xfail(f"{CROSSING}: {figures}: {tail}")

@@ -7,7 +7,12 @@ import random
 
 import pytest
 
-from gen_tui.backends.budget.lengths import InFlight, SurvivalModel, bin_edges
+from gen_tui.backends.budget.lengths import (
+    InFlight,
+    SurvivalModel,
+    bin_edges,
+    truncated_exponential,
+)
 from gen_tui.backends.budget.rules import Budget, BudgetMode, LengthModel, may_dispatch
 
 
@@ -152,3 +157,28 @@ def test_predictive_mode_given_a_window_says_which_model_it_needs() -> None:
     inflight = [InFlight(0.0, 1000)] * 4
     with pytest.raises(TypeError, match="predictive and precise modes decide by a Survival"):
         may_dispatch(BudgetMode.PREDICTIVE, Budget(5000), 0, 0, inflight, LengthModel(10), 1000)
+
+
+def test_an_answer_past_the_cap_ends_at_the_cap_in_the_law() -> None:
+    """Issue 29 on a real SGLang server (a 128 cap most answers reach): the tail past every
+    answer seen counts what would run past the cap at the cap, as the server ends it; the
+    law spread below the cap counted a pool of 31 such answers ~400 tokens short."""
+    rng = random.Random(29)
+    for low, scale, cap in [
+        (100.0, 100.0, 128.0),
+        (8.0, 25.6, 128.0),
+        (15_000.0, 15_000.0, 32_768.0),
+    ]:
+        draws = [min(low + rng.expovariate(1.0 / scale), cap) for _ in range(200_000)]
+        mean = sum(draws) / len(draws)
+        variance = sum((d - mean) ** 2 for d in draws) / len(draws)
+        got_mean, got_variance = truncated_exponential(low, scale, cap)
+        assert got_mean == pytest.approx(mean, rel=0.01), (low, scale, cap)
+        assert got_variance == pytest.approx(variance, rel=0.05), (low, scale, cap)
+    assert truncated_exponential(100.0, 100.0, 128.0)[0] > 124  # spread below it: ~114
+
+
+def test_a_tight_cap_is_the_prior_where_a_quarter_of_it_is_shorter_than_any_dataset() -> None:
+    assert SurvivalModel(128).prior_mean == 128
+    assert SurvivalModel(1024).prior_mean == 512
+    assert SurvivalModel(32768).prior_mean == 32768 * 0.25
