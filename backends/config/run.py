@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.budget.rules import BudgetMode, share_total
+from gen_tui.backends.plan import parse_deadline
 from gen_tui.backends.settings import (
     AUTO,
     AUTO_MAX_CONCURRENCY,
@@ -379,6 +380,17 @@ class EngineConfig:
         minimum=0,
         help="stop dispatching once this many dollars are spent",
         flag_kwargs={"type": float},
+    )
+    deadline: str | None = setting(
+        None,
+        key="deadline",
+        group="budgets",
+        flag="--deadline",
+        kinds=(str,),
+        check=parse_deadline,
+        help="finish by this time of day (07:30) or within this long (8h, 90m): the fleet "
+        "planner buys priced lanes' tokens only as the deadline needs, within --max-cost",
+        flag_kwargs={"metavar": "WHEN"},
     )
     credit_probe_s: float = CREDIT_PROBE_S
     disk_probe_s: float = setting(

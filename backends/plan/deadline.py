@@ -11,7 +11,8 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\
 
 
 class DeadlineError(ValueError):
-    """A deadline that is neither a time of day nor a duration; the message says which."""
+    """A deadline that is neither a time of day nor a duration; the message quotes it and
+    says what was expected (the caller puts the flag or key in front)."""
 
 
 def parse_deadline(text: str, now: datetime | None = None) -> float:
@@ -23,7 +24,7 @@ def parse_deadline(text: str, now: datetime | None = None) -> float:
     if clock is not None:
         hour, minute = int(clock[1]), int(clock[2])
         if hour > 23 or minute > 59:
-            raise DeadlineError(f"--deadline {text!r}: no such time of day (00:00 to 23:59)")
+            raise DeadlineError(f"{text!r}: no such time of day (00:00 to 23:59)")
         now = now or datetime.now()
         due = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
         if due <= now:
@@ -35,6 +36,4 @@ def parse_deadline(text: str, now: datetime | None = None) -> float:
         total = hours * 3600 + minutes * 60 + seconds
         if total > 0:
             return total
-    raise DeadlineError(
-        f"--deadline {text!r}: expected a time of day (07:30) or a duration (8h, 90m, 2h30m)"
-    )
+    raise DeadlineError(f"{text!r}: expected a time of day (07:30) or a duration (8h, 90m, 2h30m)")
