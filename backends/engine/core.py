@@ -30,6 +30,7 @@ from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
 from gen_tui.backends.engine.feeder import Feeder
+from gen_tui.backends.engine.fleet import FleetPlanner
 from gen_tui.backends.engine.report import Alert, Event, Reporter
 from gen_tui.backends.engine.runner import RequestRunner
 from gen_tui.backends.engine.scheduler import Scheduler
@@ -92,6 +93,8 @@ class Engine:
         self._scheduler = Scheduler(run, self._allocator, lambda: self._pool.limit)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self.planner = FleetPlanner(run, self._runner, self._cost) if config.planned else None
+        """The fleet planner, in a run over lanes or with a deadline (None otherwise)."""
         self._telemetry = ServerTelemetry(
             run,
             self.client,
@@ -304,8 +307,8 @@ class Engine:
                 and self._pool.free
                 and not self._cost.exhausted(len(self._pool))
             ):
-                ds = self._scheduler.pick()
-                if ds is not None:
+                ds = self._scheduler.pick()  # settles the datasets that are done, too
+                if ds is not None and self._runner.has_room():  # a lane has its share left
                     self._launch(ds)
                     continue
                 if all(ds.state.finished for ds in self._datasets):
@@ -335,6 +338,7 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         ticker: asyncio.Task[None] | None = None
         telemetry: asyncio.Task[None] | None = None
+        planning: asyncio.Task[None] | None = None
         try:
             async with self.client:
                 await self._runner.check_servers()
@@ -346,6 +350,8 @@ class Engine:
                 await self._open_all()
                 self._opened = True
                 ticker = asyncio.create_task(self._ticker())
+                if self.planner is not None:
+                    planning = asyncio.create_task(self.planner.run())
                 for ds in self._datasets:
                     if not ds.state.finished:
                         self._feeder.start(ds)
@@ -366,7 +372,7 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            for task in (ticker, telemetry):
+            for task in (ticker, telemetry, planning):
                 if task is not None:
                     task.cancel()
             await self._feeder.stop()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import secrets
 import time
+from collections.abc import Callable
 
 from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget.lengths import InFlight
@@ -38,15 +40,43 @@ forever."""
 
 
 class Server:
-    """One server URL and what the runner knows of its health and load."""
+    """One server URL and what the runner knows of its health and load; over a mixed fleet,
+    its lane too: its own concurrency, and the tokens the planner lets it take."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, limit: int | None = None, priced: bool = False) -> None:
         self.url = url.rstrip("/")
         self.outstanding = 0
         self.down_until = 0.0
         self.last_error = ""
         self.failures = 0
         """Connection failures in a row: a server that stays dead is tried less and less."""
+        self.limit = limit
+        """Its requests in flight at most (a lane's concurrency; None: the pool's alone)."""
+        self.allowance = math.inf
+        """Tokens it may still take, in flight included (the fleet planner's share; a free
+        lane's is never capped, and a priced lane's is one wave until the first plan)."""
+        self.probe_left: int | None = limit if priced else None
+        """Before the first plan, a priced lane sends one wave, to measure its rate."""
+        self.tokens = 0
+        self.answers = 0
+        self.cost = 0.0
+        self.request_s = 0.0
+        """Completion tokens, answers, dollars and request-seconds of its answers so far:
+        its rate per request and its price per token, as the planner measures them."""
+
+    @property
+    def mean_answer(self) -> float:
+        return self.tokens / self.answers if self.answers else 0.0
+
+    def has_room(self) -> bool:
+        """Whether one more request may go here now (up, under its limit and share)."""
+        if self.down_until > time.monotonic():
+            return False
+        if self.limit is not None and self.outstanding >= self.limit:
+            return False
+        if self.probe_left is not None:
+            return self.probe_left > 0
+        return self.allowance - self.outstanding * self.mean_answer > 0
 
     @property
     def status(self) -> str:
@@ -71,7 +101,16 @@ class RequestRunner(RunPart):
         self.pool = pool
         self.feeder = feeder
         self.sink = sink
-        self.servers = [Server(url) for url in run.config.server_urls]
+        lanes = {lane.url: lane for lane in run.config.fleet}
+        self.servers = [
+            Server(url, run.config.lane_concurrency(lanes[url]), lanes[url].price_per_token > 0)
+            if url in lanes
+            else Server(url)
+            for url in run.config.server_urls
+        ]
+        self.on_stall: Callable[[], None] | None = None
+        """Called when no server has room under the fleet plan and none has a request in
+        flight: the plan's shares are spent before the budget, so re-plan now."""
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
         self._rng = random.Random(run.config.hooks.seed)
@@ -168,11 +207,27 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         return any(s.down_until <= now for s in self.servers)
 
+    def has_room(self) -> bool:
+        """Whether a new request has a server to go to: one with room, or none up at all
+        (then it waits on the outage's backoff, as a run over one server does)."""
+        now = time.monotonic()
+        if any(s.has_room() for s in self.servers):
+            return True
+        if not any(s.down_until <= now for s in self.servers):
+            return True
+        if self.on_stall is not None and not any(s.outstanding for s in self.servers):
+            self.on_stall()  # every lane's share is spent and nothing is in flight
+        return False
+
     def _pick_server(self) -> Server:
         now = time.monotonic()
+        roomy = [s for s in self.servers if s.has_room()]
+        if roomy:
+            # The least loaded for its size: a lane of 64 slots takes more than one of 4.
+            return min(roomy, key=lambda s: s.outstanding / (s.limit or 1))
         up = [s for s in self.servers if s.down_until <= now]
-        if up:
-            return min(up, key=lambda s: s.outstanding)
+        if up:  # a retry whose lane went away: any server up takes it
+            return min(up, key=lambda s: s.outstanding / (s.limit or 1))
         return min(self.servers, key=lambda s: s.down_until)
 
     # one sample
@@ -208,6 +263,8 @@ class RequestRunner(RunPart):
                 entry.produced = 0
                 rid = f"{ds.name}/{prompt.sample_id}/{self._rid_stem}{next(self._rids):x}"
                 server.outstanding += 1
+                if server.probe_left is not None:
+                    server.probe_left = max(0, server.probe_left - 1)
                 self.active[rid] = server
                 try:
                     request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
@@ -250,6 +307,11 @@ class RequestRunner(RunPart):
                     self.active.pop(rid, None)
                 server.down_until = 0.0
                 server.failures = 0
+                server.tokens += generation.completion_tokens
+                server.answers += 1
+                server.allowance -= generation.completion_tokens
+                server.request_s += time.monotonic() - entry.started
+                server.cost += self.sink.cost.price(generation, server.url) or 0.0
                 self.pool.grow()
                 generation = await self.feeder.attach_ids(generation, prompt.messages)
                 await self.sink.keep(ds, prompt, generation, server.url)

@@ -24,7 +24,7 @@ _TIME_RESOLUTION = 1e-6
 """Relative: the bisection stops when the finish is known to this share of itself."""
 _COST_SLACK = 1e-9
 """Relative slack on cost comparisons, for the float sums of the fill."""
-_MOVED_SHARE = 0.01
+_MOVED_SHARE = 0.05
 """A re-plan is said when some lane's tokens move by more than this share of those left."""
 
 
@@ -240,10 +240,11 @@ def plan(
     return made(PlanStatus.LATE, split, remaining, finish, note)
 
 
-def explain(old: Plan, new: Plan) -> str | None:
+def explain(old: Plan, new: Plan, changed: str | None = None) -> str | None:
     """One line saying why `new` moved tokens from where `old` had them, or None when it
     did not (a re-plan that only trims what was done says nothing):
-    `api lane down: 12M moved to batch`."""
+    `api lane down: 12M moved to batch`. `changed` is the caller's reason when it changed
+    the deadline or the cap (a relative deadline shrinks by itself as time passes)."""
     worse = new.status is not old.status and new.status in (PlanStatus.LATE, PlanStatus.SHORT)
     scale = max(old.remaining, new.remaining, 1)
     share_old = {name: tokens / max(old.remaining, 1) for name, tokens in old.tokens.items()}
@@ -264,7 +265,7 @@ def explain(old: Plan, new: Plan) -> str | None:
         reason = f"{giver} lane gone"
     elif lane.state.value != "up":
         reason = f"{giver} lane {lane.state.value}"
-    elif was is not None and lane.rate < was.rate:
+    elif was is not None and f"{lane.rate:,.0f}" != f"{was.rate:,.0f}" and lane.rate < was.rate:
         reason = f"{giver} slower ({was.rate:,.0f} → {lane.rate:,.0f} tok/s)"
     elif back := [
         name
@@ -272,8 +273,8 @@ def explain(old: Plan, new: Plan) -> str | None:
         if now.usable and name in before and not before[name].usable and delta[name] > 0
     ]:
         reason = f"{' and '.join(back)} lane up again"
-    elif (new.deadline_s, new.max_cost) != (old.deadline_s, old.max_cost):
-        reason = "deadline or cap changed"
+    elif changed is not None:
+        reason = changed
     else:
         faster = [
             name

@@ -135,6 +135,10 @@ class Completion:
     ids_gap: int | None = None
     """`len(output_ids) - completion_tokens` where gen-tui tokenized the text itself: how
     far its ids are from what the server counted (never on SGLang's native ids)."""
+    api: str | None = None
+    """The API that made it (`sglang`, `openai`), in a run over a mixed fleet."""
+    lane: str | None = None
+    """The lane (`--lane NAME=...`) that made it, in a run over a mixed fleet."""
 
     def to_line(self) -> bytes:
         # Key order matters: the identifying counts come first so a scanner can stop early.
@@ -156,6 +160,10 @@ class Completion:
             record["latency_s"] = round(self.latency_s, 3)
         if self.server is not None:
             record["server"] = self.server
+        if self.lane is not None:
+            record["lane"] = self.lane
+        if self.api is not None:
+            record["api"] = self.api
         if self.cost is not None:
             record["cost"] = self.cost
         record["created"] = round(time.time(), 3)
