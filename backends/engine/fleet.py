@@ -23,6 +23,9 @@ from gen_tui.backends.plan import Lane, LaneState, Plan, PlanStatus, explain, pa
 FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
 lane sends one wave meanwhile, a free one runs)."""
+SETTLED_ANSWERS = 3
+"""A free lane's rate is its delivered tokens over its time once it has run this many
+answers' time (before, a first answer or two say little of its pace)."""
 CHECK_S = 0.5
 """How often the first plan looks whether every lane has answered."""
 
@@ -56,18 +59,30 @@ class FleetPlanner(RunPart):
         lanes = []
         for server in self.runner.servers:
             spec = self.lanes.get(server.url)
-            slots = server.limit or self.config.max_concurrency
-            rate = server.tokens / server.request_s * slots if server.request_s > 0 else 0.0
             if server.tokens > 0 and server.cost > 0:
                 price = server.cost / server.tokens
             else:
                 price = spec.price_per_token if spec is not None else 0.0
             if spec is None and self.config.price_per_million is not None:
                 price = self.config.price_per_million[1] / 1e6
-            state = LaneState.DOWN if server.down_until > now else LaneState.UP
+            latency = server.request_s / server.answers if server.answers else 0.0
+            running_s = now - server.first_sent if server.first_sent is not None else 0.0
+            if price == 0 and running_s > SETTLED_ANSWERS * latency > 0:
+                # A free lane is never held back: what it delivered since its first request
+                # is its rate (round trips and idle slots included, unlike per request).
+                rate = server.tokens / (running_s - latency)  # less the pipe's filling
+            else:
+                # A priced lane is held to its share (and a free one has not run long enough
+                # to tell): its rate per request, at full width.
+                slots = server.limit or self.config.max_concurrency
+                rate = server.tokens / server.request_s * slots if server.request_s > 0 else 0.0
+            state = LaneState.UP
+            if server.down_until > now:
+                state = LaneState.DOWN
+            elif server.failures:  # failed last time and not answered since
+                state = LaneState.FAILING
             # A whole answer's time before its tokens count: a lane cannot finish sooner
             # than one answer takes (the slow box must not be handed the last few tokens).
-            latency = server.request_s / server.answers if server.answers else 0.0
             lanes.append(Lane(self._name(server), rate, price, latency, state=state))
         return lanes
 
@@ -101,7 +116,13 @@ class FleetPlanner(RunPart):
             if made.status is PlanStatus.STALLED:
                 server.allowance = math.inf
             else:
-                server.allowance = made.tokens[lane.name] + server.outstanding * server.mean_answer
+                share = float(made.tokens[lane.name])
+                if lane.price > 0 and made.finish_s > self.config.plan_every:
+                    # Bought at the pace of the plan, not at once: what this interval needs
+                    # of it. A free lane misjudged early (its rate, from its first answers)
+                    # is then corrected before a fast priced lane has spent the mistake.
+                    share *= self.config.plan_every / made.finish_s
+                server.allowance = share + server.outstanding * server.mean_answer
         old, self.current = self.current, made
         if old is None:
             self._say(f"plan: {made.line()} ({made.note})", made)

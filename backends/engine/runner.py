@@ -61,6 +61,8 @@ class Server:
         self.answers = 0
         self.cost = 0.0
         self.request_s = 0.0
+        self.first_sent: float | None = None
+        """When its first request went (a free lane's rate is its tokens since then)."""
         """Completion tokens, answers, dollars and request-seconds of its answers so far:
         its rate per request and its price per token, as the planner measures them."""
 
@@ -263,6 +265,8 @@ class RequestRunner(RunPart):
                 entry.produced = 0
                 rid = f"{ds.name}/{prompt.sample_id}/{self._rid_stem}{next(self._rids):x}"
                 server.outstanding += 1
+                if server.first_sent is None:
+                    server.first_sent = entry.started
                 if server.probe_left is not None:
                     server.probe_left = max(0, server.probe_left - 1)
                 self.active[rid] = server

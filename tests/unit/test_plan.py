@@ -186,7 +186,7 @@ def test_a_lane_going_down_is_said_in_one_line() -> None:
     assert after.tokens["api"] == 0
     assert after.status is PlanStatus.LATE
     assert explain(before, after) == (
-        "api lane down: 5.68M moved to box and batch; no lane mix meets the deadline: "
+        "api lane down: 5.68M moved to batch; no lane mix meets the deadline: "
         f"the best finish is {after.note.split(' is ')[1]}"
     )
     assert explain(after, after) is None
