@@ -213,3 +213,23 @@ def test_deadlines_as_a_time_of_day_or_a_duration() -> None:
     for bad in ("", "7.30", "25:00", "12:60", "0s", "8 hours", "h", "-1h"):
         with pytest.raises(DeadlineError, match=r"expected a time of day|no such time of day"):
             parse_deadline(bad, evening)
+
+
+@pytest.mark.parametrize(
+    ("hours", "line"),
+    [
+        (None, "box 92M · finish in 21h30m · $0.000 of $60.00"),
+        (20, "box 85.58M · api 6.42M $6.00 · finish in 20h00m · $6.00 of $60.00"),
+        (8, "box 34.23M · api 57.77M $54.00 · finish in 8h00m · $54.00 of $60.00"),
+        (2, "box 27.81M · api 64.19M $60.00 · finish in 6h30m · $60.00 of $60.00"),
+    ],
+)
+def test_the_seeds_night_as_docs_fleet_md_tells_it(hours: int | None, line: str) -> None:
+    """docs/fleet.md's table: the box at its measured 21.5 h for 92M, OpenRouter's $86 in 33
+    minutes for them, a $60 cap."""
+    box = Lane("box", rate=SEED_TOKENS / (21.5 * 3600))
+    api = Lane("api", rate=SEED_TOKENS / (33 * 60), price=86 / SEED_TOKENS)
+    made = plan([box, api], SEED_TOKENS, None if hours is None else hours * 3600, 60)
+    assert made.line() == line
+    if hours == 2:
+        assert made.note.startswith("meeting the deadline costs $78.00, over the $60.00 cap")
