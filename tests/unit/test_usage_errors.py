@@ -34,6 +34,13 @@ def _prompts(tmp_path: Path) -> Path:
         (["--deadline", "7.30"], "--deadline '7.30': expected a time of day (07:30) or a dur"),
         (["--deadline", "24:00"], "--deadline '24:00': no such time of day (00:00 to 23:59)"),
         (["--max-cost", "-1"], "--max-cost must be at least 0, got -1"),
+        (["--lane", "box"], "--lane 'box': expected NAME=URL[,api=openai]"),
+        (["--lane", "box=http://h:1,price=0.2"], "'price=0.2' is not api=sglang|openai, price"),
+        (["--lane", "a=http://h:1", "--lane", "a=http://h:2"], "lane a given twice"),
+        (
+            ["--lane", "a=http://h:1", "--server-url", "http://h:2"],
+            "--server-url http://h:2 and --lane both given",
+        ),
     ],
 )
 def test_a_bad_value_is_named_before_the_missing_tokenizer_and_exits_2(
