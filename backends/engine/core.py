@@ -32,7 +32,7 @@ from gen_tui.backends.engine.dataset_progress import dataset_snapshot
 from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.fleet import FleetPlanner
 from gen_tui.backends.engine.report import Alert, Event, Reporter
-from gen_tui.backends.engine.runner import RequestRunner
+from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.shutdown import Shutdown
 from gen_tui.backends.engine.signals import RunSignals
@@ -308,14 +308,15 @@ class Engine:
                 and not self._cost.exhausted(len(self._pool))
             ):
                 ds = self._scheduler.pick()  # settles the datasets that are done, too
-                if ds is not None and self._runner.has_room():  # a lane has its share left
-                    self._launch(ds)
+                server = self._runner.reserve() if ds is not None else None
+                if ds is not None and server is not None:  # a lane has room and share left
+                    self._launch(ds, server)
                     continue
                 if all(ds.state.finished for ds in self._datasets):
                     return
             await signals.wake.wait()
 
-    def _launch(self, ds: DatasetRun) -> None:
+    def _launch(self, ds: DatasetRun, server: Server) -> None:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
@@ -323,7 +324,7 @@ class Engine:
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
         ds.inflight.append(entry)
-        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap))
+        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap, server))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 

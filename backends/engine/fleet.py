@@ -105,11 +105,16 @@ class FleetPlanner(RunPart):
         if remaining is None:
             return None
         now = time.monotonic()
-        deadline = None if self.deadline_at is None else max(1e-3, self.deadline_at - now)
+        lanes = self.measured()
+        deadline = None
+        if self.deadline_at is not None:
+            # Less one answer of the slowest lane: the budget's last answers come one by one
+            # as it tapers, and the last of them must land by the deadline too.
+            tail = max((lane.turnaround_s for lane in lanes if lane.usable), default=0.0)
+            deadline = max(1e-3, self.deadline_at - now - tail)
         cap = None
         if self.config.max_cost is not None:
             cap = max(0.0, self.config.max_cost - self.cost.total())
-        lanes = self.measured()
         made = plan(lanes, remaining, deadline, cap)
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None

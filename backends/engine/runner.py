@@ -209,17 +209,27 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         return any(s.down_until <= now for s in self.servers)
 
-    def has_room(self) -> bool:
-        """Whether a new request has a server to go to: one with room, or none up at all
-        (then it waits on the outage's backoff, as a run over one server does)."""
+    def reserve(self) -> Server | None:
+        """The server a new request goes to, its slot taken now (the dispatcher launches
+        several requests before any runs: each must see the others' slots as taken); None
+        when servers are up but none has room under its limit and its planned share. With
+        none up, the one back soonest (the request waits on the outage's backoff)."""
         now = time.monotonic()
-        if any(s.has_room() for s in self.servers):
-            return True
-        if not any(s.down_until <= now for s in self.servers):
-            return True
+        if any(s.has_room() for s in self.servers) or not any(
+            s.down_until <= now for s in self.servers
+        ):
+            server = self._pick_server()
+            self._take(server)
+            return server
         if self.on_stall is not None and not any(s.outstanding for s in self.servers):
             self.on_stall()  # every lane's share is spent and nothing is in flight
-        return False
+        return None
+
+    @staticmethod
+    def _take(server: Server) -> None:
+        server.outstanding += 1
+        if server.probe_left is not None:
+            server.probe_left = max(0, server.probe_left - 1)
 
     def _pick_server(self) -> Server:
         now = time.monotonic()
@@ -246,6 +256,7 @@ class RequestRunner(RunPart):
         prompt: Prompt,
         input_ids: list[int] | None,
         max_new_tokens: int | None = None,
+        reserved: Server | None = None,
     ) -> None:
         """Send one sample until it completes, fails for good, or the run stops.
 
@@ -253,22 +264,24 @@ class RequestRunner(RunPart):
         sees it at once; it is removed here whatever happens. A streaming client counts
         each attempt's tokens into it as they arrive (`entry.produced`, from 0 again on a
         retry, as is its start). `max_new_tokens` is this request's cap (the client's
-        sampling settings when None).
+        sampling settings when None). `reserved`: the server whose slot the dispatcher took
+        for the first attempt (see `reserve`).
         """
         attempts = 0
         outages = 0
         signals = self.signals
         try:
             while True:
-                server = self._pick_server()
+                if reserved is not None:
+                    server, reserved = reserved, None
+                else:
+                    server = self._pick_server()
+                    self._take(server)
                 entry.started = time.monotonic()
                 entry.produced = 0
                 rid = f"{ds.name}/{prompt.sample_id}/{self._rid_stem}{next(self._rids):x}"
-                server.outstanding += 1
                 if server.first_sent is None:
                     server.first_sent = entry.started
-                if server.probe_left is not None:
-                    server.probe_left = max(0, server.probe_left - 1)
                 self.active[rid] = server
                 try:
                     request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)

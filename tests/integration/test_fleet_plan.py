@@ -87,13 +87,15 @@ def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
     by_lane = {lane: [r for r in made if r["lane"] == lane] for lane in ("box", "api")}
     assert {r["api"] for r in by_lane["box"]} == {"sglang"}
     assert {r["api"] for r in by_lane["api"]} == {"openai"}
-    # By the deadline (counted from before the process started: a little stricter).
-    assert max(r["created"] for r in made) <= started + deadline, out
+    # By the deadline. The run counts it from its engine's start, which comes between the
+    # process's start and its first request; this counts it from the first request.
+    first = min(r["created"] - r["latency_s"] for r in made)
+    assert started < first and max(r["created"] for r in made) <= first + deadline, out
     # The box alone would have missed it by far.
     assert budget / (4 * 50) > 3 * deadline
     # Within 5% of the offline least-cost mix at the rates this run saw: the box's delivered
-    # rate over its span, from the first request sent to the deadline.
-    first = min(r["created"] - r["latency_s"] for r in made)
+    # rate, over the whole deadline from the first request (a window a little longer than
+    # the run's own, so the optimum is a little cheaper than the one the run could reach).
     box_first = min(r["created"] - r["latency_s"] for r in by_lane["box"])
     box_last = max(r["created"] for r in by_lane["box"])
     box_tokens = sum(r["completion_tokens"] for r in by_lane["box"])
@@ -102,7 +104,7 @@ def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
     offline = plan(
         [Lane("box", box_rate, 0.0, latency), Lane("api", 16 * 200.0, PRICE)],
         budget,
-        started + deadline - first,
+        deadline,
     )
     spent = sum(r["cost"] for r in made)
     assert offline.tokens["api"] > 0
