@@ -63,9 +63,10 @@ class OwnRunsHost(LocalHost):
         *,
         output_dir: str | None = None,
         expect: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> RunIdentity:
         identity = await super().start(
-            command_argv, log_path, cwd, settle_s, output_dir=output_dir, expect=expect
+            command_argv, log_path, cwd, settle_s, output_dir=output_dir, expect=expect, env=env
         )
         self.own = (*self.own, identity)
         return identity

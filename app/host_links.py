@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from gen_tui.app.host_sources import HostSource
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import BatchView, cancel_note
 from gen_tui.backends.untrusted import one_line
 
 if TYPE_CHECKING:  # psutil and asyncssh load in the worker, not at startup
@@ -144,13 +145,15 @@ def kill_question(
     grace_s: float,
     *,
     folder: str | None = None,
+    batches: Sequence[BatchView] = (),
 ) -> str:
     """The kill confirmation's text for a process on a host (`none`: when it names none).
 
     The command line is the process's own, whoever started it: one line, its control
     characters made visible, so what the dialog shows is what the kill would stop. `folder`:
     the output folder of a run writing one that is not watched here, named so that nobody
-    stops another project's run for their own (issue 31, point 2).
+    stops another project's run for their own (issue 31, point 2). `batches`: its batches
+    in flight (`--api openai-batch`), which the stop cancels, and what the provider bills.
     """
     from gen_tui.backends.hosts import kill_wait
 
@@ -166,7 +169,7 @@ def kill_question(
         f"Command: {one_line(identity.command, 500)}\n"
         f"SIGTERM to its process group: it drains in-flight requests; SIGKILL if it is "
         f"still there after {kill_wait(identity.cmdline, grace_s):g} s. "
-        "Completed responses are kept."
+        "Completed responses are kept." + (f"\n{cancel_note(batches)}" if batches else "")
     )
 
 

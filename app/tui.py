@@ -42,9 +42,13 @@ from gen_tui.app.heap import HeapSettler
 from gen_tui.app.host_links import HostLink
 from gen_tui.app.host_sources import HostSource
 from gen_tui.app.messages import BudgetAnnounced, EngineEvent, HostEvent
+from gen_tui.app.served import PanelServers, ServerChanged, ServerSaid
 from gen_tui.app.tui_alerts import TuiAlerts
 from gen_tui.backends.alerts import AlertConfig, AlertEvent
+from gen_tui.backends.config.file import FileConfig
 from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.servers.events import ServerState
+from gen_tui.backends.servers.notify import ServerAlerts
 from gen_tui.backends.settings import DEFAULT_STALE_AFTER_S, DEFAULT_THEME
 from gen_tui.backends.untrusted import clean, one_line
 
@@ -96,13 +100,16 @@ class GenTuiApp(App[int]):
         readonly: bool = False,
         keymap: Mapping[str, str] | None = None,
         theme: str = DEFAULT_THEME,
+        server_config: FileConfig | None = None,
     ) -> None:
         """`source`: the run this process can start; `hosts`: hosts to watch; `sources`:
         further panel sources, after those two in precedence; `names`: the panels to show
         (the source's datasets by default; the hosts' are added as they are found);
         `alerts`: the config's `[alerts]` (the terminal rings whether or not); `readonly`:
         k, r, s and p off (watching someone else's box); `keymap`: binding id -> keys, as
-        `keys.build_keymap` checked them; `theme`: one of Textual's themes."""
+        `keys.build_keymap` checked them; `theme`: one of Textual's themes;
+        `server_config`: a config with `[[servers]]`, which the panel then supervises
+        (`served.PanelServers`)."""
         super().__init__()
         if self.no_color:
             # NO_COLOR (no-color.org): Textual only greys the colours (Monochrome) unless
@@ -131,6 +138,15 @@ class GenTuiApp(App[int]):
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
         self.dashboard: DashboardScreen | None = None
+        self.servers = (
+            PanelServers(server_config, self.post_message)
+            if server_config is not None and (server_config.servers or server_config.router)
+            else None
+        )
+        """The config's servers, supervised in a worker thread (None: it has none)."""
+        self._server_alerts = (
+            ServerAlerts(self.alerts.alerter) if self.alerts.alerter is not None else None
+        )
         self.departure = Departure(
             self, self.hosted, self.linked, self.cleanups, lambda: self.dashboard
         )
@@ -167,6 +183,7 @@ class GenTuiApp(App[int]):
             on_refresh=self.alerts.observe,
             readonly=self.readonly,
             keymap=self.keymap,
+            servers=self.servers,
         )
         return self.dashboard
 
@@ -206,6 +223,8 @@ class GenTuiApp(App[int]):
         if self.links:
             # After the first frame too: the links import psutil and asyncssh.
             self.call_after_refresh(self._start_links)
+        if self.servers is not None:
+            self._supervise(self.servers)
         self.departure.catch_signals()
 
     def _refresh(self) -> None:
@@ -328,6 +347,29 @@ class GenTuiApp(App[int]):
         self.notify(rest or event.text, title=title, severity=event.severity, timeout=8)
         self._refresh()
 
+    # the config's servers: supervised in a thread of their own (served.py)
+
+    @work(thread=True, exit_on_error=False, group="servers", name="servers")
+    def _supervise(self, servers: PanelServers) -> None:
+        servers.run()
+
+    def on_server_changed(self, message: ServerChanged) -> None:
+        """A server's event: the events log, a toast for the bad ones, and `[alerts]` (the
+        same events `gen-tui servers up` sends)."""
+        event = message.event
+        bad = event.state in (ServerState.EXITED, ServerState.DOWN, ServerState.FAILED)
+        level = "warning" if bad else "info"
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+        self.record_event(level, event.line(), stamp)
+        if bad:
+            self.notify(one_line(event.line(), 300), severity="warning", timeout=8)
+        if self._server_alerts is not None:
+            self._server_alerts(event)
+
+    def on_server_said(self, message: ServerSaid) -> None:
+        self.record_event(message.severity, message.text)
+        self.notify(message.text, severity=message.severity, timeout=8)
+
     # leaving: departure.py's
 
     async def action_quit(self) -> None:
@@ -341,6 +383,8 @@ class GenTuiApp(App[int]):
         super().exit(*args, **kwargs)
 
     def on_unmount(self) -> None:
+        if self.servers is not None:
+            self.servers.leave()  # left running: the next panel adopts them
         if self.dashboard is not None:
             self.dashboard.leaving = True
         self.alerts.close()

@@ -49,6 +49,8 @@ class AlertEvent(StrEnum):
     HOST_LOST = "host_lost"
     ENDED = "ended"
     """The run is over, however it ended."""
+    SERVER = "server"
+    """A server gen-tui watches exited, went down, never came up, or is healthy again."""
     TEST = "test"
     """`gen-tui alert --test`: always sent."""
 

@@ -78,8 +78,10 @@ that passed no range check (see bounds.py) still draws in a few characters, neve
 def counted(count: int, word: str) -> str:
     """`1 sample`, `2 samples`, `1,389 samples`: a count as a line says it, with its
     thousands separated and its noun agreeing (`word` is the singular; an `s` makes the
-    plural, which is all gen-tui's nouns need)."""
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+    plural, and `es` after a sibilant: `2 batches`)."""
+    if count == 1:
+        return f"{count:,} {word}"
+    return f"{count:,} {word}{'es' if word.endswith(('ch', 'sh', 'ss', 'x')) else 's'}"
 
 
 def format_count(value: float) -> str:

@@ -50,6 +50,18 @@ DEFAULT_MAX_PROMPT_TOKENS = 32768
 """The longest prompt sent, in tokens: see EngineConfig.max_prompt_tokens for why."""
 DEFAULT_STALE_AFTER_S = 60.0
 """A running dataset with no new record for this long is stale (a hint to press `k`)."""
+BATCH_MAX_REQUESTS = 50_000
+"""The most requests in one batch: OpenAI's documented limit (providers that copy the Batch
+contract copy it or allow less; `--batch-max-requests` lowers it)."""
+BATCH_MAX_MB = 200
+"""The largest batch input file, in MB: OpenAI's documented limit."""
+BATCH_IN_FLIGHT = 8
+"""The most batches a run has open at a provider at once."""
+BATCH_POLL_S = 30.0
+"""Seconds between polls of a batch in flight: a batch takes minutes to hours."""
+BATCH_PRICE_SHARE = 0.5
+"""A batch token's price against a live one's, for `--price` (providers sell them at about
+half); a provider's own `usage.cost` is taken as it says."""
 DEFAULT_THEME = "textual-dark"
 """The panel's colours (`[panel] theme`): Textual's own default, named here so the config,
 the docs and the app agree on it."""

@@ -25,6 +25,7 @@ NAMES = [
     "export_speed",
     "concurrency_auto",
     "scale",
+    "batch_lane",
     "fleet_plan",
 ]
 

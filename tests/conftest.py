@@ -29,6 +29,13 @@ from gen_tui.backends.demo import build_tokenizer, write_prompts
 from gen_tui.backends.hosts import LocalHost, RunIdentity, SSHHost
 from gen_tui.backends.sim import SimConfig, SimServer
 from tests.support import KINDS
+from tests.support.real_sglang import (
+    RealSGLang,
+    model_cache,
+    real_sglang_problem,
+    start_real_sglang,
+    tiny_model,
+)
 from tests.support.router import router_problem, start_router
 from tests.support.runs import STANDIN, AnyHost, alive
 from tests.support.slurm import Cluster, slurm_cluster
@@ -108,6 +115,21 @@ async def router(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[str]]]
             return await stack.enter_async_context(start_router(worker_urls, log, policy=policy))
 
         yield start
+
+
+@pytest.fixture(scope="session")
+def real_sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSGLang]:
+    """One real SGLang 0.5.23 server on this CPU for the session, serving a tiny random-weight
+    Llama (tests/support/real_sglang.py); stopped at the session's end. Skipped, saying why,
+    where GEN_TUI_SGLANG_PYTHON cannot serve. Its cold start (about a minute) falls in the
+    first test that asks for it: give that test a timeout of some minutes."""
+    problem = real_sglang_problem()
+    if problem:
+        pytest.skip(problem)
+    model = tiny_model(model_cache())
+    log = tmp_path_factory.mktemp("real_sglang") / "server.log"
+    with start_real_sglang(model, log) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

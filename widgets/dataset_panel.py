@@ -19,6 +19,7 @@ from textual.widget import Widget
 from gen_tui.backends.budget.rules import runs_out_at
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress import truncation
+from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, batches_line
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration
@@ -147,7 +148,7 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if moving and snap.tok_s > 0:
             piece += f" in {format_duration(max(0, end - snap.tokens) / snap.tok_s)}"
         first.append(piece)
-    elif moving:
+    elif moving and not snap.batches:  # a batch run's ETA is its batches' (below)
         first.append(f"ETA {format_duration(snap.eta_s)}")
     first.append(f"{snap.inflight} in flight")
     first.append(f"{snap.errors} err")
@@ -156,10 +157,14 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if snap.malformed:
         first.append(f"{snap.malformed} bad lines")
     second = [one_line(f"{snap.host}:{snap.pid}")]
+    if snap.batches and not snap.state.finished:
+        # The batch lane's: its own line of the details, first, since it is what the
+        # dataset waits for (hours, at the provider's pace).
+        second.insert(0, batches_line(snap.batches, snap.updated_at))
     if view.stale and view.stale_reason:
         second.append(one_line(view.stale_reason))
-    elif snap.message:
-        second.append(one_line(snap.message))
+    elif snap.message and not (snap.batches and snap.message.endswith(BATCH_COUNTS_SAID)):
+        second.append(one_line(snap.message))  # (the lane's counts: the batches line has them)
     if snap.budget_note and not snap.state.finished:
         second.append(one_line(snap.budget_note))
     if snap.resumed_tokens:

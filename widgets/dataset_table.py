@@ -1,5 +1,7 @@
 """The table view: one line per dataset (name, state, % done, tokens/budget, tok/s, ETA,
-host), sortable, for fleets too many for panels (k9s and htop show theirs this way).
+host), sortable, for fleets too many for panels (k9s and htop show theirs this way). With
+more than one host shown, each host's datasets come under a line of its own: the host, its
+link's state, its datasets by state, its tokens and tok/s (sorted within each host).
 
 Drawn with Textual's Line API: each refresh turns the panel views into rows of plain text,
 and only the lines whose text changed are redrawn; 64 datasets cost 64 short strings four
@@ -10,7 +12,7 @@ text: they are made one line and drawn as raw segments, never parsed as markup.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,11 +24,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import batches_eta
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import BADGE_KINDS, PanelView, badge_for
 from gen_tui.widgets.format import format_duration
-from gen_tui.widgets.pieces import Line, PieceStyles
+from gen_tui.widgets.pieces import Line, Piece, PieceStyles
 
 SORTS = ("config", "state", "% done", "ETA", "tok/s")
 """What `o` cycles through: the configured order, then the columns a fleet is read by."""
@@ -72,22 +75,32 @@ class Row:
     tok_s: float
     eta_s: float
     """Seconds left; infinity where there is no estimate (sorts last)."""
+    where: str = ""
+    """Its host's group: the link watching it, else its snapshot's host; "" for this
+    process's runs."""
+    written: int = 0
+    """Tokens written, for its host's total."""
 
 
-def row_for(name: str, view: PanelView | None) -> Row:
-    """What a dataset's line says, from the same view its panel shows."""
+def row_for(name: str, view: PanelView | None, host: str | None = None) -> Row:
+    """What a dataset's line says, from the same view its panel shows. `host`: the group
+    it goes in (the link watching it; "" for a run of this process); None: its snapshot's
+    host."""
     view = view or PanelView()
     badge, kind = badge_for(view)
     state = badge if len(badge) <= STATE_WIDTH else kind
     snap = view.snapshot
     if snap is None:
-        return Row(one_line(name), state, kind, "", "-", "", "-", "", -1.0, 0.0, math.inf)
+        where = one_line(host or "")
+        return Row(one_line(name), state, kind, "", "-", "", "-", "", -1.0, 0.0, math.inf, where)
     done = min(1.0, snap.tokens / snap.max_tokens) if snap.max_tokens else -1.0
     pct = f"{math.floor(done * 100)}%" if done >= 0 else ""  # 100% only once there
     budget = format_count(snap.max_tokens) if snap.max_tokens is not None else "-"
     producing = not snap.state.finished and snap.state is not DatasetState.PAUSED
     tok_s = snap.tok_s if producing and math.isfinite(snap.tok_s) else 0.0
     eta_s = snap.eta_s if producing and snap.eta_s is not None else None
+    if producing and snap.batches:  # a batch run: when its batches end, at the provider's pace
+        eta_s = batches_eta(snap.batches, snap.updated_at)
     return Row(
         one_line(name),
         state,
@@ -100,6 +113,8 @@ def row_for(name: str, view: PanelView | None) -> Row:
         done,
         tok_s,
         eta_s if eta_s is not None and math.isfinite(eta_s) else math.inf,
+        one_line(snap.host if host is None else host),
+        snap.tokens,
     )
 
 
@@ -113,6 +128,33 @@ def sort_rows(rows: Sequence[Row], sort: str) -> list[Row]:
     }
     key = keys.get(sort)
     return list(rows) if key is None else sorted(rows, key=key)
+
+
+def by_host(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+    """`rows` grouped by host, hosts in the order their first row comes, each group in the
+    rows' order; one group of every row when they are all one host's."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.where, []).append(row)
+    return list(groups.items())
+
+
+def host_text(host: str, rows: Sequence[Row], state: str | None) -> str:
+    """A host's line: its name, its link's state, its datasets by state, its totals, e.g.
+    `gpu-a · connected · 3 datasets: 2 running, 1 stale · 1.5M tokens · 40k tok/s`."""
+    kinds: dict[str, int] = {}
+    for row in rows:
+        kinds[row.kind] = kinds.get(row.kind, 0) + 1
+    order = sorted(kinds, key=lambda kind: STATE_ORDER.get(kind, len(STATE_ORDER)))
+    noun = "dataset" if len(rows) == 1 else "datasets"
+    parts = [host or "this process"]
+    if state:
+        parts.append(one_line(state, 60))
+    parts.append(f"{len(rows)} {noun}: " + ", ".join(f"{kinds[k]} {k}" for k in order))
+    parts.append(f"{format_count(sum(row.written for row in rows))} tokens")
+    rate = sum(row.tok_s for row in rows)
+    parts.append(f"{format_count(float(f'{rate:.3g}'))} tok/s")
+    return " · ".join(parts)
 
 
 def _cell(text: str, width: int, right: bool = False) -> str:
@@ -135,6 +177,7 @@ class DatasetTable(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "table--header",
+        "table--host",
         "table--cursor",
         "table--muted",
         *(f"table--badge-{kind}" for kind in BADGE_KINDS),
@@ -146,6 +189,11 @@ class DatasetTable(ScrollView, can_focus=True):
         self.rows: list[Row] = []
         """The rows as shown: filtered and sorted."""
         self._given: list[Row] = []
+        self.hosts: Mapping[str, str] = {}
+        """Each watched host's link state, for its line (a host without one shows none)."""
+        self._body: list[Row | str] = []
+        """The lines under the header: a dataset's row, or the name of the host whose line
+        it is (only with more than one host)."""
         self.selected: str | None = None
         """The selected dataset's name: it survives a filter that hides it for a while."""
         self._lines: list[Line] = []
@@ -155,16 +203,31 @@ class DatasetTable(ScrollView, can_focus=True):
 
     # what it shows
 
-    def show(self, rows: Sequence[Row]) -> None:
-        """New rows (already filtered), sorted here; only the lines that changed redraw."""
+    def show(self, rows: Sequence[Row], hosts: Mapping[str, str] | None = None) -> None:
+        """New rows (already filtered), sorted here, under their hosts' lines when more
+        than one host shows (`hosts`: each one's link state); only the lines that changed
+        redraw."""
         self._given = list(rows)
-        self.rows = sort_rows(rows, self.sort)
+        if hosts is not None:
+            self.hosts = hosts
+        groups = by_host(sort_rows(rows, self.sort))
+        self.rows = [row for _host, group in groups for row in group]
+        self._body = list(self.rows)
+        if len({host for host, _group in groups if host}) > 1:  # this process's: not a host
+            self._body = []
+            for host, group in groups:
+                self._body += [host, *group]
         self._redraw()
+
+    @property
+    def host_lines(self) -> int:
+        """The lines the hosts take (0 with one host): the table is that much taller."""
+        return len(self._body) - len(self.rows)
 
     def cycle_sort(self) -> str:
         """`o`: the next sort; returns its name."""
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self.show(self._given)  # as given: "config" is their order
+        self.show(self._given)  # as given: "config" is their order (within each host)
         self.scroll_to_cursor()
         return self.sort
 
@@ -197,11 +260,13 @@ class DatasetTable(ScrollView, can_focus=True):
             self.select(self.rows[-1 if end else 0].name)
 
     def scroll_to_cursor(self) -> None:
-        names = [row.name for row in self.rows]
         current = self.current()
-        if current not in names:
+        lines = [line.name if isinstance(line, Row) else None for line in self._body]
+        if current is None or current not in lines:
             return
-        index = names.index(current)
+        index = lines.index(current)
+        if index == 1 and lines[0] is None:
+            index = 0  # the first host's line stays in sight with its first row
         room = max(1, self.size.height - HEADER)
         top = round(self.scroll_offset.y)
         if index < top:
@@ -211,8 +276,10 @@ class DatasetTable(ScrollView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         index = event.y - HEADER + round(self.scroll_offset.y)
-        if event.y >= HEADER and 0 <= index < len(self.rows):
-            self.select(self.rows[index].name)
+        if event.y >= HEADER and 0 <= index < len(self._body):
+            line = self._body[index]
+            if isinstance(line, Row):
+                self.select(line.name)
 
     # drawing
 
@@ -226,7 +293,14 @@ class DatasetTable(ScrollView, can_focus=True):
     def title_line(self, width: int) -> Line:
         count = len(self.rows)
         noun = "dataset" if count == 1 else "datasets"
-        return ((_cell(f" {count} {noun} · sort: {self.sort} (o) · t: grid", width), ("header",)),)
+        hosts = f" on {self.host_lines} hosts" if self.host_lines else ""
+        title = f" {count} {noun}{hosts} · sort: {self.sort} (o) · t: grid"
+        return ((_cell(title, width), ("header",)),)
+
+    def host_line(self, host: str, width: int) -> tuple[Piece, ...]:
+        group = [row for row in self.rows if row.where == host]
+        text = host_text(host, group, self.hosts.get(host))
+        return ((_cell(f" {text}", width), ("host",)),)
 
     def header_line(self, width: int) -> Line:
         name_w, host_w = self._columns(width)
@@ -261,7 +335,10 @@ class DatasetTable(ScrollView, can_focus=True):
     def _all_lines(self, width: int) -> list[Line]:
         current = self.current()
         return [self.title_line(width), self.header_line(width)] + [
-            self.row_line(row, width, row.name == current) for row in self.rows
+            self.row_line(line, width, line.name == current)
+            if isinstance(line, Row)
+            else self.host_line(line, width)
+            for line in self._body
         ]
 
     def _redraw(self) -> None:

@@ -24,12 +24,15 @@ __all__ = [
 
 
 def cost_text(snap: DatasetSnapshot) -> str:
-    """`$12.30 → $86.20`: spent, then projected at the budget when it can be projected."""
+    """`$12.30 → $86.20`: spent, then projected at the budget when it can be projected;
+    a batch run's saving against the live price after it (`(saved $12.30 vs live)`)."""
     if snap.cost is None:
         return ""
     text = format_dollars(snap.cost)
     if snap.projected_cost is not None and not snap.state.finished:
         text += f" → {format_dollars(snap.projected_cost)}"
+    if snap.cost_saved:
+        text += f" (saved {format_dollars(snap.cost_saved)} vs live)"
     return text
 
 

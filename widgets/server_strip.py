@@ -40,10 +40,16 @@ class ServerLine:
     metrics: ServerMetrics | None
     workers: tuple[WorkerLoad, ...] | None = None
     """A router's workers (`metrics` is then their sum); None: no router."""
+    supervised: str = ""
+    """Its supervisor's word when gen-tui keeps it up ("gpu0: healthy"), after its name."""
 
     def text(self, *, detail: bool) -> str:
         """This server's part of the strip (a router's says how many workers are healthy)."""
-        return server_text(self.url, self.state, self.metrics, detail=detail, workers=self.workers)
+        text = server_text(self.url, self.state, self.metrics, detail=detail, workers=self.workers)
+        if not self.supervised:
+            return text
+        name, _, load = text.partition(" ")
+        return f"{name} {self.supervised} · {load}"
 
 
 def worker_lines(server: ServerLine, room: int, *, detail: bool) -> list[str]:

@@ -31,7 +31,7 @@ def add_alert(commands: argparse._SubParsersAction[Any]) -> None:
         help="send a test alert to the [alerts] URLs of a config",
         description="Alerts go to the apprise URLs in the config's [alerts] table (urls = "
         '["ntfy://topic", ...], events = ["budget", "stale", "failed", "credits", '
-        '"disk_full", "host_lost", "ended"]). --test sends one now.',
+        '"disk_full", "host_lost", "ended", "server"]). --test sends one now.',
         **examples("alert"),
     )
     alert.add_argument(

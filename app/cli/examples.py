@@ -23,6 +23,10 @@ EXAMPLES = {
   gen-tui verify --output-dir output/ --datasets B1_glaive,B2_opencodeinstruct""",
     "report": """example:
   gen-tui report --output-dir output/ --html report.html""",
+    "servers": """examples:
+  gen-tui servers --config gen-tui.toml up          start (or adopt) them and keep them up
+  gen-tui servers --config gen-tui.toml status      state, pid, uptime, restarts, last log line
+  gen-tui servers --config gen-tui.toml restart gpu0""",
     "alert": """examples:
   gen-tui alert --config gen-tui.toml           where its [alerts] go, on which events
   gen-tui alert --config gen-tui.toml --test    send a test alert now""",

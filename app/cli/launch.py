@@ -37,7 +37,7 @@ from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
 from gen_tui.backends.untrusted import clean
 
 if TYPE_CHECKING:
-    from gen_tui.backends.config.file import PanelSettings
+    from gen_tui.backends.config.file import FileConfig, PanelSettings
 
 # ---- gen-tui (no subcommand) ----------------------------------------------------------------
 
@@ -66,17 +66,39 @@ def panel_options(path: Path, panel: PanelSettings) -> dict[str, Any]:
     from textual.theme import BUILTIN_THEMES
 
     from gen_tui.app.dashboard.keys import DASHBOARD_KEYS, KeymapError, build_keymap
+    from gen_tui.app.dialogs.run_list import RunsScreen
+    from gen_tui.app.dialogs.servers import ServersScreen
     from gen_tui.backends.config.file import ConfigError
 
     if panel.theme not in BUILTIN_THEMES:
         names = ", ".join(sorted(BUILTIN_THEMES))
         raise ConfigError(f"{path}: panel.theme {panel.theme!r} is not a theme (one of {names})")
-    bindings = [b for b in (*DASHBOARD_KEYS, *GenTuiApp.BINDINGS) if isinstance(b, Binding)]
+    app_keys = [b for b in GenTuiApp.BINDINGS if isinstance(b, Binding)]
+    runs_keys = [b for b in RunsScreen.BINDINGS if isinstance(b, Binding)]
+    servers_keys = [b for b in ServersScreen.BINDINGS if isinstance(b, Binding)]
     try:
-        keymap = build_keymap(panel.keys, vim=panel.vim, bindings=bindings)
+        keymap = build_keymap(
+            panel.keys,
+            vim=panel.vim,
+            bindings=[*DASHBOARD_KEYS, *app_keys],
+            screens={
+                "the run list": [*runs_keys, *app_keys],
+                "the servers view": [*servers_keys, *app_keys],
+            },
+        )
     except KeymapError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return {"keymap": keymap, "theme": panel.theme}
+
+
+def user_panel() -> dict[str, Any]:
+    """The keymap and theme for `--demo` and `--host` without `--config`: the `[panel]` and
+    `[keys]` of the config plain `gen-tui` would read (`find_config`), so a user's theme,
+    vim and remaps hold in every mode; none if there is no such file. Raise ConfigError."""
+    from gen_tui.backends.config.file import find_config, load_panel
+
+    path = find_config()
+    return panel_options(path, load_panel(path)) if path is not None else {}
 
 
 def run_command(path: Path) -> list[str]:
@@ -104,8 +126,16 @@ def main(args: argparse.Namespace) -> int:
     stale = float(getattr(args, "tui_stale_after", DEFAULT_STALE_AFTER_S))
     if stale <= 0:
         return _error(f"--stale-after must be more than 0 seconds, got {stale:g}")
+    panel: dict[str, Any] = {}  # --config's own are read with the rest of its file
+    if demo or (target is not None and remote_dir is not None and path is None):
+        from gen_tui.backends.config.file import ConfigError
+
+        try:
+            panel = user_panel()  # --demo, --host: the user's config's look and keys
+        except ConfigError as exc:
+            return _error(str(exc))
     if demo:
-        return run_dashboard_demo(stale, readonly=readonly)
+        return run_dashboard_demo(stale, readonly=readonly, **panel)
     if (target is None) != (remote_dir is None):
         print("gen-tui: error: --host and --remote-dir go together", file=sys.stderr)
         return EXIT_USAGE
@@ -129,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
                 grace_s=grace,
             )
             if path is None:
-                return _watch_only([host], stale, readonly=readonly)
+                return _watch_only([host], stale, readonly=readonly, **panel)
         except (ValueError, re.error) as exc:
             return _error(str(exc))
     if path is None:
@@ -153,7 +183,9 @@ def main(args: argparse.Namespace) -> int:
         if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
             # A file that only names hosts to watch: no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
-            return _watch_only(hosts, stale, readonly=readonly, alerts=file.alerts, **panel)
+            return _watch_only(
+                hosts, stale, readonly=readonly, alerts=file.alerts, server_config=file, **panel
+            )
         source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
         return _error(str(exc))
@@ -178,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
         stale_after_s=stale,
         alerts=file.alerts,
         readonly=readonly,
+        server_config=file,
         **panel,
     )
     app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
@@ -190,6 +223,7 @@ def _watch_only(
     *,
     readonly: bool,
     alerts: AlertConfig | None = None,
+    server_config: FileConfig | None = None,
     **options: Any,
 ) -> int:
     """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
@@ -200,6 +234,7 @@ def _watch_only(
         stale_after_s=stale_after_s,
         readonly=readonly,
         alerts=alerts,
+        server_config=server_config,
         **options,
     )
     return _finish(app, app.run())
@@ -211,8 +246,10 @@ def demo_app(
     *,
     autostart: bool = True,
     readonly: bool = False,
+    **options: Any,
 ) -> GenTuiApp:
-    """The demo's app working in `root` (tokenizer, prompts, output), not yet running."""
+    """The demo's app working in `root` (tokenizer, prompts, output), not yet running.
+    `options`: the user's config's keymap and theme (`user_panel`)."""
     from gen_tui.app.demo_tui import DemoSource, stale_source
 
     source = DemoSource(root)
@@ -222,11 +259,12 @@ def demo_app(
         hosts=[stale_source(source)],
         stale_after_s=stale_after_s,
         readonly=readonly,
+        **options,
     )
 
 
 def run_dashboard_demo(
-    stale_after_s: float = DEFAULT_STALE_AFTER_S, *, readonly: bool = False
+    stale_after_s: float = DEFAULT_STALE_AFTER_S, *, readonly: bool = False, **options: Any
 ) -> int:
     """`gen-tui --demo`: the app over a temporary folder that goes whatever ends it.
 
@@ -244,7 +282,7 @@ def run_dashboard_demo(
     try:
         with tempfile.TemporaryDirectory(prefix=DEMO_PREFIX, ignore_cleanup_errors=True) as tmp:
             mark_owner(Path(tmp))
-            app = demo_app(Path(tmp), stale_after_s, readonly=readonly)
+            app = demo_app(Path(tmp), stale_after_s, readonly=readonly, **options)
             app.cleanups.append(functools.partial(remove_folder, tmp))
             with _leave_on_signals(app, caught):
                 result: int | None = None

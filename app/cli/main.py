@@ -179,6 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gen_tui.app.cli.report import report_main
 
         return report_main(args)
+    if args.command == "servers":
+        from gen_tui.app.cli.servers import servers_main
+
+        return servers_main(args)
     if args.command == "alert":
         from gen_tui.app.cli.alert import alert_main
 

@@ -19,6 +19,7 @@ from gen_tui.app.cli.examples import examples
 from gen_tui.app.cli.exits import EXIT_USAGE
 from gen_tui.app.cli.output import add_include_folder
 from gen_tui.app.cli.report import add_report
+from gen_tui.app.cli.servers_args import add_servers
 from gen_tui.backends.config.run import DatasetDefaults, EngineConfig, Sampling
 from gen_tui.backends.figures import CountError, parse_count
 from gen_tui.backends.settings import (
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(commands)
     add_report(commands)
     add_alert(commands)
+    add_servers(commands)
     return parser
 
 

@@ -49,7 +49,7 @@ class Controls:
             self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
 
     def resume(self) -> None:
-        from gen_tui.app.dashboard.starting import detached_resume
+        from gen_tui.app.dashboard.starting import detached_resume, guarded
 
         panel = self.board.selected()
         if panel is not None:
@@ -60,7 +60,10 @@ class Controls:
                 self.carry_out(detached)
                 return
             source = self._source(panel.dataset, "resume")
-            self.carry_out(source.resume(panel.dataset, view))
+            plan = source.resume(panel.dataset, view)
+            if source is board.hosted:  # in this process: not over another's live writer
+                plan = guarded(board.hosted, board.linked, panel.dataset, plan)
+            self.carry_out(plan)
 
     def one(self, what: Literal["stop", "pause"]) -> None:
         """`K`, `P`: stop or pause the selected dataset alone, in a run of this process

@@ -19,7 +19,8 @@ from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.backends.config.commands import Pause, SetBudget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
-from gen_tui.backends.figures import format_count
+from gen_tui.backends.figures import counted, format_count
+from gen_tui.backends.progress.batches import cancel_note
 from gen_tui.backends.progress.snapshot import RunSnapshot, run_rate
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.store.tails import (
@@ -72,6 +73,13 @@ class HostedRuns(PanelSource):
     def names(self) -> tuple[str, ...]:
         """Datasets this process can run itself (its configured source)."""
         return self.source.names if self.source is not None else ()
+
+    @property
+    def output_dir(self) -> str | None:
+        """The folder the configured run writes (a config file's); None without one."""
+        if isinstance(self.source, ConfigSource):
+            return str(self.source.config.output_dir)
+        return None
 
     def active(self) -> list[HostedRun]:
         return [run for run in self.runs if run.active]
@@ -259,12 +267,19 @@ class HostedRuns(PanelSource):
         snap = run.dataset(name)
         who = f"pid {snap.pid} on {snap.host}" if snap else "this process (starting)"
         datasets = ", ".join(run.names)
+        batches = [b for n in run.names if (s := run.dataset(n)) for b in s.batches]
         if run.stopping:
             return Confirm(
                 "Abort now?",
                 f"The run ({who}) is draining. Abort its in-flight requests now?\n"
                 f"Datasets: {datasets}\nCompleted responses are kept; aborted samples "
-                "stay undone and run again on the next resume.",
+                "stay undone and run again on the next resume."
+                + (
+                    f"\nIts {counted(len(batches), 'batch')} still out stay open at the "
+                    "provider, in the journal: the next run collects them."
+                    if batches
+                    else ""
+                ),
                 "Abort",
                 lambda: self._abort(run),
             )
@@ -272,7 +287,8 @@ class HostedRuns(PanelSource):
             "Kill run?",
             f"Stop the run of {who}?\nDatasets: {datasets}\n"
             f"No new requests; in-flight ones drain for up to {run.grace_s:g} s, then "
-            "are aborted. Completed responses are kept.",
+            "are aborted. Completed responses are kept."
+            + (f"\n{cancel_note(batches)}" if batches else ""),
             "Kill",
             lambda: self._kill(run),
         )
@@ -338,7 +354,8 @@ class HostedRuns(PanelSource):
             config = self.source.config
         if config is None:
             return "in this process"
-        api = "OpenAI-compatible API" if config.api == "openai" else "SGLang"
+        names = {"openai": "OpenAI-compatible API", "openai-batch": "OpenAI-compatible Batch API"}
+        api = names.get(config.api, "SGLang")
         urls = ", ".join(config.server_urls[:2]) + (" ..." if len(config.server_urls) > 2 else "")
         model = f", model {config.model}" if config.model else ""
         return f"in this process: {api} at {urls}{model}"

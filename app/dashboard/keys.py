@@ -16,7 +16,7 @@ CONTROL_ACTIONS = frozenset(
 
 LOOK_KEYS = frozenset(
     {"quality", "samples", "log", "history", "palette", "table", "sort"}
-    | {"resume_all", "stop_one", "pause_one"}
+    | {"resume_all", "stop_one", "pause_one", "servers"}
 )
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
@@ -66,6 +66,14 @@ DASHBOARD_KEYS: list[Binding] = [
         "Runs",
         tooltip="Every generation process on the watched hosts; k and r act on them",
         id="runs",
+    ),
+    Binding(
+        "S",
+        "servers",
+        "Servers",
+        tooltip="The config's [[servers]]: state, pid, uptime, restarts; start, stop, restart",
+        id="servers",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding(
         "p",
@@ -178,13 +186,21 @@ def _normalized(keys: str) -> list[str]:
 
 
 def build_keymap(
-    keys: Iterable[tuple[str, str]], *, vim: bool, bindings: Sequence[Binding]
+    keys: Iterable[tuple[str, str]],
+    *,
+    vim: bool,
+    bindings: Sequence[Binding],
+    screens: Mapping[str, Sequence[Binding]] | None = None,
 ) -> dict[str, str]:
     """The keymap for `App.set_keymap` from the config's `[keys]` (and `vim`), checked.
 
     Why checked here, not left to Textual: a keymap that names no binding does nothing, and
     one that puts two bindings on a key makes one of them unreachable, both silently. Each
-    is one line naming the key instead. Raise :class:`KeymapError`."""
+    is one line naming the key instead. `bindings`: the dashboard's (the ids a user may
+    name); `screens`: by name, the bindings of each other screen that shares some of those
+    ids (the run list's kill is `kill`), checked for clashes among themselves the same way.
+    Raise :class:`KeymapError`."""
+    screens = screens or {}
     known = {binding.id: binding for binding in bindings if binding.id}
     keymap = dict(VIM_KEYMAP) if vim else {}
     given: dict[str, str] = {}
@@ -199,17 +215,21 @@ def build_keymap(
             return f"keys.{name} = {key!r}"
         return f"vim = true puts {name} on {key!r}"
 
-    owner: dict[str, str] = {}
-    for name, binding in known.items():
-        for key in _normalized(keymap.get(name, binding.key)):
-            if key in RESERVED_KEYS and name in keymap:
-                raise KeymapError(f"{said(name, key)}: {key} is kept for {RESERVED_KEYS[key]}")
-            other = owner.setdefault(key, name)
-            if other != name:  # the defaults never clash: one of the two was moved here
-                # Name the [keys] entry if one of the two is (vim's are the fallback).
-                first = name in given or (name in keymap and other not in given)
-                moved, kept = (name, other) if first else (other, name)
-                raise KeymapError(f"{said(moved, key)}: {key} is already {kept}'s key")
+    for where, group in [("", bindings), *((f" in {n}", g) for n, g in screens.items())]:
+        owner: dict[str, str] = {}
+        for binding in group:
+            if not binding.id:
+                continue  # not remappable, and the defaults never clash
+            name = binding.id
+            for key in _normalized(keymap.get(name, binding.key)):
+                if key in RESERVED_KEYS and name in keymap:
+                    raise KeymapError(f"{said(name, key)}: {key} is kept for {RESERVED_KEYS[key]}")
+                other = owner.setdefault(key, name)
+                if other != name:  # the defaults never clash: one of the two was moved here
+                    # Name the [keys] entry if one of the two is (vim's are the fallback).
+                    first = name in given or (name in keymap and other not in given)
+                    moved, kept = (name, other) if first else (other, name)
+                    raise KeymapError(f"{said(moved, key)}: {key} is already {kept}'s key{where}")
     return keymap
 
 

@@ -25,6 +25,7 @@ from gen_tui.app.host_links import (
     kill_question,
 )
 from gen_tui.app.host_sources import HostSource
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.store.prompt_heads import PromptHeads
@@ -34,6 +35,7 @@ from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
 
 if TYPE_CHECKING:  # asyncssh loads in the link's worker, not at startup
+    from gen_tui.backends.hosts import RunProcess
     from gen_tui.backends.hosts.monitor import HostMonitor
 
 PEEK_TIMEOUT_S = 40.0
@@ -197,7 +199,9 @@ class HostLinks(PanelSource):
         identity = writer.identity
         return Confirm(
             "Kill run?",
-            kill_question(identity, writer.datasets, name, link.grace_s),
+            kill_question(
+                identity, writer.datasets, name, link.grace_s, batches=_batches(monitor, writer)
+            ),
             "Kill",
             lambda: link.send(Kill(identity, tuple(writer.datasets))),
         )
@@ -279,3 +283,12 @@ def _free_to_start(link: HostLink, name: str, *, seen: bool = True) -> HostMonit
             severity="warning",
         )
     return monitor
+
+
+def _batches(monitor: HostMonitor | None, writer: RunProcess) -> list[BatchView]:
+    """The batches in flight of `writer`'s datasets, as its progress.json says them (what
+    its kill cancels)."""
+    if monitor is None:
+        return []
+    snaps = (monitor.snapshot(name) for name in writer.datasets)
+    return [batch for snap in snaps if snap is not None for batch in snap.batches]

@@ -34,9 +34,18 @@ from gen_tui.app.dashboard.parts import Parts, build
 from gen_tui.app.dashboard.rules import Layout, plan_layout
 from gen_tui.app.dashboard.selection import Selection
 from gen_tui.app.dashboard.sources import PanelSource
-from gen_tui.app.dashboard.summary import empty_text, gpu_view, header_view, server_view
+from gen_tui.app.dashboard.summary import (
+    empty_text,
+    gpu_view,
+    header_view,
+    server_loads,
+    server_view,
+    with_supervised,
+)
 from gen_tui.app.dashboard.tabling import table_layout
 from gen_tui.app.dashboard.viewers import Viewers
+from gen_tui.app.dialogs.servers import ServersScreen
+from gen_tui.app.served import PanelServers
 from gen_tui.backends.host_status import without_countdown
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.dataset_panel import DatasetPanel, PanelView
@@ -67,8 +76,11 @@ class DashboardScreen(Screen[None]):
         | None = None,
         readonly: bool = False,
         keymap: Mapping[str, str] | None = None,
+        servers: PanelServers | None = None,
     ) -> None:
         super().__init__()
+        self.servers = servers
+        """The config's `[[servers]]`, supervised (None: the config has none)."""
         self.keymap: Mapping[str, str] = dict(keymap or {})
         """The config's keys (`[keys]`, `vim`), as the app set them: help names these."""
         self.hosted = hosted
@@ -150,7 +162,8 @@ class DashboardScreen(Screen[None]):
         visible = len(self.panels(visible_only=True))
         layout = plan_layout(self.app.size, visible, extra)
         if self.selection.table_shown:
-            layout, rows = table_layout(layout, self.app.size.height, visible, extra)
+            lines = visible + parts.table.host_lines
+            layout, rows = table_layout(layout, self.app.size.height, lines, extra)
             height = str(rows) if rows else "1fr"
             if str(parts.table.styles.height) != height:
                 parts.table.styles.height = rows or "1fr"
@@ -210,7 +223,14 @@ class DashboardScreen(Screen[None]):
                 panel.show(views[panel.dataset], draw=not table)
             if table:
                 visible = self.panels(visible_only=True)
-                parts.table.show([row_for(p.dataset, views[p.dataset]) for p in visible])
+                lines = parts.table.host_lines
+                states = {link.name: link.state for link in self.linked.links}
+                rows = [
+                    row_for(p.dataset, views[p.dataset], self._group(p.dataset)) for p in visible
+                ]
+                parts.table.show(rows, states)
+                if parts.table.host_lines != lines:
+                    self.relayout()  # a host's line came or went: the table's height
             activity = next((a for s in self.sources if (a := s.activity(now))), None)
             hosts = self.linked.host_states()
             parts.header.view = header_view(
@@ -225,13 +245,24 @@ class DashboardScreen(Screen[None]):
             )
             tall = self.app.size.height >= TALL_SCREEN
             strips = parts.servers.line_count + parts.gpus.line_count
-            parts.servers.show(server_view(activity, self.linked.servers()), tall=tall)
+            strip = server_view(activity, self.linked.servers())
+            if self.servers is not None:
+                strip = with_supervised(strip, self.servers.supervised)
+            parts.servers.show(strip, tall=tall)
             parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
             if parts.servers.line_count + parts.gpus.line_count != strips:
                 self.relayout()  # the board's room changed: whole panels, never a scroll
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
             self.on_refresh(views, hosts)
+
+    def _group(self, name: str) -> str | None:
+        """The table's host group of `name`: the link watching it; "" for a dataset only
+        this process runs (not a host of the fleet); None: its snapshot says."""
+        link = self.linked.remote.get(name)
+        if link is not None:
+            return link.name
+        return "" if name in self.hosted.names or name in self.hosted.owner else None
 
     def _show_hosts(self, parts: Parts, hosts: tuple[tuple[str, str], ...]) -> None:
         """A host's state, whenever it changes, in the events log (in full, with the time);
@@ -337,6 +368,19 @@ class DashboardScreen(Screen[None]):
 
     def action_history(self) -> None:
         self.viewers.history()
+
+    def action_servers(self) -> None:
+        """`S`: the servers view, over the config's `[[servers]]`."""
+        servers = self.servers
+        if servers is None:
+            self.notify("no [[servers]] in the config (see docs/servers.md)", severity="warning")
+            return
+
+        def loads() -> dict[str, str]:
+            parts = self.live_parts()
+            return server_loads(parts.servers.view) if parts is not None else {}
+
+        self.app.push_screen(ServersScreen(servers, loads, servers.holder, readonly=self.readonly))
 
     def action_help(self) -> None:
         keys = remapped((*DASHBOARD_KEYS, *self.app_keys), self.keymap)

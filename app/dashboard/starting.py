@@ -11,6 +11,7 @@ demo, a run source without a file) it runs in this process, as before.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 
@@ -75,6 +76,62 @@ def starter(linked: HostLinks, names: Sequence[str]) -> HostLink | None:
     return None
 
 
+def live_writer(hosted: HostedRuns, linked: HostLinks, names: Sequence[str]) -> Note | None:
+    """Why `names` must not start in this process: a run of another process seen writing
+    one of them in the configured output folder (a detached run `s` started, perhaps from
+    a panel since quit), said in one line with its pid; None if no link sees one.
+
+    `r` and `s` start in this process when the link to that folder cannot start them
+    detached at that moment (still connecting, its stream stale, the folder not there
+    yet); the run then failed on the dataset's lock. The link's last survey still names
+    the writer, and by the time a budget is typed it has usually surveyed again: both
+    moments ask here (issue 31)."""
+    folder = hosted.output_dir
+    if folder is None:
+        return None
+    for link in linked.links:
+        monitor = link.monitor
+        if link.source.remote or monitor is None:
+            continue
+        if os.path.normpath(monitor.output_dir) != os.path.normpath(folder):
+            continue
+        for name in names:
+            writer = monitor.writer(name)
+            if writer is not None and writer.pid != os.getpid():
+                return Note(
+                    f"pid {writer.pid} still writes it: press k first (a second writer is refused)",
+                    title=name,
+                    severity="warning",
+                )
+    return None
+
+
+def guarded(hosted: HostedRuns, linked: HostLinks, name: str, plan: Plan) -> Plan:
+    """`r`'s in-process plan for `name`, refused at once or once its budget is typed if a
+    run of another process writes it (`live_writer`); a budget for this process's live
+    run of it is only a budget change, and goes through."""
+
+    def running_here() -> bool:
+        run = hosted.owner.get(name)
+        return run is not None and run.active
+
+    if running_here() or not isinstance(plan, AskBudget):
+        return plan
+    refused = live_writer(hosted, linked, [name])
+    if refused is not None:
+        return refused
+    ask = plan
+
+    def then(budget: int) -> Note | None:
+        if not running_here():
+            late = live_writer(hosted, linked, [name])
+            if late is not None:
+                return late
+        return ask.then(budget)
+
+    return AskBudget(ask.target, then)
+
+
 def start_plan(
     hosted: HostedRuns, linked: HostLinks, views: Mapping[str, PanelView | None]
 ) -> Note | Confirm:
@@ -88,16 +145,22 @@ def start_plan(
     link = starter(linked, names)
     if link is not None:
         return _detached(link, names, hosted.budgets, finished)
+    refused = live_writer(hosted, linked, names)
+    if refused is not None:
+        return refused
     lines = [
         f"{one_line(', '.join(group), 300)}: {_budget_words(budget)}"
         for budget, group in groups(names, hosted.budgets)
     ]
     body = _again(finished) + "Runs in this process: quitting the panel stops it.\n"
     body += "\n".join(lines)
-    return Confirm(_title(finished), body, "Start", lambda: _in_process(hosted))
+    return Confirm(_title(finished), body, "Start", lambda: _in_process(hosted, linked))
 
 
-def _in_process(hosted: HostedRuns) -> Note:
+def _in_process(hosted: HostedRuns, linked: HostLinks) -> Note:
+    refused = live_writer(hosted, linked, hosted.names)  # seen while the question was open
+    if refused is not None:
+        return refused
     if hosted.start_all() is None:
         return Note("Nothing to start: no run is configured.", severity="warning")
     return Note("starting the configured run in this process")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gen_tui.app.dashboard.sources import Activity
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.format import server_text
 from gen_tui.widgets.gpu_strip import GpuLine
 from gen_tui.widgets.header import HeaderView
 from gen_tui.widgets.server_strip import ServerLine
@@ -84,6 +86,37 @@ def server_view(
         if report.state and (report.told or report.state != "ok"):
             lines.setdefault(url, ServerLine(url, report.state, report.metrics, report.workers))
     return tuple(lines.values())
+
+
+def _same(url: str) -> str:
+    return url.rstrip("/")
+
+
+def with_supervised(
+    lines: tuple[ServerLine, ...], supervised: Mapping[str, str]
+) -> tuple[ServerLine, ...]:
+    """The strip's lines with each supervised server's state (`supervised`: URL -> "name:
+    state"), and a line for each supervised server the strip had not listed yet."""
+    if not supervised:
+        return lines
+    words = {_same(url): said for url, said in supervised.items()}
+    out = [
+        replace(line, supervised=words.pop(_same(line.url))) if _same(line.url) in words else line
+        for line in lines
+    ]
+    out += [ServerLine(url, said, None) for url, said in words.items()]
+    return tuple(out)
+
+
+def server_loads(lines: tuple[ServerLine, ...]) -> dict[str, str]:
+    """Each server's /metrics load as the strip says it (its name left out), by URL."""
+    return {
+        _same(line.url): server_text(
+            line.url, line.state, line.metrics, detail=True, workers=line.workers
+        ).partition(" ")[2]
+        for line in lines
+        if line.metrics is not None
+    }
 
 
 def gpu_view(activity: Activity | None, watched: tuple[GpuLine, ...]) -> tuple[GpuLine, ...]:

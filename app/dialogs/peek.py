@@ -6,7 +6,8 @@ they show is read off the UI's loop: the quality figures come with the panel's s
 (the dashboard refreshes them), the answers and the log through the source's
 :class:`Peek` in thread workers, since a record file may be 10 GB behind an SSH link and a
 tokenizer takes seconds to load. Text from files and servers is drawn as plain `Text`, after
-`untrusted.clean`: never markup, never an escape sequence.
+`untrusted.clean`: never markup, never an escape sequence. `v` and `L` search (`/`, `n`,
+`N`), their matches marked with styles on that `Text`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Label, Static
+from textual.widgets import Input, Label, Static
 
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.samples import DEFAULT_SAMPLES, Sample, parse_samples
 from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.found_text import Finder
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.quality_view import quality_text, seconds
 
@@ -63,6 +65,95 @@ class PeekScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class SearchedScreen(PeekScreen):
+    """A peek screen whose text searches: `/` opens a line to type in, every match is
+    highlighted as it is typed and the view goes to the first; Enter goes back to scrolling
+    with the matches kept (a line says which of how many is shown), `n`/`N` go to the next
+    and previous one, round the end; Escape in the line clears the search. ↑ ↓,
+    PageUp/PageDown, Home/End scroll (the view has the focus).
+
+    Answers and log lines are other people's text: searched and highlighted as plain
+    characters, never as markup or a pattern (issue 31, request 2)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search", key_display="/", tooltip="Find text in this view"),
+        Binding("n", "step(1)", "Next", tooltip="The next match of the search"),
+        Binding("N", "step(-1)", "Previous", show=False, tooltip="The previous match"),
+    ]
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__(dataset)
+        self.finder = Finder()
+        self.text = Text()
+        """What the view shows, unmarked: searched again whenever it changes."""
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        search = Input(placeholder="search (Enter: back to scrolling, Escape: clear)",
+                       id="peek-search")  # fmt: skip
+        search.display = False
+        yield search
+        found = Label("", id="peek-found", markup=False)
+        found.display = False
+        yield found
+
+    def show(self, body: Text | str) -> None:
+        self.text = body if isinstance(body, Text) else Text(body)
+        if self.finder.needle:
+            self.finder.search(self.text, self.finder.needle)
+            self._said()
+        super().show(self.finder.marked(self.text))
+
+    def action_search(self) -> None:
+        search = self.query_one("#peek-search", Input)
+        search.display = True
+        search.focus()
+
+    def action_step(self, by: int) -> None:
+        if self.finder.step(by) >= 0:
+            self._mark(go=True)
+
+    def action_close(self) -> None:
+        """Escape in the search line clears the search; elsewhere it closes the view."""
+        search = self.query_one("#peek-search", Input)
+        if search.has_focus:
+            search.value = ""
+            search.display = False
+            self.query_one("#peek-scroll").focus()
+            return
+        super().action_close()
+
+    @on(Input.Changed, "#peek-search")
+    def _typed(self, event: Input.Changed) -> None:
+        self.finder.current = -1  # a new needle starts from the first match
+        self.finder.search(self.text, event.value)
+        self._mark(go=True)
+
+    @on(Input.Submitted, "#peek-search")
+    def _submitted(self) -> None:
+        self.query_one("#peek-search", Input).display = False  # the line below says it
+        self.query_one("#peek-scroll").focus()
+
+    def _mark(self, go: bool) -> None:
+        super().show(self.finder.marked(self.text))
+        self._said()
+        if go:
+            self.call_after_refresh(self._go)
+
+    def _said(self) -> None:
+        found = self.query_one("#peek-found", Label)
+        found.update(self.finder.status())
+        found.display = bool(self.finder.needle)
+
+    def _go(self) -> None:
+        """Scroll the current match into view, a third of the way down."""
+        body = self.query_one("#peek-body", Static)
+        row = self.finder.row(body.size.width)
+        if row is not None:
+            scroll = self.query_one("#peek-scroll", VerticalScroll)
+            scroll.scroll_to(y=max(0, row - scroll.size.height // 3), animate=False)
 
 
 class QualityScreen(PeekScreen):
@@ -133,7 +224,7 @@ def sample_text(samples: Sequence[Sample], tail: Tail, prompts: PromptHeads | No
     return out
 
 
-class SampleScreen(PeekScreen):
+class SampleScreen(SearchedScreen):
     """The last answers of one dataset, read from the end of its record file."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -185,7 +276,7 @@ class SampleScreen(PeekScreen):
         self.show(sample_text(samples, tail, prompts))
 
 
-class LogScreen(PeekScreen):
+class LogScreen(SearchedScreen):
     """The end of the log of the run writing one dataset, followed once a second."""
 
     BINDINGS: ClassVar[list[BindingType]] = [_close("escape,L")]

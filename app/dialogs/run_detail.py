@@ -14,6 +14,7 @@ line may hold).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -23,6 +24,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Label, Static
 
+from gen_tui.backends.figures import format_dollars
+from gen_tui.backends.progress.batches import batches_line, span_text
+from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_duration
 from gen_tui.widgets.key_line import KeyLine
@@ -64,6 +68,35 @@ def detail_fields(
     ]
 
 
+def batch_fields(snapshots: Sequence[DatasetSnapshot]) -> list[tuple[str, str, str]]:
+    """(id, label, value) of each dataset of the run with batches in flight (`--api
+    openai-batch`): one line for them all, one a batch (id, status, the provider's counts,
+    age against its window, ETA), and what it has spent and saved against the live price.
+    The ids and statuses are the provider's words, cleaned when progress.json was read."""
+    fields: list[tuple[str, str, str]] = []
+    for snap in snapshots:
+        now = snap.updated_at
+        lines = [batches_line(snap.batches, now)] if snap.batches else []
+        for batch in snap.batches:
+            age, eta = batch.age_s(now), batch.eta_s(now)
+            line = f"{one_line(batch.id)}: {one_line(batch.status)} {batch.completed:,}"
+            line += f"/{batch.total:,}" + (f" ({batch.failed:,} failed)" if batch.failed else "")
+            if age is not None:
+                line += f" · {format_duration(age)} of {span_text(batch.window_s)}"
+            if eta is not None:
+                line += f" · ETA {format_duration(eta)}"
+            lines.append(line)
+        if snap.cost is not None and (snap.batches or snap.cost_saved):
+            spent = f"{format_dollars(snap.cost)} spent"
+            if snap.cost_saved:
+                spent += f", {format_dollars(snap.cost_saved)} saved against the live price"
+            lines.append(spent)
+        if lines:
+            name = one_line(snap.name, FIELD_CHARS)
+            fields.append((f"batches-{len(fields)}", f"Batches of {name}", "\n".join(lines)))
+    return fields
+
+
 class RunDetailScreen(Screen[None]):
     """One run's details as they were when opened (the list refreshes; a run's own facts
     do not change)."""
@@ -85,10 +118,18 @@ class RunDetailScreen(Screen[None]):
         Binding("escape,i", "close", "Back", tooltip="Back to the run list", id="detail.close"),
     ]
 
-    def __init__(self, run: RunProcess, *, ended: bool = False, elsewhere: bool = False) -> None:
+    def __init__(
+        self,
+        run: RunProcess,
+        *,
+        ended: bool = False,
+        elsewhere: bool = False,
+        snapshots: Sequence[DatasetSnapshot] = (),
+    ) -> None:
         super().__init__()
         self.listed_run = run
         self.fields = detail_fields(run, ended=ended, elsewhere=elsewhere, now=time.time())
+        self.fields += batch_fields(snapshots)
         self.command = self.fields[0][2]
         """What `c` copies: the command as shown."""
 

@@ -30,6 +30,7 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget
 from gen_tui.app.dialogs.run_detail import RunDetailScreen
 from gen_tui.app.host_links import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.key_line import KeyLine
 from gen_tui.widgets.run_table import RunRow, RunTable
@@ -113,21 +114,21 @@ class RunsScreen(Screen[None]):
             "kill",
             "Kill",
             tooltip="Stop the selected run: SIGTERM, drain, then SIGKILL",
-            id="runs.kill",
+            id="kill",
         ),
         Binding(
             "r",
             "resume",
             "Resume",
             tooltip="Start the selected ended run again, as launched, with a new token budget",
-            id="runs.resume",
+            id="resume",
         ),
         Binding(
             "s",
             "start",
             "Start",
             tooltip="Start a dataset on the selected run's host with a token budget",
-            id="runs.start",
+            id="start",
         ),
         Binding(
             "i",
@@ -143,10 +144,15 @@ class RunsScreen(Screen[None]):
             tooltip="Show or hide runs writing folders this panel does not watch",
             id="runs.others",
         ),
-        Binding(
-            "escape,l", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"
-        ),
+        Binding("escape", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"),
+        Binding("l", "close", "Panels", show=False, id="runs"),
+        Binding("up", "cursor(-1)", "Up", show=False, id="move.up"),
+        Binding("down", "cursor(1)", "Down", show=False, id="move.down"),
     ]
+    """The keys that act on a run, the one that opened the list (it closes it) and the
+    moves share the dashboard's binding ids: `[keys]` and `vim = true` move them here too,
+    so `k` moves with vim and kill is `x` in both (`build_keymap` checks their
+    clashes)."""
 
     def __init__(self, links: list[HostLink], *, readonly: bool = False) -> None:
         super().__init__()
@@ -251,7 +257,14 @@ class RunsScreen(Screen[None]):
             return
         identity = run.identity
         folder = run.output_dir if picked.elsewhere else None
-        question = kill_question(identity, run.datasets, "-", link.grace_s, folder=folder)
+        batches: list[BatchView] = []  # its batches in flight, which the kill cancels
+        if link.monitor is not None and not picked.elsewhere:
+            for name in run.datasets:
+                if (snap := link.monitor.snapshot(name)) is not None:
+                    batches.extend(snap.batches)
+        question = kill_question(
+            identity, run.datasets, "-", link.grace_s, folder=folder, batches=batches
+        )
         self.app.push_screen(
             ConfirmScreen("Kill run?", question, "Kill"),
             lambda ok: link.send(Kill(identity)) if ok else None,
@@ -323,8 +336,12 @@ class RunsScreen(Screen[None]):
     def action_details(self) -> None:
         if (picked := self._picked()) is None:
             return
+        monitor, run = picked.link.monitor, picked.run
+        snaps = []  # a live run's datasets, as our panels show them (their batches, cost)
+        if monitor is not None and not picked.elsewhere and not picked.ended:
+            snaps = [s for name in run.datasets if (s := monitor.snapshot(name)) is not None]
         self.app.push_screen(
-            RunDetailScreen(picked.run, ended=picked.ended, elsewhere=picked.elsewhere)
+            RunDetailScreen(run, ended=picked.ended, elsewhere=picked.elsewhere, snapshots=snaps)
         )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -335,6 +352,14 @@ class RunsScreen(Screen[None]):
     def action_others(self) -> None:
         self.show_others = not self.show_others
         self.refresh_rows()
+
+    def action_cursor(self, by: int) -> None:
+        """A move key the table does not take itself (vim's j and k)."""
+        table = self.query_one(RunTable)
+        if by < 0:
+            table.action_cursor_up()
+        else:
+            table.action_cursor_down()
 
     def action_close(self) -> None:
         self.dismiss(None)

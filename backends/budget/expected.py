@@ -32,6 +32,15 @@ def history_prior(cap: int, lengths: list[int] | None) -> float:
     return max(1.0, prior)
 
 
+SPREAD_MIN = 30
+"""Answers back before their own spread is trusted over the prior's."""
+BATCH_Z = 2.0
+"""How many standard deviations of the sum of what is in batches a new batch leaves free
+under the budget. A batch cannot be stopped once sent, so what it overshoots by is the
+dataset's overshoot: at 2, about one wave in 40 passes the budget by the margin's worth,
+and the margin shrinks with each wave (it grows with the root of the answers in flight)."""
+
+
 class ExpectedLengths:
     """This run's finished answers (count and sum) against a prior for those not back."""
 
@@ -40,11 +49,22 @@ class ExpectedLengths:
         self.prior = history_prior(self.cap, lengths)
         self.finished = 0
         self.total = 0
+        self.squares = 0
+        """The sum of the squares of this run's answers: their spread, for a batch's margin."""
 
     def observe(self, tokens: int) -> None:
         """Count one answer of this run back."""
         self.finished += 1
         self.total += tokens
+        self.squares += tokens * tokens
+
+    def spread(self) -> float:
+        """The standard deviation of one answer: this run's, once SPREAD_MIN answers are
+        back; before, the prior itself (a length's spread is about its mean, or less)."""
+        if self.finished < SPREAD_MIN:
+            return self.prior
+        mean = self.total / self.finished
+        return math.sqrt(max(0.0, self.squares / self.finished - mean * mean))
 
     def mean(self, inflight: int) -> float:
         """The mean answer of this run so far, with the `inflight` not back at the prior."""
@@ -75,3 +95,45 @@ class ExpectedLengths:
     def answers_in(self, tokens: int) -> int:
         """About how many answers `tokens` hold, at the current mean (for the panel's note)."""
         return max(1, math.floor(tokens / self.mean(0)))
+
+
+def batch_room(
+    max_tokens: int,
+    tokens: int,
+    expected: ExpectedLengths,
+    inflight: list[InFlight],
+    max_new_tokens: int,
+    most: int,
+) -> int:
+    """How many more requests (of `max_new_tokens`, up to `most`) a batch may take, so that
+    the tokens on disk, what is in batches and the new ones, at the mean, plus BATCH_Z
+    standard deviations of their sum, stay within `max_tokens`.
+
+    Why the margin: a live request can be held back at the end, a batch cannot; the sum
+    of n answers spreads by the root of n, so a wave sized at the mean alone would pass
+    the budget half the time by that much. The next wave fills what this one leaves, and
+    is smaller for it: the waves taper toward the budget. Zero when nothing more fits.
+    """
+    left = max_tokens - tokens
+    if left <= 0 or most <= 0:
+        return 0
+    count = len(inflight)
+    spread = expected.spread()
+    reserved = sum(request.max_new_tokens for request in inflight)
+
+    def fits(more: int) -> bool:
+        if reserved + more * max_new_tokens <= left:
+            return True  # every answer at its cap: no spread can pass the budget
+        mean = expected.mean(count + more)
+        held = sum(min(mean, float(request.max_new_tokens)) for request in inflight)
+        added = more * min(mean, float(max_new_tokens))
+        return held + added + BATCH_Z * spread * math.sqrt(count + more) <= left
+
+    low, high = 0, most
+    while low < high:  # the largest `more` that fits: `fits` only turns false as it grows
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low

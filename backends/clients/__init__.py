@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from gen_tui.backends.clients.base import InferenceClient, Request
+from gen_tui.backends.clients.batch import BatchClient
 from gen_tui.backends.clients.fleet import FleetClient
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import OpenAIClient
@@ -14,6 +15,7 @@ from gen_tui.backends.clients.sglang import SGLangClient
 from gen_tui.backends.config.run import EngineConfig, resolve_api_key
 
 __all__ = [
+    "BatchClient",
     "FleetClient",
     "InferenceClient",
     "OpenAIClient",
@@ -37,8 +39,9 @@ def client_for(config: EngineConfig) -> InferenceClient:
 def _client(config: EngineConfig, api: str) -> InferenceClient:
     api_key, key_hint = resolve_api_key(config)
     limits = Limits.for_sampling(config.sampling, config.idle_timeout_s)
-    if api == "openai":
-        return OpenAIClient(
+    if api in ("openai", "openai-batch"):
+        kind = BatchClient if api == "openai-batch" else OpenAIClient
+        return kind(
             config.sampling,
             model=config.model,
             api_key=api_key,

@@ -207,6 +207,23 @@ async def _read_stream(
     return generation
 
 
+def completion_of(payload: Any, started: float) -> Generation:
+    """The generation a whole (not streamed) chat completion body holds, or RequestFailed
+    naming what is wrong with it: the live path's and the batch output file's lines alike."""
+    if not isinstance(payload, dict):
+        raise RequestFailed("response is not a JSON object", retry=True)
+    choices = _choices(payload, "the response")
+    failure = _chunk_error(payload, choices)
+    if failure is not None:
+        raise failure
+    choice = (choices or [{}])[0]
+    message = typed(choice, "message", dict, "the response's choice") or {}
+    text = _content(message, "the response's message")
+    reasoning = reasoning_of(message, "the response's message")
+    finish = typed(choice, "finish_reason", str, "the response's choice")
+    return _result(text or "", reasoning, finish, payload.get("usage"), started)
+
+
 async def chat(
     session: aiohttp.ClientSession,
     url: str,
@@ -249,18 +266,7 @@ async def chat(
                 if stream:
                     return await _read_stream(response, started, limits, url, progress)
                 payload = json_body(await body(response, limits, url))
-                if not isinstance(payload, dict):
-                    raise RequestFailed("response is not a JSON object", retry=True)
-                choices = _choices(payload, "the response")
-                failure = _chunk_error(payload, choices)
-                if failure is not None:
-                    raise failure
-                choice = (choices or [{}])[0]
-                message = typed(choice, "message", dict, "the response's choice") or {}
-                text = _content(message, "the response's message")
-                reasoning = reasoning_of(message, "the response's message")
-                finish = typed(choice, "finish_reason", str, "the response's choice")
-                return _result(text or "", reasoning, finish, payload.get("usage"), started)
+                return completion_of(payload, started)
     except RequestFailed as exc:
         exc.reason = redact(exc.reason)
         raise

@@ -22,6 +22,13 @@ from gen_tui.backends.config.run import (
     Sampling,
 )
 from gen_tui.backends.config.trust import read_trusted
+from gen_tui.backends.servers.recipe import (
+    LOCAL,
+    RecipeError,
+    ServerRecipe,
+    parse_router,
+    parse_servers,
+)
 from gen_tui.backends.settings import (
     DEFAULT_THEME,
     SettingError,
@@ -33,7 +40,7 @@ from gen_tui.backends.store.prompts import DatasetNameError, check_dataset_name,
 from gen_tui.backends.telemetry.server_url import MAX_HOST_SERVERS, plain_url
 from gen_tui.backends.untrusted import one_line
 
-TABLES = ("run", "sampling", "datasets", "hosts", "alerts", "panel", "keys")
+TABLES = ("run", "sampling", "datasets", "hosts", "alerts", "panel", "keys", "servers", "router")
 
 
 class ConfigError(Exception):
@@ -69,7 +76,7 @@ class PanelSettings:
     theme: str = setting(DEFAULT_THEME, key="theme", kinds=(str,))
     """One of Textual's built-in themes (`ctrl+p` → Theme tries them live)."""
     vim: bool = setting(False, key="vim", kinds=(bool,))
-    """h j k l move the selection; kill, history and the run list move to K, H and R."""
+    """h j k l move the selection; kill, history and the run list move to x, H and g."""
     keys: tuple[tuple[str, str], ...] = ()
     """`[keys]`: binding id → key(s), as written (comma-separated keys allowed)."""
 
@@ -90,6 +97,33 @@ class FileConfig:
     hosts: list[HostEntry] = field(default_factory=list)
     alerts: AlertConfig = field(default_factory=AlertConfig)
     panel: PanelSettings = field(default_factory=PanelSettings)
+    servers: list[ServerRecipe] = field(default_factory=list)
+    """`[[servers]]`: the servers gen-tui starts, watches and restarts (docs/servers.md)."""
+    router: ServerRecipe | None = None
+    """`[router]`: a router in front of the servers, started and watched like them."""
+
+    def server_url(self, recipe: ServerRecipe) -> str:
+        """Where runs reach `recipe`'s server: its address, else its host's, else loopback."""
+        if recipe.host == LOCAL or recipe.address:
+            return recipe.url()
+        host = next((entry for entry in self.hosts if entry.name == recipe.host), None)
+        return recipe.url(target_address(host.target) if host and host.target else None)
+
+    def resolve_server(self, name_or_url: str) -> str:
+        """A run's `--server-url`: a recipe's name (the router's or a server's) becomes its
+        URL; anything else is left as written."""
+        for recipe in [*self.servers, *([self.router] if self.router else [])]:
+            if recipe.name == name_or_url:
+                return self.server_url(recipe)
+        return name_or_url
+
+
+def target_address(target: str) -> str:
+    """The machine of an SSH target (`user@host:port` or an alias): its host part."""
+    address = target.rsplit("@", 1)[-1]
+    if address.startswith("["):  # [::1]:22
+        return address.split("]", 1)[0] + "]"
+    return address.split(":", 1)[0] if address.count(":") == 1 else address
 
 
 def _table(path: Path, table: object, where: str, *classes: type) -> tuple[dict[str, Any], ...]:
@@ -115,8 +149,9 @@ def _array(path: Path, data: Mapping[str, Any], name: str) -> list[Any]:
     return tables
 
 
-def load_config(path: Path) -> FileConfig:
-    """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
+def _read(path: Path) -> dict[str, Any]:
+    """The TOML tables of `path`, if it is the user's own file (someone else's, or one
+    others may write, is refused); raise :class:`ConfigError` naming the file."""
     try:
         raw = read_trusted(path, "config")  # someone else's gen-tui.toml is refused
     except PermissionError as exc:
@@ -126,9 +161,27 @@ def load_config(path: Path) -> FileConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_panel(path: Path) -> PanelSettings:
+    """`[panel]` and `[keys]` of `path` alone, for `--demo` and `--host`, which run nothing
+    the file describes: the user's theme, vim and remaps hold in every mode, and a run
+    table being written (or one this version does not know) does not stop a demo. Raise
+    :class:`ConfigError` naming the file and the key."""
+    return _panel(path, _read(path))
+
+
+def _panel(path: Path, data: Mapping[str, Any]) -> PanelSettings:
+    (panel,) = _table(path, data.get("panel", {}), "panel", PanelSettings)
+    return PanelSettings(**panel, keys=_keys(path, data.get("keys", {})))
+
+
+def load_config(path: Path) -> FileConfig:
+    """Read and validate `path`; raise :class:`ConfigError` naming what is wrong and where."""
+    data = _read(path)
     unknown = set(data) - set(TABLES)
     if unknown:
         names = ", ".join(sorted(unknown))
@@ -171,8 +224,13 @@ def load_config(path: Path) -> FileConfig:
         config.alerts = AlertConfig.parse(alerts)
     except AlertConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    (panel,) = _table(path, data.get("panel", {}), "panel", PanelSettings)
-    config.panel = PanelSettings(**panel, keys=_keys(path, data.get("keys", {})))
+    host_names = [host.name for host in config.hosts]
+    try:
+        config.servers = parse_servers(data.get("servers", []), host_names)
+        config.router = parse_router(data.get("router"), host_names)
+    except RecipeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    config.panel = _panel(path, data)
     return config
 
 
@@ -302,6 +360,8 @@ def merge_run(file: FileConfig, flags: Mapping[str, Any]) -> EngineConfig:
     """The run `file` describes with `flags` over it (by field name; None: not given); the
     defaults are the settings' own. Raise :class:`EngineError` with a line for the user."""
     values = file.run | _given(EngineConfig, flags)
+    if values.get("server_urls"):  # a recipe's name stands for its server's URL
+        values["server_urls"] = [file.resolve_server(url) for url in values["server_urls"]]
     sampling = file.sampling | _given(Sampling, flags)
     try:
         Sampling(**sampling)

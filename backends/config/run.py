@@ -17,6 +17,11 @@ from gen_tui.backends.plan import parse_deadline
 from gen_tui.backends.settings import (
     AUTO,
     AUTO_MAX_CONCURRENCY,
+    BATCH_IN_FLIGHT,
+    BATCH_MAX_MB,
+    BATCH_MAX_REQUESTS,
+    BATCH_POLL_S,
+    BATCH_PRICE_SHARE,
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -31,7 +36,9 @@ from gen_tui.backends.settings import (
 )
 from gen_tui.backends.store.prompts import check_dataset_name
 
-APIS = ("sglang", "openai")
+APIS = ("sglang", "openai", "openai-batch")
+"""`openai-batch`: the OpenAI path's URL and key rules, its prompts sent as batches
+(backends/engine/batch_lane.py) at about half the price."""
 DEFAULT_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
 CREDIT_PROBE_S = 300.0
 DISK_PROBE_S = 5.0
@@ -351,7 +358,8 @@ class EngineConfig:
         kinds=(str,),
         choices=APIS,
         help="sglang: native /generate; openai: /v1/chat/completions (OpenRouter, vLLM, "
-        "SGLang /v1)",
+        "SGLang /v1); openai-batch: the same requests through the Batch API, at about half "
+        "the price and hours of latency",
     )
     model: str | None = setting(
         None, key="model", flag="--model", kinds=(str,), help="model name for --api openai"
@@ -382,6 +390,60 @@ class EngineConfig:
         help="stop dispatching once this many dollars are spent",
         flag_kwargs={"type": float},
     )
+    batch_max_requests: int = setting(
+        BATCH_MAX_REQUESTS,
+        key="batch_max_requests",
+        group="server",
+        flag="--batch-max-requests",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most requests in one batch (OpenAI's limit)",
+        flag_kwargs={"type": int},
+    )
+    batch_max_mb: float = setting(
+        BATCH_MAX_MB,
+        key="batch_max_mb",
+        group="server",
+        flag="--batch-max-mb",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: the largest batch input file, in MB (OpenAI's limit)",
+        flag_kwargs={"type": float},
+    )
+    batch_in_flight: int = setting(
+        BATCH_IN_FLIGHT,
+        key="batch_in_flight",
+        group="server",
+        flag="--batch-in-flight",
+        kinds=(int,),
+        minimum=1,
+        help="--api openai-batch: the most batches open at the provider at once",
+        flag_kwargs={"type": int},
+    )
+    batch_poll_s: float = setting(
+        BATCH_POLL_S,
+        key="batch_poll",
+        group="server",
+        flag="--batch-poll",
+        kinds=(int, float),
+        above=0,
+        help="--api openai-batch: seconds between polls of a batch in flight",
+        flag_kwargs={"type": float},
+    )
+    batch_live_finish: float = setting(
+        0.0,
+        key="batch_live_finish",
+        group="server",
+        flag="--batch-live-finish",
+        kinds=(int, float),
+        minimum=0,
+        maximum=1,
+        help="--api openai-batch: the share of a dataset's token budget sent as live requests "
+        "at its end (at the live price), so it ends as close to its budget as a live run "
+        "(best with --budget-mode precise); 0: batches to the end",
+        flag_kwargs={"type": float},
+    )
+    batch_price_share: float = BATCH_PRICE_SHARE
     lanes: list[str] = setting(
         default_factory=list,
         key="lanes",
@@ -455,6 +517,14 @@ class EngineConfig:
                 raise EngineError(
                     f"server URL {url!r} has no scheme: write http://{url} (or https://)"
                 )
+        if self.api == "openai-batch" and len(self.server_urls) > 1:
+            # A batch is polled and downloaded where it was created, and its journal names
+            # no URL: batches spread over several would be looked for at the first one by
+            # a restarted run (and several providers' batches are one run each, anyway).
+            raise EngineError(
+                f"--api openai-batch takes one --server-url, not {len(self.server_urls)}: "
+                "a batch lives at the provider that created it; run one gen-tui per provider"
+            )
 
     @property
     def fleet(self) -> list[LaneSpec]:

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.budget.lengths import InFlight
-from gen_tui.backends.clients import InferenceClient, client_for
+from gen_tui.backends.clients import BatchClient, InferenceClient, client_for
 from gen_tui.backends.config.commands import EngineCommand, Pause, SetBudget, Stop
 from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
+from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import AnswerLimit, RunContext
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
@@ -108,6 +109,21 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opened = False
         self._shutdown = Shutdown(run, self._pool, self._runner)
+        self._lane: BatchLane | None = None
+        """`--api openai-batch`: batches replace the dispatch loop (see batch_lane.py)."""
+        if isinstance(self.client, BatchClient):
+            self._lane = BatchLane(
+                run,
+                self.client,
+                self._feeder,
+                self._sink,
+                self._scheduler,
+                self._cost,
+                self._executor,
+                self._request_cap,
+                self._pool,
+                self._start_request,
+            )
 
     # control: call on the engine's loop, or send a command from another thread
 
@@ -320,6 +336,18 @@ class Engine:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
+        self._start_request(ds, prompt, ids, server)
+
+    def _start_request(
+        self,
+        ds: DatasetRun,
+        prompt: Prompt,
+        ids: list[int] | None,
+        server: Server | None = None,
+    ) -> None:
+        """Send `prompt` live in a free slot (the dispatch loop's, or the batch lane's live
+        finish); the budget sees it in flight at once. `server`: the one whose slot the
+        dispatcher took (`RequestRunner.reserve`); None: the runner picks."""
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
@@ -349,6 +377,8 @@ class Engine:
                 await self._learn_caps()
                 await self._feeder.load_tokenizer()
                 await self._open_all()
+                if self._lane is not None:
+                    await self._lane.open()
                 self._opened = True
                 ticker = asyncio.create_task(self._ticker())
                 if self.planner is not None:
@@ -356,12 +386,16 @@ class Engine:
                 for ds in self._datasets:
                     if not ds.state.finished:
                         self._feeder.start(ds)
-                await self._dispatch()
-                if self._signals.stopping:
-                    await self._shutdown.drain()
+                if self._lane is not None:
+                    await self._lane.run()  # on a stop, it cancels and collects its batches
                 else:
-                    while self._pool.tasks:
-                        await asyncio.gather(*self._pool.tasks, return_exceptions=True)
+                    await self._dispatch()
+                if self._lane is None or self._pool.tasks:  # the lane's live finish, if any
+                    if self._signals.stopping:
+                        await self._shutdown.drain()
+                    else:
+                        while self._pool.tasks:
+                            await asyncio.gather(*self._pool.tasks, return_exceptions=True)
                 for ds in self._datasets:
                     if not ds.state.finished:
                         if self._signals.stopping:

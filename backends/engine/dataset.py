@@ -15,6 +15,7 @@ from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model
 from gen_tui.backends.config.run import DatasetSpec
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.progress.truncation import TruncationWatch
@@ -51,6 +52,9 @@ class DatasetRun:
         self.writer: RecordWriter | None = None
         self.errors_path = folder / ERRORS_FILE
         self.done: set[str] = set()
+        self.held_out: set[str] = set()
+        """Samples in a batch still open at the provider (the batch lane's journal): the
+        feed passes over them, their answers come from that batch."""
         self.tokens = 0
         self.samples = 0
         self.resumed_tokens = 0
@@ -62,6 +66,13 @@ class DatasetRun:
         """Said once when its budget is too small for the pool (the panel, progress.json)."""
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
+        self.batches: tuple[BatchView, ...] = ()
+        """Its batches in flight as last polled (the batch lane's; the panel's view)."""
+        self.cost_saved: float | None = None
+        """Its batch answers' cost at the live price less their cost (None: unknown)."""
+        self.given_back: deque[Queued] = deque()
+        """Prompts a batch did not answer (expired, cancelled, failed), sent again before
+        the queue's: the batch lane's, empty on the live path."""
         self.producer_done = False
         self.errors = 0
         self.malformed = 0
@@ -93,7 +104,7 @@ class DatasetRun:
         """Answers its prompt file can still give (None: not counted yet): exact once every
         prompt is read, else the file's lines less those done, skipped and given up."""
         if self.producer_done and self.queue is not None:
-            return self.queue.qsize() + len(self.inflight)
+            return self.queue.qsize() + len(self.given_back) + len(self.inflight)
         if self.prompt_lines is None:
             return None
         return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
@@ -101,7 +112,12 @@ class DatasetRun:
     @property
     def all_sent(self) -> bool:
         """Every prompt has been sent: what is in flight is all it will still add."""
-        return self.producer_done and self.queue is not None and self.queue.empty()
+        return (
+            self.producer_done
+            and self.queue is not None
+            and self.queue.empty()
+            and not self.given_back
+        )
 
     @property
     def name(self) -> str:

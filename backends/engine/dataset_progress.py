@@ -48,5 +48,7 @@ def dataset_snapshot(
         quality=ds.quality.published(),
         prompts_left=ds.prompts_left,
         budget_note=ds.budget_note,
+        batches=ds.batches,
+        cost_saved=ds.cost_saved,
         **CostMeter.fields(ds, now_mono),
     )

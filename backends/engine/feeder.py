@@ -120,7 +120,9 @@ class Feeder(RunPart):
                 ds.prompt_lines = await loop.run_in_executor(
                     self.executor, count_lines, ds.spec.prompts
                 )
-        items = iter_prompts(ds.spec.prompts, skip=ds.done)
+        items = iter_prompts(
+            ds.spec.prompts, skip=ds.done | ds.held_out if ds.held_out else ds.done
+        )
         size = BATCH
         try:
             while not self.signals.stopping:

@@ -33,6 +33,7 @@ from gen_tui.backends.hosts.resume import (
     refuse_live_writers,
     resume_log_path,
 )
+from gen_tui.backends.hosts.scripts import rquote
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.start import START_SETTLE_S, start_run
 from gen_tui.backends.hosts.stop import stop_run
@@ -150,6 +151,7 @@ class Host(HostPrimitives):
         *,
         output_dir: str | None = None,
         expect: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> RunIdentity:
         """Launch detached (own session, output to `log_path`); return the new identity.
 
@@ -158,9 +160,34 @@ class Host(HostPrimitives):
         that finds it moved (another start came after that check) is refused. Waits until the
         pid runs the command itself (not the env, setsid or nohup it begins with) and is still
         alive `settle_s` after the launch, so a command that dies at once (a typo, a missing
-        file) is reported with the end of its log instead of being listed as a run.
+        file) is reported with the end of its log instead of being listed as a run. `env` is
+        added to the host's environment for the command.
         """
-        return await start_run(self, command_argv, log_path, cwd, settle_s, output_dir, expect)
+        return await start_run(self, command_argv, log_path, cwd, settle_s, output_dir, expect, env)
+
+    # any process (the servers gen-tui starts: backends/servers)
+
+    async def identify(self, pid: int) -> RunIdentity | None:
+        """Who `pid` is now (pid, start time, boot, command line), None when it is gone."""
+        report = await self._ps(self.pattern, None, pids=[pid])
+        proc = report.procs[0] if report.procs else None
+        if proc is None or proc.gone:
+            return None
+        return proc.identity(self.name, report.boot_id)
+
+    async def log_lines(self, path: str, lines: int = 20) -> list[str]:
+        """The last `lines` lines of the file at `path` on the host (bounded, cleaned)."""
+        report = Tail.parse(await self._tail_raw({"path": path, "max_bytes": 4000}), lines)
+        return [report.error] if report.error else list(report.lines)
+
+    async def make_folder(self, path: str) -> None:
+        """Make the folder at `path` on the host (and those above it), yours alone (0700):
+        the start guard refuses a folder that does not exist yet."""
+        await self._sh(f"umask 077 && mkdir -p -- {rquote(path)}")
+
+    async def file_size(self, path: str) -> int | None:
+        """The size of the file at `path` on the host now (None: absent or unreadable)."""
+        return (await self._sizes([path], samples=1))[-1].get(path)
 
     # resume
 

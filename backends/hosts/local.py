@@ -60,14 +60,24 @@ class LocalHost(Host):
     ) -> None:
         super().__init__(name, str(Path(output_dir).expanduser().resolve()), pattern, template)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._exits: dict[int, int] = {}
         self.watcher_path: list[str] = []
         """Folders put before PATH for the watcher (the demo's simulated nvidia-smi)."""
 
     def _reap(self) -> None:
         """Collect the exit status of runs this host started and that have ended since."""
         for pid, child in list(self._children.items()):
-            if child.poll() is not None:
+            code = child.poll()
+            if code is not None:
                 del self._children[pid]
+                self._exits[pid] = code
+
+    def exit_status(self, pid: int) -> int | None:
+        """How a process this host started has ended: its exit code, or minus the signal
+        that ended it (as Popen says); None while it runs or when it was not started here.
+        Only here: a detached process elsewhere is no child of anyone who could tell."""
+        self._reap()
+        return self._exits.get(pid)
 
     async def _ps_raw(
         self, pattern: str, output_dir: str | None, pids: Sequence[int] | None
@@ -100,7 +110,13 @@ class LocalHost(Host):
     async def _spawn(self, spec: StartSpec) -> int:
         try:
             child = await asyncio.to_thread(
-                watcher.guarded_launch, spec.output_dir, spec.expect, spec.argv, spec.log, spec.cwd
+                watcher.guarded_launch,
+                spec.output_dir,
+                spec.expect,
+                spec.argv,
+                spec.log,
+                spec.cwd,
+                spec.env,
             )
         except watcher.StaleStart:
             raise ResumeRefused.raced(self.name) from None

@@ -37,6 +37,8 @@ class StartSpec:
     output_dir: str
     expect: int | None
     """The folder's start count the check for a live writer read (None: start regardless)."""
+    env: dict[str, str] | None = None
+    """Added to the host's environment for the command (a server recipe's `env`)."""
 
 
 class HostPrimitives(ABC):

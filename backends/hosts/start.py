@@ -33,6 +33,7 @@ async def start_run(
     settle_s: float,
     output_dir: str | None,
     expect: int | None,
+    env: dict[str, str] | None = None,
 ) -> RunIdentity:
     """As :meth:`Host.start`."""
     argv = [str(word) for word in command_argv]
@@ -40,7 +41,7 @@ async def start_run(
         raise StartError("empty command")
     launched = time.monotonic()
     folder = output_dir or host._abs_output_dir()
-    pid = await host._spawn(StartSpec(argv, log_path, cwd, folder, expect))
+    pid = await host._spawn(StartSpec(argv, log_path, cwd, folder, expect, env))
     try:
         return await _started(host, argv, pid, log_path, launched, settle_s)
     except SSHError as exc:

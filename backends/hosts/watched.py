@@ -90,6 +90,9 @@ def watched_snapshot(
         cost=progress.cost if by_writer or writer is None else None,
         truncated=totals.truncated,
         truncated_of=samples,
+        # Only a live writer's: a killed run's batches may still be open at the provider,
+        # but its last counts and ETA would read as current.
+        batches=(progress.batches or ()) if live else (),
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
 
@@ -122,6 +125,8 @@ def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
         fields["prompts_left"] = progress.prompts_left
     if progress.budget_note:
         fields["budget_note"] = one_line(progress.budget_note)
+    if progress.cost_saved is not None:
+        fields["cost_saved"] = progress.cost_saved
     return fields
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
 from gen_tui.backends.telemetry.gpus import Gpu
@@ -20,7 +21,8 @@ PROGRESS_VERSION = 2
 """progress.json's shape: 2 made `servers` map a URL to `{"state", "metrics"}` (1: to the
 state alone); readers take both. A router's entry may also carry `workers`, a list of
 `{"url", "healthy", "state", "metrics"}` (its `metrics` then being their sum): a key
-added, which readers of 2 without it skip."""
+added, which readers of 2 without it skip. So are a dataset's `batches` (its batches in
+flight, see batches.py) and `cost_saved`, added by the batch lane."""
 
 
 class DatasetState(StrEnum):
@@ -123,6 +125,11 @@ class DatasetSnapshot:
     budget_note: str = ""
     """Said once a budget is too small for the pool: "4,000 tokens is about 31 answers; 31
     of 128 slots used" (empty: it is not)."""
+    batches: tuple[BatchView, ...] = ()
+    """Its batches in flight (`--api openai-batch`), as the provider last said them."""
+    cost_saved: float | None = None
+    """What its batch answers would have cost at the live price, less what they cost
+    (None: not a batch run, or no price known)."""
 
     @property
     def fraction(self) -> float | None:
@@ -136,6 +143,7 @@ class DatasetSnapshot:
         data = asdict(self)
         data["state"] = str(self.state)
         data["quality"] = self.quality.to_json() if self.quality is not None else None
+        data["batches"] = [batch.to_json(self.updated_at) for batch in self.batches]
         data["version"] = PROGRESS_VERSION
         return data
 

@@ -50,6 +50,7 @@ __all__ = [
     "parse_submitted",
     "recipe_of",
     "sbatch_argv",
+    "slurm_time",
 ]
 
 Runner = Callable[[Sequence[str]], Awaitable[tuple[int, str, str]]]
@@ -187,6 +188,11 @@ class Listing:
 
     jobs: list[OurJob]
     odd: str | None = None
+
+
+def slurm_time(text: str) -> bool:
+    """Whether `text` is a time limit as sbatch's --time takes it."""
+    return _TIME.fullmatch(text) is not None
 
 
 def job_name(recipe: str) -> str:

@@ -173,6 +173,24 @@ class SimConfig:
     runs behind its schedule). The demo's simulator shares a core with its engine: read at
     the moments its loop is free, the running requests' speed said 1.75M tok/s beside the
     1.1M recorded (issue 31, point 7)."""
+    batch_validate_s: float = 0.2
+    """The Batch API (batch_api.py): how long a new batch says `validating`."""
+    batch_delay_s: float = 2.0
+    """How long a batch's requests take, all of them, after validating (they finish evenly
+    over it, the first line first): the provider's queue, shrunk for tests."""
+    batch_finalize_s: float = 0.2
+    """How long a batch whose requests are all done says `finalizing`."""
+    batch_window_s: float = 86400.0
+    """The completion window: a batch not done by then expires with what it finished."""
+    batch_fail_share: float = 0.0
+    """The share of a batch's requests that fail (to its error file), drawn per custom_id."""
+    batch_damage: bool = False
+    """Damage each output file of two lines or more as a faulty provider or proxy might: a
+    line for a custom_id the batch never had after its first line, and its last line cut in
+    half."""
+    batch_price_share: float = 0.5
+    """A batch request's price against a live one's (`cost_per_million`): providers sell
+    batch tokens at about half."""
     kv_tokens: int | None = None
     """The KV cache, in tokens (None: slots x context, never full). When the requests in the
     batch would need more than this by their ends, an admission retracts one: that work is
@@ -190,13 +208,21 @@ class SimConfig:
             _check_int(self.vocab_size, "vocab_size", FIRST_TOKEN_ID + 1)
         _check_number(self.tokens_per_s, "tokens_per_s", positive=True)
         _check_number(self.prefill_s, "prefill_s")
+        for name in ("batch_validate_s", "batch_delay_s", "batch_finalize_s"):
+            _check_number(getattr(self, name), name)
+        _check_number(self.batch_window_s, "batch_window_s", positive=True)
+        for name in ("batch_fail_share", "batch_price_share"):
+            value = getattr(self, name)
+            _check_number(value, name)
+            if value > 1:
+                raise ValueError(f"{name} must be a share from 0 to 1, got {value!r}")
         if not isinstance(self.stream_output, bool):
             raise ValueError(f"stream_output must be true or false, got {self.stream_output!r}")
         if not isinstance(self.model_path, str) or not self.model_path:
             raise ValueError(f"model_path must be a non-empty string, got {self.model_path!r}")
         if not isinstance(self.model_name, str) or not self.model_name:
             raise ValueError(f"model_name must be a non-empty string, got {self.model_name!r}")
-        for name in ("strict_model", "openai_keepalive", "measured_throughput"):
+        for name in ("strict_model", "openai_keepalive", "measured_throughput", "batch_damage"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
@@ -298,13 +324,19 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
                     candidate.profiles[str(name)] = _profile_from_json(profile, f"profiles.{name}")
         elif key == "default_profile":
             candidate.default_profile = _profile_from_json(value, key)
-        elif key in ("tokens_per_s", "prefill_s"):
+        elif key in ("tokens_per_s", "prefill_s", *BATCH_NUMBERS):
             setattr(candidate, key, _patch_number(value, key))
         elif key in ("slots", "context_length", "frame_tokens", "seed"):
             setattr(candidate, key, _patch_int(value, key))
         elif key in ("vocab_size", "kv_tokens"):
             setattr(candidate, key, None if value is None else _patch_int(value, key))
-        elif key in ("stream_output", "strict_model", "openai_keepalive", "measured_throughput"):
+        elif key in (
+            "stream_output",
+            "strict_model",
+            "openai_keepalive",
+            "measured_throughput",
+            "batch_damage",
+        ):
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")
             setattr(candidate, key, value)
@@ -328,6 +360,16 @@ def apply_config_patch(config: SimConfig, patch: Mapping[str, Any]) -> None:
     for item in fields(Faults):
         setattr(config.faults, item.name, getattr(candidate.faults, item.name))
 
+
+BATCH_NUMBERS = (
+    "batch_validate_s",
+    "batch_delay_s",
+    "batch_finalize_s",
+    "batch_window_s",
+    "batch_fail_share",
+    "batch_price_share",
+)
+"""The Batch API's settings a config patch may change (`POST /_sim/config`)."""
 
 _FAULT_FIELDS = frozenset(item.name for item in fields(Faults))
 

@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gen_tui.backends.sim.batch_api import BatchApi
 from gen_tui.backends.sim.config import SimConfig, SimStats, config_json
 from gen_tui.backends.sim.metrics import metrics_handler
 from gen_tui.backends.sim.openai_api import OpenAIApi
@@ -21,6 +22,7 @@ __all__ = ["SimServer", "create_app", "quiet_bad_requests"]
 
 _CLIENT_MAX_SIZE = 256 * 2**20
 _SIM = web.AppKey("gen_tui_sim", Simulator)
+_BATCHES = web.AppKey("gen_tui_sim_batches", BatchApi)
 
 
 class _OneLine(logging.Filter):
@@ -76,6 +78,8 @@ def create_app(config: SimConfig) -> web.Application:
     app[_SIM] = sim
     SglangApi(sim).add_routes(app.router)
     OpenAIApi(sim).add_routes(app.router)
+    app[_BATCHES] = BatchApi(sim)
+    app[_BATCHES].add_routes(app.router)
     app.router.add_get("/metrics", metrics_handler(sim))
     app.router.add_get("/_sim/stats", _sim_stats)
     app.router.add_get("/_sim/config", _sim_config)
@@ -108,6 +112,11 @@ class SimServer:
     @property
     def stats(self) -> SimStats:
         return self._sim.stats
+
+    @property
+    def batches(self) -> BatchApi:
+        """The Batch API's state: its batches, files and ledger of custom_ids answered."""
+        return self.app[_BATCHES]
 
     async def start(self) -> str:
         runner = web.AppRunner(

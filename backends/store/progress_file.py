@@ -18,6 +18,7 @@ from typing import Any
 
 from gen_tui.backends.bounds import COUNT, DOLLARS, PID, Range
 from gen_tui.backends.budget.rules import BudgetMode
+from gen_tui.backends.progress.batches import BatchView, parse_batches
 from gen_tui.backends.progress.quality import Quality
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.store.records import write_json_atomic
@@ -119,6 +120,11 @@ class ProgressFile:
     budget_note: str | None = None
     """Said once by its writer when the budget is too small for the pool (see
     budget/expected.py): shown on the panel as the writer's own words, cleaned and cut."""
+    batches: tuple[BatchView, ...] | None = None
+    """The dataset's batches in flight (`--api openai-batch`), as its writer last polled
+    them (ids and statuses cleaned and cut; see progress/batches.py)."""
+    cost_saved: float | None = None
+    """Its batch answers' cost at the live price less what they cost."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -185,6 +191,10 @@ class ProgressFile:
         quality = Quality.parse(value.get("quality"))
         if quality is None and value.get("quality") is not None:
             ignored.append("quality")
+        batches = parse_batches(value.get("batches"))
+        if batches is None and value.get("batches") is not None:
+            ignored.append("batches")
+        saved = pick("cost_saved", int, float, bounds=DOLLARS)
         servers = _servers(value.get("servers"))
         if servers is None and value.get("servers") is not None:
             ignored.append("servers")
@@ -204,6 +214,8 @@ class ProgressFile:
             quality=quality,
             prompts_left=prompts_left,
             budget_note=pick("budget_note", str) or None,
+            batches=batches,
+            cost_saved=float(saved) if saved is not None else None,
             servers=servers,
             ignored=tuple(ignored),
         )

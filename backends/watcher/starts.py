@@ -101,18 +101,26 @@ def guarded_start(
         os.close(fd)
 
 
-def launch_detached(argv: list[str], log: str, cwd: str | None) -> subprocess.Popen[bytes]:
+def launch_detached(
+    argv: list[str],
+    log: str,
+    cwd: str | None,
+    env: typing.Optional[typing.Mapping[str, str]] = None,
+) -> subprocess.Popen[bytes]:
     """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd.
+    `env` is added to the host's environment (a server recipe's CUDA_VISIBLE_DEVICES).
 
     The folders it takes code from are checked last before the launch, on the host that
-    runs it: a check an SSH round trip earlier would leave the time to swap them.
+    runs it: a check an SSH round trip earlier would leave the time to swap them (with the
+    PATH and PYTHONPATH the command will have).
     """
+    environ = dict(os.environ, **env) if env else None
     log = os.path.expanduser(log)
     if cwd:
         cwd = os.path.expanduser(cwd)
         if not os.path.isdir(cwd):
             raise StartFailed("cannot cd into %s" % cwd)
-    problem = code_problem(code_folders(argv, cwd, os.environ))
+    problem = code_problem(code_folders(argv, cwd, environ or os.environ))
     if problem is not None:
         raise StartFailed(problem)
     folder = os.path.dirname(log)
@@ -131,6 +139,7 @@ def launch_detached(argv: list[str], log: str, cwd: str | None) -> subprocess.Po
             stdout=handle,
             stderr=subprocess.STDOUT,
             cwd=cwd or None,
+            env=environ,
             start_new_session=True,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in a word
@@ -141,10 +150,15 @@ def launch_detached(argv: list[str], log: str, cwd: str | None) -> subprocess.Po
 
 
 def guarded_launch(
-    output_dir: str, expect: int | None, argv: list[str], log: str, cwd: str | None
+    output_dir: str,
+    expect: int | None,
+    argv: list[str],
+    log: str,
+    cwd: str | None,
+    env: typing.Optional[typing.Mapping[str, str]] = None,
 ) -> subprocess.Popen[bytes]:
     """`launch_detached` under the output folder's start guard: the Popen."""
-    return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd))
+    return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd, env))
 
 
 def start(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
@@ -159,8 +173,14 @@ def start(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
         raise ValueError("--start: cwd must be a string")
     if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int)):
         raise ValueError("--start: expect must be an integer")
+    env = spec.get("env")
+    if env is not None and (
+        not isinstance(env, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        raise ValueError("--start: env must map names to strings")
     try:
-        child = guarded_launch(output_dir, expect, argv, log, cwd)
+        child = guarded_launch(output_dir, expect, argv, log, cwd, env)
     except StaleStart as stale:
         return {"type": "start", "refused": stale.seq}
     except StartFailed as exc:

@@ -68,7 +68,7 @@ async def test_a_bad_alerts_table_is_named(tmp_path: Path) -> None:
     assert code == 2
     assert stderr.strip() == (
         f"gen-tui: error: {config}: alerts.events: unknown event 'nap' (known: budget, stale, "
-        "failed, credits, disk_full, host_lost, ended)"
+        "failed, credits, disk_full, host_lost, ended, server)"
     )
 
 

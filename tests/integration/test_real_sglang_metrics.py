@@ -10,8 +10,9 @@ HTTP. The load here is two data-parallel attention ranks with priority schedulin
 layout in which summing every series over-counts (each queue gauge repeats its total per
 priority). Without that python these tests are skipped, saying why.
 
-The last test is against a running SGLang server started with `--enable-metrics`, where
-GEN_TUI_SGLANG_URL names one (a GPU box); skipped otherwise.
+The last test is against a running SGLang server started with `--enable-metrics`: the one
+GEN_TUI_SGLANG_URL names (a GPU box), else the session's real SGLang server on this CPU
+(tests/support/real_sglang.py; skipped, saying why, where it cannot run).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gen_tui.backends.clients.sglang import SGLangClient
 from gen_tui.backends.telemetry.metrics import MetricsReader, ServerMetrics, parse_metrics
 from gen_tui.backends.watcher.telemetry import fetch_metrics
+from tests.support.real_sglang import RealSGLang
 
 SGLANG_URL = os.environ.get("GEN_TUI_SGLANG_URL", "").rstrip("/")
 SGLANG_PYTHON = os.environ.get("GEN_TUI_SGLANG_PYTHON", "")
@@ -165,16 +167,22 @@ async def test_the_simulator_speaks_sglangs_names_and_labels(
         assert sim_shape[name] == (kind, labels - layout), name
 
 
-@pytest.mark.skipif(
-    not SGLANG_URL,
-    reason="no running SGLang server: set GEN_TUI_SGLANG_URL to one started with "
-    "--enable-metrics (it needs a GPU)",
-)
-async def test_a_real_sglang_servers_metrics_parse() -> None:
+@pytest.fixture
+def server_url(request: pytest.FixtureRequest) -> str:
+    """GEN_TUI_SGLANG_URL where it names a server (a GPU box), else the session's real SGLang
+    server on this CPU (tests/conftest.py's `real_sglang`, skipped where it cannot run)."""
+    if SGLANG_URL:
+        return SGLANG_URL
+    server: RealSGLang = request.getfixturevalue("real_sglang")
+    return server.url
+
+
+@pytest.mark.timeout(600)  # the session's server may start here: about a minute, cold
+async def test_a_real_sglang_servers_metrics_parse(server_url: str) -> None:
     reader = MetricsReader()
     async with SGLangClient({}) as client:
-        text = await client.metrics(SGLANG_URL)
-        assert text is not None, f"{SGLANG_URL} serves no /metrics: start it --enable-metrics"
+        text = await client.metrics(server_url)
+        assert text is not None, f"{server_url} serves no /metrics: start it --enable-metrics"
         first = reader.read(text, asyncio.get_running_loop().time())
     assert first.server == "sglang"
     assert first.running is not None and first.queued is not None

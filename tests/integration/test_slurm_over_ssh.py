@@ -11,15 +11,18 @@ quotes each argv word for every shell, as the hosts' commands do (`remote_quote`
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from gen_tui.backends.hosts.connection import SSHConnection
-from gen_tui.backends.hosts.scripts import remote_quote
+from gen_tui.backends.hosts.ssh import SSHHost
+from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.slurm import BatchSpec, SlurmJobs
-from tests.support.slurm import Cluster, wait_for_job
+from gen_tui.backends.servers.slurm_launcher import SlurmLauncher, ssh_runner
+from gen_tui.backends.servers.state import StateFile
+from tests.support.slurm import Cluster, cancel_jobs, wait_for_job
 from tests.support.sshd import Sshd
 from tests.support.users import ensure_user, folder_of
 
@@ -41,13 +44,7 @@ async def login(
             f"{SLURM_USER}@127.0.0.1:{users_sshd.port}", users_sshd.options()
         )
         await connection.start()
-
-        async def run(argv: Sequence[str]) -> tuple[int, str, str]:
-            line = " ".join(remote_quote(word, "a word") for word in argv)
-            result = await connection.run(line, timeout=30)
-            return int(result.exit_status or 0), str(result.stdout), str(result.stderr)
-
-        jobs = SlurmJobs(run)
+        jobs = SlurmJobs(ssh_runner(connection, "login", timeout=30))
         try:
             yield jobs, folder
         finally:
@@ -86,3 +83,45 @@ async def test_our_jobs_are_listed_and_cancelled_over_ssh(
     await jobs.cancel(job_id)
     ended = await wait_for_job(jobs, job_id, lambda s: s.ended, "ended")
     assert (ended.state, ended.node) == ("CANCELLED", running.node)
+
+
+async def test_the_launcher_on_a_login_node_a_dropped_link_is_no_exit(
+    users_sshd: Sshd, slurm: Cluster, tmp_path: Path
+) -> None:
+    if not os.path.exists("/usr/bin/tcsh"):
+        pytest.skip("/usr/bin/tcsh is not installed (apt-get install -y tcsh)")
+    user = ensure_user(SLURM_USER, "/usr/bin/tcsh")
+    home = Path(user.pw_dir)  # made without one (useradd -M): the logs' folder is in it
+    home.mkdir(mode=0o755, exist_ok=True)
+    os.chown(home, user.pw_uid, user.pw_gid)
+    name = f"ssh-{os.getpid()}"
+    recipe = ServerRecipe(
+        name, ("sh", "-c", "echo ready; exec sleep 300"), 1, host="login", launcher="slurm"
+    )
+    target = f"{SLURM_USER}@127.0.0.1:{users_sshd.port}"
+
+    def launcher() -> SlurmLauncher:
+        host = SSHHost("login", target, ".", options=users_sshd.options())
+        return SlurmLauncher({"login": host}, "/unused", StateFile(tmp_path), [recipe])
+
+    first = launcher()
+    launched = await first.start(recipe)
+    try:
+        assert (launched.node, launched.host) == (slurm.node, "login")
+        assert launched.log == f"{user.pw_dir}/.local/state/gen-tui/servers/{name}.log"
+        assert await first.exit_of(launched) is None
+        await first.hosts["login"].close()  # the link drops: asked again later, not an exit
+        assert await first.exit_of(launched) is None
+
+        second = launcher()  # the next gen-tui, over a new link: the same job id
+        (adopted,) = [found for found in await second.adopt() if found.name == name]
+        assert (adopted.ref, adopted.node) == (launched.ref, slurm.node)
+        said = await second.stop(adopted, 2.0)
+        assert said.startswith(f"job {launched.ref} stopped"), said
+        ended = await second.exit_of(adopted)
+        assert ended is not None and ended.reason.startswith(f"job {launched.ref} ended ")
+        lines = Path(launched.log).read_text().splitlines()  # read over SSH by the launcher
+        assert lines[0] == "ready" and ended.reason.endswith(f"its log's last line: {lines[-1]}")
+        await second.hosts["login"].close()
+    finally:
+        cancel_jobs(name)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 
 def read_records(folder: Path) -> list[dict]:
@@ -61,3 +62,35 @@ def record_commands(connection: Any) -> list[str]:
     connection.run = counted_run
     connection.open_process = counted_open
     return calls
+
+
+def budget_end(folder: Path, budget: int) -> tuple[int, int, float]:
+    """(tokens, records, allowed) of `folder`: asserting it holds no sample twice and crossed
+    `budget` (the default mode promises the crossing); `allowed` is issue 29's precision past
+    the budget, max(0.2%, one mean answer), for the caller to hold the end to."""
+    tokens, records = recount(folder)
+    assert records, "no record was written"
+    assert tokens >= budget, f"ended at {tokens:,}, short of its budget of {budget:,}"
+    return tokens, records, max(0.002 * budget, tokens / records)
+
+
+ISSUE_29_OPEN = (
+    "issue 29 not yet met on a real server: --concurrency auto ramps past what the budget "
+    "holds before answers are back (seen: 16 -> 32 -> 35 in a second, one answer on disk)"
+)
+"""Why the precision of a budgeted run against the real SGLang server is an expected failure
+for now: when the CPU server answers fast, the ramp outruns the budget (4,177 to 4,401 for
+4,000 in 4 of 10 direct runs on 5 December, 4,373 in 1 of 3 through the router; 4,019 to
+4,095 in the others). Drop it with the fix."""
+
+
+def precision_or_xfail(tokens: int, records: int, budget: int, allowed: float, said: str) -> None:
+    """Hold a budgeted run's end to issue 29's precision: past it, an expected failure
+    (ISSUE_29_OPEN) that pytest's summary reports with the figures and the run's last lines,
+    never a pass. Called last in a test, after everything that must hold regardless."""
+    if tokens > budget + allowed:
+        tail = " | ".join(said.strip().splitlines()[-6:])
+        pytest.xfail(
+            f"{ISSUE_29_OPEN}: ended at {tokens:,} for {budget:,} ({records} answers, "
+            f"{allowed:.0f} allowed past): {tail}"
+        )

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gen_tui.backends.servers.slurm import JobStatus, SlurmJobs
+from gen_tui.backends.servers.slurm import JOB_PREFIX, JobStatus, SlurmJobs
 
 START = "run .ci/slurm-up (as root) to install and start it"
 JOB_START_S = 60.0
@@ -84,3 +84,22 @@ async def wait_for_job(
         if time.monotonic() > deadline:
             raise AssertionError(f"job {job_id} not {what} within {timeout:g} s: {status}")
         await asyncio.sleep(0.2)
+
+
+def cancel_jobs(prefix: str) -> list[str]:
+    """scancel every job of this user whose recipe name (after gen-tui's marker) starts
+    with `prefix`: a test's own, never another test's on the same cluster. Their ids."""
+    listing = _run("squeue", "-h", "--me", "-o", "%i|%j")
+    ids = [
+        job_id
+        for job_id, _, name in (line.partition("|") for line in listing.stdout.splitlines())
+        if name.startswith(JOB_PREFIX + prefix)
+    ]
+    if ids:
+        _run("scancel", *ids)
+    return ids
+
+
+def job_state(job_id: str) -> str:
+    """squeue's word for the job now ("" once squeue no longer shows it)."""
+    return _run("squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T").stdout.strip()

@@ -141,7 +141,9 @@ async def test_table_rows_show_names_and_hosts_as_text_never_markup() -> None:
         await shown(pilot, app, static, run_of(hostile, snapshot("plain")))
         await pilot.press("t")
         await pilot.pause()
-        row = table_text(app)[2]
+        # two hosts: each has a line of its own (its name as text too), then its rows
+        host, row = table_text(app)[2:4]
+        assert host.startswith(" [red]evil[/red] box · 1 dataset"), host
         assert "[b]bold[/b]" in row and "\x1b" not in row
         assert "[red]evil" in row
 

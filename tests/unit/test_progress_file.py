@@ -67,6 +67,7 @@ def test_the_reader_gets_back_what_the_writer_wrote(tmp_path: Path) -> None:
         truncated=0,
         truncated_of=0,
         truncated_warn=5.0,
+        batches=(),  # none in flight (a run that is no batch run writes the empty list)
         servers={"http://a": ServerReport("ok")},
     )
 

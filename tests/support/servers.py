@@ -1,0 +1,146 @@
+"""Server recipes for the tests of issue 32: `gen-tui sim` as the served program, started
+through the real launchers and supervisor, and the cleanup that leaves no server behind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from pathlib import Path
+
+import aiohttp
+import psutil
+
+from gen_tui.backends.hosts import LocalHost
+from gen_tui.backends.servers.events import ServerEvent, ServerState
+from gen_tui.backends.servers.launcher import Launched
+from gen_tui.backends.servers.process import ProcessLauncher
+from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
+from gen_tui.backends.servers.state import StateFile
+from gen_tui.backends.servers.supervisor import ServerSupervisor
+from tests.support.polling import wait_until
+from tests.support.runs import ENV, GEN_TUI
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def sim_recipe(name: str, port: int, *flags: str, **fields: object) -> ServerRecipe:
+    """A recipe whose server is `gen-tui sim` on `port` (fast answers unless `flags` say)."""
+    argv = (*GEN_TUI, "sim", "--port", str(port), "--tokens-per-s", "2000", *flags)
+    values: dict[str, object] = {
+        "startup_s": 30.0,
+        "unhealthy_s": 5.0,
+        "restart": RestartPolicy(3, 0.2, 1.0),
+        "env": (("PYTHONUNBUFFERED", "1"),),
+    }
+    values.update(fields)
+    return ServerRecipe(name, argv, port, **values)  # type: ignore[arg-type]
+
+
+def launcher_in(folder: Path) -> ProcessLauncher:
+    """A process launcher on this machine, its logs, start guard and state in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return ProcessLauncher({"local": LocalHost(folder)}, str(folder), StateFile(folder))
+
+
+def kill_servers(folder: Path) -> None:
+    """SIGKILL every server the state file in `folder` names that still runs as started."""
+    for entry in StateFile(folder).read().values():
+        launched = entry.launched
+        if launched is None or launched.identity is None:
+            continue
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            proc = psutil.Process(launched.identity.pid)
+            if proc.cmdline() == list(launched.identity.cmdline):
+                os.killpg(launched.identity.pid, signal.SIGKILL)
+
+
+class Recorder:
+    """An event sink that keeps every event, and waits for a state."""
+
+    def __init__(self) -> None:
+        self.events: list[ServerEvent] = []
+
+    def __call__(self, event: ServerEvent) -> None:
+        self.events.append(event)
+
+    def states(self, name: str | None = None) -> list[ServerState]:
+        return [e.state for e in self.events if name is None or e.name == name]
+
+    def last(self, state: ServerState) -> ServerEvent:
+        return next(e for e in reversed(self.events) if e.state is state)
+
+    async def reach(self, state: ServerState, count: int = 1, timeout: float = 60) -> ServerEvent:
+        """Wait until `state` has been reached `count` times; that event."""
+        await wait_until(
+            lambda: self.states().count(state) >= count,
+            timeout,
+            f"{state} x{count}",
+            detail=lambda: "\n".join(e.line() for e in self.events),
+        )
+        return [e for e in self.events if e.state is state][count - 1]
+
+
+def supervisor_of(
+    recipe: ServerRecipe,
+    folder: Path,
+    session: aiohttp.ClientSession,
+    recorder: Recorder,
+    adopted: Launched | None = None,
+) -> ServerSupervisor:
+    launcher = launcher_in(folder)
+    return ServerSupervisor(
+        recipe,
+        recipe.url(),
+        launcher,
+        launcher.state,
+        session,
+        [recorder],
+        adopted=adopted,
+        check_s=0.2,
+        grace_s=3.0,
+    )
+
+
+class Lines:
+    """A child's stdout, line by line, kept as it comes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            self.lines.append(raw.decode().rstrip("\n"))
+
+    def having(self, *words: str) -> list[str]:
+        return [line for line in self.lines if all(word in line for word in words)]
+
+    async def wait(self, *words: str, count: int = 1, timeout: float = 60) -> str:
+        await wait_until(
+            lambda: len(self.having(*words)) >= count,
+            timeout,
+            f"{words} x{count} in the output",
+            detail=lambda: "\n".join(self.lines),
+        )
+        return self.having(*words)[count - 1]
+
+
+async def gen_tui_in(state: Path, *args: str) -> asyncio.subprocess.Process:
+    """`gen-tui ARGS` with `state` as its XDG_STATE_HOME (the servers' state file, logs)."""
+    return await asyncio.create_subprocess_exec(
+        *GEN_TUI,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**ENV, "XDG_STATE_HOME": str(state)},
+        start_new_session=True,
+    )

@@ -1,0 +1,73 @@
+"""The servers view's table: a line per supervised server (state in words, pid or job,
+host, uptime, restarts, its /metrics load, its log's last line)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from gen_tui.backends.servers.view import ServerRow, ref_text, state_words, uptime
+from gen_tui.backends.untrusted import one_line
+
+COLUMNS = ("server", "state", "pid/job", "host", "up", "restarts", "load", "last log line")
+WIDTHS = {"server": 12, "state": 24, "pid/job": 10, "host": 10, "up": 7, "restarts": 8}
+LAST_LINE_CHARS = 200
+"""A log line is another program's text: one line, this long at most."""
+
+
+def row_cells(row: ServerRow, load: str, now: float | None = None) -> tuple[str, ...]:
+    """The row's cells as plain strings (the table draws them as Text, never markup)."""
+    return (
+        one_line(row.name, 64),
+        state_words(row, now),
+        ref_text(row),
+        one_line(row.host, 64),
+        uptime(row, now),
+        str(row.restarts),
+        one_line(load, 80),
+        one_line(row.last_line, LAST_LINE_CHARS),
+    )
+
+
+class ServerTable(DataTable[Text]):
+    """Servers as rows; the cursor selects one for the view's keys."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._shown: dict[str, tuple[str, ...]] = {}
+
+    def on_mount(self) -> None:
+        for name in COLUMNS:
+            self.add_column(name, key=name, width=WIDTHS.get(name))
+
+    @property
+    def selected_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return row_key.value
+
+    def cells(self, name: str) -> tuple[str, ...] | None:
+        """What the row of `name` shows now (None: not listed)."""
+        return self._shown.get(name)
+
+    def show(self, rows: Sequence[ServerRow], loads: Mapping[str, str]) -> None:
+        """Show `rows` (`loads`: each URL's load as the strip says it), cell by cell."""
+        wanted = {row.name: row_cells(row, loads.get(row.url, "-")) for row in rows}
+        for key in [key for key in self._shown if key not in wanted]:
+            self.remove_row(key)
+            del self._shown[key]
+        for key, cells in wanted.items():
+            old = self._shown.get(key)
+            if old is None:
+                # Text, not str: a str cell is read as markup, and a log line holding
+                # "[/x]" would end the app.
+                self.add_row(*map(Text, cells), key=key)
+            elif old != cells:
+                for column, (was, now) in zip(COLUMNS, zip(old, cells, strict=True), strict=True):
+                    if was != now:
+                        self.update_cell(key, column, Text(now))
+            self._shown[key] = cells
