@@ -26,6 +26,7 @@ NAMES = [
     "concurrency_auto",
     "scale",
     "batch_lane",
+    "multiturn",
     "fleet_plan",
 ]
 

@@ -102,6 +102,8 @@ def sample_label(snap: DatasetSnapshot) -> str:
     samples = format_count(snap.samples)
     counted = f"{samples} / {format_count(snap.max_samples)}" if snap.max_samples else samples
     mean = f" · avg {format_count(round(snap.mean_tokens))}" if snap.mean_tokens else ""
+    if snap.conversations is not None:  # --turns all: a record is a turn
+        return f"{counted} turns · {format_count(snap.conversations)} conv{mean}"
     return f"{counted} smp{mean}"
 
 

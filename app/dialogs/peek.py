@@ -200,14 +200,19 @@ def sample_text(samples: Sequence[Sample], tail: Tail, prompts: PromptHeads | No
         tokens = f"{sample.tokens:,} tokens" if sample.tokens is not None else "? tokens"
         prompt = f"prompt {sample.prompt_tokens:,}" if sample.prompt_tokens is not None else ""
         latency = seconds(sample.latency_s) if sample.latency_s is not None else ""
+        turn = f"turn {sample.turn[0]} of {sample.turn[1]}" if sample.turn else ""
         head = " · ".join(
-            p for p in (f"#{sample.sample_id}", sample.finish_reason, tokens, prompt, latency) if p
+            p
+            for p in (f"#{sample.sample_id}", turn, sample.finish_reason, tokens, prompt, latency)
+            if p
         )
         cut = sample.finish_reason == "length"
         out.append(f" {head} \n", style="bold black on yellow" if cut else "bold reverse")
         if prompts is not None:
             prompt_head = prompts.heads.get(sample.sample_id)
             out.append("prompt", style="bold cyan")
+            if sample.turn and prompt_head is not None:  # the head is the line's last turn
+                out.append(" (the conversation's last turn)", style="italic cyan")
             if prompt_head is not None:
                 out.append("\n" + prompt_head + "\n", style="cyan")
             else:

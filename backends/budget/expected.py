@@ -73,24 +73,35 @@ class ExpectedLengths:
             return self.prior
         return (self.total + inflight * self.prior) / sent
 
-    def expected(self, inflight: list[InFlight], max_new_tokens: int) -> float:
-        """What `inflight` and one more request (of `max_new_tokens`) are expected to add."""
+    def expected(self, inflight: list[InFlight], max_new_tokens: int, turns: float = 1) -> float:
+        """What `inflight` and one more request (of `max_new_tokens`) are expected to add;
+        with `--turns all` each entry's turns still to come and the `turns` of the one more
+        conversation count at the mean answer too (a conversation begun is finished)."""
         mean = self.mean(len(inflight) + 1)
-        more = sum(min(mean, float(request.max_new_tokens)) for request in inflight)
-        return more + min(mean, float(max_new_tokens))
+        more = sum(
+            min(mean, float(request.max_new_tokens)) + request.turns_left * mean
+            for request in inflight
+        )
+        return more + min(mean, float(max_new_tokens)) + max(0.0, turns - 1) * mean
 
     def allows(
-        self, max_tokens: int, tokens: int, inflight: list[InFlight], max_new_tokens: int
+        self,
+        max_tokens: int,
+        tokens: int,
+        inflight: list[InFlight],
+        max_new_tokens: int,
+        turns: float = 1,
     ) -> bool:
-        """Whether one more request keeps the tokens on disk plus those expected in flight
-        within `max_tokens`. A lone request always may: whether a dataset with nothing in
-        flight sends its last answer is its mode's call (predictive crosses, strict and
-        precise need room)."""
+        """Whether one more request (a conversation of `turns` turns) keeps the tokens on
+        disk plus those expected in flight within `max_tokens`. A lone request always may:
+        whether a dataset with nothing in flight sends its last answer is its mode's call
+        (predictive crosses, strict and precise need room)."""
         if not inflight:
             return True
-        if tokens + (len(inflight) + 1) * max_new_tokens <= max_tokens:
+        answers = sum(1 + request.turns_left for request in inflight) + max(1.0, turns)
+        if tokens + answers * max_new_tokens <= max_tokens:
             return True  # even every answer at its cap fits
-        return tokens + self.expected(inflight, max_new_tokens) <= max_tokens
+        return tokens + self.expected(inflight, max_new_tokens, turns) <= max_tokens
 
     def answers_in(self, tokens: int) -> int:
         """About how many answers `tokens` hold, at the current mean (for the panel's note)."""

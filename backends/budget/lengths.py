@@ -429,3 +429,7 @@ class InFlight:
     produced: int = 0
     """Tokens it is known to have produced so far (a streaming client's count; else 0):
     read by precise mode only, which estimates it from the request's age otherwise."""
+    turns_left: int = 0
+    """With `--turns all`: the turns its conversation still sends after this one, each
+    counted at the mean answer by the expected rule (budget/expected.py): a conversation
+    begun is finished, so the budget plans for all of it."""

@@ -187,8 +187,10 @@ def may_dispatch(
     max_new_tokens: int,
     now: float | None = None,
     expected: ExpectedLengths | None = None,
+    turns: float = 1,
 ) -> bool:
-    """Whether one more request may be sent for this dataset right now.
+    """Whether one more request (with `--turns all`, one more conversation of about
+    `turns` turns) may be sent for this dataset right now.
 
     Every mode but drain first keeps what is expected in flight within the budget
     (`expected`, see budget/expected.py): the first wave is sized by the budget, whatever
@@ -203,7 +205,7 @@ def may_dispatch(
     if (
         expected is not None
         and mode is not BudgetMode.DRAIN
-        and not expected.allows(budget.max_tokens, tokens, inflight, max_new_tokens)
+        and not expected.allows(budget.max_tokens, tokens, inflight, max_new_tokens, turns)
     ):
         return False
     if _survival_rule(mode):
@@ -217,9 +219,11 @@ def may_dispatch(
             budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now, z
         )
     if mode is BudgetMode.DRAIN or not inflight:
-        return mode is not BudgetMode.STRICT or tokens + max_new_tokens <= budget.max_tokens
-    reserved = sum(request.max_new_tokens for request in inflight)
-    return tokens + reserved + max_new_tokens <= budget.max_tokens
+        whole = max(1, round(turns)) * max_new_tokens  # a conversation's turns, at the cap
+        return mode is not BudgetMode.STRICT or tokens + whole <= budget.max_tokens
+    # A conversation's turns to come are reserved at the cap too (`--turns all`).
+    reserved = sum((1 + request.turns_left) * request.max_new_tokens for request in inflight)
+    return tokens + reserved + max(1, round(turns)) * max_new_tokens <= budget.max_tokens
 
 
 def room_for_one(

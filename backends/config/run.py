@@ -34,6 +34,7 @@ from gen_tui.backends.settings import (
     convert_settings,
     setting,
 )
+from gen_tui.backends.store.conversations import Turns
 from gen_tui.backends.store.prompts import check_dataset_name
 
 APIS = ("sglang", "openai", "openai-batch")
@@ -254,6 +255,17 @@ class EngineConfig:
         "go one at a time, each only if room left + mean answer >= the 95th percentile of the "
         "lengths seen, so it may stop short by up to that percentile less the mean (about two "
         "mean answers; no room for one more)",
+    )
+    turns: Turns = setting(
+        Turns.LAST,
+        key="turns",
+        group="datasets",
+        flag="--turns",
+        kinds=(str,),
+        choices=tuple(turns.value for turns in Turns),
+        help="last: regenerate the answer to each conversation's last user turn; all: "
+        "every assistant turn, in order, each request carrying the regenerated history (one "
+        "record per turn, one turn in flight per conversation)",
     )
     max_prompt_tokens: int = setting(
         DEFAULT_MAX_PROMPT_TOKENS,
@@ -501,6 +513,12 @@ class EngineConfig:
         except SettingError as exc:
             raise EngineError(str(exc)) from None
         self.budget_mode = BudgetMode(self.budget_mode)
+        self.turns = Turns(self.turns)
+        if self.turns is Turns.ALL and self.api == "openai-batch":
+            raise EngineError(
+                "--turns all cannot go through --api openai-batch: each turn waits on the "
+                "answer before it, and a batch answers in hours; use --api openai"
+            )
         if self.lanes:
             given = [url for url in self.server_urls if url != DEFAULT_SERVER]
             if given:

@@ -27,6 +27,7 @@ from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
 from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import AnswerLimit, RunContext
+from gen_tui.backends.engine.conversation import ConversationRunner
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
@@ -43,6 +44,7 @@ from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.engine.tuning import AutoConcurrency
 from gen_tui.backends.figures import counted
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
+from gen_tui.backends.store.conversations import Turns
 from gen_tui.backends.store.manifest import template_sha256
 from gen_tui.backends.store.prompts import Prompt
 
@@ -94,6 +96,7 @@ class Engine:
         self._scheduler = Scheduler(run, self._allocator, lambda: self._pool.limit)
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
+        self._conversations = ConversationRunner(run, self._runner, self._feeder, self._request_cap)
         self.planner = FleetPlanner(run, self._runner, self._cost) if config.planned else None
         """The fleet planner, in a run over lanes or with a deadline (None otherwise)."""
         self._telemetry = ServerTelemetry(
@@ -287,7 +290,8 @@ class Engine:
                     f"{ds.name}: resuming with {counted(ds.samples, 'record')}, "
                     f"{counted(ds.tokens, 'token')} on disk",
                 )
-            if ds.reached or self._scheduler.ended_short(ds):
+            at_budget = ds.reached or self._scheduler.ended_short(ds)
+            if at_budget and not ds.history:  # a conversation begun is finished first
                 ds.state = DatasetState.DONE
                 ds.message = "already at its budget: nothing to do"
                 self._report.event(
@@ -336,6 +340,8 @@ class Engine:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
+        if prompt.key in ds.history:  # --turns all: a conversation begun on disk goes on
+            ds.begun_queued -= 1
         self._start_request(ds, prompt, ids, server)
 
     def _start_request(
@@ -352,7 +358,12 @@ class Engine:
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
         ds.inflight.append(entry)
-        task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap, server))
+        if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
+            if server is not None:  # its turns pick their servers themselves
+                server.outstanding -= 1
+            task = asyncio.create_task(self._conversations.run(ds, entry, prompt))
+        else:
+            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap, server))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 

@@ -19,6 +19,7 @@ from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.quality import QualityWatch
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.progress.truncation import TruncationWatch
+from gen_tui.backends.store.conversations import TurnOnDisk
 from gen_tui.backends.store.lock import DatasetLock
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import ERRORS_FILE, LOCK_FILE, RecordWriter
@@ -55,6 +56,9 @@ class DatasetRun:
         self.held_out: set[str] = set()
         """Samples in a batch still open at the provider (the batch lane's journal): the
         feed passes over them, their answers come from that batch."""
+        self.history: dict[str, dict[int, TurnOnDisk]] = {}
+        """With `--turns all`, on a resume: the turns on disk of each conversation begun and
+        not finished, its next turn's history (taken out as the conversation resumes)."""
         self.tokens = 0
         self.samples = 0
         self.resumed_tokens = 0
@@ -96,6 +100,19 @@ class DatasetRun:
         """(tokens, in flight) when its likely end was last handed on to the total's shares."""
         self.truncation = TruncationWatch()
         self.quality = QualityWatch()
+        self.begun_queued = 0
+        """With `--turns all`, on a resume: conversations begun on disk that are queued and
+        not sent yet. The feeder queues them first and the scheduler sends them whatever
+        the budget: a conversation once begun is finished."""
+        self.begun_read = True
+        """False while a resumed `--turns all` feed has not queued all the conversations
+        begun on disk yet (the dataset does not settle meanwhile)."""
+        self.conversations_done = 0
+        """With `--turns all`: conversations whose every turn is on disk."""
+        self.conversations_fed = 0
+        self.turns_fed = 0
+        """With `--turns all`: conversations queued and their turns, for the mean a
+        conversation not begun yet is planned at (`turns_mean`)."""
         self.prompt_lines: int | None = None
         """Non-empty lines of its prompt file, once counted (the feeder counts them)."""
 
@@ -103,11 +120,32 @@ class DatasetRun:
     def prompts_left(self) -> int | None:
         """Answers its prompt file can still give (None: not counted yet): exact once every
         prompt is read, else the file's lines less those done, skipped and given up."""
+        if self.conversations_fed:  # --turns all: an answer is a turn
+            return self._turns_left()
         if self.producer_done and self.queue is not None:
             return self.queue.qsize() + len(self.given_back) + len(self.inflight)
         if self.prompt_lines is None:
             return None
         return max(0, self.prompt_lines - len(self.done) - self.malformed - self.errors)
+
+    def _turns_left(self) -> int | None:
+        """`prompts_left` with `--turns all`: the turns in flight conversations still
+        send, and the conversations not begun at the mean turn count so far."""
+        begun = sum(1 + entry.turns_left for entry in self.inflight)
+        if self.producer_done and self.queue is not None:
+            waiting: int | None = self.queue.qsize()
+        elif self.prompt_lines is None:
+            return None
+        else:
+            gone = self.conversations_done + len(self.inflight) + self.malformed + self.errors
+            waiting = max(0, self.prompt_lines - gone)
+        return begun + round((waiting or 0) * self.turns_mean)
+
+    @property
+    def turns_mean(self) -> float:
+        """The mean turns of the conversations queued so far (1 with `--turns last`): what
+        the scheduler plans the next conversation at."""
+        return self.turns_fed / self.conversations_fed if self.conversations_fed else 1.0
 
     @property
     def all_sent(self) -> bool:

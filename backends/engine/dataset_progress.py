@@ -10,6 +10,7 @@ from gen_tui.backends.config.run import EngineConfig
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, producing_rates
+from gen_tui.backends.store.conversations import Turns
 
 
 def dataset_snapshot(
@@ -50,5 +51,6 @@ def dataset_snapshot(
         budget_note=ds.budget_note,
         batches=ds.batches,
         cost_saved=ds.cost_saved,
+        conversations=ds.conversations_done if config.turns is Turns.ALL else None,
         **CostMeter.fields(ds, now_mono),
     )

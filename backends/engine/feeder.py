@@ -19,6 +19,7 @@ from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.config.run import EngineError
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
+from gen_tui.backends.store.conversations import Turns, turn_count, turn_messages
 from gen_tui.backends.store.prompts import Prompt, PromptProblem, count_lines, iter_prompts
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, encode_turn, load_tokenizer
 
@@ -32,6 +33,15 @@ hands over only every switch interval (5 ms): each call pays a few such waits wh
 size. At 32 a call the feed ran at about 1,000 prompts/s against a loop that sends 2,000 a
 second, and the queue was found empty at most launches of the client-overhead bench; at
 256 it stays full (see BENCHMARKS.md, client overhead)."""
+
+
+def encode_messages_or_error(tokenizer: Any, messages: list[dict[str, str]]) -> Any:
+    """`encode_many` of one conversation: its ids, or the exception the template raised."""
+    return encode_many(tokenizer, [messages])[0]
+
+
+BEGUN_END = object()
+"""In a resumed `--turns all` feed, after the conversations begun on disk (`_begun_first`)."""
 
 
 class Feeder(RunPart):
@@ -80,12 +90,12 @@ class Feeder(RunPart):
             producer.cancel()
         await asyncio.gather(*self.producers, return_exceptions=True)
 
-    def _batch(self, path: Path, items: Iterator[Prompt | PromptProblem], size: int) -> list[Any]:
+    def _batch(self, path: Path, items: Iterator[Any], size: int) -> list[Any]:
         """The next `size` prompts of `items`, tokenized in one call, and the problems met."""
         out: list[Any] = []
         prompts: list[Prompt] = []
         for item in items:
-            if isinstance(item, PromptProblem):
+            if isinstance(item, PromptProblem) or item is BEGUN_END:
                 out.append(item)
                 continue
             prompts.append(item)
@@ -94,7 +104,11 @@ class Feeder(RunPart):
         if self.tokenizer is None:
             return out + [(prompt, None) for prompt in prompts]
         cap = self.config.max_prompt_tokens
-        encoded = encode_many(self.tokenizer, [prompt.messages for prompt in prompts])
+        if self.config.turns is Turns.ALL:  # its first turn: the source's answers are not sent
+            sent = [turn_messages(prompt.messages, 1, []) for prompt in prompts]
+        else:
+            sent = [prompt.messages for prompt in prompts]
+        encoded = encode_many(self.tokenizer, sent)
         for prompt, ids in zip(prompts, encoded, strict=True):
             if isinstance(ids, Exception):
                 out.append(PromptProblem(path, prompt.line, f"cannot tokenize: {ids}"))
@@ -109,8 +123,29 @@ class Feeder(RunPart):
                 )
             else:
                 counted = dataclasses.replace(prompt, tokens=len(ids))
-                out.append((counted, ids if self.tokenize else None))
+                # --turns all: each turn's request is tokenized as it goes out (`encode`)
+                whole = self.tokenize and self.config.turns is Turns.LAST
+                out.append((counted, ids if whole else None))
         return out
+
+    def _begun_first(self, ds: DatasetRun) -> Iterator[Prompt | PromptProblem | object]:
+        """`--turns all` on a resume: the conversations begun on disk first, then the rest
+        (read in the worker thread, as `iter_prompts` is). A conversation once begun is
+        finished, whatever the budget (the scheduler sends these first, `begun_queued`);
+        one whose line is gone from the file is forgotten, said once."""
+        found = set()
+        for item in iter_prompts(ds.spec.prompts, skip=ds.done):
+            if isinstance(item, Prompt) and item.key in ds.history:
+                found.add(item.key)
+                yield item
+        for key in set(ds.history) - found:
+            self.reporter.event(
+                "warning",
+                f"{ds.name}: conversation {key!r} has turns on disk but is not in "
+                f"{ds.spec.prompts}: it is left as it is",
+            )
+        yield BEGUN_END
+        yield from iter_prompts(ds.spec.prompts, skip=ds.done | found)
 
     async def _produce(self, ds: DatasetRun) -> None:
         assert ds.queue is not None
@@ -120,24 +155,37 @@ class Feeder(RunPart):
                 ds.prompt_lines = await loop.run_in_executor(
                     self.executor, count_lines, ds.spec.prompts
                 )
-        items = iter_prompts(
-            ds.spec.prompts, skip=ds.done | ds.held_out if ds.held_out else ds.done
-        )
+        skip = ds.done | ds.held_out if ds.held_out else ds.done
+        items = self._begun_first(ds) if ds.history else iter_prompts(ds.spec.prompts, skip)
         size = BATCH
         try:
             while not self.signals.stopping:
-                batch: list[PromptProblem | Queued] = await loop.run_in_executor(
+                batch: list[PromptProblem | Queued | object] = await loop.run_in_executor(
                     self.executor, self._batch, ds.spec.prompts, items, size
                 )
                 if not batch:
                     ds.producer_done = True  # read to its end: what is queued is all left
                     break
+                begun_read = False
                 for item in batch:
+                    if item is BEGUN_END:
+                        begun_read = True  # said once this batch's begun ones are queued
+                        continue
                     if isinstance(item, PromptProblem):
                         ds.malformed += 1
                         self.reporter.event("warning", f"{ds.name}: skipped {item}")
                         continue
+                    assert isinstance(item, tuple)
+                    prompt = item[0]
+                    if prompt.key in ds.history:
+                        ds.begun_queued += 1
+                    if self.config.turns is Turns.ALL:
+                        ds.conversations_fed += 1
+                        ds.turns_fed += turn_count(prompt.messages)
                     await ds.queue.put(item)
+                    self.signals.wake.set()
+                if begun_read:
+                    ds.begun_read = True
                     self.signals.wake.set()
                 room = ds.queue.maxsize - ds.queue.qsize()
                 size = min(MAX_BATCH, max(BATCH, room))
@@ -145,11 +193,31 @@ class Feeder(RunPart):
             ds.message = f"cannot read prompts: {exc}"
             self.reporter.event("error", f"{ds.name}: {ds.message}")
             ds.producer_done = True  # no more will come from this file
+            ds.begun_read = True
         finally:
             # A feed cancelled at the run's end (or stopped by a signal) has not read its
             # file through: `producer_done` stays False there, or `prompts_left` would count
             # only the prefetched queue (the final progress.json said 128 of 2,500 left).
             self.signals.wake.set()
+
+    async def encode(self, messages: list[dict[str, str]]) -> tuple[list[int] | None, int | None]:
+        """(ids for the client, or None if it takes messages; the prompt's length, or None
+        without a tokenizer) of one request built at run time: a conversation's next turn.
+        Raises ValueError naming why it cannot be sent (untokenizable, over the cap)."""
+        if self.tokenizer is None:
+            return None, None
+        loop = asyncio.get_running_loop()
+        encoded = await loop.run_in_executor(
+            self.executor, encode_messages_or_error, self.tokenizer, messages
+        )
+        if isinstance(encoded, Exception):
+            raise ValueError(f"cannot tokenize: {encoded}")
+        cap = self.config.max_prompt_tokens
+        if len(encoded) > cap:
+            raise ValueError(
+                f"prompt is {len(encoded):,} tokens, over the {cap:,} allowed (--max-prompt-tokens)"
+            )
+        return (encoded if self.tokenize else None), len(encoded)
 
     async def attach_ids(
         self, generation: Generation, messages: list[dict[str, str]]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
-from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError, queued_concurrency
 from gen_tui.backends.engine.answer_cap import AnswerCap
 from gen_tui.backends.engine.checks import receive
@@ -113,6 +113,10 @@ class RequestRunner(RunPart):
         self.on_stall: Callable[[], None] | None = None
         """Called when no server has room under the fleet plan and none has a request in
         flight: the plan's shares are spent before the budget, so re-plan now."""
+        self.affinity: dict[tuple[str, str], Server] = {}
+        """With `--turns all`: the server each conversation in flight was last answered by.
+        Its next turn goes there while it is up: the history is that server's prefix cache
+        (SGLang's radix cache), which another server would prefill again in full."""
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
         self._rng = random.Random(run.config.hooks.seed)
@@ -231,14 +235,22 @@ class RequestRunner(RunPart):
         if server.probe_left is not None:
             server.probe_left = max(0, server.probe_left - 1)
 
-    def _pick_server(self) -> Server:
+    def _pick_server(self, prefer: Server | None = None) -> Server:
+        """A server with room (under its lane's limit and planned share), the least loaded
+        for its size; `prefer` (a conversation's server) while it is up and has room. With
+        none roomy, the least loaded up (a retry whose lane went away); none up, the one
+        back soonest."""
         now = time.monotonic()
+        if prefer is not None and prefer.down_until <= now and prefer.has_room():
+            return prefer
         roomy = [s for s in self.servers if s.has_room()]
         if roomy:
             # The least loaded for its size: a lane of 64 slots takes more than one of 4.
             return min(roomy, key=lambda s: s.outstanding / (s.limit or 1))
+        if prefer is not None and prefer.down_until <= now:
+            return prefer
         up = [s for s in self.servers if s.down_until <= now]
-        if up:  # a retry whose lane went away: any server up takes it
+        if up:
             return min(up, key=lambda s: s.outstanding / (s.limit or 1))
         return min(self.servers, key=lambda s: s.down_until)
 
@@ -267,74 +279,90 @@ class RequestRunner(RunPart):
         sampling settings when None). `reserved`: the server whose slot the dispatcher took
         for the first attempt (see `reserve`).
         """
+        try:
+            await self.send(ds, entry, prompt, input_ids, max_new_tokens, reserved)
+        finally:
+            ds.inflight.remove(entry)
+
+    async def send(
+        self,
+        ds: DatasetRun,
+        entry: InFlight,
+        prompt: Prompt,
+        input_ids: list[int] | None,
+        max_new_tokens: int | None = None,
+        reserved: Server | None = None,
+    ) -> Generation | None:
+        """`run` without removing `entry` (a conversation keeps it from turn to turn):
+        the answer, once it is on disk; None if it was given up, dropped or the run stopped."""
         attempts = 0
         outages = 0
         signals = self.signals
-        try:
-            while True:
-                if reserved is not None:
-                    server, reserved = reserved, None
-                else:
-                    server = self._pick_server()
-                    self._take(server)
-                entry.started = time.monotonic()
-                entry.produced = 0
-                rid = f"{ds.name}/{prompt.sample_id}/{self._rid_stem}{next(self._rids):x}"
-                if server.first_sent is None:
-                    server.first_sent = entry.started
-                self.active[rid] = server
-                try:
-                    request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
-                    call = self.client.generate(server.url, request, entry)
-                    generation = await receive(call, server.url, self.client.secret)
-                except RequestFailed as exc:
-                    self._react(exc)
-                    if exc.kind == RequestFailed.PAYMENT:
-                        await signals.credits.wait()
-                        if signals.stopping:
-                            return
-                        continue
-                    if exc.counts:
-                        attempts += 1
-                        outages = 0
-                    else:
-                        outages += 1
-                        server.failures += 1
-                        server.last_error = exc.reason
-                        server.down_until = time.monotonic() + self._backoff(server.failures, None)
-                        if outages in (1, 10) or outages % 100 == 0:
-                            self.reporter.event("warning", f"{ds.name}: {exc.reason} (retrying)")
-                    if (
-                        not exc.retry
-                        or attempts > self.config.max_retries
-                        or outages > MAX_OUTAGE_RETRIES
-                    ):
-                        self._give_up(ds, prompt, exc, attempts)
-                        return
+        while True:
+            if reserved is not None:
+                server, reserved = reserved, None
+            else:
+                server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
+                self._take(server)
+            entry.started = time.monotonic()
+            entry.produced = 0
+            turn = "" if prompt.turn is None else f"#{prompt.turn}"
+            rid = f"{ds.name}/{prompt.sample_id}{turn}/{self._rid_stem}{next(self._rids):x}"
+            if server.first_sent is None:
+                server.first_sent = entry.started
+            self.active[rid] = server
+            try:
+                request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
+                call = self.client.generate(server.url, request, entry)
+                generation = await receive(call, server.url, self.client.secret)
+            except RequestFailed as exc:
+                self._react(exc)
+                if exc.kind == RequestFailed.PAYMENT:
+                    await signals.credits.wait()
                     if signals.stopping:
-                        return
-                    if not exc.counts and self._any_server_up():
-                        continue  # this server is away, another is up: go there now
-                    await asyncio.sleep(self._backoff(attempts + outages, exc.retry_after))
-                    if signals.stopping:
-                        return
+                        return None
                     continue
-                finally:
-                    server.outstanding -= 1
-                    self.active.pop(rid, None)
-                server.down_until = 0.0
-                server.failures = 0
-                server.tokens += generation.completion_tokens
-                server.answers += 1
-                server.allowance -= generation.completion_tokens
-                server.request_s += time.monotonic() - entry.started
-                server.cost += self.sink.cost.price(generation, server.url) or 0.0
-                self.pool.grow()
-                generation = await self.feeder.attach_ids(generation, prompt.messages)
-                await self.sink.keep(ds, prompt, generation, server.url)
-                return
-        finally:
-            ds.inflight.remove(entry)
+                if exc.counts:
+                    attempts += 1
+                    outages = 0
+                else:
+                    outages += 1
+                    server.failures += 1
+                    server.last_error = exc.reason
+                    server.down_until = time.monotonic() + self._backoff(server.failures, None)
+                    if outages in (1, 10) or outages % 100 == 0:
+                        self.reporter.event("warning", f"{ds.name}: {exc.reason} (retrying)")
+                if (
+                    not exc.retry
+                    or attempts > self.config.max_retries
+                    or outages > MAX_OUTAGE_RETRIES
+                ):
+                    self._give_up(ds, prompt, exc, attempts)
+                    return None
+                if signals.stopping:
+                    return None
+                if not exc.counts and self._any_server_up():
+                    continue  # this server is away, another is up: go there now
+                await asyncio.sleep(self._backoff(attempts + outages, exc.retry_after))
+                if signals.stopping:
+                    return None
+                continue
+            finally:
+                server.outstanding -= 1
+                self.active.pop(rid, None)
+            server.down_until = 0.0
+            server.failures = 0
+            server.tokens += generation.completion_tokens
+            server.answers += 1
+            server.allowance -= generation.completion_tokens
+            server.request_s += time.monotonic() - entry.started
+            server.cost += self.sink.cost.price(generation, server.url) or 0.0
+            self.pool.grow()
+            if prompt.turn is not None:  # its next turn's history is in this server's cache
+                self.affinity[(ds.name, prompt.key)] = server
+            generation = await self.feeder.attach_ids(generation, prompt.messages)
+            await self.sink.keep(ds, prompt, generation, server.url)
+            return generation if prompt.record_key in ds.done else None
 
     def _react(self, exc: RequestFailed) -> None:
         """Run-wide reactions: slow down on 429s, pause on 402, stop on a refused key."""

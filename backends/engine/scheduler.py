@@ -44,6 +44,7 @@ class Scheduler(RunPart):
             ds.model,
             self.answer_limit.tokens,
             expected=ds.expected,
+            turns=ds.turns_mean,
         )
 
     def note_small_budget(self, ds: DatasetRun) -> None:
@@ -99,15 +100,16 @@ class Scheduler(RunPart):
                 continue
             if ds.on_hold or ds.halted:  # paused or stopped alone
                 continue
-            if self.may_send(ds, ds.inflight):
-                return ds
+            if ds.begun_queued or self.may_send(ds, ds.inflight):
+                return ds  # (a conversation begun on disk is finished whatever the budget)
             self.note_small_budget(ds)
         return None
 
     def settle(self, ds: DatasetRun) -> None:
         """Move a dataset that can make no more progress to its final state."""
-        if ds.state.finished or ds.inflight:
-            return
+        begun = ds.begun_queued or not ds.begun_read
+        if ds.state.finished or ds.inflight or (begun and not ds.halted):
+            return  # (--turns all: conversations begun on disk are still to finish)
         if ds.halted:  # stopped alone, and drained: it ends here, the others go on
             ds.state = DatasetState.STOPPED
             ds.message = (

@@ -28,6 +28,7 @@ from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.view_files import RunViews
 from gen_tui.backends.progress.snapshot import RunSnapshot
+from gen_tui.backends.store.conversations import turns_on_disk
 from gen_tui.backends.store.lock import LockHeld
 from gen_tui.backends.store.manifest import RunSetup, file_sha256, public_url, record_setup
 from gen_tui.backends.store.prompts import NotARegularFile, Prompt
@@ -138,6 +139,10 @@ class DatasetSink(RunPart):
                 "warning", f"{ds.name}: {raw} already holds {scan.duplicates} duplicate sample_ids"
             )
         ds.done = scan.done
+        partial = {key for key in scan.turn_counts if key not in scan.done}
+        ds.conversations_done = len(scan.turn_counts) - len(partial)
+        ds.history = turns_on_disk(raw, partial)
+        ds.begun_read = not ds.history
         ds.tokens = ds.resumed_tokens = scan.tokens
         ds.samples = ds.resumed_samples = scan.records
         ds.truncation.truncated = scan.truncated
@@ -226,7 +231,7 @@ class DatasetSink(RunPart):
                 ds.message = _held_message(ds.held) if ds.held else ""
 
     def _commit(self, ds: DatasetRun, prompt: Prompt, gen: Generation, server: str) -> None:
-        key = prompt.key
+        key = prompt.record_key
         if key in ds.done:
             return
         if (
@@ -256,6 +261,8 @@ class DatasetSink(RunPart):
             cost=cost,
             reasoning=gen.reasoning,
             ids_gap=gen.ids_gap,
+            turn=prompt.turn,
+            turns=prompt.turns,
             api=lane.api if lane is not None else None,
             lane=lane.name if lane is not None else None,
         ).to_line()
@@ -272,6 +279,9 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        if prompt.turn is not None and prompt.turn == prompt.turns:
+            ds.done.add(prompt.key)  # its last turn: the conversation is whole on disk
+            ds.conversations_done += 1
         ds.quality.answer(gen.completion_tokens, gen.finish_reason, gen.latency_s)
         self._watch_truncation(ds, gen)
         if not was_reached and ds.reached:

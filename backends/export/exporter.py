@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from gen_tui.backends.export import turns as turns_export
 from gen_tui.backends.export.folders import left_out_line, ours_only
 from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
 from gen_tui.backends.figures import counted
@@ -37,7 +38,9 @@ from gen_tui.backends.store.records import (
     RecordFileError,
     open_records,
     record_lines,
+    record_turn,
     sample_key,
+    turn_key,
 )
 from gen_tui.backends.tokenizer import TokenizerError, encode_many, load_tokenizer
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
@@ -117,11 +120,15 @@ def _open(raw: Path) -> BinaryIO:
         raise ExportError(str(exc)) from None
 
 
-def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
-    """Each sample's (byte offset, line number) in `raw`; a second record of a sample is
-    counted as skipped. A line that is not a record stops the export: `gen-tui verify`
+def index_records(
+    raw: Path, tally: Tally, turns: dict[str, int] | None = None
+) -> dict[str, tuple[int, int]]:
+    """Each sample's (byte offset, line number) in `raw`, a `--turns all` turn's under its
+    turn key (its conversation's key and turn count then in `turns`); a second record of a
+    sample is counted as skipped. A line that is not a record stops the export: `gen-tui verify`
     names every such line, and a crash's torn last line is moved aside by the next run."""
     index: dict[str, tuple[int, int]] = {}
+    turns = {} if turns is None else turns
     with _open(raw) as handle:
         for line_no, start, line in record_lines(handle):
             if isinstance(line, int):
@@ -130,10 +137,15 @@ def index_records(raw: Path, tally: Tally) -> dict[str, tuple[int, int]]:
                 )
             if not line.strip():
                 continue
-            key = _head_key(line)
+            key = _head_key(line) if b'"turn":' not in line else None
             if key is None:
                 try:
-                    key = sample_key(record_counts(orjson.loads(line))[0])
+                    parsed = orjson.loads(line)
+                    key = sample_key(record_counts(parsed)[0])
+                    turn = record_turn(parsed)
+                    if turn is not None:  # --turns all: a conversation's turn, by its key
+                        turns[key] = max(turns.get(key, 0), turn[1])
+                        key = turn_key(key, turn[0])
                 except (orjson.JSONDecodeError, ValueError) as exc:
                     reason = one_line(str(exc), QUOTED_CHARS)
                     raise ExportError(
@@ -244,14 +256,48 @@ def _flush(
 
 
 def _matching(
-    path: Path, index: dict[str, tuple[int, int]]
-) -> Iterator[tuple[Prompt, tuple[int, int]]]:
-    """The prompts of `path` that have a record, with where; each is taken out of `index`."""
+    path: Path, index: dict[str, tuple[int, int]], turns: dict[str, int]
+) -> Iterator[tuple[Prompt, tuple[int, int]] | tuple[Prompt, list[tuple[int, int] | None]]]:
+    """The prompts of `path` that have a record, with where; each is taken out of `index`.
+    A `--turns all` conversation comes with where each of its turns is (None: not on disk)."""
     for prompt in iter_prompts(path):
-        if isinstance(prompt, Prompt):
-            where = index.pop(prompt.key, None)
-            if where is not None:
-                yield prompt, where
+        if not isinstance(prompt, Prompt):
+            continue
+        where = index.pop(prompt.key, None)
+        if where is not None:
+            yield prompt, where
+            continue
+        count = turns.get(prompt.key)
+        if count is not None:
+            yield prompt, [index.pop(turn_key(prompt.key, t), None) for t in range(1, count + 1)]
+
+
+def _conversation(
+    ds: _Dataset, prompt: Prompt, spots: list[tuple[int, int] | None], records: BinaryIO
+) -> None:
+    """Export one `--turns all` conversation as one row (backends/export/turns.py): only a
+    whole one; the turns of one not finished are skipped, counted as such."""
+    present = [spot for spot in spots if spot is not None]
+    if len(present) < len(spots) or not spots:
+        ds.tally.skipped[turns_export.UNFINISHED] += len(present)
+        return
+    read = []
+    for offset, line_no in present:
+        records.seek(offset)
+        try:
+            read.append(orjson.loads(records.readline()))
+        except orjson.JSONDecodeError as exc:  # changed under us since the index
+            raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
+    item = turns_export.Conversation(ds.name, prompt, read)
+    ids = ds.options.format == "specforge"
+    built = turns_export.build(item, ds.tokenizer, ds.options.max_length, ids)
+    if isinstance(built, str):
+        ds.tally.skipped[built] += len(read)
+        return
+    ds.write(turns_export.row(ds.options.format, item, built, ds.facts, ds.tokenizer) + b"\n")
+    ds.tally.exported += built.turns
+    if built.turns < len(read):
+        ds.tally.skipped[OVER_LENGTH] += len(read) - built.turns
 
 
 def export_dataset(
@@ -267,13 +313,17 @@ def export_dataset(
     raw = folder / RAW_FILE
     if not raw.exists():
         return tally
-    index = index_records(raw, tally)
+    turns: dict[str, int] = {}
+    index = index_records(raw, tally, turns)
     ds = _Dataset(folder.name, raw, setup, tokenizer, options, tally, write)
     writer = WRITERS[options.format]
     batch: list[tuple[Prompt, tuple[int, int]]] = []
     with _open(raw) as records:
-        for pair in _matching(Path(setup.prompts), index):
-            batch.append(pair)
+        for prompt, where in _matching(Path(setup.prompts), index, turns):
+            if isinstance(where, list):
+                _conversation(ds, prompt, where, records)
+                continue
+            batch.append((prompt, where))
             if len(batch) >= BATCH:
                 _flush(ds, batch, records, writer)
                 batch.clear()

@@ -25,6 +25,7 @@ from gen_tui.backends.store.records import (
     RecordFileError,
     open_records,
     record_lines,
+    record_turn,
     sample_key,
     seal_problem,
     sealed,
@@ -118,7 +119,43 @@ def record_problem(
     for name in ("text", "reasoning"):
         if record.get(name) is not None and not isinstance(record[name], str):
             return f"field '{name}' must be a string"
+    if ("turn" in record or "turns" in record) and record_turn(record) is None:
+        return (
+            f"fields 'turn' and 'turns' must be integers with 1 <= turn <= turns, got "
+            f"{quoted(record.get('turn'))} and {quoted(record.get('turns'))}"
+        )
     return None
+
+
+class TurnOrder:
+    """`--turns all`: each conversation's turns whole and in order in its record file.
+
+    A turn must follow its conversation's previous turn (turn k after turn k-1), name the
+    same turn count as the conversation's other turns, and come once: a gap or a duplicate
+    would be a turn regenerated from a history other than the one on disk. A conversation
+    whose last turns are not there yet is not a problem (a run stopped mid-way resumes it)
+    but is counted, for the verdict to say."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int, int]] = {}
+        """conversation key -> (last turn, turn count, line of its first turn)."""
+
+    def check(self, key: str, turn: int, turns: int, line_no: int) -> str | None:
+        """Note turn `turn` of `turns` of conversation `key` at `line_no`; the problem, if any."""
+        last, count, first = self.seen.get(key, (0, turns, line_no))
+        if turns != count:
+            return f"conversation {key!r}: turn {turn} says {turns} turns, its turn 1 said {count}"
+        if turn <= last:
+            return f"conversation {key!r}: turn {turn} again (after turn {last}): a duplicate"
+        if turn != last + 1:
+            missing = f"turn {last + 1}" if turn == last + 2 else f"turns {last + 1}-{turn - 1}"
+            return f"conversation {key!r}: turn {turn} follows turn {last}: {missing} missing"
+        self.seen[key] = (turn, count, first)
+        return None
+
+    def unfinished(self) -> int:
+        """Conversations whose last turns are not on disk yet."""
+        return sum(1 for last, count, _ in self.seen.values() if last < count)
 
 
 def _setup(
@@ -159,6 +196,7 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
         verdict.unchecked.append("output ids (an --api openai run without --tokenizer has none)")
     raw = folder / RAW_FILE
     first_line: dict[str, int] = {}
+    order = TurnOrder()
     unsealed = 0
     try:
         handle = open_records(raw) if os.path.lexists(raw) else None
@@ -196,6 +234,12 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
                 if not sealed(line):
                     unsealed += 1
                 key = sample_key(record["sample_id"])
+                turn = record_turn(record)
+                if turn is not None:
+                    if (problem := order.check(key, *turn, line_no)) is not None:
+                        verdict.problem(where, problem)
+                    first_line.setdefault(key, line_no)
+                    continue
                 if key in first_line:
                     verdict.problem(
                         where, f"duplicate sample_id {key!r} (first at line {first_line[key]})"
@@ -204,6 +248,10 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
                     first_line[key] = line_no
     if unsealed:
         verdict.unchecked.append(f"the bytes of {unsealed} records without a crc32 (older runs)")
+    if unfinished := order.unfinished():
+        verdict.unchecked.append(
+            f"{counted(unfinished, 'conversation')} not finished yet (a run resumes them)"
+        )
     if setup is not None:
         _check_prompts(Path(setup.prompts), raw, first_line, verdict)
     return verdict

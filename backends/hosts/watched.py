@@ -127,6 +127,8 @@ def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
         fields["budget_note"] = one_line(progress.budget_note)
     if progress.cost_saved is not None:
         fields["cost_saved"] = progress.cost_saved
+    if progress.conversations is not None and progress.conversations >= 0:
+        fields["conversations"] = progress.conversations
     return fields
 
 

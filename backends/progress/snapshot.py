@@ -130,6 +130,9 @@ class DatasetSnapshot:
     cost_saved: float | None = None
     """What its batch answers would have cost at the live price, less what they cost
     (None: not a batch run, or no price known)."""
+    conversations: int | None = None
+    """With `--turns all`: the conversations whole on disk (its `samples` are their turns
+    and those of conversations not finished yet); None with `--turns last`."""
 
     @property
     def fraction(self) -> float | None:

@@ -125,6 +125,8 @@ class ProgressFile:
     them (ids and statuses cleaned and cut; see progress/batches.py)."""
     cost_saved: float | None = None
     """Its batch answers' cost at the live price less what they cost."""
+    conversations: int | None = None
+    """With `--turns all`: the conversations whole on disk (see DatasetSnapshot)."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -216,6 +218,7 @@ class ProgressFile:
             budget_note=pick("budget_note", str) or None,
             batches=batches,
             cost_saved=float(saved) if saved is not None else None,
+            conversations=pick("conversations", int, bounds=COUNT),
             servers=servers,
             ignored=tuple(ignored),
         )

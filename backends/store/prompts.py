@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import orjson
 
-from gen_tui.backends.store.records import SampleId, sample_key
+from gen_tui.backends.store.records import SampleId, sample_key, turn_key
 from gen_tui.backends.watcher import (
     DATASET_NAME,
     MAX_PROMPT_LINE,
@@ -53,10 +53,21 @@ class Prompt:
     line: int
     tokens: int | None = None
     """The templated prompt's length, once a tokenizer has counted it (see answer_cap.py)."""
+    turn: int | None = None
+    """With `--turns all`: which turn of its conversation this request is (1-based), its
+    `messages` then the history `conversations.turn_messages` builds; None otherwise."""
+    turns: int | None = None
+    """With `--turns all`: how many turns its conversation has."""
 
     @property
     def key(self) -> str:
         return sample_key(self.sample_id)
+
+    @property
+    def record_key(self) -> str:
+        """The key of the record this request's answer becomes: the sample's, or with
+        `--turns all` its turn's (`conversations.turn_key`)."""
+        return self.key if self.turn is None else turn_key(self.key, self.turn)
 
 
 @dataclass(frozen=True, slots=True)

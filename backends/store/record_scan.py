@@ -61,6 +61,27 @@ def sample_key(sample_id: SampleId) -> str:
     return str(sample_id)
 
 
+TURN_MARK = "\x1f"
+"""Between a conversation's key and a turn number in a turn's record key (`--turns all`):
+a control character, which no real sample id holds, so a turn key never equals a sample key."""
+
+
+def turn_key(key: str, turn: int) -> str:
+    """The record key of turn `turn` (1-based) of the conversation keyed `key`."""
+    return f"{key}{TURN_MARK}{turn}"
+
+
+def record_turn(record: object) -> tuple[int, int] | None:
+    """(turn, turns) of a parsed record written by `--turns all`, else None (a record of a
+    whole sample, or fields that are not positive integers with turn <= turns)."""
+    if not isinstance(record, dict):
+        return None
+    turn, turns = record.get("turn"), record.get("turns")
+    if type(turn) is not int or type(turns) is not int or not 1 <= turn <= turns:
+        return None
+    return turn, turns
+
+
 @dataclass
 class ScanResult:
     """What a record file holds: the done samples, their token total and how many of them
@@ -72,6 +93,9 @@ class ScanResult:
     truncated: int = 0
     duplicates: int = 0
     lengths: list[int] = field(default_factory=list)
+    turn_counts: dict[str, int] = field(default_factory=dict)
+    """With `--turns all`: each conversation on disk and how many turns it has (its keys
+    in `done` are its turns' keys, and the conversation's own key once all are there)."""
     valid_bytes: int = 0
     torn_tail: bytes = b""
     missing_newline: bool = False
@@ -87,6 +111,34 @@ _FAST_TOKENS = b',"completion_tokens":'
 _FAST_PROMPT = b',"prompt_tokens":'
 _FAST_REASON = b',"finish_reason":'
 _FAST_CUT = b'"%s"' % CUT.encode()
+
+
+_FAST_TURN = b',"turn":'
+_FAST_TURNS = b',"turns":'
+
+
+def _fast_turn(line: bytes, start: int) -> tuple[int, int] | bool | None:
+    """(turn, turns) written right after the finish reason's string that starts at
+    `start`; None when there are none (a whole sample's record), False when the full parse
+    must decide."""
+    end = line.find(b'"', start + 1)
+    if end < 0 or b"\\" in line[start:end]:
+        return False
+    end += 1
+    if not line.startswith(_FAST_TURN, end):
+        return False if line.find(b'"turn":', end) >= 0 else None
+    numbers = []
+    for mark in (_FAST_TURN, _FAST_TURNS):
+        if not line.startswith(mark, end):
+            return False
+        begin = end + len(mark)
+        end = line.find(b",", begin)
+        digits = line[begin:end]
+        if end < 0 or not digits.isdigit() or len(digits) > 6 or digits[:1] == b"0":
+            return False
+        numbers.append(int(digits))
+    turn, turns = numbers
+    return (turn, turns) if turn <= turns else False
 
 
 def _fast_counts(line: bytes) -> tuple[str, int, bool] | None:
@@ -149,11 +201,15 @@ def _fast_counts(line: bytes) -> tuple[str, int, bool] | None:
     if end < 0 or not line[start:end].isdigit() or not line.startswith(_FAST_REASON, end):
         return None
     start = end + len(_FAST_REASON)
-    if line.startswith(_FAST_CUT, start):
-        return key, tokens, True
     if line[start : start + 1] != b'"':
         return None
-    return key, tokens, False
+    turn = _fast_turn(line, start)
+    if turn is False:
+        return None
+    if turn is not None:
+        assert not isinstance(turn, bool)
+        key = turn_key(key, turn[0]) + f"/{turn[1]}"
+    return key, tokens, line.startswith(_FAST_CUT, start)
 
 
 _KEEP_LENGTHS = 4096
@@ -245,6 +301,11 @@ def scan_records(path: Path) -> ScanResult:
                 continue
             key = sample_key(sample_id)
             cut = record_cut(parsed)
+            turn = record_turn(parsed)
+            if turn is not None:
+                key = turn_key(key, turn[0]) + f"/{turn[1]}"
+        if TURN_MARK in key:
+            key = _count_turn(result, key)
         if key in result.done:
             result.duplicates += 1
         result.done.add(key)
@@ -265,6 +326,21 @@ def scan_records(path: Path) -> ScanResult:
             result.torn_tail = handle.read(TORN_KEPT) or b"\n"  # non-empty: there is one
         result.missing_newline = False
     return result
+
+
+def _count_turn(result: ScanResult, scanned: str) -> str:
+    """Note a turn record's conversation (scanned as `turn key/turns`) and return its turn
+    key; a conversation whose every turn is on disk gets its own key in `done` too."""
+    key, _, turns = scanned.rpartition("/")
+    conversation = key.rpartition(TURN_MARK)[0]
+    count = int(turns)
+    result.turn_counts[conversation] = count
+    if key not in result.done and all(
+        turn_key(conversation, turn) in result.done or turn_key(conversation, turn) == key
+        for turn in range(1, count + 1)
+    ):
+        result.done.add(conversation)
+    return key
 
 
 def quarantine_torn_tail(path: Path, scan: ScanResult) -> Path | None:

@@ -30,8 +30,10 @@ from gen_tui.backends.store.record_scan import (
     open_records,
     quarantine_torn_tail,
     record_lines,
+    record_turn,
     sample_key,
     scan_records,
+    turn_key,
 )
 
 # The folder's file names and the record-counting rule are the watcher's: it ships alone to
@@ -70,11 +72,13 @@ __all__ = [
     "quarantine_torn_tail",
     "record_counts",
     "record_lines",
+    "record_turn",
     "sample_key",
     "scan_records",
     "seal",
     "seal_problem",
     "sealed",
+    "turn_key",
     "write_json_atomic",
 ]
 
@@ -135,6 +139,10 @@ class Completion:
     ids_gap: int | None = None
     """`len(output_ids) - completion_tokens` where gen-tui tokenized the text itself: how
     far its ids are from what the server counted (never on SGLang's native ids)."""
+    turn: int | None = None
+    """With `--turns all`: the turn of conversation `sample_id` this answers (1-based)."""
+    turns: int | None = None
+    """With `--turns all`: how many turns that conversation has."""
     api: str | None = None
     """The API that made it (`sglang`, `openai`), in a run over a mixed fleet."""
     lane: str | None = None
@@ -148,6 +156,9 @@ class Completion:
             "prompt_tokens": self.prompt_tokens,
             "finish_reason": self.finish_reason,
         }
+        if self.turn is not None:  # right after the head: the resume scan reads it there
+            record["turn"] = self.turn
+            record["turns"] = self.turns
         if self.ids_gap is not None:
             record["ids_gap"] = self.ids_gap
         if self.output_ids is not None:

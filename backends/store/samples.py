@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from gen_tui.backends.bounds import COUNT, SECONDS
+from gen_tui.backends.store.record_scan import record_turn
 from gen_tui.backends.untrusted import clean, one_line
 
 TEXT_CHARS = 6000
@@ -37,6 +38,8 @@ class Sample:
     reasoning: str | None
     source: str
     """Where the answer text came from: "text", "decoded" or "" (neither: ids only)."""
+    turn: tuple[int, int] | None = None
+    """With `--turns all`: (turn, turns) of its conversation this answer is."""
 
 
 def _int(value: Any) -> int | None:
@@ -78,6 +81,7 @@ def parse_sample(line: str, tokenizer: Any = None) -> Sample | None:
         answer=clean(text, TEXT_CHARS) if text is not None else "",
         reasoning=clean(reasoning, TEXT_CHARS) if isinstance(reasoning, str) else None,
         source=source,
+        turn=record_turn(record),
     )
 
 

@@ -1,0 +1,136 @@
+"""Export of `--turns all` conversations: one row a conversation, every regenerated
+assistant turn in the loss mask (issue 35).
+
+How the ids are built: turn k's request was turn 1..k's history rendered by the run's chat
+template (`conversations.turn_messages`), so the row is turn 1's prompt ids, then each
+turn's answer ids (mask 1) and the template's ids between that answer and the next turn's
+generation prompt (mask 0): the part of turn k+1's rendered prompt that follows everything
+before it. That holds only if turn k+1's prompt starts with turn k's prompt and answer ids,
+which a template that re-renders the earlier turns otherwise breaks: such a conversation
+is skipped as an ids mismatch, never exported with a mask off by a token. A thinking
+model's is: its template drops an earlier turn's reasoning from the history, where the
+answer's ids hold it (`specforge` then skips every such conversation; `sharegpt` and
+`text`, which carry messages, export it with each turn's `reasoning_content`).
+
+`--max-length` cuts whole turns: the row keeps the turns whose ids fit, and a conversation
+whose first turn does not fit is skipped as over the length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gen_tui.backends.export.formats import RunFacts
+from gen_tui.backends.store.conversations import turn_messages
+from gen_tui.backends.store.prompts import Prompt
+from gen_tui.backends.store.records import sample_key
+from gen_tui.backends.tokenizer import encode_many
+
+UNFINISHED = "conversation unfinished"
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation's prompt line and its turn records, in turn order."""
+
+    dataset: str
+    prompt: Prompt
+    records: list[dict[str, Any]]
+
+    def answers(self, tokenizer: Any) -> list[str]:
+        out = []
+        for record in self.records:
+            text = record.get("text")
+            if not isinstance(text, str):
+                text = str(tokenizer.decode(record["output_ids"], skip_special_tokens=True))
+            out.append(text)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """A conversation's row content, cut to the turns kept: the ids, the mask, the messages
+    with every kept assistant turn."""
+
+    turns: int
+    input_ids: list[int]
+    loss_mask: list[int]
+    conversation: list[dict[str, str]]
+
+
+def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool) -> Built | str:
+    """The row of `item`, or the reason it is skipped (`exporter`'s skip reasons). `ids`:
+    the row carries input ids and a loss mask (specforge), which need every turn's prompt
+    to start with the one before it and its answer's ids; the formats of messages do not,
+    and cut at `max_length` by each turn's own prompt and answer."""
+    answers = item.answers(tokenizer)
+    turns = len(item.records)
+    prompts = encode_many(
+        tokenizer,
+        [turn_messages(item.prompt.messages, turn, answers) for turn in range(1, turns + 1)],
+    )
+    row: list[int] = []
+    mask: list[int] = []
+    kept = 0
+    for record, prompt_ids in zip(item.records, prompts, strict=True):
+        output_ids = record.get("output_ids")
+        if isinstance(prompt_ids, Exception):
+            return "prompt untokenizable"
+        if not isinstance(output_ids, list):
+            return "no output_ids"
+        if ids and prompt_ids[: len(row)] != row:
+            return "ids mismatch"
+        bridge = prompt_ids[len(row) :] if ids else []
+        length = (
+            len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
+        )
+        if max_length is not None and length > max_length:
+            break
+        row += bridge + output_ids
+        mask += [0] * len(bridge) + [1] * len(output_ids)
+        kept += 1
+    if kept == 0:
+        return "over --max-length"
+    messages = turn_messages(item.prompt.messages, kept, answers)
+    last = {"role": "assistant", "content": answers[kept - 1]}
+    conversation = [*messages, last]
+    for turn_index, record in enumerate(item.records[:kept]):
+        reasoning = record.get("reasoning")
+        if isinstance(reasoning, str):
+            _assistant(conversation, turn_index)["reasoning_content"] = reasoning
+    return Built(kept, row, mask, conversation)
+
+
+def _assistant(conversation: list[dict[str, str]], index: int) -> dict[str, str]:
+    """The `index`-th (0-based) assistant message of `conversation`."""
+    return [m for m in conversation if m["role"] == "assistant"][index]
+
+
+def metadata(item: Conversation, built: Built, facts: RunFacts) -> dict[str, Any]:
+    """Every row's metadata has the same fields of the same types (see formats.py)."""
+    kept = item.records[: built.turns]
+    return {
+        "dataset": item.dataset,
+        "sample_id": sample_key(item.prompt.sample_id),
+        "turns": built.turns,
+        "finish_reasons": [str(record.get("finish_reason")) for record in kept],
+        "completion_tokens": sum(int(record.get("completion_tokens") or 0) for record in kept),
+        "model": facts.model,
+        "sampling": facts.sampling,
+    }
+
+
+def row(fmt: str, item: Conversation, built: Built, facts: RunFacts, tokenizer: Any) -> bytes:
+    """One conversation's line in format `fmt` (`formats.FORMATS`)."""
+    row_id = f"{item.dataset}/{sample_key(item.prompt.sample_id)}"
+    meta = metadata(item, built, facts)
+    if fmt == "specforge":
+        body: dict[str, Any] = {"input_ids": built.input_ids, "loss_mask": built.loss_mask}
+    elif fmt == "sharegpt":
+        body = {"conversations": built.conversation}
+    else:
+        body = {"text": tokenizer.apply_chat_template(built.conversation, tokenize=False)}
+    return orjson.dumps({"id": row_id, **body, "metadata": meta})
