@@ -99,6 +99,9 @@ class Setting:
     """Words taken as they are instead of a value (`auto` for --concurrency)."""
     path: bool = False
     """A path: relative to the config file that gives it, `~` expanded."""
+    check: Callable[[Any], object] | None = None
+    """A rule of its own for a value in words (`--deadline 07:30`): raises ValueError with
+    what was expected; the value is kept as written (when it is meant is the run's to say)."""
 
     def convert(self, value: Any, name: str | None = None) -> Any:
         """The value as the engine takes it, checked; raise :class:`SettingError` naming
@@ -120,6 +123,11 @@ class Setting:
                 value = parse_count(value, what=name)
             except CountError as exc:
                 raise SettingError(f"{exc}{words.replace(' or', ', or', 1)}") from None
+        if self.check is not None:
+            try:
+                self.check(value)
+            except ValueError as exc:
+                raise SettingError(f"{name} {exc}") from None
         if self.choices is not None and str(value) not in self.choices:
             raise SettingError(f"{name} {value!r} is not one of {', '.join(self.choices)}")
         if self.minimum is not None and value < self.minimum:

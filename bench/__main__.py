@@ -27,6 +27,7 @@ NAMES = [
     "scale",
     "batch_lane",
     "multiturn",
+    "fleet_plan",
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.batch import BatchClient
+from gen_tui.backends.clients.fleet import FleetClient
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import OpenAIClient
 from gen_tui.backends.clients.sglang import SGLangClient
@@ -15,6 +16,7 @@ from gen_tui.backends.config.run import EngineConfig, resolve_api_key
 
 __all__ = [
     "BatchClient",
+    "FleetClient",
     "InferenceClient",
     "OpenAIClient",
     "Request",
@@ -24,11 +26,21 @@ __all__ = [
 
 
 def client_for(config: EngineConfig) -> InferenceClient:
-    """The client for `config.api`: the one place the engine's API setting is read."""
+    """The client for `config.api`, or for each lane of a mixed fleet (`--lane`, each with
+    its own API): the one place the engine's API setting is read."""
+    if config.lanes:
+        made: dict[str, InferenceClient] = {}
+        for api in {lane.api for lane in config.fleet}:
+            made[api] = _client(config, api)
+        return FleetClient({lane.url: made[lane.api] for lane in config.fleet})
+    return _client(config, config.api)
+
+
+def _client(config: EngineConfig, api: str) -> InferenceClient:
     api_key, key_hint = resolve_api_key(config)
     limits = Limits.for_sampling(config.sampling, config.idle_timeout_s)
-    if config.api in ("openai", "openai-batch"):
-        kind = BatchClient if config.api == "openai-batch" else OpenAIClient
+    if api in ("openai", "openai-batch"):
+        kind = BatchClient if api == "openai-batch" else OpenAIClient
         return kind(
             config.sampling,
             model=config.model,

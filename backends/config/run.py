@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends.budget.rules import BudgetMode, share_total
+from gen_tui.backends.config.lanes import LaneSpec, parse_lanes
+from gen_tui.backends.plan import parse_deadline
 from gen_tui.backends.settings import (
     AUTO,
     AUTO_MAX_CONCURRENCY,
@@ -454,6 +456,38 @@ class EngineConfig:
         flag_kwargs={"type": float},
     )
     batch_price_share: float = BATCH_PRICE_SHARE
+    lanes: list[str] = setting(
+        default_factory=list,
+        key="lanes",
+        flag="--lane",
+        kinds=(list,),
+        check=parse_lanes,
+        help="a server of a mixed fleet: NAME=URL[,api=openai][,price=IN/OUT]"
+        "[,concurrency=N]; repeat for each (a lane without a price is free); they replace "
+        "--server-url, and the planner splits the tokens over them",
+        flag_kwargs={"action": "append", "metavar": "LANE"},
+    )
+    plan_every: float = setting(
+        60.0,
+        key="plan_every",
+        group="budgets",
+        flag="--plan-every",
+        kinds=(int, float),
+        above=0,
+        help="seconds between the fleet planner's re-plans from the lanes' measured rates",
+        flag_kwargs={"type": float},
+    )
+    deadline: str | None = setting(
+        None,
+        key="deadline",
+        group="budgets",
+        flag="--deadline",
+        kinds=(str,),
+        check=parse_deadline,
+        help="finish by this time of day (07:30) or within this long (8h, 90m): the fleet "
+        "planner buys priced lanes' tokens only as the deadline needs, within --max-cost",
+        flag_kwargs={"metavar": "WHEN"},
+    )
     credit_probe_s: float = CREDIT_PROBE_S
     disk_probe_s: float = setting(
         DISK_PROBE_S,
@@ -485,6 +519,14 @@ class EngineConfig:
                 "--turns all cannot go through --api openai-batch: each turn waits on the "
                 "answer before it, and a batch answers in hours; use --api openai"
             )
+        if self.lanes:
+            given = [url for url in self.server_urls if url != DEFAULT_SERVER]
+            if given:
+                raise EngineError(
+                    f"--server-url {given[0]} and --lane both given: with lanes, every "
+                    "server is a lane (NAME=URL[,...])"
+                )
+            self.server_urls = [lane.url for lane in self.fleet]
         self.output_dir = Path(self.output_dir)
         for url in self.server_urls:
             # Refused here, before any connection: aiohttp takes "127.0.0.1:31555/health" as
@@ -501,6 +543,16 @@ class EngineConfig:
                 f"--api openai-batch takes one --server-url, not {len(self.server_urls)}: "
                 "a batch lives at the provider that created it; run one gen-tui per provider"
             )
+
+    @property
+    def fleet(self) -> list[LaneSpec]:
+        """The lanes of a mixed fleet (`--lane`); empty for a run over `--server-url`s."""
+        return parse_lanes(self.lanes)
+
+    @property
+    def planned(self) -> bool:
+        """Whether the fleet planner decides each lane's tokens (lanes, or a deadline)."""
+        return bool(self.lanes) or self.deadline is not None
 
     def planned_budgets(self) -> dict[str, int | None]:
         """Each dataset's token budget as a run starts: its own, or its share of the total
@@ -519,12 +571,20 @@ class EngineConfig:
 
     @property
     def auto_concurrency(self) -> bool:
-        """`--concurrency auto`: the engine picks the requests in flight (see autotune.py)."""
-        return self.concurrency == AUTO
+        """`--concurrency auto`: the engine picks the requests in flight (see autotune.py);
+        never over lanes, which each hold their own."""
+        return self.concurrency == AUTO and not self.lanes
+
+    def lane_concurrency(self, lane: LaneSpec) -> int:
+        """A lane's requests in flight: its own, else the run's --concurrency."""
+        each = DEFAULT_CONCURRENCY if self.concurrency == AUTO else int(self.concurrency)
+        return lane.concurrency or each
 
     @property
     def max_concurrency(self) -> int:
         """The most requests in flight: the user's number, or auto's ceiling."""
+        if self.lanes:
+            return sum(self.lane_concurrency(lane) for lane in self.fleet)
         return AUTO_MAX_CONCURRENCY if self.concurrency == AUTO else int(self.concurrency)
 
     @property

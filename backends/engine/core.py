@@ -32,8 +32,9 @@ from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
 from gen_tui.backends.engine.feeder import Feeder
+from gen_tui.backends.engine.fleet import FleetPlanner
 from gen_tui.backends.engine.report import Alert, Event, Reporter
-from gen_tui.backends.engine.runner import RequestRunner
+from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.shutdown import Shutdown
 from gen_tui.backends.engine.signals import RunSignals
@@ -96,6 +97,8 @@ class Engine:
         self._sink = DatasetSink(run, self._cost)
         self._runner = RequestRunner(run, self.client, self._pool, self._feeder, self._sink)
         self._conversations = ConversationRunner(run, self._runner, self._feeder, self._request_cap)
+        self.planner = FleetPlanner(run, self._runner, self._cost) if config.planned else None
+        """The fleet planner, in a run over lanes or with a deadline (None otherwise)."""
         self._telemetry = ServerTelemetry(
             run,
             self.client,
@@ -324,33 +327,43 @@ class Engine:
                 and self._pool.free
                 and not self._cost.exhausted(len(self._pool))
             ):
-                ds = self._scheduler.pick()
-                if ds is not None:
-                    self._launch(ds)
+                ds = self._scheduler.pick()  # settles the datasets that are done, too
+                server = self._runner.reserve() if ds is not None else None
+                if ds is not None and server is not None:  # a lane has room and share left
+                    self._launch(ds, server)
                     continue
                 if all(ds.state.finished for ds in self._datasets):
                     return
             await signals.wake.wait()
 
-    def _launch(self, ds: DatasetRun) -> None:
+    def _launch(self, ds: DatasetRun, server: Server) -> None:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
         prompt, ids = ds.queue.get_nowait()
         if prompt.key in ds.history:  # --turns all: a conversation begun on disk goes on
             ds.begun_queued -= 1
-        self._start_request(ds, prompt, ids)
+        self._start_request(ds, prompt, ids, server)
 
-    def _start_request(self, ds: DatasetRun, prompt: Prompt, ids: list[int] | None) -> None:
+    def _start_request(
+        self,
+        ds: DatasetRun,
+        prompt: Prompt,
+        ids: list[int] | None,
+        server: Server | None = None,
+    ) -> None:
         """Send `prompt` live in a free slot (the dispatch loop's, or the batch lane's live
-        finish); the budget sees it in flight at once."""
+        finish); the budget sees it in flight at once. `server`: the one whose slot the
+        dispatcher took (`RequestRunner.reserve`); None: the runner picks."""
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         entry = InFlight(time.monotonic(), cap)
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
+            if server is not None:  # its turns pick their servers themselves
+                server.outstanding -= 1
             task = asyncio.create_task(self._conversations.run(ds, entry, prompt))
         else:
-            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap))
+            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap, server))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 
@@ -365,6 +378,7 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         ticker: asyncio.Task[None] | None = None
         telemetry: asyncio.Task[None] | None = None
+        planning: asyncio.Task[None] | None = None
         try:
             async with self.client:
                 await self._runner.check_servers()
@@ -378,6 +392,8 @@ class Engine:
                     await self._lane.open()
                 self._opened = True
                 ticker = asyncio.create_task(self._ticker())
+                if self.planner is not None:
+                    planning = asyncio.create_task(self.planner.run())
                 for ds in self._datasets:
                     if not ds.state.finished:
                         self._feeder.start(ds)
@@ -402,7 +418,7 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            for task in (ticker, telemetry):
+            for task in (ticker, telemetry, planning):
                 if task is not None:
                     task.cancel()
             await self._feeder.stop()

@@ -19,13 +19,18 @@ class CostMeter:
     def __init__(self, config: EngineConfig, datasets: list[DatasetRun]) -> None:
         self.config = config
         self.datasets = datasets
+        self.lane_prices = {lane.url: lane.price_per_million for lane in config.fleet}
+        """Each lane's own price (a free lane's is zero): a mixed fleet prices per server."""
 
-    def price(self, gen: Generation) -> float | None:
+    def price(self, gen: Generation, server: str | None = None) -> float | None:
         if gen.cost is not None:
             return gen.cost
-        if self.config.price_per_million is None:
+        prices = self.lane_prices.get(server) if server is not None else None
+        if prices is None:
+            prices = self.config.price_per_million
+        if prices is None:
             return None
-        per_in, per_out = self.config.price_per_million
+        per_in, per_out = prices
         return (gen.prompt_tokens * per_in + gen.completion_tokens * per_out) / 1e6
 
     def total(self) -> float:

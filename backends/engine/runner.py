@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import secrets
 import time
+from collections.abc import Callable
 
 from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget.lengths import InFlight
@@ -38,15 +40,45 @@ forever."""
 
 
 class Server:
-    """One server URL and what the runner knows of its health and load."""
+    """One server URL and what the runner knows of its health and load; over a mixed fleet,
+    its lane too: its own concurrency, and the tokens the planner lets it take."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, limit: int | None = None, priced: bool = False) -> None:
         self.url = url.rstrip("/")
         self.outstanding = 0
         self.down_until = 0.0
         self.last_error = ""
         self.failures = 0
         """Connection failures in a row: a server that stays dead is tried less and less."""
+        self.limit = limit
+        """Its requests in flight at most (a lane's concurrency; None: the pool's alone)."""
+        self.allowance = math.inf
+        """Tokens it may still take, in flight included (the fleet planner's share; a free
+        lane's is never capped, and a priced lane's is one wave until the first plan)."""
+        self.probe_left: int | None = limit if priced else None
+        """Before the first plan, a priced lane sends one wave, to measure its rate."""
+        self.tokens = 0
+        self.answers = 0
+        self.cost = 0.0
+        self.request_s = 0.0
+        self.first_sent: float | None = None
+        """When its first request went (a free lane's rate is its tokens since then)."""
+        """Completion tokens, answers, dollars and request-seconds of its answers so far:
+        its rate per request and its price per token, as the planner measures them."""
+
+    @property
+    def mean_answer(self) -> float:
+        return self.tokens / self.answers if self.answers else 0.0
+
+    def has_room(self) -> bool:
+        """Whether one more request may go here now (up, under its limit and share)."""
+        if self.down_until > time.monotonic():
+            return False
+        if self.limit is not None and self.outstanding >= self.limit:
+            return False
+        if self.probe_left is not None:
+            return self.probe_left > 0
+        return self.allowance - self.outstanding * self.mean_answer > 0
 
     @property
     def status(self) -> str:
@@ -71,7 +103,16 @@ class RequestRunner(RunPart):
         self.pool = pool
         self.feeder = feeder
         self.sink = sink
-        self.servers = [Server(url) for url in run.config.server_urls]
+        lanes = {lane.url: lane for lane in run.config.fleet}
+        self.servers = [
+            Server(url, run.config.lane_concurrency(lanes[url]), lanes[url].price_per_token > 0)
+            if url in lanes
+            else Server(url)
+            for url in run.config.server_urls
+        ]
+        self.on_stall: Callable[[], None] | None = None
+        """Called when no server has room under the fleet plan and none has a request in
+        flight: the plan's shares are spent before the budget, so re-plan now."""
         self.affinity: dict[tuple[str, str], Server] = {}
         """With `--turns all`: the server each conversation in flight was last answered by.
         Its next turn goes there while it is up: the history is that server's prefix cache
@@ -172,14 +213,45 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         return any(s.down_until <= now for s in self.servers)
 
-    def _pick_server(self, prefer: Server | None = None) -> Server:
-        """The least loaded server that is up; `prefer` (a conversation's server) while up."""
+    def reserve(self) -> Server | None:
+        """The server a new request goes to, its slot taken now (the dispatcher launches
+        several requests before any runs: each must see the others' slots as taken); None
+        when servers are up but none has room under its limit and its planned share. With
+        none up, the one back soonest (the request waits on the outage's backoff)."""
         now = time.monotonic()
+        if any(s.has_room() for s in self.servers) or not any(
+            s.down_until <= now for s in self.servers
+        ):
+            server = self._pick_server()
+            self._take(server)
+            return server
+        if self.on_stall is not None and not any(s.outstanding for s in self.servers):
+            self.on_stall()  # every lane's share is spent and nothing is in flight
+        return None
+
+    @staticmethod
+    def _take(server: Server) -> None:
+        server.outstanding += 1
+        if server.probe_left is not None:
+            server.probe_left = max(0, server.probe_left - 1)
+
+    def _pick_server(self, prefer: Server | None = None) -> Server:
+        """A server with room (under its lane's limit and planned share), the least loaded
+        for its size; `prefer` (a conversation's server) while it is up and has room. With
+        none roomy, the least loaded up (a retry whose lane went away); none up, the one
+        back soonest."""
+        now = time.monotonic()
+        if prefer is not None and prefer.down_until <= now and prefer.has_room():
+            return prefer
+        roomy = [s for s in self.servers if s.has_room()]
+        if roomy:
+            # The least loaded for its size: a lane of 64 slots takes more than one of 4.
+            return min(roomy, key=lambda s: s.outstanding / (s.limit or 1))
         if prefer is not None and prefer.down_until <= now:
             return prefer
         up = [s for s in self.servers if s.down_until <= now]
         if up:
-            return min(up, key=lambda s: s.outstanding)
+            return min(up, key=lambda s: s.outstanding / (s.limit or 1))
         return min(self.servers, key=lambda s: s.down_until)
 
     # one sample
@@ -196,6 +268,7 @@ class RequestRunner(RunPart):
         prompt: Prompt,
         input_ids: list[int] | None,
         max_new_tokens: int | None = None,
+        reserved: Server | None = None,
     ) -> None:
         """Send one sample until it completes, fails for good, or the run stops.
 
@@ -203,10 +276,11 @@ class RequestRunner(RunPart):
         sees it at once; it is removed here whatever happens. A streaming client counts
         each attempt's tokens into it as they arrive (`entry.produced`, from 0 again on a
         retry, as is its start). `max_new_tokens` is this request's cap (the client's
-        sampling settings when None).
+        sampling settings when None). `reserved`: the server whose slot the dispatcher took
+        for the first attempt (see `reserve`).
         """
         try:
-            await self.send(ds, entry, prompt, input_ids, max_new_tokens)
+            await self.send(ds, entry, prompt, input_ids, max_new_tokens, reserved)
         finally:
             ds.inflight.remove(entry)
 
@@ -217,6 +291,7 @@ class RequestRunner(RunPart):
         prompt: Prompt,
         input_ids: list[int] | None,
         max_new_tokens: int | None = None,
+        reserved: Server | None = None,
     ) -> Generation | None:
         """`run` without removing `entry` (a conversation keeps it from turn to turn):
         the answer, once it is on disk; None if it was given up, dropped or the run stopped."""
@@ -224,12 +299,17 @@ class RequestRunner(RunPart):
         outages = 0
         signals = self.signals
         while True:
-            server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
+            if reserved is not None:
+                server, reserved = reserved, None
+            else:
+                server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
+                self._take(server)
             entry.started = time.monotonic()
             entry.produced = 0
             turn = "" if prompt.turn is None else f"#{prompt.turn}"
             rid = f"{ds.name}/{prompt.sample_id}{turn}/{self._rid_stem}{next(self._rids):x}"
-            server.outstanding += 1
+            if server.first_sent is None:
+                server.first_sent = entry.started
             self.active[rid] = server
             try:
                 request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
@@ -272,6 +352,11 @@ class RequestRunner(RunPart):
                 self.active.pop(rid, None)
             server.down_until = 0.0
             server.failures = 0
+            server.tokens += generation.completion_tokens
+            server.answers += 1
+            server.allowance -= generation.completion_tokens
+            server.request_s += time.monotonic() - entry.started
+            server.cost += self.sink.cost.price(generation, server.url) or 0.0
             self.pool.grow()
             if prompt.turn is not None:  # its next turn's history is in this server's cache
                 self.affinity[(ds.name, prompt.key)] = server

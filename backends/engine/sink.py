@@ -70,6 +70,8 @@ class DatasetSink(RunPart):
         self.cost = cost
         self._full_said_at = -FULL_NOTE_S
         self.views = RunViews(run)
+        self.lanes = {lane.url: lane for lane in self.config.fleet}
+        """A mixed fleet's lanes by URL: each record names its lane and API."""
 
     # opening: lock, scan, repair
 
@@ -84,10 +86,28 @@ class DatasetSink(RunPart):
             tokenizer=tokenizer,
             chat_template_sha256=template_sha256,
             sampling=dict(self.config.sampling),
-            api=self.config.api,
+            api=self._api(),
             model=self.config.model,
-            servers=[public_url(url) for url in self.config.server_urls],
+            servers=self._servers(),
         )
+
+    def _api(self) -> str:
+        """The run's API; over a mixed fleet its lanes' (`openai+sglang`: export then checks
+        no record's ids against the box's native count, as for any OpenAI answer)."""
+        if not self.lanes:
+            return self.config.api
+        return "+".join(sorted({lane.api for lane in self.lanes.values()}))
+
+    def _servers(self) -> list[str]:
+        """Every server, as the manifest lists it; over a mixed fleet each lane spelt as
+        `--lane` takes it (name, public URL, API, price per million)."""
+        if not self.lanes:
+            return [public_url(url) for url in self.config.server_urls]
+        return [
+            f"{lane.name}={public_url(lane.url)},api={lane.api},"
+            f"price={lane.price_per_million[0]:g}/{lane.price_per_million[1]:g}"
+            for lane in self.lanes.values()
+        ]
 
     def _open_dataset(self, ds: DatasetRun, template_sha256: str | None = None) -> None:
         """Lock, scan and repair one dataset folder, and note the run's setup in its
@@ -227,7 +247,8 @@ class DatasetSink(RunPart):
             return
         assert ds.writer is not None
         self.reporter.refusals = 0
-        cost = self.cost.price(gen)
+        cost = self.cost.price(gen, server)
+        lane = self.lanes.get(server)
         line = Completion(
             sample_id=prompt.sample_id,
             completion_tokens=gen.completion_tokens,
@@ -242,6 +263,8 @@ class DatasetSink(RunPart):
             ids_gap=gen.ids_gap,
             turn=prompt.turn,
             turns=prompt.turns,
+            api=lane.api if lane is not None else None,
+            lane=lane.name if lane is not None else None,
         ).to_line()
         try:
             ds.writer.write(line)

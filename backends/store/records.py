@@ -143,6 +143,10 @@ class Completion:
     """With `--turns all`: the turn of conversation `sample_id` this answers (1-based)."""
     turns: int | None = None
     """With `--turns all`: how many turns that conversation has."""
+    api: str | None = None
+    """The API that made it (`sglang`, `openai`), in a run over a mixed fleet."""
+    lane: str | None = None
+    """The lane (`--lane NAME=...`) that made it, in a run over a mixed fleet."""
 
     def to_line(self) -> bytes:
         # Key order matters: the identifying counts come first so a scanner can stop early.
@@ -167,6 +171,10 @@ class Completion:
             record["latency_s"] = round(self.latency_s, 3)
         if self.server is not None:
             record["server"] = self.server
+        if self.lane is not None:
+            record["lane"] = self.lane
+        if self.api is not None:
+            record["api"] = self.api
         if self.cost is not None:
             record["cost"] = self.cost
         record["created"] = round(time.time(), 3)

@@ -242,3 +242,14 @@ def test_panel_and_keys_types_are_checked(tmp_path: Path, text: str, said: str) 
     with pytest.raises(ConfigError, match=re.escape(said)) as caught:
         load_config(path)
     assert str(caught.value).startswith(f"{path}: ")
+
+
+def test_deadline_and_cap_come_from_the_file_and_a_flag_wins(tmp_path: Path) -> None:
+    (tmp_path / "tok").mkdir()
+    path = _config(tmp_path, GOOD.replace("[run]\n", '[run]\ndeadline = "07:30"\nmax_cost = 60\n'))
+    config = engine_config(build_parser().parse_args(["run", "--config", str(path)]))
+    assert (config.deadline, config.max_cost) == ("07:30", 60)
+    args = ["run", "--config", str(path), "--deadline", "8h", "--max-cost", "12.5"]
+    config = engine_config(build_parser().parse_args(args))
+    assert (config.deadline, config.max_cost) == ("8h", 12.5)
+    assert EngineConfig(datasets=[]).deadline is None  # no deadline unless one is given

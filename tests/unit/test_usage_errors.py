@@ -31,6 +31,16 @@ def _prompts(tmp_path: Path) -> Path:
         (["--concurrency", "0"], "--concurrency must be at least 1 or auto, got 0"),
         (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
         (["--datasets", "NOPE"], "NOPE"),
+        (["--deadline", "7.30"], "--deadline '7.30': expected a time of day (07:30) or a dur"),
+        (["--deadline", "24:00"], "--deadline '24:00': no such time of day (00:00 to 23:59)"),
+        (["--max-cost", "-1"], "--max-cost must be at least 0, got -1"),
+        (["--lane", "box"], "--lane 'box': expected NAME=URL[,api=openai]"),
+        (["--lane", "box=http://h:1,price=0.2"], "'price=0.2' is not api=sglang|openai, price"),
+        (["--lane", "a=http://h:1", "--lane", "a=http://h:2"], "lane a given twice"),
+        (
+            ["--lane", "a=http://h:1", "--server-url", "http://h:2"],
+            "--server-url http://h:2 and --lane both given",
+        ),
     ],
 )
 def test_a_bad_value_is_named_before_the_missing_tokenizer_and_exits_2(
@@ -79,3 +89,13 @@ def test_a_broken_tokenizer_file_gives_the_whole_reason_on_one_line(tmp_path: Pa
         load_tokenizer(str(tmp_path))
     message = str(raised.value)
     assert "\n" not in message and not message.rstrip().endswith(("one of:", ":")), message
+
+
+def test_a_bad_deadline_in_the_config_names_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(f'[run]\ndeadline = "8 hours"\nprompts_dir = "{_prompts(tmp_path)}"\n')
+    assert _code(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run.deadline '8 hours': expected a time of day" in err[0], err

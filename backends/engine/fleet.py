@@ -1,0 +1,165 @@
+"""The engine's side of the fleet planner: measure each lane, plan, hand each lane its share.
+
+Every `plan_every` seconds (and once as soon as every lane has answered, or that long after
+the start) it measures each lane (its rate per request times its concurrency, its dollars
+per completion token), asks `backends.plan` for the least-cost split of the tokens left by
+the deadline within what is left of `--max-cost`, and caps each priced lane at its planned
+tokens (free lanes are never capped: the plan fills them first). A plan that moves tokens
+is said in one line (`api lane down: 12M moved to batch`); one that cannot meet the
+deadline, or that the cap cannot pay, is said at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+from gen_tui.backends.engine.context import RunContext, RunPart
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.runner import RequestRunner, Server
+from gen_tui.backends.plan import Lane, LaneState, Plan, PlanStatus, explain, parse_deadline, plan
+
+FIRST_PLAN_ANSWERS = 1
+"""Answers each lane gives before the first plan: its rate is unknown until then (a priced
+lane sends one wave meanwhile, a free one runs)."""
+SETTLED_ANSWERS = 3
+"""A free lane's rate is its delivered tokens over its time once it has run this many
+answers' time (before, a first answer or two say little of its pace)."""
+CHECK_S = 0.5
+"""How often the first plan looks whether every lane has answered."""
+
+
+class FleetPlanner(RunPart):
+    """Re-plans the lanes' shares from their measured rates while the run goes."""
+
+    def __init__(self, run: RunContext, runner: RequestRunner, cost: CostMeter) -> None:
+        super().__init__(run)
+        self.runner = runner
+        self.cost = cost
+        self.lanes = {lane.url: lane for lane in self.config.fleet}
+        self.started = time.monotonic()
+        self.deadline_at: float | None = None
+        if self.config.deadline is not None:
+            self.deadline_at = self.started + parse_deadline(self.config.deadline)
+        self.current: Plan | None = None
+        self.history: list[str] = []
+        """Every plan line said, in order (tests and the run's end read it)."""
+        self.stalled = asyncio.Event()
+        """Set by the runner when no lane has room left under the plan: re-plan at once."""
+        runner.on_stall = self.stalled.set
+
+    def _name(self, server: Server) -> str:
+        lane = self.lanes.get(server.url)
+        return lane.name if lane is not None else server.url
+
+    def measured(self) -> list[Lane]:
+        """Each server as the planner sees it now."""
+        now = time.monotonic()
+        lanes = []
+        for server in self.runner.servers:
+            spec = self.lanes.get(server.url)
+            if server.tokens > 0 and server.cost > 0:
+                price = server.cost / server.tokens
+            else:
+                price = spec.price_per_token if spec is not None else 0.0
+            if spec is None and self.config.price_per_million is not None:
+                price = self.config.price_per_million[1] / 1e6
+            latency = server.request_s / server.answers if server.answers else 0.0
+            running_s = now - server.first_sent if server.first_sent is not None else 0.0
+            if price == 0 and running_s > SETTLED_ANSWERS * latency > 0:
+                # A free lane is never held back: what it delivered since its first request
+                # is its rate (round trips and idle slots included, unlike per request).
+                rate = server.tokens / (running_s - latency)  # less the pipe's filling
+            else:
+                # A priced lane is held to its share (and a free one has not run long enough
+                # to tell): its rate per request, at full width.
+                slots = server.limit or self.config.max_concurrency
+                rate = server.tokens / server.request_s * slots if server.request_s > 0 else 0.0
+            state = LaneState.UP
+            if server.down_until > now:
+                state = LaneState.DOWN
+            elif server.failures:  # failed last time and not answered since
+                state = LaneState.FAILING
+            # A whole answer's time before its tokens count: a lane cannot finish sooner
+            # than one answer takes (the slow box must not be handed the last few tokens).
+            lanes.append(Lane(self._name(server), rate, price, latency, state=state))
+        return lanes
+
+    def remaining(self) -> int | None:
+        """Completion tokens the run still has to make beyond those in flight (None: some
+        dataset has no token budget, and there is nothing to plan)."""
+        left = 0.0
+        for ds in self.datasets:
+            if ds.state.finished:
+                continue
+            if ds.budget.max_tokens is None:
+                return None
+            left += max(0, ds.budget.max_tokens - ds.tokens)
+        inflight = sum(s.outstanding * s.mean_answer for s in self.runner.servers)
+        return max(0, math.ceil(left - inflight))
+
+    def replan(self) -> Plan | None:
+        """Plan now and hand each priced lane its share; say what changed."""
+        remaining = self.remaining()
+        if remaining is None:
+            return None
+        now = time.monotonic()
+        lanes = self.measured()
+        deadline = None
+        if self.deadline_at is not None:
+            # Less one answer of the slowest lane: the budget's last answers come one by one
+            # as it tapers, and the last of them must land by the deadline too.
+            tail = max((lane.turnaround_s for lane in lanes if lane.usable), default=0.0)
+            deadline = max(1e-3, self.deadline_at - now - tail)
+        cap = None
+        if self.config.max_cost is not None:
+            cap = max(0.0, self.config.max_cost - self.cost.total())
+        made = plan(lanes, remaining, deadline, cap)
+        for server, lane in zip(self.runner.servers, lanes, strict=True):
+            server.probe_left = None
+            if made.status is PlanStatus.STALLED:
+                server.allowance = math.inf
+            else:
+                share = float(made.tokens[lane.name])
+                if lane.price > 0 and made.finish_s > self.config.plan_every:
+                    # Bought at the pace of the plan, not at once: what this interval needs
+                    # of it. A free lane misjudged early (its rate, from its first answers)
+                    # is then corrected before a fast priced lane has spent the mistake.
+                    share *= self.config.plan_every / made.finish_s
+                server.allowance = share + server.outstanding * server.mean_answer
+        old, self.current = self.current, made
+        if old is None:
+            self._say(f"plan: {made.line()} ({made.note})", made)
+        else:
+            why = explain(old, made)
+            if why is not None:
+                self._say(f"plan changed: {why}; now {made.line()}", made)
+        self.signals.wake.set()
+        return made
+
+    def _say(self, line: str, made: Plan) -> None:
+        self.history.append(line)
+        late = made.status in (PlanStatus.LATE, PlanStatus.SHORT, PlanStatus.STALLED)
+        self.reporter.event("warning" if late else "info", line)
+
+    async def run(self) -> None:
+        """The first plan once every lane up has answered, then one every `plan_every`
+        seconds."""
+        every = self.config.plan_every
+        while True:
+            ready = all(
+                s.answers >= FIRST_PLAN_ANSWERS or s.down_until > time.monotonic()
+                for s in self.runner.servers
+            )
+            if ready:
+                break
+            await asyncio.sleep(CHECK_S)
+        while True:
+            self.replan()
+            self.stalled.clear()
+            try:
+                await asyncio.wait_for(self.stalled.wait(), every)
+            except TimeoutError:
+                continue
+            await asyncio.sleep(CHECK_S)  # at most one re-plan per CHECK_S however stalled

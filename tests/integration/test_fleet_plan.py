@@ -1,0 +1,143 @@
+"""A run over a mixed fleet follows the plan (issue 34): real `gen-tui sim` processes as the
+lanes (a slow free SGLang box, a fast priced OpenAI API) and a real `gen-tui run` with a
+deadline the box alone misses. It finishes by the deadline, spends within 5% of the least-
+cost mix computed offline from the rates the run saw, never passes the cap and keeps the
+budget within its precision; with the API gone halfway, the plan moves the rest to the box
+and says so. Short deadlines and small budgets: seconds, not hours."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.plan import Lane, plan
+from tests.support.run_output import ENV, GEN_TUI
+
+pytestmark = pytest.mark.timeout(180)
+
+BOX = ("--slots", "4", "--tokens-per-s", "50")  # 200 tok/s, free
+API = ("--slots", "32", "--tokens-per-s", "200")  # 3,200 tok/s at 16 in flight, $10 per M out
+LENGTHS = ("--default-mean", "50", "--default-cv", "0.3")
+PRICE = 10e-6
+MAX_NEW = 200
+
+
+@contextmanager
+def sim(vocab_size: int, *flags: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    process = subprocess.Popen(
+        [*GEN_TUI, "sim", "--port", "0", "--vocab-size", str(vocab_size), *LENGTHS, *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "listening on" in line, line
+        yield line.split("listening on", 1)[1].strip(), process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def start_run(
+    tmp_path: Path, tokenizer_dir: Path, box: str, api: str, budget: int, deadline: str, cap: str
+) -> subprocess.Popen[str]:
+    write_prompts(tmp_path / "prompts" / "A.jsonl", budget // 20)
+    args = [
+        "run", "--plain", "--prompts-dir", str(tmp_path / "prompts"),
+        "--tokenizer", str(tokenizer_dir), "--output-dir", str(tmp_path / "out"),
+        "--lane", f"box={box}", "--lane", f"api={api},api=openai,concurrency=16,price=0/10",
+        "--concurrency", "4", "--max-tokens-per-dataset", str(budget),
+        "--max-new-tokens", str(MAX_NEW), "--deadline", deadline, "--max-cost", cap,
+        "--plan-every", "2", "--model", "sim-model",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        [*GEN_TUI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV, text=True
+    )
+
+
+def records(tmp_path: Path) -> list[dict[str, Any]]:
+    raw = (tmp_path / "out" / "A" / "raw_responses.jsonl").read_bytes()
+    return [orjson.loads(line) for line in raw.splitlines()]
+
+
+def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    budget, deadline = 20_000, 20.0
+    with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
+        started = time.time()
+        run = start_run(tmp_path, tokenizer_dir, box, api, budget, f"{deadline:g}s", "0.5")
+        out, _ = run.communicate(timeout=120)
+    assert run.returncode == 0, out
+    made = records(tmp_path)
+    assert len({r["sample_id"] for r in made}) == len(made)  # each once
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW  # the budget, within its precision
+    by_lane = {lane: [r for r in made if r["lane"] == lane] for lane in ("box", "api")}
+    assert {r["api"] for r in by_lane["box"]} == {"sglang"}
+    assert {r["api"] for r in by_lane["api"]} == {"openai"}
+    # By the deadline. The run counts it from its engine's start, which comes between the
+    # process's start and its first request; this counts it from the first request.
+    first = min(r["created"] - r["latency_s"] for r in made)
+    assert started < first and max(r["created"] for r in made) <= first + deadline, out
+    # The box alone would have missed it by far.
+    assert budget / (4 * 50) > 3 * deadline
+    # Within 5% of the offline least-cost mix at the rates this run saw: the box's delivered
+    # rate, over the whole deadline from the first request (a window a little longer than
+    # the run's own, so the optimum is a little cheaper than the one the run could reach).
+    box_first = min(r["created"] - r["latency_s"] for r in by_lane["box"])
+    box_last = max(r["created"] for r in by_lane["box"])
+    box_tokens = sum(r["completion_tokens"] for r in by_lane["box"])
+    latency = sum(r["latency_s"] for r in by_lane["box"]) / len(by_lane["box"])
+    box_rate = box_tokens / (box_last - box_first - latency)
+    offline = plan(
+        [Lane("box", box_rate, 0.0, latency), Lane("api", 16 * 200.0, PRICE)],
+        budget,
+        deadline,
+    )
+    spent = sum(r["cost"] for r in made)
+    assert offline.tokens["api"] > 0
+    assert spent <= 1.05 * offline.cost, (spent, offline, out)
+    assert spent <= 0.5  # the cap
+    assert "info: plan: box " in out and "(deadline met at least cost)" in out, out
+
+
+def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    budget = 6_000
+    with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, fast):
+        run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
+        # Early in the API's share (paced over the plan's span, it has most of it to go).
+        assert run.stdout is not None
+        lines = []
+        for line in run.stdout:
+            lines.append(line)
+            if "info: plan: " in line:
+                break
+        time.sleep(0.5)
+        fast.kill()
+        fast.wait(timeout=10)
+        rest, _ = run.communicate(timeout=150)
+    out = "".join(lines) + rest
+    assert run.returncode == 0, out
+    made = records(tmp_path)
+    assert len({r["sample_id"] for r in made}) == len(made)
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out
+    said = [line for line in out.splitlines() if "plan changed: api lane " in line]
+    assert said and " moved to box" in said[0], out
+    assert sum(r["cost"] for r in made) <= 0.5
+    # The API answered before it went, the box finished the rest.
+    assert any(r["lane"] == "api" for r in made) and any(r["lane"] == "box" for r in made)
