@@ -77,7 +77,9 @@ class FleetPlanner(RunPart):
                 slots = server.limit or self.config.max_concurrency
                 rate = server.tokens / server.request_s * slots if server.request_s > 0 else 0.0
             state = LaneState.UP
-            if server.down_until > now:
+            if server.unpaid:
+                state = LaneState.UNPAID
+            elif server.down_until > now:
                 state = LaneState.DOWN
             elif server.failures:  # failed last time and not answered since
                 state = LaneState.FAILING

@@ -2,7 +2,8 @@
 
 It owns the server set (which is up, which is least loaded), the retry policy (attempts
 that count against a sample, outages that do not, jittered exponential backoff) and the
-run-wide reactions to what servers say: slow down on 429, pause on 402, stop on a bad key.
+run-wide reactions to what servers say: slow down on 429, pause on 402 (over a fleet, a 402
+takes only that lane out while another has credit), stop on a bad key.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class Server:
         self.last_error = ""
         self.failures = 0
         """Connection failures in a row: a server that stays dead is tried less and less."""
+        self.unpaid = False
+        """It answered 402 (out of credits) and has not answered since: planned at no tokens,
+        tried again with one request once `down_until` passes (`credit_probe_s`)."""
         self.limit = limit
         """Its requests in flight at most (a lane's concurrency; None: the pool's alone)."""
         self.allowance = math.inf
@@ -76,12 +80,16 @@ class Server:
             return False
         if self.limit is not None and self.outstanding >= self.limit:
             return False
+        if self.unpaid:  # one request at a time asks whether its credits are back
+            return self.outstanding == 0
         if self.probe_left is not None:
             return self.probe_left > 0
         return self.allowance - self.outstanding * self.mean_answer > 0
 
     @property
     def status(self) -> str:
+        if self.unpaid:
+            return f"out of credits: {self.last_error}"
         if self.down_until > time.monotonic():
             return f"unreachable: {self.last_error}"
         return "ok"
@@ -316,6 +324,8 @@ class RequestRunner(RunPart):
                 call = self.client.generate(server.url, request, entry)
                 generation = await receive(call, server.url, self.client.secret)
             except RequestFailed as exc:
+                if exc.kind == RequestFailed.PAYMENT and self._unpaid(server, exc):
+                    continue  # another lane has credit: the sample goes there now
                 self._react(exc)
                 if exc.kind == RequestFailed.PAYMENT:
                     await signals.credits.wait()
@@ -352,6 +362,11 @@ class RequestRunner(RunPart):
                 self.active.pop(rid, None)
             server.down_until = 0.0
             server.failures = 0
+            if server.unpaid:
+                server.unpaid = False
+                self.reporter.event("info", f"{server.url} answers again: its credits are back")
+                if self.on_stall is not None:
+                    self.on_stall()  # re-plan now, with it
             server.tokens += generation.completion_tokens
             server.answers += 1
             server.allowance -= generation.completion_tokens
@@ -363,6 +378,26 @@ class RequestRunner(RunPart):
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, server.url)
             return generation if prompt.record_key in ds.done else None
+
+    def _unpaid(self, server: Server, exc: RequestFailed) -> bool:
+        """A 402 from `server` while another server has credit: that lane alone is out,
+        planned at no tokens (its share goes to the others at once) and asked again every
+        `credit_probe_s`. False when no other server has credit: the whole run pauses."""
+        if not any(s is not server and not s.unpaid for s in self.servers):
+            return False
+        probe = self.config.credit_probe_s
+        server.down_until = max(server.down_until, time.monotonic() + probe)
+        server.last_error = exc.reason
+        if not server.unpaid:
+            server.unpaid = True
+            self.reporter.event(
+                "warning",
+                f"{server.url}: {exc.reason}: its tokens go to the other lanes "
+                f"(asking it again every {probe:g} s)",
+            )
+            if self.on_stall is not None:
+                self.on_stall()  # re-plan now, without it
+        return True
 
     def _react(self, exc: RequestFailed) -> None:
         """Run-wide reactions: slow down on 429s, pause on 402, stop on a refused key."""

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 
 class LaneState(enum.StrEnum):
-    """Whether a lane takes work now. A down or failing lane (unreachable, 402, 5xx in a
-    row) is planned at no tokens: what it had moves to the others."""
+    """Whether a lane takes work now. A down, failing (unreachable, 5xx in a row) or unpaid
+    (402: out of credits) lane is planned at no tokens: what it had moves to the others.
+    The value is what the plan's line says (`api lane out of credits: 12M moved to box`)."""
 
     UP = "up"
     DOWN = "down"
     FAILING = "failing"
+    UNPAID = "out of credits"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ lanes (a slow free SGLang box, a fast priced OpenAI API) and a real `gen-tui run
 deadline the box alone misses. It finishes by the deadline, spends within 5% of the least-
 cost mix computed offline from the rates the run saw, never passes the cap and keeps the
 budget within its precision; with the API gone halfway, the plan moves the rest to the box
-and says so. Short deadlines and small budgets: seconds, not hours."""
+and says so; with the API out of credits halfway (402), the same, and the run does not pause.
+Short deadlines and small budgets: seconds, not hours."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.plan import Lane, plan
+from tests.support.batch_sim import sim_call
 from tests.support.run_output import ENV, GEN_TUI
 
 pytestmark = pytest.mark.timeout(180)
@@ -140,4 +142,34 @@ def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
     assert said and " moved to box" in said[0], out
     assert sum(r["cost"] for r in made) <= 0.5
     # The API answered before it went, the box finished the rest.
+    assert any(r["lane"] == "api" for r in made) and any(r["lane"] == "box" for r in made)
+
+
+def test_the_api_out_of_credits_halfway_gives_its_tokens_to_the_box_and_says_so(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    budget = 6_000
+    with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
+        run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
+        assert run.stdout is not None
+        lines = []
+        for line in run.stdout:
+            lines.append(line)
+            if "info: plan: " in line:
+                break
+        time.sleep(0.5)
+        sim_call(api, "/_sim/config", {"faults": {"payment_402": 1.0}})  # all 402 now
+        rest, _ = run.communicate(timeout=150)
+    out = "".join(lines) + rest
+    assert run.returncode == 0, out
+    made = records(tmp_path)
+    assert len({r["sample_id"] for r in made}) == len(made)
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out  # no sample lost to the 402s
+    said = [line for line in out.splitlines() if "plan changed: api lane " in line]
+    assert said and "plan changed: api lane out of credits: " in said[0], out
+    assert " moved to box" in said[0], out
+    assert "its tokens go to the other lanes" in out, out
+    assert "dispatch paused" not in out, out  # the box went on: the run never paused
+    assert sum(r["cost"] for r in made) <= 0.5
     assert any(r["lane"] == "api" for r in made) and any(r["lane"] == "box" for r in made)
