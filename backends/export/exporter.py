@@ -29,6 +29,7 @@ from gen_tui.backends.store.manifest import (
     ManifestError,
     RunSetup,
     file_sha256,
+    native_ids,
     read_manifest,
     template_sha256,
 )
@@ -246,7 +247,8 @@ def _flush(
             record = orjson.loads(records.readline())
         except orjson.JSONDecodeError as exc:  # changed under us since the index
             raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
-        reason = _skip_reason(record, prompt_ids, ds.options, ds.setup.api == "sglang")
+        sent_ids = native_ids(record, ds.setup.api)  # by the record's own lane's API
+        reason = _skip_reason(record, prompt_ids, ds.options, sent_ids)
         if reason is not None:
             ds.tally.skipped[reason] += 1
             continue

@@ -18,7 +18,12 @@ from typing import Any
 import orjson
 
 from gen_tui.backends.figures import counted
-from gen_tui.backends.store.manifest import ManifestError, RunSetup, read_manifest
+from gen_tui.backends.store.manifest import (
+    ManifestError,
+    RunSetup,
+    native_ids,
+    read_manifest,
+)
 from gen_tui.backends.store.prompts import Prompt, iter_prompts
 from gen_tui.backends.store.records import (
     RAW_FILE,
@@ -188,7 +193,7 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
     """Check every record of one dataset folder."""
     verdict = Verdict(folder.name)
     setup, vocab = _setup(folder, verdict, tokenizers)
-    count_ids = setup is None or setup.api == "sglang"
+    run_api = None if setup is None else setup.api
     # Ids come from the server (SGLang) or from the run's tokenizer (OpenAI path): an
     # OpenAI run without one has none to write, as its manifest's empty tokenizer says.
     ids_expected = setup is None or setup.api == "sglang" or bool(setup.tokenizer)
@@ -225,6 +230,7 @@ def verify_dataset(folder: Path, tokenizers: dict[str, Any]) -> Verdict:
                         else f"not valid JSON ({exc})",
                     )
                     continue
+                count_ids = native_ids(record, run_api)  # a fleet: by the record's lane's API
                 problem = seal_problem(line) or record_problem(
                     record, vocab, count_ids, ids_expected
                 )

@@ -97,6 +97,16 @@ class RunSetup:
                 )
         return cls(**values)
 
+    def lanes(self) -> str:
+        """Its servers as a refusal names them: a mixed fleet's lane names (`lanes box,
+        api`), else the URLs (`server http://...`)."""
+        names = [entry.split("=", 1)[0] if ",api=" in entry else entry for entry in self.servers]
+        if not names:
+            return "an unnamed server"
+        fleet = any(",api=" in entry for entry in self.servers)
+        kind = ("lane" if fleet else "server") + ("s" if len(names) > 1 else "")
+        return f"{kind} {', '.join(names)}"
+
     def differences(self, other: RunSetup) -> list[str]:
         """The fields in which `other` differs from this setup, servers aside: the same
         model behind another URL (a moved server, a router) makes the same records."""
@@ -105,6 +115,17 @@ class RunSetup:
             for name in self.__dataclass_fields__
             if name != "servers" and getattr(self, name) != getattr(other, name)
         ]
+
+
+def native_ids(record: Any, run_api: str | None) -> bool:
+    """Whether `record`'s ids are its server's own (SGLang's native API counted them, so
+    their length must equal its token counts). Over a mixed fleet the record names its
+    lane's API and that decides (the run's is `openai+sglang`); otherwise the run's API
+    (None: the run is unknown, and the ids are checked as the server's)."""
+    api = record.get("api") if isinstance(record, dict) else None
+    if isinstance(api, str):
+        return api == "sglang"
+    return run_api is None or run_api == "sglang"
 
 
 def _text(value: Any) -> bool:
@@ -146,8 +167,9 @@ class Manifest:
             if changed:
                 raise ManifestError(
                     f"{self.path}: the records come from runs with different "
-                    f"{', '.join(changed)} (a resume changed them); export one setup's "
-                    "records at a time by moving the others out of the dataset folder"
+                    f"{', '.join(changed)} ({first.lanes()} and {later.lanes()}: a resume "
+                    "changed them); export one setup's records at a time by moving the "
+                    "others out of the dataset folder"
                 )
         return first
 

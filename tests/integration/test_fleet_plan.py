@@ -19,7 +19,10 @@ import orjson
 import pytest
 
 from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.export.exporter import IDS_MISMATCH, ExportOptions, export_run
+from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.plan import Lane, plan
+from gen_tui.backends.store.records import seal
 from tests.support.batch_sim import sim_call
 from tests.support.run_output import ENV, GEN_TUI
 
@@ -113,6 +116,29 @@ def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
     assert spent <= 1.05 * offline.cost, (spent, offline, out)
     assert spent <= 0.5  # the cap
     assert "info: plan: box " in out and "(deadline met at least cost)" in out, out
+    # verify checks each lane's records by that lane's API (the manifest says openai+sglang):
+    assert verify_dataset(tmp_path / "out" / "A", {}).ok
+    raw = tmp_path / "out" / "A" / "raw_responses.jsonl"
+    lines = raw.read_bytes().splitlines()
+    box_at = next(i for i, line in enumerate(lines) if orjson.loads(line)["lane"] == "box")
+    api_at = next(i for i, line in enumerate(lines) if orjson.loads(line)["lane"] == "api")
+    for at in (box_at, api_at):  # one id and one prompt token off their counts, resealed
+        record = orjson.loads(lines[at])
+        del record["crc32"]
+        record["output_ids"] = record["output_ids"][:-1]
+        record["prompt_tokens"] += 1
+        lines[at] = seal(orjson.dumps(record))
+    raw.write_bytes(b"".join(line + b"\n" for line in lines))
+    verdict = verify_dataset(tmp_path / "out" / "A", {})
+    # The box's ids are SGLang's own and must match its count; the API's are the local
+    # tokenizer's rebuild, whose count may differ from the provider's.
+    assert verdict.problems == 1, verdict.first
+    assert f"raw_responses.jsonl:{box_at + 1}: field 'output_ids' holds" in verdict.first[0]
+    # Export likewise: the box's prompt ids were sent, so a rebuilt prompt of another length
+    # is refused; the API's count is its own template's and cannot refuse it.
+    rows: list[bytes] = []
+    tally = export_run(tmp_path / "out", None, ExportOptions("sharegpt"), rows.append, print)
+    assert tally.skipped == {IDS_MISMATCH: 1} and tally.exported == len(made) - 1, tally
 
 
 def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
