@@ -118,7 +118,7 @@ class DatasetDefaults:
         kinds=(int, str),
         count=True,
         minimum=1,
-        help="stop each dataset at N records",
+        help="stop each dataset at N records (with --turns all: N whole conversations)",
     )
 
 

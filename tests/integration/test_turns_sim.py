@@ -146,3 +146,23 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
         assert len(one["loss_mask"]) == len(one["input_ids"])
         answers = [m["content"] for m in row["conversations"] if m["role"] == "assistant"]
         assert mask_runs(tokenizer, one) == answers
+
+
+def test_max_samples_counts_whole_conversations(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """`--max-samples 5 --turns all`: five conversations, each with all its turns (a limit
+    on records would have stopped after five turns, inside the first conversations)."""
+    turns = write_conversations(tmp_path / "prompts" / "chat.jsonl", 30)
+    out = tmp_path / "out"
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size),
+        "--profile", f"chat={TURN_MEAN}:0.6",
+    ) as url:  # fmt: skip
+        args = run_args(tmp_path / "prompts", out, url, tokenizer_dir, 10**9)
+        done = gen_tui(*args, "--max-samples", "5", "--concurrency", "2")
+    assert done.returncode == 0, done.stderr.decode()
+    records = turn_records(out)
+    check_whole(records, turns)  # every conversation begun is finished, in order
+    assert len({record["sample_id"] for record in records}) == 5
+    assert len(records) > 5
