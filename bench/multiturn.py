@@ -7,9 +7,12 @@ waits for that between its turns, where `--turns last` has its prompts tokenized
 Both runs read the same conversations (3 to 8 user turns); tok/s is the completion tokens
 on disk over the span from the first record to the last (start-up left out).
 
-Not measured here: the prefix cache hit rate with and without server affinity, which the
-issue asks for too. The simulator has no prefix cache to report one, and a real SGLang on
-the CPU is not in this bench yet.
+Then the prefix cache hit rate with and without server affinity: `--turns all` on two
+simulators (half the slots each), once as it runs (each turn to the server that answered
+the conversation's turn before) and once with `--no-server-affinity`; each simulator's
+`sglang:cache_hit_rate` (a turn's history counts as cached only on the server that
+answered the turn before: backends/sim/prefix_cache.py), the two averaged. Not measured:
+a real SGLang on the CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 from bench.common import ENV, GEN_TUI, SCRATCH, Table, publish, simulator, tokenizer, verdict
@@ -52,6 +57,41 @@ def rate(out: Path) -> tuple[int, int, float]:
     return len(records), tokens, tokens / max(max(created) - min(created), 1e-3)
 
 
+def hit_rate(url: str) -> float:
+    """The simulator's `sglang:cache_hit_rate` from its /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    line = next(line for line in text.splitlines() if line.startswith("sglang:cache_hit_rate{"))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def affinity(prompts: Path, tok: Path, vocab: int, root: Path) -> dict[str, float]:
+    """The mean hit rate of two fresh simulators over one `--turns all` run, with server
+    affinity ("on") and without ("off")."""
+    rates = {}
+    for mode in ("on", "off"):
+        with ExitStack() as stack:
+            urls = [
+                stack.enter_context(simulator(
+                    "--tokens-per-s", "400", "--vocab-size", str(vocab),
+                    "--slots", str(CONCURRENCY // 2), "--profile", f"chat={TURN_MEAN}:0.6",
+                ))
+                for _ in range(2)
+            ]  # fmt: skip
+            argv = [
+                *GEN_TUI, "run", "--prompts-dir", str(prompts.parent), "--tokenizer", str(tok),
+                "--output-dir", str(root / f"out-affinity-{mode}"), "--plain", "--turns", "all",
+                "--concurrency", str(CONCURRENCY), "--max-new-tokens", "400",
+                *[flag for url in urls for flag in ("--server-url", url)],
+                *(["--no-server-affinity"] if mode == "off" else []),
+            ]  # fmt: skip
+            done = subprocess.run(argv, env=ENV, capture_output=True, check=False, timeout=3600)
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr.decode()[-2000:])
+            rates[mode] = sum(hit_rate(url) for url in urls) / len(urls)
+    return rates
+
+
 def run(smoke: bool, write: bool) -> bool:
     count = 40 if smoke else 400
     root = SCRATCH / "multiturn"
@@ -79,6 +119,7 @@ def run(smoke: bool, write: bool) -> bool:
                 raise RuntimeError(done.stderr.decode()[-2000:])
             results[mode] = rate(out)
     ratio = results["all"][2] / results["last"][2]
+    rates = affinity(prompts, tok, vocab, root)
     table = Table(
         "multiturn",
         "Multi-turn: --turns all against --turns last (target: >= 0.9x the tok/s)",
@@ -94,9 +135,13 @@ def run(smoke: bool, write: bool) -> bool:
         f"{count} conversations ({turns} user turns, 3 to 8 each), one `gen-tui sim` with "
         f"{CONCURRENCY} slots at 400 tok/s each (mean answer {TURN_MEAN}), --concurrency "
         f"{CONCURRENCY}: `all` answers every turn; `last` answers the last turn of as many "
-        f"conversations ({turns}) as `all` has turns, the same number of requests. The "
-        "prefix cache hit rate with and without server affinity is not measured: the "
-        "simulator has no prefix cache."
+        f"conversations ({turns}) as `all` has turns, the same number of requests."
+    )
+    table.notes.append(
+        f"Prefix cache hit rate, `--turns all` on two simulators of {CONCURRENCY // 2} "
+        f"slots: {rates['on']:.0%} with server affinity, {rates['off']:.0%} with "
+        "`--no-server-affinity` (the simulators' `sglang:cache_hit_rate`, averaged: a turn's "
+        "history is cached only on the server that answered the turn before)."
     )
     table.notes.append(
         "Where `all` likely loses (not measured apart): its end. The last conversations "

@@ -80,7 +80,7 @@ def _add_setting(group: argparse._ArgumentGroup, spelled: FieldSetting) -> None:
     if flag.choices is not None:
         kwargs["choices"] = flag.choices
     kwargs.update(flag.flag_kwargs)
-    if kwargs.get("action") == "store_true" or flag.choices is not None:
+    if kwargs.get("action") in ("store_true", "store_false") or flag.choices is not None:
         del kwargs["metavar"]
     if "type" in kwargs:
         kwargs["type"] = _checked(kwargs["type"])

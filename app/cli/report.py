@@ -44,7 +44,7 @@ def add_report(commands: argparse._SubParsersAction[Any]) -> None:
 def report_main(args: argparse.Namespace) -> int:
     from gen_tui.backends.report import summarize
     from gen_tui.backends.report.html import render
-    from gen_tui.backends.report.table import text_table
+    from gen_tui.backends.report.table import conversations, text_table
 
     if args.html is not None and args.html.is_dir():
         # Said before the page is made: writing it would fail on a temporary file's name
@@ -58,6 +58,9 @@ def report_main(args: argparse.Namespace) -> int:
     reports = [summarize(folder) for folder in folders]
     for line in text_table(reports):
         print(one_line(line))
+    for report in reports:
+        if (said := conversations(report)) is not None:
+            print(one_line(said))
     for report in reports:
         for reason, count in report.reasons.most_common(3):
             print(one_line(f"{report.name}: {count:,} failed: {reason}"))

@@ -262,17 +262,21 @@ def eta_seconds(
     tok_s: float,
     samples_s: float,
     prompts_left: int | None = None,
+    answers_per_sample: float = 1.0,
 ) -> float | None:
     """Seconds to the nearest limit at the current rates, or None when unknowable.
 
-    A prompt file that runs out first is a limit too (`prompts_left` more answers)."""
+    A prompt file that runs out first is a limit too (`prompts_left` more answers).
+    `samples` is what `max_samples` counts; `answers_per_sample` how many answers (the
+    unit of `samples_s`) one of them takes: with `--turns all`, a conversation's turns."""
     estimates = []
     if prompts_left is not None and samples_s > 0:
         estimates.append(prompts_left / samples_s)
     if budget.max_tokens is not None and tok_s > 0:
         estimates.append(max(0, budget.max_tokens - tokens) / tok_s)
     if budget.max_samples is not None and samples_s > 0:
-        estimates.append(max(0, budget.max_samples - samples) / samples_s)
+        left = max(0, budget.max_samples - samples) * answers_per_sample
+        estimates.append(left / samples_s)
     return min(estimates) if estimates else None
 
 

@@ -118,7 +118,7 @@ class DatasetDefaults:
         kinds=(int, str),
         count=True,
         minimum=1,
-        help="stop each dataset at N records",
+        help="stop each dataset at N records (with --turns all: N whole conversations)",
     )
 
 
@@ -266,6 +266,17 @@ class EngineConfig:
         help="last: regenerate the answer to each conversation's last user turn; all: "
         "every assistant turn, in order, each request carrying the regenerated history (one "
         "record per turn, one turn in flight per conversation)",
+    )
+    server_affinity: bool = setting(
+        True,
+        key="server_affinity",
+        group="datasets",
+        flag="--no-server-affinity",
+        kinds=(bool,),
+        help="with --turns all, send each turn to any server with room, not to the one that "
+        "answered the conversation's turn before (whose prefix cache holds its history; "
+        "for measuring what that keeps, as bench multiturn does)",
+        flag_kwargs={"action": "store_false", "default": None},
     )
     max_prompt_tokens: int = setting(
         DEFAULT_MAX_PROMPT_TOKENS,

@@ -77,7 +77,7 @@ class Allocator(RunPart):
         as given.
         """
         if not share:
-            return not budget.reached(ds.tokens, ds.samples)
+            return not budget.reached(ds.tokens, ds.budget_samples)
         return room_for_one(
             self.config.budget_mode,
             budget,

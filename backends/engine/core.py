@@ -82,7 +82,8 @@ class Engine:
         self._limit = AnswerLimit(self._caps.budget_cap)
         cap, mode = float(self._limit.tokens), config.budget_mode
         self._datasets = [
-            DatasetRun(spec, config.output_dir / spec.name, cap, mode) for spec in config.datasets
+            DatasetRun(spec, config.output_dir / spec.name, cap, mode, config.turns is Turns.ALL)
+            for spec in config.datasets
         ]
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)

@@ -40,8 +40,11 @@ class DatasetRun:
         folder: Path,
         cap: float,
         mode: BudgetMode = BudgetMode.PREDICTIVE,
+        per_conversation: bool = False,
     ) -> None:
         self.spec = spec
+        self.per_conversation = per_conversation
+        """`--turns all`: `--max-samples` counts conversations (`budget_samples`), not turns."""
         self.folder = folder
         self.budget = Budget(spec.max_tokens, spec.max_samples)
         self.state = DatasetState.LOADING
@@ -162,9 +165,16 @@ class DatasetRun:
         return self.spec.name
 
     @property
+    def budget_samples(self) -> int:
+        """What `--max-samples` counts: records, or with `--turns all` whole conversations
+        (a conversation in flight is one request in the budget's eyes, its turns one
+        sample: a limit of N gives N whole conversations, never N turns cut mid-way)."""
+        return self.conversations_done if self.per_conversation else self.samples
+
+    @property
     def reached(self) -> bool:
         """Whether its committed tally is at its budget."""
-        return self.budget.reached(self.tokens, self.samples)
+        return self.budget.reached(self.tokens, self.budget_samples)
 
     def rates(self, now: float) -> tuple[float, float]:
         """(tokens/s, samples/s) over the last RATE_WINDOW_S (or since the first record)."""

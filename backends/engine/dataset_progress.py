@@ -34,7 +34,15 @@ def dataset_snapshot(
         samples_s=samples_s,
         eta_s=None
         if ds.state.finished
-        else eta_seconds(ds.budget, ds.tokens, ds.samples, tok_s, samples_s, ds.prompts_left),
+        else eta_seconds(
+            ds.budget,
+            ds.tokens,
+            ds.budget_samples,
+            tok_s,
+            samples_s,
+            ds.prompts_left,
+            ds.turns_mean if ds.per_conversation else 1.0,
+        ),
         resumed_tokens=ds.resumed_tokens,
         resumed_samples=ds.resumed_samples,
         started_at=ds.started_at,

@@ -373,7 +373,8 @@ class RequestRunner(RunPart):
             server.request_s += time.monotonic() - entry.started
             server.cost += self.sink.cost.price(generation, server.url) or 0.0
             self.pool.grow()
-            if prompt.turn is not None:  # its next turn's history is in this server's cache
+            if prompt.turn is not None and self.config.server_affinity:
+                # Its next turn's history is in this server's cache.
                 self.affinity[(ds.name, prompt.key)] = server
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, server.url)

@@ -39,7 +39,7 @@ class Scheduler(RunPart):
             self.config.budget_mode,
             ds.budget,
             ds.tokens,
-            ds.samples,
+            ds.budget_samples,
             inflight,
             ds.model,
             self.answer_limit.tokens,

@@ -6,11 +6,15 @@ template (`conversations.turn_messages`), so the row is turn 1's prompt ids, the
 turn's answer ids (mask 1) and the template's ids between that answer and the next turn's
 generation prompt (mask 0): the part of turn k+1's rendered prompt that follows everything
 before it. That holds only if turn k+1's prompt starts with turn k's prompt and answer ids,
-which a template that re-renders the earlier turns otherwise breaks: such a conversation
-is skipped as an ids mismatch, never exported with a mask off by a token. A thinking
-model's is: its template drops an earlier turn's reasoning from the history, where the
-answer's ids hold it (`specforge` then skips every such conversation; `sharegpt` and
-`text`, which carry messages, export it with each turn's `reasoning_content`).
+which a template that re-renders the earlier turns otherwise breaks. A thinking model's
+does: its template drops an earlier turn's reasoning from the history, where the answer's
+ids hold it. Such a conversation's row is built as the template renders the whole
+conversation instead (`_rendered`: template-aware masking, what SpecForge itself does with
+a conversation): every assistant turn's span of that render is in the mask, reasoning
+where the template keeps it. Only a conversation the template renders in no stable way (an
+earlier turn rendered differently once a later one follows) is skipped as an ids mismatch,
+never exported with a mask off by a token. `sharegpt` and `text`, which carry messages,
+export each turn with its `reasoning_content`.
 
 `--max-length` cuts whole turns: the row keeps the turns whose ids fit, and a conversation
 whose first turn does not fit is skipped as over the length.
@@ -28,6 +32,10 @@ from gen_tui.backends.store.conversations import turn_messages
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import sample_key
 from gen_tui.backends.tokenizer import encode_many
+
+_MARK = "\ue000gen-tui:end-of-turn\ue000"
+"""Put after each assistant answer to find where its rendered span ends (a private-use
+character no template strips; removed before tokenizing)."""
 
 UNFINISHED = "conversation unfinished"
 
@@ -82,7 +90,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         if not isinstance(output_ids, list):
             return "no output_ids"
         if ids and prompt_ids[: len(row)] != row:
-            return "ids mismatch"
+            return _rendered(item, tokenizer, max_length, answers)
         bridge = prompt_ids[len(row) :] if ids else []
         length = (
             len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
@@ -94,6 +102,11 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         kept += 1
     if kept == 0:
         return "over --max-length"
+    return Built(kept, row, mask, _conversation(item, kept, answers))
+
+
+def _conversation(item: Conversation, kept: int, answers: list[str]) -> list[dict[str, str]]:
+    """The messages of turns 1..`kept`, each assistant turn with its reasoning."""
     messages = turn_messages(item.prompt.messages, kept, answers)
     last = {"role": "assistant", "content": answers[kept - 1]}
     conversation = [*messages, last]
@@ -101,7 +114,75 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         reasoning = record.get("reasoning")
         if isinstance(reasoning, str):
             _assistant(conversation, turn_index)["reasoning_content"] = reasoning
-    return Built(kept, row, mask, conversation)
+    return conversation
+
+
+def _rendered(
+    item: Conversation, tokenizer: Any, max_length: int | None, answers: list[str]
+) -> Built | str:
+    """The row of the whole conversation as the chat template renders it, the most turns
+    that fit `max_length`: `_render_masked` of turns 1..k for k from all down to 1."""
+    for kept in range(len(item.records), 0, -1):
+        conversation = _conversation(item, kept, answers)
+        try:
+            masked = _render_masked(tokenizer, conversation)
+        except Exception:  # a template can raise anything on odd input
+            return "prompt untokenizable"
+        if masked is None:
+            return "ids mismatch"
+        ids, mask = masked
+        if max_length is None or len(ids) <= max_length:
+            return Built(kept, ids, mask, conversation)
+    return "over --max-length"
+
+
+def _render_masked(
+    tokenizer: Any, conversation: list[dict[str, str]]
+) -> tuple[list[int], list[int]] | None:
+    """Ids of `conversation` rendered whole by the chat template, and a mask of 1 on each
+    assistant turn's span: from the end of the generation prompt the template renders for
+    that turn (the conversation before it, `add_generation_prompt=True`) to the end of its
+    answer; the end-of-turn markup stays 0, as in the prefix rows. None when the render
+    before a turn is not a prefix of the whole render, or the tokenizer gives no offsets."""
+    marked = [
+        {**m, "content": m["content"] + _MARK} if m["role"] == "assistant" else m
+        for m in conversation
+    ]
+    whole = str(tokenizer.apply_chat_template(marked, tokenize=False))
+    spans: list[tuple[int, int]] = []
+    for index, message in enumerate(marked):
+        if message["role"] != "assistant":
+            continue
+        head = str(
+            tokenizer.apply_chat_template(
+                marked[:index], tokenize=False, add_generation_prompt=True
+            )
+        )
+        end = whole.find(_MARK, len(head))
+        if not whole.startswith(head) or end < 0 or (spans and len(head) < spans[-1][1]):
+            return None
+        spans.append((len(head), end))
+    if whole.count(_MARK) != len(spans):
+        return None
+    # Offsets in the text without the marks: each mark before a point shifts it left.
+    clean_spans = [
+        (
+            start - whole.count(_MARK, 0, start) * len(_MARK),
+            end - whole.count(_MARK, 0, end) * len(_MARK),
+        )
+        for start, end in spans
+    ]
+    text = whole.replace(_MARK, "")
+    try:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    except (NotImplementedError, ValueError, TypeError):
+        return None  # a slow tokenizer has no offsets
+    ids = list(encoded["input_ids"])
+    mask = [
+        int(any(start <= first < end for start, end in clean_spans))
+        for first, _ in encoded["offset_mapping"]
+    ]
+    return ids, mask
 
 
 def _assistant(conversation: list[dict[str, str]], index: int) -> dict[str, str]:

@@ -138,8 +138,9 @@ class DatasetSnapshot:
     def fraction(self) -> float | None:
         if self.max_tokens:
             return min(1.0, self.tokens / self.max_tokens)
-        if self.max_samples:
-            return min(1.0, self.samples / self.max_samples)
+        if self.max_samples:  # with `--turns all` it counts conversations
+            done = self.samples if self.conversations is None else self.conversations
+            return min(1.0, done / self.max_samples)
         return None
 
     def to_json(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gen_tui.backends.axes import clock_ticks, ticks_past
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.report.summary import LENGTH_BIN, DatasetReport
-from gen_tui.backends.report.table import COLUMNS, cells
+from gen_tui.backends.report.table import COLUMNS, cells, conversations
 
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f")
 WIDTH, HEIGHT = 720, 260
@@ -172,6 +172,12 @@ def _table(reports: Sequence[DatasetReport]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+def _conversations(reports: Sequence[DatasetReport]) -> str:
+    """With `--turns all`: each dataset's conversations and turns (nothing otherwise)."""
+    items = [f"<li>{_e(said)}</li>" for r in reports if (said := conversations(r)) is not None]
+    return f"<h2>Conversations</h2><ul>{''.join(items)}</ul>" if items else ""
+
+
 def _problems(reports: Sequence[DatasetReport]) -> str:
     items = []
     for report in reports:
@@ -197,7 +203,7 @@ def render(reports: Sequence[DatasetReport], source: str, now: float | None = No
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>gen-tui report: {_e(source)}</title><style>{_STYLE}</style></head><body>"
         f'<h1>gen-tui report</h1><p class="note">{_e(source)} · made {_e(stamp)}</p>'
-        f"<h2>Summary</h2>{_table(reports)}"
+        f"<h2>Summary</h2>{_table(reports)}{_conversations(reports)}"
         "<h2>Tokens over time</h2>"
         f"{line_chart('tokens over time', tokens, 'tokens', [r.budget for r in reports])}"
         f"<h2>Throughput</h2>{line_chart('throughput', rates, 'tok/s')}"

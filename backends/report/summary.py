@@ -96,6 +96,23 @@ class DatasetReport:
     last_created: float | None = None
     bad_lines: int = 0
     problems: list[str] = field(default_factory=list)
+    turn_records: int = 0
+    """Records of `--turns all` turns (with `turn` and `turns`); their tokens in turn_tokens."""
+    turn_tokens: int = 0
+    conversations_begun: int = 0
+    """Conversations with their first turn on disk."""
+    conversations_done: int = 0
+    """Conversations with their last turn on disk (complete: a turn is sent only after the
+    one before it is on disk); `done_turns` is the sum of their turn counts."""
+    done_turns: int = 0
+
+    @property
+    def turns_per_conversation(self) -> float | None:
+        return self.done_turns / self.conversations_done if self.conversations_done else None
+
+    @property
+    def tokens_per_turn(self) -> float | None:
+        return self.turn_tokens / self.turn_records if self.turn_records else None
 
     @property
     def mean_length(self) -> float | None:
@@ -149,9 +166,24 @@ class DatasetReport:
             self.problems.append(one_line(where))
 
 
+def _add_turn(report: DatasetReport, record: dict[str, Any], tokens: int) -> None:
+    """Count a `--turns all` record (one with whole-number `turn` <= `turns`; counted
+    without keeping anything per conversation, so the read stays streamed)."""
+    turn, turns = record.get("turn"), record.get("turns")
+    if type(turn) is not int or type(turns) is not int or not 1 <= turn <= turns:
+        return
+    report.turn_records += 1
+    report.turn_tokens += tokens
+    report.conversations_begun += turn == 1
+    if turn == turns:
+        report.conversations_done += 1
+        report.done_turns += turns
+
+
 def _add_record(report: DatasetReport, record: dict[str, Any], tokens: int, where: str) -> None:
     report.tokens += tokens
     report.samples += 1
+    _add_turn(report, record, tokens)
     report.lengths[tokens // LENGTH_BIN] += 1
     if record_cut(record):
         report.truncated += 1

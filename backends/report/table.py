@@ -52,6 +52,21 @@ def cells(report: DatasetReport) -> list[str]:
     ]
 
 
+def conversations(report: DatasetReport) -> str | None:
+    """With `--turns all`: the dataset's conversations and turns in one line (None for a
+    dataset of single answers)."""
+    if not report.turn_records:
+        return None
+    per_conversation = report.turns_per_conversation
+    per_turn = report.tokens_per_turn
+    return (
+        f"{report.name}: {report.conversations_begun:,} conversations begun, "
+        f"{report.conversations_done:,} finished; {report.turn_records:,} turns, "
+        + (f"{per_conversation:.1f} per finished conversation, " if per_conversation else "")
+        + (f"{per_turn:,.0f} tokens per turn" if per_turn is not None else "")
+    )
+
+
 def text_table(reports: list[DatasetReport]) -> list[str]:
     """The summary as aligned plain lines (dataset names are checked names, no markup)."""
     rows = [list(COLUMNS), *(cells(report) for report in reports)]

@@ -144,7 +144,7 @@ class _SglangNames(Collector):
             ("token_usage", "The token usage.", now.used_tokens / now.capacity),
             ("max_total_num_tokens", "Maximum total number of tokens.", now.capacity),
             ("gen_throughput", "The generation throughput (token/s).", now.gen_tok_s),
-            ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
+            ("cache_hit_rate", "The prefix cache hit rate.", self._sim.prefix_cache.hit_rate),
             ("num_retracted_reqs", "The number of retracted requests.", 0),  # (per step)
         )
         retracted = ("num_retracted_requests", "Total number of retracted requests.", now.retracted)

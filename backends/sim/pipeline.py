@@ -23,6 +23,7 @@ from gen_tui.backends.sim import faults
 from gen_tui.backends.sim.completion import BadRequest, Prompt
 from gen_tui.backends.sim.config import SimConfig, SimStats, apply_config_patch, cost
 from gen_tui.backends.sim.metrics import Throughput
+from gen_tui.backends.sim.prefix_cache import PrefixCache
 from gen_tui.backends.sim.slots import Job, Slots
 
 __all__ = [
@@ -149,6 +150,8 @@ class Simulator:
         self.slots = Slots(self)
         self.jobs: dict[str, set[Job]] = {}
         self.throughput = Throughput()
+        self.prefix_cache = PrefixCache()
+        """Which conversations' history this server holds, for /metrics' cache_hit_rate."""
         """The generated-token counter over time, for /metrics' measured gen_throughput."""
         self.fault_rng = random.Random(config.seed)
         self.closing = asyncio.Event()
@@ -201,6 +204,7 @@ class Simulator:
         jobs = [Job(prompt, received) for prompt in order.prompts]
         for prompt in order.prompts:
             self.stats.max_new_tokens[prompt.rid] = prompt.max_new_tokens
+            self.prefix_cache.admit(prompt.rid, prompt.prompt_tokens)
         for job in jobs:
             self.jobs.setdefault(job.rid, set()).add(job)
         if order.stream:
@@ -319,6 +323,7 @@ class Simulator:
         self.stats.completed += 1
         self.stats.total_completion_tokens += produced
         self.stats.completed_rids.append(job.rid)
+        self.prefix_cache.finish(job.rid, job.prompt.prompt_tokens, produced)
         billed = cost(self.config, job.prompt.prompt_tokens, produced) if job.prompt.chat else None
         if billed is not None:
             self.stats.total_cost += billed

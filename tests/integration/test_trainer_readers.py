@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from bench.common import simulator
 from gen_tui.backends.tokenizer import load_tokenizer
 from tests.support.run_output import ENV, gen_tui
+from tests.support.turns import TURN_MEAN, run_args, write_conversations
 
 TRAINERS_PYTHON = os.environ.get("GEN_TUI_TRAINERS_PYTHON", "")
 PROBE = Path(__file__).parents[1] / "support" / "trainer_probe.py"
@@ -33,6 +35,7 @@ DEMO_TEMPLATE = {
 }
 """backends/demo.py's CHAT_TEMPLATE in SpecForge's terms, which it needs to find the answer."""
 FORMATS = ("specforge", "sharegpt", "text")
+TURN_CONVERSATIONS = 20
 # torch and datasets imports, SpecForge's map over 100 rows and a prepare-data process take
 # tens of seconds on the two shared cores.
 pytestmark = pytest.mark.timeout(300)
@@ -65,21 +68,15 @@ def trainers_problem() -> str | None:
 Row = tuple[tuple[int, ...], tuple[int, ...]]
 
 
-@pytest.fixture(scope="module")
-def read_back(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+def read_exports(
+    run_dir: Path, tokenizer_dir: Path, folder: Path
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]]:
-    """(the export's rows per format, what each reader kept per `READER/FORMAT`)."""
-    if problem := trainers_problem():
-        pytest.skip(problem)
-    # Asked for only now: a skipped test should not first spend seconds on a run.
-    finished_run = request.getfixturevalue("finished_run")
-    tokenizer_dir = request.getfixturevalue("tokenizer_dir")
-    folder = tmp_path_factory.mktemp("exports")
+    """Export `run_dir` in every format into `folder`, run the trainers' readers on it:
+    (the export's rows per format, what each reader kept per `READER/FORMAT`)."""
     exported = {}
     for name in FORMATS:
         target = folder / f"{name}.jsonl"
-        done = gen_tui("export", "--output-dir", str(finished_run[0]), "--format", name,
+        done = gen_tui("export", "--output-dir", str(run_dir), "--format", name,
                        "--to", str(target))  # fmt: skip
         assert done.returncode == 0, done.stderr.decode()
         exported[name] = [json.loads(line) for line in target.read_text().splitlines()]
@@ -95,6 +92,41 @@ def read_back(
         for reader, rows in json.loads(report.read_text()).items()
     }
     return exported, kept
+
+
+@pytest.fixture(scope="module")
+def read_back(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]]:
+    """(the export's rows per format, what each reader kept per `READER/FORMAT`)."""
+    if problem := trainers_problem():
+        pytest.skip(problem)
+    # Asked for only now: a skipped test should not first spend seconds on a run.
+    finished_run = request.getfixturevalue("finished_run")
+    tokenizer_dir = request.getfixturevalue("tokenizer_dir")
+    return read_exports(finished_run[0], tokenizer_dir, tmp_path_factory.mktemp("exports"))
+
+
+@pytest.fixture(scope="module")
+def read_back_turns(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]]:
+    """`read_back` of a `--turns all` run: 3-to-8-turn conversations against the simulator."""
+    if problem := trainers_problem():
+        pytest.skip(problem)
+    tokenizer_dir = request.getfixturevalue("tokenizer_dir")
+    vocab_size = request.getfixturevalue("vocab_size")
+    work = tmp_path_factory.mktemp("turns")
+    write_conversations(work / "prompts" / "chat.jsonl", TURN_CONVERSATIONS)
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size),
+        "--profile", f"chat={TURN_MEAN}:0.6",
+    ) as url:  # fmt: skip
+        done = gen_tui(*run_args(work / "prompts", work / "out", url, tokenizer_dir, 10**9))
+    assert done.returncode == 0, done.stderr.decode()
+    folder = work / "exports"
+    folder.mkdir()
+    return read_exports(work / "out", tokenizer_dir, folder)
 
 
 def pair(row: dict[str, Any]) -> Row:
@@ -130,3 +162,37 @@ def test_specforge_renders_sharegpt_and_text_rows_to_the_exported_prompt_and_ans
     assert [row["id"] for row in exported["sharegpt"]] == [row["id"] for row in exported["text"]]
     for name in ("sharegpt", "text"):  # build_eagle3_dataset shuffles
         assert Counter(kept[f"specforge/{name}"]) == expected, name
+
+
+def test_both_trainers_keep_every_turns_all_row_with_every_turn_in_the_mask(
+    read_back_turns: tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]],
+) -> None:
+    """`--turns all`: one row a conversation, as many runs of mask 1 as assistant turns,
+    and both readers keep each row's ids and mask as exported."""
+    exported, kept = read_back_turns
+    rows = [pair(row) for row in exported["specforge"]]
+    assert len(rows) == TURN_CONVERSATIONS
+    for row in exported["specforge"]:
+        mask = row["loss_mask"]
+        runs = sum(1 for i, bit in enumerate(mask) if bit and (i == 0 or not mask[i - 1]))
+        assert runs == row["metadata"]["turns"] >= 3
+    assert kept["specforge/specforge"] == rows
+    assert Counter(kept["speculators/specforge"]) == Counter(rows)
+
+
+def test_specforge_masks_every_turn_of_a_turns_all_conversation_it_renders(
+    read_back_turns: tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]],
+) -> None:
+    """SpecForge renders a `sharegpt`/`text` conversation itself and masks each assistant
+    turn by the template's markers: its ids begin with the `specforge` row's (which may end
+    before the last end-of-turn markup), and every token of that row's mask is also in
+    SpecForge's (which adds the end-of-turn marker)."""
+    exported, kept = read_back_turns
+    ours = {tuple(row["input_ids"]): tuple(row["loss_mask"]) for row in exported["specforge"]}
+    for name in ("sharegpt", "text"):
+        theirs = kept[f"specforge/{name}"]
+        assert len(theirs) == TURN_CONVERSATIONS, name
+        for ids, mask in theirs:
+            match = [row for row in ours if ids[: len(row)] == row]
+            assert len(match) == 1, name
+            assert all(b for a, b in zip(ours[match[0]], mask, strict=False) if a), name

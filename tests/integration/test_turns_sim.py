@@ -19,11 +19,13 @@ import pytest
 from bench.common import simulator
 from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.store.records import RAW_FILE
+from gen_tui.backends.tokenizer import load_tokenizer
 from tests.support.run_output import ENV, GEN_TUI, gen_tui
 from tests.support.turns import (
     TURN_MEAN,
     check_whole,
     ledger,
+    mask_runs,
     run_args,
     turn_records,
     write_conversations,
@@ -127,8 +129,40 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
         assert len(assistant) == turns[row["metadata"]["sample_id"]]
         assert all(m["reasoning_content"] for m in assistant)
         assert not any(m["content"].startswith("an old answer") for m in assistant)
-    # Not yet: a thinking model's conversation as one row of ids. Its template drops an
-    # earlier turn's reasoning from the history, so turn k+1's prompt does not start with
-    # turn k's answer ids (which hold it): specforge skips it, said, never a shifted mask.
+    # A thinking model's conversation as one row of ids: its template drops an earlier
+    # turn's reasoning from the history, so turn k+1's prompt does not start with turn k's
+    # answer ids; the row is the whole conversation as the template renders it, and each
+    # assistant turn's span of it is in the loss mask (this template keeps no reasoning).
     ids = gen_tui("export", "--output-dir", str(out), "--format", "specforge", "--to", "-")
-    assert not ids.stdout and f"ids mismatch {len(records)}" in ids.stderr.decode()
+    assert ids.returncode == 0, ids.stderr.decode()
+    flat = {row["id"]: row for row in map(json.loads, ids.stdout.splitlines())}
+    assert len(flat) == len(turns), ids.stderr.decode()
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    for row in rows:
+        one = flat[row["id"]]
+        plain = [{"role": m["role"], "content": m["content"]} for m in row["conversations"]]
+        rendered = tokenizer.apply_chat_template(plain, tokenize=True, return_dict=False)
+        assert one["input_ids"] == list(rendered)
+        assert len(one["loss_mask"]) == len(one["input_ids"])
+        answers = [m["content"] for m in row["conversations"] if m["role"] == "assistant"]
+        assert mask_runs(tokenizer, one) == answers
+
+
+def test_max_samples_counts_whole_conversations(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """`--max-samples 5 --turns all`: five conversations, each with all its turns (a limit
+    on records would have stopped after five turns, inside the first conversations)."""
+    turns = write_conversations(tmp_path / "prompts" / "chat.jsonl", 30)
+    out = tmp_path / "out"
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size),
+        "--profile", f"chat={TURN_MEAN}:0.6",
+    ) as url:  # fmt: skip
+        args = run_args(tmp_path / "prompts", out, url, tokenizer_dir, 10**9)
+        done = gen_tui(*args, "--max-samples", "5", "--concurrency", "2")
+    assert done.returncode == 0, done.stderr.decode()
+    records = turn_records(out)
+    check_whole(records, turns)  # every conversation begun is finished, in order
+    assert len({record["sample_id"] for record in records}) == 5
+    assert len(records) > 5

@@ -82,3 +82,16 @@ def ledger(url: str) -> Counter[tuple[str, int]]:
         sample, _, turn = rid.split("/")[1].partition("#")
         received[(sample, int(turn))] += 1
     return received
+
+
+def mask_runs(tokenizer: Any, row: dict[str, Any]) -> list[str]:
+    """The texts of a specforge row's runs of mask 1, in order: one per assistant turn."""
+    runs: list[list[int]] = []
+    previous = 0
+    for token, bit in zip(row["input_ids"], row["loss_mask"], strict=True):
+        if bit and not previous:
+            runs.append([])
+        if bit:
+            runs[-1].append(token)
+        previous = bit
+    return [str(tokenizer.decode(run)) for run in runs]

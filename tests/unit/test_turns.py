@@ -6,6 +6,7 @@ a record again."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from gen_tui.app.dialogs.peek import sample_text
 from gen_tui.backends.budget.expected import ExpectedLengths
 from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import Budget, eta_seconds
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.scripted import ScriptedClient
@@ -23,6 +25,7 @@ from gen_tui.backends.config.run import DatasetSpec, EngineConfig, EngineError
 from gen_tui.backends.engine import Engine
 from gen_tui.backends.export.exporter import ExportOptions, Tally, export_run
 from gen_tui.backends.export.verify import verify_dataset
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.store.conversations import Turns, turn_count, turn_key, turn_messages
 from gen_tui.backends.store.progress_file import ProgressFile
 from gen_tui.backends.store.records import PROGRESS_FILE, RAW_FILE, Completion, scan_records
@@ -397,3 +400,22 @@ def test_v_names_each_answers_turn() -> None:
     assert "#c7 · turn 2 of 5 · stop" in shown
     plain = parse_sample(Completion("c8", 3, 9, "stop", [1, 2, 3], "hi").to_line().decode())
     assert plain is not None and plain.turn is None
+
+
+def test_max_samples_progress_and_eta_count_conversations() -> None:
+    """With `--turns all` `--max-samples` counts conversations: the panel's fraction is
+    conversations over the limit (not turns, which would read 100% at 2 of 5), and the ETA
+    turns the conversations left into answers at the dataset's turns per conversation."""
+    snap = DatasetSnapshot(
+        name="chat", state=DatasetState.ACTIVE, tokens=1_200, samples=12, max_tokens=None,
+        max_samples=5, budget_mode="predictive", inflight=2, errors=0, malformed=0,
+        mean_tokens=100.0, tok_s=1_000.0, samples_s=10.0, eta_s=None, resumed_tokens=0,
+        resumed_samples=0, started_at=0.0, updated_at=1.0, last_record_at=1.0, pid=1,
+        host="box", conversations=2,
+    )  # fmt: skip
+    assert snap.fraction == pytest.approx(2 / 5)
+    assert dataclasses.replace(snap, conversations=None).fraction == 1.0  # --turns last
+    budget = Budget(None, 5)
+    # 3 conversations left at 6 turns each, 10 turns a second: 1.8 s.
+    assert eta_seconds(budget, 1_200, 2, 1_000.0, 10.0, None, 6.0) == pytest.approx(1.8)
+    assert eta_seconds(budget, 1_200, 2, 1_000.0, 10.0) == pytest.approx(0.3)
