@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.recipe import LOCAL
 from gen_tui.backends.servers.view import Holder, ServerRow
@@ -164,7 +165,7 @@ class PanelServers:
                 await self._take_rows()
                 self.ready.set()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._quit.wait(), ROWS_S)
+                    await within(self._quit.wait(), ROWS_S)
         finally:
             await fleet.leave()
 

@@ -15,6 +15,7 @@ import asyncio
 import math
 import time
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
@@ -161,7 +162,7 @@ class FleetPlanner(RunPart):
             self.replan()
             self.stalled.clear()
             try:
-                await asyncio.wait_for(self.stalled.wait(), every)
+                await within(self.stalled.wait(), every)
             except TimeoutError:
                 continue
             await asyncio.sleep(CHECK_S)  # at most one re-plan per CHECK_S however stalled

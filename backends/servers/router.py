@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.clients.models import get_json
 from gen_tui.backends.clients.router import WORKERS_BYTES, worker_url
 from gen_tui.backends.servers.events import ServerEvent, ServerState
@@ -84,7 +85,7 @@ class RouterWorkers:
     async def _apply_all(self) -> None:
         while True:
             try:
-                event = await asyncio.wait_for(self._queue.get(), self.reconcile_s)
+                event = await within(self._queue.get(), self.reconcile_s)
             except TimeoutError:
                 event = None
             if event is not None and event.name in self.workers:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import aiohttp
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
 from gen_tui.backends.servers.launcher import Launched, Launcher, LaunchError
@@ -210,7 +211,7 @@ class ServerSupervisor:
         if self.launcher.queues:
             return await self.launcher.start(self.recipe)
         try:
-            return await asyncio.wait_for(self.launcher.start(self.recipe), START_TIMEOUT_S)
+            return await within(self.launcher.start(self.recipe), START_TIMEOUT_S)
         except TimeoutError:
             raise LaunchError(
                 f"server {self.recipe.name}: the start did not finish within "
