@@ -60,5 +60,6 @@ def dataset_snapshot(
         batches=ds.batches,
         cost_saved=ds.cost_saved,
         conversations=ds.conversations_done if config.turns is Turns.ALL else None,
+        turns_mean=ds.turns_mean if config.turns is Turns.ALL else None,
         **CostMeter.fields(ds, now_mono),
     )

@@ -9,7 +9,7 @@ before it. That holds only if turn k+1's prompt starts with turn k's prompt and 
 which a template that re-renders the earlier turns otherwise breaks. A thinking model's
 does: its template drops an earlier turn's reasoning from the history, where the answer's
 ids hold it. Such a conversation's row is built as the template renders the whole
-conversation instead (`_rendered`: template-aware masking, what SpecForge itself does with
+conversation instead (`rendered`: template-aware masking, what SpecForge itself does with
 a conversation): every assistant turn's span of that render is in the mask, reasoning
 where the template keeps it. Only a conversation the template renders in no stable way (an
 earlier turn rendered differently once a later one follows) is skipped as an ids mismatch,
@@ -90,7 +90,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         if not isinstance(output_ids, list):
             return "no output_ids"
         if ids and prompt_ids[: len(row)] != row:
-            return _rendered(item, tokenizer, max_length, answers)
+            return rendered(item, tokenizer, max_length, answers)
         bridge = prompt_ids[len(row) :] if ids else []
         length = (
             len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
@@ -117,11 +117,13 @@ def _conversation(item: Conversation, kept: int, answers: list[str]) -> list[dic
     return conversation
 
 
-def _rendered(
+def rendered(
     item: Conversation, tokenizer: Any, max_length: int | None, answers: list[str]
 ) -> Built | str:
     """The row of the whole conversation as the chat template renders it, the most turns
-    that fit `max_length`: `_render_masked` of turns 1..k for k from all down to 1."""
+    that fit `max_length`: `_render_masked` of turns 1..k for k from all down to 1. What
+    `build` falls back to where turn k+1's prompt does not continue turn k's ids; where it
+    does, both give the same ids and mask (tests/integration/test_turns_template_mask.py)."""
     for kept in range(len(item.records), 0, -1):
         conversation = _conversation(item, kept, answers)
         try:
@@ -142,7 +144,8 @@ def _render_masked(
     """Ids of `conversation` rendered whole by the chat template, and a mask of 1 on each
     assistant turn's span: from the end of the generation prompt the template renders for
     that turn (the conversation before it, `add_generation_prompt=True`) to the end of its
-    answer; the end-of-turn markup stays 0, as in the prefix rows. None when the render
+    answer; the end-of-turn markup between turns stays 0 and the render is cut after the
+    last answer, as in the prefix rows (`build`). None when the render
     before a turn is not a prefix of the whole render, or the tokenizer gives no offsets."""
     marked = [
         {**m, "content": m["content"] + _MARK} if m["role"] == "assistant" else m
@@ -178,11 +181,14 @@ def _render_masked(
     except (NotImplementedError, ValueError, TypeError):
         return None  # a slow tokenizer has no offsets
     ids = list(encoded["input_ids"])
-    mask = [
-        int(any(start <= first < end for start, end in clean_spans))
-        for first, _ in encoded["offset_mapping"]
-    ]
-    return ids, mask
+    starts = [first for first, _ in encoded["offset_mapping"]]
+    mask = [int(any(start <= first < end for start, end in clean_spans)) for first in starts]
+    # The row ends with the last answer, as the prefix rows (and `--turns last`'s) do: the
+    # template's end-of-turn markup after it would be a tail of mask 0 only the rendered
+    # rows had, so the same conversation gave two rows by the path it took.
+    last_end = clean_spans[-1][1]
+    kept = sum(1 for first in starts if first < last_end)
+    return ids[:kept], mask[:kept]
 
 
 def _assistant(conversation: list[dict[str, str]], index: int) -> dict[str, str]:

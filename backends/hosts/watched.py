@@ -53,6 +53,7 @@ def watched_snapshot(
     live = by_writer and totals.progress_fresh
     inflight = (progress.inflight or 0) if live else 0
     tok_s, samples_s = producing_rates(state, inflight, (tok_s, samples_s))
+    counted, answers_per = _budget_count(samples, progress if by_writer else ProgressFile())
     return DatasetSnapshot(
         name=dataset,
         state=state,
@@ -70,10 +71,11 @@ def watched_snapshot(
         eta_s=eta_seconds(
             Budget(max_tokens, max_samples),
             tokens,
-            samples,
+            counted,
             tok_s,
             samples_s,
             progress.prompts_left if live else None,
+            answers_per,
         )
         if writer is not None
         else None,
@@ -95,6 +97,19 @@ def watched_snapshot(
         batches=(progress.batches or ()) if live else (),
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
+
+
+def _budget_count(samples: int, progress: ProgressFile) -> tuple[int, float]:
+    """What `--max-samples` counts so far and how many answers (records, the unit of the
+    samples/s rate) one of them takes. With `--turns all` (the writer says its
+    conversations) a limit counts whole conversations, each of the writer's mean turns
+    (older writers say no mean: the records per whole conversation stand in): counting
+    turns against it put a remote run's ETA at a fraction of the time left. Else records."""
+    done = progress.conversations
+    if done is None:
+        return samples, 1.0
+    per = progress.turns_mean or (samples / done if done else 1.0)
+    return done, max(1.0, per)
 
 
 def _frozen_note(pid: int) -> str:

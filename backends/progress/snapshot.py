@@ -133,6 +133,10 @@ class DatasetSnapshot:
     conversations: int | None = None
     """With `--turns all`: the conversations whole on disk (its `samples` are their turns
     and those of conversations not finished yet); None with `--turns last`."""
+    turns_mean: float | None = None
+    """With `--turns all`: the turns per conversation its writer plans one not finished at
+    (the mean of those queued so far), what a watching panel needs for the ETA since
+    `--max-samples` counts conversations; None with `--turns last`."""
 
     @property
     def fraction(self) -> float | None:

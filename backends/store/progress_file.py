@@ -127,6 +127,8 @@ class ProgressFile:
     """Its batch answers' cost at the live price less what they cost."""
     conversations: int | None = None
     """With `--turns all`: the conversations whole on disk (see DatasetSnapshot)."""
+    turns_mean: float | None = None
+    """With `--turns all`: the turns per conversation its writer plans at (at least 1)."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
     ignored: tuple[str, ...] = ()
@@ -197,6 +199,10 @@ class ProgressFile:
         if batches is None and value.get("batches") is not None:
             ignored.append("batches")
         saved = pick("cost_saved", int, float, bounds=DOLLARS)
+        turns_mean = pick("turns_mean", int, float, bounds=COUNT)
+        if turns_mean is not None and turns_mean < 1:
+            ignored.append("turns_mean")  # a conversation has one turn at least
+            turns_mean = None
         servers = _servers(value.get("servers"))
         if servers is None and value.get("servers") is not None:
             ignored.append("servers")
@@ -219,6 +225,7 @@ class ProgressFile:
             batches=batches,
             cost_saved=float(saved) if saved is not None else None,
             conversations=pick("conversations", int, bounds=COUNT),
+            turns_mean=float(turns_mean) if turns_mean is not None else None,
             servers=servers,
             ignored=tuple(ignored),
         )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.export.turns import Built, Conversation, build
+from gen_tui.backends.export.turns import Built, Conversation, build, rendered
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.tokenizer import encode_text, load_tokenizer
 from tests.support.turns import mask_runs
@@ -45,12 +45,18 @@ def thinking(tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> A
     return tokenizer
 
 
-def conversation(tokenizer: Any) -> Conversation:
+def conversation(tokenizer: Any, reasoning_from: int = 1) -> Conversation:
+    """Three turns; those from `reasoning_from` on with reasoning (ids `<think>`..`</think>`
+    then the answer), the earlier ones without."""
     messages = [{"role": "system", "content": "summarize"}]
     for user in USERS:
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": "old"}]
-    records = []
+    records: list[dict[str, Any]] = []
     for turn, (text, reasoning) in enumerate(zip(ANSWERS, REASONING, strict=True), start=1):
+        if turn < reasoning_from:
+            ids = encode_text(tokenizer, text)
+            records.append({"turn": turn, "text": text, "output_ids": ids})
+            continue
         ids = encode_text(tokenizer, f"<think>\n{reasoning}\n</think>\n\n{text}")
         records.append({"turn": turn, "text": text, "reasoning": reasoning, "output_ids": ids})
     return Conversation("chat", Prompt("c-1", messages, 1), records)
@@ -60,8 +66,11 @@ def test_every_turn_is_in_the_mask_as_the_template_renders_the_whole(thinking: A
     built = build(conversation(thinking), thinking, None, ids=True)
     assert isinstance(built, Built), built
     assert built.turns == 3
-    rendered = thinking.apply_chat_template(built.conversation, tokenize=True, return_dict=False)
-    assert built.input_ids == list(rendered)
+    whole = list(thinking.apply_chat_template(built.conversation, tokenize=True, return_dict=False))
+    # The template's render, ended with the last answer as every row is (no end-of-turn
+    # markup after it: see test_both_paths_give_one_row_for_one_conversation).
+    assert built.input_ids == whole[: len(built.input_ids)]
+    assert thinking.decode(whole[len(built.input_ids) :]).strip() == "<|end|>"
     last = f"<think>\n{REASONING[-1]}\n</think>\n\n{ANSWERS[-1]}"
     assert mask_runs(thinking, {"input_ids": built.input_ids, "loss_mask": built.loss_mask}) == [
         *ANSWERS[:-1],
@@ -87,3 +96,36 @@ def test_max_length_cuts_whole_turns_and_the_kept_last_turn_has_its_reasoning(
         f"<think>\n{REASONING[1]}\n</think>\n\n{ANSWERS[1]}",
     ]
     assert build(conversation(thinking), thinking, 5, ids=True) == "over --max-length"
+
+
+@pytest.mark.parametrize("template", ["plain", "thinking"])
+def test_both_paths_give_one_row_for_one_conversation(
+    template: str, tokenizer_dir: Path, thinking: Any
+) -> None:
+    """A conversation whose turn prompts continue each other (the plain template; the
+    thinking one when only the last turn has reasoning, which the template keeps) is built
+    from its prompt and answer ids; the same conversation rendered whole by the template
+    gives the same ids and mask: both end with the last answer (the render once kept the
+    end-of-turn markup after it, mask 0, so the row depended on the path taken), and
+    --max-length cuts the same turns."""
+    tokenizer = thinking if template == "thinking" else load_tokenizer(str(tokenizer_dir))
+    item = conversation(tokenizer, reasoning_from=3 if template == "thinking" else 4)
+    answers = item.answers(tokenizer)
+    by_ids = build(item, tokenizer, None, ids=True)
+    by_render = rendered(item, tokenizer, None, answers)
+    assert isinstance(by_ids, Built) and isinstance(by_render, Built), (by_ids, by_render)
+    assert (by_ids.input_ids, by_ids.loss_mask) == (by_render.input_ids, by_render.loss_mask)
+    assert by_ids.loss_mask[-1] == 1  # the row's last token is the last answer's
+    row = {"input_ids": by_ids.input_ids, "loss_mask": by_ids.loss_mask}
+    last = (
+        ANSWERS[-1]
+        if template == "plain"
+        else f"<think>\n{REASONING[-1]}\n</think>\n\n{ANSWERS[-1]}"
+    )
+    assert mask_runs(tokenizer, row) == [*ANSWERS[:-1], last]
+    cap = len(by_ids.input_ids) - 1
+    cut_ids = build(item, tokenizer, cap, ids=True)
+    cut_render = rendered(item, tokenizer, cap, answers)
+    assert isinstance(cut_ids, Built) and isinstance(cut_render, Built)
+    assert cut_ids.turns == cut_render.turns == 2
+    assert (cut_ids.input_ids, cut_ids.loss_mask) == (cut_render.input_ids, cut_render.loss_mask)
