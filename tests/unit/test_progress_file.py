@@ -95,6 +95,17 @@ def test_a_field_of_a_wrong_type_costs_that_field_alone() -> None:
     assert set(read.ignored) == {"pid", "max_tokens", "cost", "message", "errors"}
 
 
+@pytest.mark.parametrize(("said", "read_as"), [(5.5, 5.5), (3, 3.0), (0.5, None), ("4", None)])
+def test_a_turns_mean_below_one_turn_or_of_a_wrong_type_is_ignored(
+    said: object, read_as: float | None
+) -> None:
+    """`turns_mean` (a watched `--turns all` run's ETA multiplies by it): a conversation has
+    one turn at least, so a smaller mean is no mean."""
+    read = ProgressFile.parse({"turns_mean": said})
+    assert read is not None and read.turns_mean == read_as
+    assert ("turns_mean" in read.ignored) == (read_as is None)
+
+
 def test_a_state_of_another_version_is_unknown_not_an_error() -> None:
     read = ProgressFile.parse({"state": "levitating", "pid": 5})
     assert read is not None and read.state is None and read.pid == 5

@@ -41,6 +41,10 @@ def _prompts(tmp_path: Path) -> Path:
             ["--lane", "a=http://h:1", "--server-url", "http://h:2"],
             "--server-url http://h:2 and --lane both given",
         ),
+        (
+            ["--turns", "all", "--api", "openai-batch", "--server-url", "http://h:1/v1"],
+            "--turns all cannot go through --api openai-batch",
+        ),
     ],
 )
 def test_a_bad_value_is_named_before_the_missing_tokenizer_and_exits_2(
