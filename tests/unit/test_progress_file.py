@@ -132,3 +132,22 @@ def test_a_budget_note_reaches_a_watched_panel_cleaned_and_once(tmp_path: Path) 
     ProgressFile.write(path, run(snapshot()), snapshot())
     quiet = ProgressFile.read(path)
     assert quiet is not None and quiet.budget_note is None  # no note: none shown
+
+
+@pytest.mark.parametrize(("turns_mean", "eta"), [(5.0, 15.0), (None, 16.5)])
+def test_a_watched_turns_all_eta_counts_conversations_even_from_an_older_writer(
+    turns_mean: float | None, eta: float
+) -> None:
+    """`--max-samples 10 --turns all`, 4 conversations whole in 22 turn records, 2 answers
+    a second: 6 conversations to go at the writer's mean turns (5: 15 s), or, from a writer
+    that says no mean, at the records per whole conversation (5.5: 16.5 s); never the 12
+    turn records to go (6 s)."""
+    from gen_tui.backends.hosts import RunIdentity, RunProcess
+    from gen_tui.backends.hosts.watch import DatasetTotals
+    from gen_tui.backends.hosts.watched import watched_snapshot
+
+    progress = ProgressFile(pid=77, max_samples=10, conversations=4, turns_mean=turns_mean)
+    writer = RunProcess(RunIdentity("box", 77, 1.0, "b", ()), ("C",), "writing", 1.0, "/o", None)
+    totals = DatasetTotals("C", 900, 22, True, 0, True, 77, 1.0, 0, progress, True, 2.0)
+    shown = watched_snapshot(totals, writer, (80.0, 2.0), (None, None), "box")
+    assert shown.eta_s == pytest.approx(eta)
