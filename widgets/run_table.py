@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from rich.text import Text
-from textual.widgets import DataTable
 
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import format_duration
+from gen_tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = ("host", "pid", "state", "elapsed", "datasets", "command")
 WIDTHS = {"pid": 7, "state": 12, "elapsed": 8}
@@ -53,37 +50,11 @@ class RunRow:
         )
 
 
-class RunTable(DataTable[Text]):
+class RunTable(KeyedTable):
     """Runs as rows; the cursor selects one for `k` and `r`."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self._shown: dict[str, tuple[str, ...]] = {}
-
-    def on_mount(self) -> None:
-        for name in COLUMNS:
-            self.add_column(name, key=name, width=WIDTHS.get(name))
-
-    @property
-    def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
-        return row_key.value
+    COLUMNS = COLUMNS
+    WIDTHS = WIDTHS
 
     def show(self, rows: Sequence[RunRow]) -> None:
-        wanted = {row.key: row.cells() for row in rows}
-        for key in [key for key in self._shown if key not in wanted]:
-            self.remove_row(key)
-            del self._shown[key]
-        for key, cells in wanted.items():
-            old = self._shown.get(key)
-            if old is None:
-                # Text, not str: a str cell is read as Rich markup, and a command line
-                # holding "[/x]" would end the app.
-                self.add_row(*map(Text, cells), key=key)
-            elif old != cells:
-                for column, (was, now) in zip(COLUMNS, zip(old, cells, strict=True), strict=True):
-                    if was != now:
-                        self.update_cell(key, column, Text(now))
-            self._shown[key] = cells
+        self.show_cells({row.key: row.cells() for row in rows})

@@ -4,13 +4,10 @@ host, uptime, restarts, its /metrics load, its log's last line)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from rich.text import Text
-from textual.widgets import DataTable
 
 from gen_tui.backends.servers.view import ServerRow, ref_text, state_words, uptime
 from gen_tui.backends.untrusted import one_line
+from gen_tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = ("server", "state", "pid/job", "host", "up", "restarts", "load", "last log line")
 WIDTHS = {"server": 12, "state": 24, "pid/job": 10, "host": 10, "up": 7, "restarts": 8}
@@ -32,23 +29,11 @@ def row_cells(row: ServerRow, load: str, now: float | None = None) -> tuple[str,
     )
 
 
-class ServerTable(DataTable[Text]):
+class ServerTable(KeyedTable):
     """Servers as rows; the cursor selects one for the view's keys."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self._shown: dict[str, tuple[str, ...]] = {}
-
-    def on_mount(self) -> None:
-        for name in COLUMNS:
-            self.add_column(name, key=name, width=WIDTHS.get(name))
-
-    @property
-    def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
-        return row_key.value
+    COLUMNS = COLUMNS
+    WIDTHS = WIDTHS
 
     def cells(self, name: str) -> tuple[str, ...] | None:
         """What the row of `name` shows now (None: not listed)."""
@@ -56,18 +41,4 @@ class ServerTable(DataTable[Text]):
 
     def show(self, rows: Sequence[ServerRow], loads: Mapping[str, str]) -> None:
         """Show `rows` (`loads`: each URL's load as the strip says it), cell by cell."""
-        wanted = {row.name: row_cells(row, loads.get(row.url, "-")) for row in rows}
-        for key in [key for key in self._shown if key not in wanted]:
-            self.remove_row(key)
-            del self._shown[key]
-        for key, cells in wanted.items():
-            old = self._shown.get(key)
-            if old is None:
-                # Text, not str: a str cell is read as markup, and a log line holding
-                # "[/x]" would end the app.
-                self.add_row(*map(Text, cells), key=key)
-            elif old != cells:
-                for column, (was, now) in zip(COLUMNS, zip(old, cells, strict=True), strict=True):
-                    if was != now:
-                        self.update_cell(key, column, Text(now))
-            self._shown[key] = cells
+        self.show_cells({row.name: row_cells(row, loads.get(row.url, "-")) for row in rows})

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen, ResumeTarget, StartScreen
 from gen_tui.app.dialogs.run_detail import RunDetailScreen
+from gen_tui.app.dialogs.table_screen import ROW_MOVES, TableScreen
 from gen_tui.app.host_links import Kill, Resume, ResumeRun, kill_question
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.batches import BatchView
@@ -105,7 +105,7 @@ def run_key(run: RunProcess) -> str:
     return f"{identity.host}:{identity.pid}:{identity.start_time:.2f}"
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(TableScreen):
     """A table of runs from every host link, refreshed every second."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -146,8 +146,7 @@ class RunsScreen(Screen[None]):
         ),
         Binding("escape", "close", "Panels", tooltip="Back to the dataset panels", id="runs.close"),
         Binding("l", "close", "Panels", show=False, id="runs"),
-        Binding("up", "cursor(-1)", "Up", show=False, id="move.up"),
-        Binding("down", "cursor(1)", "Down", show=False, id="move.down"),
+        *ROW_MOVES,
     ]
     """The keys that act on a run, the one that opened the list (it closes it) and the
     moves share the dashboard's binding ids: `[keys]` and `vim = true` move them here too,
@@ -352,14 +351,3 @@ class RunsScreen(Screen[None]):
     def action_others(self) -> None:
         self.show_others = not self.show_others
         self.refresh_rows()
-
-    def action_cursor(self, by: int) -> None:
-        """A move key the table does not take itself (vim's j and k)."""
-        table = self.query_one(RunTable)
-        if by < 0:
-            table.action_cursor_up()
-        else:
-            table.action_cursor_down()
-
-    def action_close(self) -> None:
-        self.dismiss(None)

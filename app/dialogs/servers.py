@@ -19,11 +19,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen
+from gen_tui.app.dialogs.table_screen import ROW_MOVES, TableScreen
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.view import Holder, ServerRow
 from gen_tui.backends.store.tails import Peek, Tail
@@ -114,7 +115,7 @@ class FlagsScreen(ModalScreen[tuple[str, ...] | None]):
         self.dismiss(None)
 
 
-class ServersScreen(Screen[None]):
+class ServersScreen(TableScreen):
     """A table of the supervised servers, refreshed twice a second."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -145,8 +146,7 @@ class ServersScreen(Screen[None]):
             "escape", "close", "Panels", tooltip="Back to the dataset panels", id="servers.close"
         ),
         Binding("S", "close", "Panels", show=False, id="servers"),
-        Binding("up", "cursor(-1)", "Up", show=False, id="move.up"),
-        Binding("down", "cursor(1)", "Down", show=False, id="move.down"),
+        *ROW_MOVES,
     ]
     """Start, stop and restart share the dashboard's ids (s, k, r): `[keys]` and `vim =
     true` move them here too (stop is `x` with vim), and `build_keymap` checks clashes."""
@@ -252,13 +252,3 @@ class ServersScreen(Screen[None]):
             log=lambda lines: self.control.log_tail(name, lines),
         )
         self.app.push_screen(LogScreen(f"server {name}", peek, tuple))
-
-    def action_cursor(self, by: int) -> None:
-        table = self.query_one(ServerTable)
-        if by < 0:
-            table.action_cursor_up()
-        else:
-            table.action_cursor_down()
-
-    def action_close(self) -> None:
-        self.dismiss(None)

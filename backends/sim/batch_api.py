@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gen_tui.backends.sim.completion import BadRequest, plan
 from gen_tui.backends.sim.config import cost
@@ -105,20 +106,28 @@ class BatchApi:
         self.cost = 0.0
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
-        router.add_post("/v1/files", self.upload)
-        router.add_get("/v1/files/{id}/content", self.content)
-        router.add_post("/v1/batches", self.create)
-        router.add_get("/v1/batches", self.list_batches)
-        router.add_get("/v1/batches/{id}", self.retrieve)
-        router.add_post("/v1/batches/{id}/cancel", self.cancel)
+        keyed = self._keyed
+        router.add_post("/v1/files", keyed(self.upload))
+        router.add_get("/v1/files/{id}/content", keyed(self.content))
+        router.add_post("/v1/batches", keyed(self.create))
+        router.add_get("/v1/batches", keyed(self.list_batches))
+        router.add_get("/v1/batches/{id}", keyed(self.retrieve))
+        router.add_post("/v1/batches/{id}/cancel", keyed(self.cancel))
         router.add_get("/_sim/batches", self.show_ledger)
+
+    def _keyed(self, handler: Handler) -> Handler:
+        """`handler` behind the chat route's key check: every Batch route asks for the same
+        API key (`--api-key-env`) a live chat does, and refuses alike without it."""
+
+        async def checked(request: web.Request) -> web.StreamResponse:
+            denied = self.chat.authorize(request)
+            return denied if denied is not None else await handler(request)
+
+        return checked
 
     # ---- files ---------------------------------------------------------------------------------
 
     async def upload(self, request: web.Request) -> web.Response:
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         if not request.content_type.startswith("multipart/"):
             return openai_error(400, "POST /v1/files takes multipart/form-data")
         form = await request.post()
@@ -136,9 +145,6 @@ class BatchApi:
         return json_response(item.json())
 
     async def content(self, request: web.Request) -> web.Response:
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         item = self.files.get(request.match_info["id"])
         if item is None:
             return openai_error(404, "No such file")
@@ -177,9 +183,6 @@ class BatchApi:
         return lines
 
     async def create(self, request: web.Request) -> web.Response:
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         try:
             payload = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
@@ -211,9 +214,6 @@ class BatchApi:
 
     async def list_batches(self, request: web.Request) -> web.Response:
         """The batches, newest first (`limit`, default 20, up to 100), as OpenAI lists them."""
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         try:
             limit = min(100, max(1, int(request.query.get("limit", "20"))))
         except ValueError:
@@ -223,18 +223,12 @@ class BatchApi:
         return json_response({"object": "list", "data": data, "has_more": False})
 
     async def retrieve(self, request: web.Request) -> web.Response:
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return openai_error(404, "No such batch")
         return json_response(self._json(batch))
 
     async def cancel(self, request: web.Request) -> web.Response:
-        denied = self.chat.authorize(request)
-        if denied is not None:
-            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return openai_error(404, "No such batch")

@@ -22,9 +22,9 @@ from aiohttp import web
 from gen_tui.backends.sim import faults
 from gen_tui.backends.sim.completion import BadRequest, Prompt
 from gen_tui.backends.sim.config import SimConfig, SimStats, apply_config_patch, cost
-from gen_tui.backends.sim.metrics import Throughput
 from gen_tui.backends.sim.prefix_cache import PrefixCache
 from gen_tui.backends.sim.slots import Job, Slots
+from gen_tui.backends.sim.throughput import Throughput
 
 __all__ = [
     "DONE",

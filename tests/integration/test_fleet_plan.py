@@ -54,6 +54,20 @@ def sim(vocab_size: int, *flags: str) -> Iterator[tuple[str, subprocess.Popen[st
         process.wait(timeout=10)
 
 
+def until_planned(run: subprocess.Popen[str]) -> list[str]:
+    """`run`'s output up to its first plan line, and half a second more: early in the API's
+    share (paced over the plan's span, it has most of it still to go), where the tests
+    take the API away."""
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if "info: plan: " in line:
+            break
+    time.sleep(0.5)
+    return lines
+
+
 def start_run(
     tmp_path: Path, tokenizer_dir: Path, box: str, api: str, budget: int, deadline: str, cap: str
 ) -> subprocess.Popen[str]:
@@ -147,14 +161,7 @@ def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
     budget = 6_000
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, fast):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
-        # Early in the API's share (paced over the plan's span, it has most of it to go).
-        assert run.stdout is not None
-        lines = []
-        for line in run.stdout:
-            lines.append(line)
-            if "info: plan: " in line:
-                break
-        time.sleep(0.5)
+        lines = until_planned(run)
         fast.kill()
         fast.wait(timeout=10)
         rest, _ = run.communicate(timeout=150)
@@ -177,13 +184,7 @@ def test_the_api_out_of_credits_halfway_gives_its_tokens_to_the_box_and_says_so(
     budget = 6_000
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
-        assert run.stdout is not None
-        lines = []
-        for line in run.stdout:
-            lines.append(line)
-            if "info: plan: " in line:
-                break
-        time.sleep(0.5)
+        lines = until_planned(run)
         sim_call(api, "/_sim/config", {"faults": {"payment_402": 1.0}})  # all 402 now
         rest, _ = run.communicate(timeout=150)
     out = "".join(lines) + rest

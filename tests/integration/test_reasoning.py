@@ -22,7 +22,7 @@ from aiohttp import web
 from gen_tui.backends.clients.limits import Limits
 from gen_tui.backends.clients.openai_api import chat
 from gen_tui.backends.clients.reasoning import reasoning_of
-from gen_tui.backends.clients.results import RequestFailed
+from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.sim import OPENAI_REASONING, LengthProfile, SimConfig
 from gen_tui.backends.sim.cli import main as sim_main
 from gen_tui.backends.tokenizer import encode_text, encode_turn, load_tokenizer
@@ -124,7 +124,10 @@ def test_a_wrongly_typed_reasoning_field_is_a_named_failure(
     assert caught.value.retry and "a stream chunk's delta" in caught.value.reason
 
 
-async def _stream_server(events: list[dict[str, Any]], repeat: int = 1) -> web.AppRunner:
+async def _streamed(events: list[dict[str, Any]], repeat: int = 1, **extra: Any) -> Generation:
+    """One streamed `chat` against a server that sends `events` (`repeat` times) as SSE, then
+    `[DONE]`; `extra`: more of `chat`'s arguments."""
+
     async def answer(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -138,13 +141,23 @@ async def _stream_server(events: list[dict[str, Any]], repeat: int = 1) -> web.A
     app.router.add_post("/v1/chat/completions", answer)
     runner = web.AppRunner(app)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner
-
-
-def _url(runner: web.AppRunner) -> str:
-    host, port = runner.addresses[0][:2]
-    return f"http://{host}:{port}"
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        async with aiohttp.ClientSession() as session:
+            return await chat(
+                session,
+                f"http://{host}:{port}",
+                messages=MESSAGES,
+                sampling={},
+                model=None,
+                api_key=None,
+                key_hint="",
+                stream=True,
+                **extra,
+            )
+    finally:
+        await runner.cleanup()
 
 
 async def test_streamed_reasoning_pieces_join_and_are_not_doubled() -> None:
@@ -170,21 +183,7 @@ async def test_streamed_reasoning_pieces_join_and_are_not_doubled() -> None:
         {"choices": [{"delta": {}, "finish_reason": "stop"}]},
         {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 5}},
     ]
-    runner = await _stream_server(events)
-    try:
-        async with aiohttp.ClientSession() as session:
-            generation = await chat(
-                session,
-                _url(runner),
-                messages=MESSAGES,
-                sampling={},
-                model=None,
-                api_key=None,
-                key_hint="",
-                stream=True,
-            )
-    finally:
-        await runner.cleanup()
+    generation = await _streamed(events)
     assert generation.reasoning == "first second"
     assert generation.text == "the answer"
     assert generation.completion_tokens == 5
@@ -193,23 +192,8 @@ async def test_streamed_reasoning_pieces_join_and_are_not_doubled() -> None:
 async def test_endless_reasoning_fails_at_the_size_bound() -> None:
     """Reasoning is held like the answer: a stream of thoughts without end is cut off."""
     piece = {"choices": [{"delta": {"reasoning_content": "x" * 1000}, "finish_reason": None}]}
-    runner = await _stream_server([piece], repeat=200)
-    try:
-        async with aiohttp.ClientSession() as session:
-            with pytest.raises(RequestFailed, match="response over 65,536 bytes"):
-                await chat(
-                    session,
-                    _url(runner),
-                    messages=MESSAGES,
-                    sampling={},
-                    model=None,
-                    api_key=None,
-                    key_hint="",
-                    stream=True,
-                    limits=Limits(64 << 10, 5.0),
-                )
-    finally:
-        await runner.cleanup()
+    with pytest.raises(RequestFailed, match="response over 65,536 bytes"):
+        await _streamed([piece], repeat=200, limits=Limits(64 << 10, 5.0))
 
 
 # ---- the simulator's thinking profile -----------------------------------------------------

@@ -5,15 +5,12 @@ serves until SIGTERM and refuses bad flags in one line."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
-
 import aiohttp
 import orjson
 import pytest
 
-from gen_tui.backends.sim import Faults, LengthProfile, SimConfig, SimServer, create_app, main
+from gen_tui.backends.sim import Faults, LengthProfile, SimConfig, SimServer, create_app
+from tests.support.sim_cli import assert_refused_in_one_line, sim_process
 from tests.support.sim_http import FAST, generate
 
 
@@ -81,27 +78,8 @@ def test_invalid_configs_are_refused() -> None:
 
 
 async def test_cli_serves_until_sigterm(http: aiohttp.ClientSession) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        "from gen_tui.backends.sim import main; raise SystemExit(main())",
-        "--port",
-        "0",
-        "--slots",
-        "2",
-        "--tokens-per-s",
-        "1e7",
-        "--profile",
-        "B2=100:0.5",
-        "--fail-429",
-        "0",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        line = await asyncio.wait_for(proc.stdout.readline(), 15.0)  # type: ignore[union-attr]
-        assert line.startswith(b"listening on http://127.0.0.1:")
-        url = line.decode().split()[-1]
+    argv = ("--slots", "2", "--tokens-per-s", "1e7", "--profile", "B2=100:0.5", "--fail-429", "0")
+    async with sim_process(*argv) as url:
         async with http.get(url + "/health") as resp:
             assert resp.status == 200
         async with http.get(url + "/get_server_info") as resp:
@@ -110,13 +88,6 @@ async def test_cli_serves_until_sigterm(http: aiohttp.ClientSession) -> None:
         assert info["sim"]["profiles"] == {"B2": {"mean": 100.0, "cv": 0.5}}
         async with http.post(url + "/generate", json={"input_ids": [1], "rid": "B2/1"}) as resp:
             assert resp.status == 200
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 10.0) == 0
-        assert b"Traceback" not in await proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 @pytest.mark.parametrize(
@@ -134,10 +105,4 @@ async def test_cli_serves_until_sigterm(http: aiohttp.ClientSession) -> None:
 def test_cli_bad_flags_give_one_line_and_exit_2(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("gen-tui sim: error: ")
-    assert captured.err.count("\n") == 1
+    assert_refused_in_one_line(argv, capsys)

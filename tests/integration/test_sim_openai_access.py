@@ -76,3 +76,30 @@ async def test_api_key_is_required_and_never_shown(http: aiohttp.ClientSession) 
         await reconfigure(sim, {"api_key": None})
         status, _ = await chat(http, sim, request())
         assert status == 200
+
+
+async def test_every_batch_route_asks_for_the_key_the_chat_route_does(
+    http: aiohttp.ClientSession,
+) -> None:
+    secret = "sk-sim-batch-42"
+    routes = [
+        ("POST", "/v1/files"),
+        ("GET", "/v1/files/file-x/content"),
+        ("POST", "/v1/batches"),
+        ("GET", "/v1/batches"),
+        ("GET", "/v1/batches/batch_x"),
+        ("POST", "/v1/batches/batch_x/cancel"),
+    ]
+    async with SimServer(SimConfig(tokens_per_s=FAST, api_key=secret)) as sim:
+        for method, path in routes:
+            async with http.request(method, sim.url + path) as resp:
+                answer = orjson.loads(await resp.read())
+            assert resp.status == 401, path
+            assert answer["error"]["code"] == 401 and "sk-" not in answer["error"]["message"]
+        good = {"Authorization": f"Bearer {secret}"}
+        async with http.get(sim.url + "/v1/batches", headers=good) as resp:
+            assert resp.status == 200 and orjson.loads(await resp.read())["data"] == []
+        async with http.get(sim.url + "/v1/batches/batch_x", headers=good) as resp:
+            assert resp.status == 404
+        async with http.get(sim.url + "/_sim/batches") as resp:  # the tests' own view: no key
+            assert resp.status == 200

@@ -4,16 +4,12 @@ bad values refused (400, or one line and exit 2) and the key never shown."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
-
 import aiohttp
 import orjson
 import pytest
 
-from gen_tui.backends.sim import SimConfig, SimServer, main
+from gen_tui.backends.sim import SimConfig, SimServer
+from tests.support.sim_cli import assert_refused_in_one_line, sim_process
 from tests.support.sim_http import CHAT, FAST, PROMPT_TOKENS, events_of, reconfigure, request
 
 
@@ -59,20 +55,12 @@ async def test_sim_config_patch_of_the_api_fields(http: aiohttp.ClientSession) -
 
 async def test_cli_serves_the_api(http: aiohttp.ClientSession) -> None:
     secret = "sk-cli-secret-42"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        "from gen_tui.backends.sim import main; raise SystemExit(main())",
-        *("--port", "0", "--tokens-per-s", "1e7", "--profile", "T=10:0"),
+    argv = (
+        *("--tokens-per-s", "1e7", "--profile", "T=10:0"),
         *("--api-key-env", "SIM_TEST_KEY", "--cost", "1,4", "--openai-stream-end", "none"),
         *("--model-name", "tiny", "--strict-model", "--fail-402", "0"),
-        env={**os.environ, "SIM_TEST_KEY": secret},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
-    try:
-        line = await asyncio.wait_for(proc.stdout.readline(), 15.0)  # type: ignore[union-attr]
-        url = line.decode().split()[-1]
+    async with sim_process(*argv, env={"SIM_TEST_KEY": secret}) as url:
         body = request(model="tiny", stream=True, stream_options={"include_usage": True})
         async with http.post(url + CHAT, json=body) as resp:
             assert resp.status == 401
@@ -88,13 +76,6 @@ async def test_cli_serves_the_api(http: aiohttp.ClientSession) -> None:
             assert resp.status == 400
         async with http.get(url + "/_sim/config") as resp:
             assert secret.encode() not in await resp.read()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 10.0) == 0
-        assert b"Traceback" not in await proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 @pytest.mark.parametrize(
@@ -112,10 +93,4 @@ def test_cli_bad_api_flags_give_one_line_and_exit_2(
     argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GEN_TUI_SIM_TEST_UNSET_VARIABLE", raising=False)
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("gen-tui sim: error: ")
-    assert captured.err.count("\n") == 1
+    assert_refused_in_one_line(argv, capsys)

@@ -22,6 +22,7 @@ import pytest
 from bench.common import simulator
 from gen_tui.backends.tokenizer import load_tokenizer
 from tests.support.run_output import ENV, gen_tui
+from tests.support.side_python import side_python_problem
 from tests.support.turns import TURN_MEAN, run_args, write_conversations
 
 TRAINERS_PYTHON = os.environ.get("GEN_TUI_TRAINERS_PYTHON", "")
@@ -44,25 +45,14 @@ pytestmark = pytest.mark.timeout(300)
 @functools.cache
 def trainers_problem() -> str | None:
     """Why GEN_TUI_TRAINERS_PYTHON cannot run the trainers' readers (None: it can)."""
-    if not TRAINERS_PYTHON:
-        return (
-            "GEN_TUI_TRAINERS_PYTHON is not set: it names a python with specforge 0.2.0 and "
-            "speculators 0.9.0 (.ci/run builds one in .venv-trainers)"
-        )
-    names = ("specforge", "speculators", "datasets", "transformers", "torch")
-    find = f"from importlib.util import find_spec; print(*[n for n in {names} if not find_spec(n)])"
-    try:
-        check = subprocess.run(
-            [TRAINERS_PYTHON, "-c", find], capture_output=True, text=True, timeout=60, env=ENV
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"GEN_TUI_TRAINERS_PYTHON={TRAINERS_PYTHON} cannot run: {exc}"
-    if check.returncode != 0:
-        last = (check.stderr.strip().splitlines() or ["?"])[-1]
-        return f"GEN_TUI_TRAINERS_PYTHON={TRAINERS_PYTHON} cannot run: {last}"
-    if check.stdout.strip():
-        return f"GEN_TUI_TRAINERS_PYTHON={TRAINERS_PYTHON} lacks {check.stdout.strip()}"
-    return None
+    return side_python_problem(
+        "GEN_TUI_TRAINERS_PYTHON",
+        TRAINERS_PYTHON,
+        ("specforge", "speculators", "datasets", "transformers", "torch"),
+        "it names a python with specforge 0.2.0 and speculators 0.9.0 "
+        "(.ci/run builds one in .venv-trainers)",
+        ENV,
+    )
 
 
 Row = tuple[tuple[int, ...], tuple[int, ...]]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,10 @@ import orjson
 import pytest
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.real_sglang import TINY_LLAMA
 from tests.support.records import read_records
+from tests.support.router import free_port
+from tests.support.side_python import side_python_problem
 
 SERVE_PYTHON = os.environ.get("GEN_TUI_SERVE_PYTHON", "")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -38,33 +40,6 @@ CONCURRENCY = 2
 # machine; CI shares two cores with the rest of the suite.
 pytestmark = pytest.mark.timeout(300)
 
-BUILD_MODEL = """
-import sys
-import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-path = sys.argv[1]
-tokenizer = AutoTokenizer.from_pretrained(path)
-torch.manual_seed(0)
-config = LlamaConfig(
-    vocab_size=len(tokenizer),
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=1024,
-    bos_token_id=tokenizer.bos_token_id,
-    eos_token_id=tokenizer.eos_token_id,
-    pad_token_id=tokenizer.pad_token_id,
-)
-LlamaForCausalLM(config).save_pretrained(path)
-"""
-FIND_MISSING = """
-from importlib.util import find_spec
-names = ("torch", "fastapi", "uvicorn", "openai", "transformers.cli.serve")
-print(" ".join(n for n in names if find_spec(n) is None))
-"""
 # The `transformers` console script of that environment, without relying on its bin folder.
 SERVE = (
     "import sys; from transformers.cli.transformers import main; "
@@ -74,31 +49,14 @@ SERVE = (
 
 def _serve_python_problem() -> str | None:
     """Why GEN_TUI_SERVE_PYTHON cannot serve, found without importing torch (seconds)."""
-    if not SERVE_PYTHON:
-        return (
-            "GEN_TUI_SERVE_PYTHON is not set: it names a python with transformers[serving] "
-            "and torch (.ci/run builds one in .venv-serve)"
-        )
-    try:
-        check = subprocess.run(
-            [SERVE_PYTHON, "-c", FIND_MISSING],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"GEN_TUI_SERVE_PYTHON={SERVE_PYTHON} cannot run: {exc}"
-    if check.returncode != 0 or check.stdout.strip():
-        missing = check.stdout.strip() or (check.stderr.strip().splitlines() or ["?"])[-1]
-        return f"GEN_TUI_SERVE_PYTHON={SERVE_PYTHON} lacks what transformers serve needs: {missing}"
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return side_python_problem(
+        "GEN_TUI_SERVE_PYTHON",
+        SERVE_PYTHON,
+        ("torch", "fastapi", "uvicorn", "openai", "transformers.cli.serve"),
+        "it names a python with transformers[serving] and torch "
+        "(.ci/run builds one in .venv-serve)",
+        ENV,
+    )
 
 
 def _healthy(url: str) -> bool:
@@ -120,7 +78,7 @@ def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     # Asked for only now: a skipped test should not first spend seconds training it.
     shutil.copytree(request.getfixturevalue("tokenizer_dir"), path)
     built = subprocess.run(
-        [SERVE_PYTHON, "-c", BUILD_MODEL, str(path)],
+        [SERVE_PYTHON, str(TINY_LLAMA), str(path)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -134,7 +92,7 @@ def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 def serve(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`transformers serve` on a free loopback port, pinned to the model (it preloads it, so
     /health answering means it is ready); stopped by its pid afterwards."""
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

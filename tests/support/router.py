@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.support.polling import wait_until
+from tests.support.side_python import side_python_problem
 
 ROUTER_PYTHON = os.environ.get("GEN_TUI_ROUTER_PYTHON", "")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
@@ -31,25 +32,13 @@ START_S = 60.0
 @functools.cache
 def router_problem() -> str | None:
     """Why GEN_TUI_ROUTER_PYTHON cannot run the router (None: it can)."""
-    if not ROUTER_PYTHON:
-        return (
-            "GEN_TUI_ROUTER_PYTHON is not set: it names a python with sglang-router installed "
-            "(.ci/run builds one in .venv-router)"
-        )
-    try:
-        check = subprocess.run(
-            [ROUTER_PYTHON, "-c", "import sglang_router.launch_router"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"GEN_TUI_ROUTER_PYTHON={ROUTER_PYTHON} cannot run: {exc}"
-    if check.returncode != 0:
-        last = (check.stderr.strip().splitlines() or ["?"])[-1]
-        return f"GEN_TUI_ROUTER_PYTHON={ROUTER_PYTHON} cannot import sglang_router: {last}"
-    return None
+    return side_python_problem(
+        "GEN_TUI_ROUTER_PYTHON",
+        ROUTER_PYTHON,
+        ("sglang_router.launch_router",),
+        "it names a python with sglang-router installed (.ci/run builds one in .venv-router)",
+        ENV,
+    )
 
 
 def free_port() -> int:

@@ -1,6 +1,8 @@
-"""Write a tiny random-weight Llama beside a tokenizer, for the real SGLang server of the tests.
+"""Write a tiny random-weight Llama beside a tokenizer, for the tests' real servers (SGLang,
+`transformers serve`).
 
-Run by GEN_TUI_SGLANG_PYTHON (it needs torch and transformers, which gen-tui does not):
+Run by GEN_TUI_SGLANG_PYTHON or GEN_TUI_SERVE_PYTHON (it needs torch and transformers, which
+gen-tui does not):
 `python tiny_llama.py FOLDER`, where FOLDER holds a tokenizer already (the same
 `build_tokenizer` the other tests use, tests/support/real_sglang.py writes it);
 `python tiny_llama.py FOLDER COUNT` prints transformers' greedy answers for the prompts on
