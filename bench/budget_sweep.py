@@ -10,6 +10,11 @@ against a scripted server under a virtual clock (`bench.virtual_clock`): lengths
 from the simulator's own length profiles, each answer back after length / tok_s virtual
 seconds. One cell also runs against the real simulator over HTTP, in real time, as a
 cross-check of the method.
+
+Issue 29's ratio axis (budget / in flight 0.01 to 100, every mode) also says, from the
+scripted server's trace of the same runs, what lands past the budget: the crossing answer,
+or answers still in flight beside it (`crossing_table`), and the floor of a lone crossing
+answer's excess (`lone_excess`).
 """
 
 from __future__ import annotations
