@@ -10,6 +10,11 @@ against a scripted server under a virtual clock (`bench.virtual_clock`): lengths
 from the simulator's own length profiles, each answer back after length / tok_s virtual
 seconds. One cell also runs against the real simulator over HTTP, in real time, as a
 cross-check of the method.
+
+Issue 29's ratio axis (budget / in flight 0.01 to 100, every mode) also says, from the
+scripted server's trace of the same runs, what lands past the budget: the crossing answer,
+or answers still in flight beside it (`crossing_table`), and the floor of a lone crossing
+answer's excess (`lone_excess`).
 """
 
 from __future__ import annotations
@@ -74,19 +79,39 @@ class Cell:
         return "none" if self.history is None else f"mean x{self.history:g}"
 
 
-def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, list[float]]:
-    """A server of `mean`-long lognormal answers at TOK_S each; records its first request."""
+@dataclass
+class Trace:
+    """What the scripted server saw: its first request's time, and each answer it gave back,
+    in order, as (length, others in flight at its return, others in flight at its send,
+    tokens back before its send): to tell the answer that crossed the budget from those
+    beside it, and the room it was sent into."""
+
+    first: list[float]
+    answers: list[tuple[int, int, int, int]]
+    in_flight: int = 0
+    back: int = 0
+
+
+def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, Trace]:
+    """A server of `mean`-long lognormal answers at TOK_S each; traces what it answers."""
     profile = LengthProfile(mean=mean)
     rng = random.Random(seed)
-    first: list[float] = []
+    trace = Trace([], [])
 
     async def script(url: str, request: Request) -> Generation:
         loop = asyncio.get_running_loop()
-        if not first:
-            first.append(loop.time())
+        if not trace.first:
+            trace.first.append(loop.time())
         length = min(CAP, profile.draw(rng))
         latency = length / TOK_S
-        await asyncio.sleep(latency)
+        company, back = trace.in_flight, trace.back
+        trace.in_flight += 1
+        try:
+            await asyncio.sleep(latency)
+        finally:
+            trace.in_flight -= 1
+        trace.back += length
+        trace.answers.append((length, trace.in_flight, company, back))
         return Generation(
             output_ids=None,
             text="",
@@ -96,7 +121,7 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, list[float]
             latency_s=latency,
         )
 
-    return ScriptedClient(script), first
+    return ScriptedClient(script), trace
 
 
 def _config(
@@ -125,13 +150,48 @@ async def history(cell: Cell, mode: BudgetMode, output: Path, seed: int) -> int:
     return final.datasets[0].tokens
 
 
-async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
-    """(final tokens past the budget, seconds from the first dispatch to the budget) of one
-    virtual run (after its history, for a resumed cell)."""
+@dataclass
+class Crossing:
+    """The answer whose return took the tokens on disk past the budget: its tokens past the
+    budget, the answers still in flight when it came back and their tokens (the rest of the
+    overshoot), and those in flight when it was sent and the room it was sent into (the
+    budget less the tokens back then)."""
+
+    excess: int = 0
+    others: int = 0
+    others_tokens: int = 0
+    company: int = 0
+    room: int = 0
+
+
+@dataclass
+class Run:
+    """One virtual run: tokens past the budget, seconds from the first dispatch to the
+    budget, and its crossing (empty when it never crossed)."""
+
+    over: int
+    seconds: float
+    crossing: Crossing
+
+
+def crossing_split(answers: list[tuple[int, int, int, int]], budget: int) -> Crossing:
+    """The crossing of `budget` by the answers given (in the order they came back)."""
+    total = 0
+    for index, (length, others, company, back) in enumerate(answers):
+        total += length
+        if total > budget:
+            rest = sum(answer[0] for answer in answers[index + 1 :])
+            return Crossing(total - budget, others, rest, company, budget - back)
+    return Crossing()
+
+
+async def one(cell: Cell, mode: BudgetMode, seed: int) -> Run:
+    """One virtual run (after its history, for a resumed cell)."""
     output = SCRATCH / "out-sweep" / f"{mode.value}-{os.getpid()}"  # one per pool worker
     shutil.rmtree(output, ignore_errors=True)
     before = 0 if cell.history is None else await history(cell, mode, output, seed)
-    client, first = scripted_server(cell.mean, seed)
+    client, trace = scripted_server(cell.mean, seed)
+    first = trace.first
     crossed: list[float] = []
     loop = asyncio.get_running_loop()
 
@@ -145,7 +205,8 @@ async def one(cell: Cell, mode: BudgetMode, seed: int) -> tuple[int, float]:
     end = crossed[0] if crossed else loop.time()
     # Strict sends nothing when the budget is under max_new_tokens: no rate at all.
     over = final.datasets[0].tokens - before - cell.budget
-    return over, end - first[0] if first else math.inf
+    seconds = end - first[0] if first else math.inf
+    return Run(over, seconds, crossing_split(trace.answers, cell.budget))
 
 
 def p95(values: list[float]) -> float:
@@ -153,7 +214,7 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def _job(job: tuple[Cell, BudgetMode, int]) -> tuple[int, float]:
+def _job(job: tuple[Cell, BudgetMode, int]) -> Run:
     cell, mode, seed = job
     return run_virtual(one(cell, mode, seed))
 
@@ -161,27 +222,29 @@ def _job(job: tuple[Cell, BudgetMode, int]) -> tuple[int, float]:
 Key = tuple[str, int, float, float | None, BudgetMode]
 
 
-def sweep(cells: list[Cell], seeds: int) -> dict[Key, dict]:
+def sweep(cells: list[Cell], seeds: int, modes: tuple[BudgetMode, ...] = MODES) -> dict[Key, dict]:
     """Every (cell, mode, seed) run, in one process per core: the runs are independent, each
-    on its own virtual clock and output folder, so the figures do not depend on the split."""
+    on its own virtual clock and output folder, so the figures do not depend on the split
+    (nor on which other modes run beside them)."""
     for cell in cells:  # written once here, not raced by the workers
         prompts(cell.profile.split("-")[0], cell.prompt_count())
-    jobs = [(cell, mode, seed) for cell in cells for mode in MODES for seed in range(seeds)]
+    jobs = [(cell, mode, seed) for cell in cells for mode in modes for seed in range(seeds)]
     with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         outcomes = list(pool.map(_job, jobs, chunksize=1))
-    runs: dict[Key, list[tuple[int, float]]] = {}
+    runs: dict[Key, list[Run]] = {}
     for (cell, mode, _), outcome in zip(jobs, outcomes, strict=True):
         key = (cell.profile, cell.concurrency, cell.ratio, cell.history, mode)
         runs.setdefault(key, []).append(outcome)
     results = {}
     for (profile, concurrency, ratio, past, mode), outcomes in runs.items():
         budget = Cell(profile, concurrency, ratio).budget
-        overs = [over for over, _ in outcomes]
+        overs = [run.over for run in outcomes]
         results[profile, concurrency, ratio, past, mode] = {
             "p95": p95(overs),
             "worst": max(overs),
             "least": min(overs),
-            "rate": statistics.fmean(budget / seconds for _, seconds in outcomes),
+            "rate": statistics.fmean(budget / run.seconds for run in outcomes),
+            "runs": outcomes,
         }
     return results
 
@@ -189,7 +252,7 @@ def sweep(cells: list[Cell], seeds: int) -> dict[Key, dict]:
 def cross_check(seeds: int) -> tuple[list[int], list[int]]:
     """The overshoots of one cell (B2-like, concurrency 16, ratio 2) in memory and over HTTP."""
     cell = Cell("B2-like", 16, 2.0)
-    virtual = [run_virtual(one(cell, BudgetMode.PRECISE, seed))[0] for seed in range(seeds)]
+    virtual = [run_virtual(one(cell, BudgetMode.PRECISE, seed)).over for seed in range(seeds)]
     real = []
     for seed in range(seeds):
         flags = ["--slots", "16", "--tokens-per-s", "20000", "--seed", str(seed + 1)]
@@ -224,20 +287,101 @@ def lone_floor(short: float, draws: int, seed: int = 1) -> float:
     return over / draws
 
 
+def lone_excess(room: float, draws: int, seed: int = 1) -> float:
+    """The 95th percentile, in mean answers, of how far past the budget the answers sent
+    one at a time into `room` mean answers of room land (B2-like lengths): what predictive
+    crosses by when its crossing answer goes alone, as the crossing table shows it does.
+
+    Its floor, for a mode that must cross and cannot cut an answer: the excess of a renewal
+    process, whatever the room (sending the last ones together only adds to it).
+    """
+    profile = LengthProfile(mean=PROFILES["B2-like"])
+    rng = random.Random(seed)
+    excess = []
+    for _ in range(draws):
+        left = room * profile.mean
+        while left >= 0:
+            left -= min(CAP, profile.draw(rng))
+        excess.append(-left / profile.mean)
+    return p95(excess)
+
+
 RATIO_AXIS = (0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0)
 """Issue 29's budget / in-flight axis: from a budget of under one answer to a hundred pools."""
 RATIO_SEEDS = int(os.environ.get("BUDGET_SWEEP_RATIO_SEEDS", "20"))
 """Seeds per cell of the ratio axis (fewer when time is short: the table says how many)."""
 
 
-def ratio_axis(smoke: bool) -> Table:
+CROSSERS = (BudgetMode.PREDICTIVE, BudgetMode.PRECISE)
+"""The modes whose overshoot is an answer's: drain's is its pool's, strict never crosses."""
+
+
+def crossing_table(cells: list[Cell], results: dict[Key, dict], seeds: int) -> Table:
+    """Where the modes that cross land past the budget (issue 29's question: is predictive's
+    miss the crossing answer's excess alone, or do answers still in flight add to it?)."""
+    table = Table(
+        "budget_sweep_crossing",
+        f"What lands past the budget: the crossing answer or those beside it ({seeds} seeds)",
+        "python -m bench budget_sweep",
+        ["concurrency", "budget / in flight", "allowed"]
+        + [
+            f"{mode.value}: {what}"
+            for mode in CROSSERS
+            for what in (
+                "p95 over (crossing answer's)",
+                "in flight at its return: most (tokens)",
+                "sent beside others",
+                "room it was sent into: median",
+            )
+        ],
+    )
+    for cell in cells:
+        allowed = max(cell.mean, 0.002 * cell.budget, CAP if cell.budget < 3 * cell.mean else 0)
+        row = [f"{cell.concurrency}", f"{cell.ratio:g}", f"{allowed:,.0f}"]
+        for mode in CROSSERS:
+            got = results[(cell.profile, cell.concurrency, cell.ratio, None, mode)]
+            crossings = [run.crossing for run in got["runs"] if run.crossing.excess > 0]
+            if not crossings:
+                row += [f"{got['p95']:+,.0f} (never crossed)", "", "", ""]
+                continue
+            beside = sum(crossing.company > 0 for crossing in crossings)
+            row += [
+                f"{got['p95']:+,.0f} ({p95([c.excess for c in crossings]):+,.0f})",
+                f"{max(c.others for c in crossings)} ({max(c.others_tokens for c in crossings):,})",
+                f"{beside} of {len(crossings)}",
+                f"{statistics.median(c.room for c in crossings) / cell.mean:.2f} mean answers",
+            ]
+        table.add(*row)
+    table.notes.append(
+        "The crossing answer is the one whose return took the tokens on disk past the "
+        "budget; its figure, the p95 of its tokens past the budget over the runs that "
+        "crossed. In flight at its return: the most answers still out when it came back, "
+        "over the seeds (their tokens, all past the budget, in brackets). Sent beside "
+        "others: the runs whose crossing answer went out while others were in flight (they "
+        "took part of the room it was sent into). Room: the budget less the tokens back "
+        "when it was sent, in mean answers (3,793 tokens)."
+    )
+    rooms = (0.0, 0.5, 1.0, 2.0)
+    floors = [lone_excess(room, 2_000 if seeds < 5 else 40_000) for room in rooms]
+    table.notes.append(
+        "Answers sent one at a time into 0, 0.5, 1 or 2 mean answers of room land past the "
+        f"budget by {', '.join(f'{floor:.2f}' for floor in floors)} mean answers at p95 "
+        "(`lone_excess`): the least a mode that must cross, and cannot cut an answer, "
+        "passes one mean answer by."
+    )
+    return table
+
+
+def ratio_axis(smoke: bool, write: bool = False) -> Table:
     """Every mode at every budget / in-flight ratio, each mode's p95 overshoot beside its
-    rate (as a ratio to drain's in the same cell), without history (issue 29)."""
+    rate (as a ratio to drain's in the same cell), without history (issue 29); publishes
+    the crossing table of the same runs."""
     seeds = 2 if smoke else RATIO_SEEDS
     ratios = (0.1, 10.0) if smoke else RATIO_AXIS
     concurrencies = (16,) if smoke else (16, 150)
     cells = [Cell("B2-like", c, r) for c in concurrencies for r in ratios]
     results = sweep(cells, seeds)
+    publish(crossing_table(cells, results, seeds), write)
     table = Table(
         "budget_sweep_ratio",
         f"Every mode at every budget / in flight ({seeds} seeds per cell)",
@@ -266,7 +410,7 @@ def ratio_axis(smoke: bool) -> Table:
 
 def run(smoke: bool, write: bool) -> bool:
     started = time.monotonic()
-    publish(ratio_axis(smoke), write)
+    publish(ratio_axis(smoke, write), write)
     seeds = 3 if smoke else 20
     ratios = (0.5, 2.0) if smoke else (0.5, 1.0, 2.0, 5.0, 20.0)
     concurrencies = (16,) if smoke else (16, 150)
