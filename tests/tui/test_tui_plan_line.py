@@ -9,6 +9,7 @@ at once, and the line shows the new plan, flagged when it misses its deadline or
 from __future__ import annotations
 
 import copy
+import subprocess
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -16,14 +17,19 @@ from pathlib import Path
 
 from textual.widgets import Input, Label
 
+from bench.common import simulator
 from gen_tui.app.dialogs.plan_target import PlanTargetScreen
 from gen_tui.app.engine_run import RunSource
+from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.plan.control import CONTROL_FILE
 from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
 from gen_tui.widgets.plan_line import PlanLine
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE, snap
+from tests.support.run_output import ENV, GEN_TUI
+from tests.support.tui import SIZE, panel, snap
 
 BUDGET = 8_000  # 40 s on the box alone
 
@@ -139,3 +145,57 @@ async def test_the_plan_line_and_t_change_a_hosted_runs_deadline_live(
         await pilot.press("enter")
         await wait_until(lambda: line.has_class("-flagged"), pause=pilot.pause, timeout=10)
         assert "the best finish is" in drawn(line) or "cap buys" in drawn(line), drawn(line)
+
+
+async def test_t_on_a_watched_headless_run_writes_its_control_file_and_it_replans(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """The same over a real `gen-tui run` in its own process, which the panel only watches
+    (its local link, as for a run over SSH): the plan comes from its progress.json, and `T`
+    reaches it as the control file the link writes into its folder."""
+    write_prompts(tmp_path / "prompts" / "A.jsonl", BUDGET // 20)
+    out = tmp_path / "out"
+    vocab = ("--vocab-size", str(vocab_size), "--default-mean", "50", "--default-cv", "0.3")
+    with (
+        simulator(*vocab, "--slots", "4", "--tokens-per-s", "50") as box,
+        simulator(*vocab, "--slots", "32", "--tokens-per-s", "200", "--cost", "0,10") as api,
+    ):
+        args = [
+            "run", "--plain", "--prompts-dir", str(tmp_path / "prompts"),
+            "--tokenizer", str(tokenizer_dir), "--output-dir", str(out),
+            "--lane", f"box={box}", "--lane", f"api={api},api=openai,concurrency=16,price=0/10",
+            "--concurrency", "4", "--max-tokens-per-dataset", str(BUDGET),
+            "--max-new-tokens", "200", "--deadline", "30m", "--max-cost", "0.5",
+            "--plan-every", "30", "--model", "sim-model",
+        ]  # fmt: skip
+        run = subprocess.Popen(
+            [*GEN_TUI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV
+        )
+        try:
+            local = host_source(None, str(out), datasets=["A"], discover=False)
+            app = GenTuiApp(None, hosts=[local])
+            async with app.run_test(size=SIZE) as pilot:
+                line = line_of(app)
+                await wait_until(lambda: line.display, pause=pilot.pause, timeout=60)
+                assert drawn(line).startswith("plan box "), drawn(line)
+                assert " api " not in drawn(line)
+                panel(app, "A").focus()
+                await pilot.press("T")
+                dialog = await wait_until(
+                    lambda: isinstance(app.screen, PlanTargetScreen) and app.screen,
+                    pause=pilot.pause,
+                )
+                where = str(dialog.query_one("#plan-where", Label).render())
+                assert f"pid {run.pid} on local" in where, where
+                dialog.query_one("#plan-target", Input).value = "12s 0.4"
+                await pilot.pause()
+                await pilot.press("enter")
+                await wait_until(
+                    lambda: " api " in drawn(line) and "of $0.400" in drawn(line),
+                    pause=pilot.pause,
+                    timeout=20,
+                )
+            assert (out / "A" / CONTROL_FILE).is_file()
+        finally:
+            run.kill()
+            run.wait(timeout=10)
