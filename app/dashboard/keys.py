@@ -62,7 +62,7 @@ DASHBOARD_KEYS: list[Binding] = [
     Binding(
         "T",
         "plan",
-        "Target",
+        "Deadline & cap",
         tooltip="A planned run's deadline and spend cap, changed live; the new plan previewed",
         id="plan",
         show=False,  # 80 columns hold the control keys and q; it is in ? (help)

@@ -18,6 +18,7 @@ from pathlib import Path
 from textual.widgets import Input, Label
 
 from bench.common import simulator
+from gen_tui.app.dashboard.keys import CONTROL_ACTIONS, DASHBOARD_KEYS, help_rows
 from gen_tui.app.dialogs.plan_target import PlanTargetScreen
 from gen_tui.app.engine_run import RunSource
 from gen_tui.app.host_sources import host_source
@@ -199,3 +200,10 @@ async def test_t_on_a_watched_headless_run_writes_its_control_file_and_it_replan
         finally:
             run.kill()
             run.wait(timeout=10)
+
+
+def test_help_lists_t_and_readonly_turns_it_off() -> None:
+    rows = {row.key: (row.description, row.detail) for row in help_rows(DASHBOARD_KEYS)}
+    description, tooltip = rows["T"]
+    assert description == "Deadline & cap" and "previewed" in tooltip
+    assert "plan" in CONTROL_ACTIONS
