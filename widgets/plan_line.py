@@ -109,7 +109,8 @@ class PlanLine(Widget):
         plan = self.view
         if plan is None:
             return Text("")
-        line = Text("plan ", style="bold", no_wrap=True, overflow="ellipsis")
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("plan ", style="bold")  # (Text's own style would be the whole line's)
         line.append(plan_text(plan))
         if plan.flagged and plan.note:
             line.append(f" · {plan.note}")

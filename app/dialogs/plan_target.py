@@ -44,19 +44,22 @@ class TargetValidator(Validator):
         return self.success()
 
 
-def preview_text(current: PlanView, deadline: str | None, max_cost: float | None) -> str:
-    """The plan the target would make, from `current`'s rates, in the plan line's words."""
+def preview_text(
+    current: PlanView, deadline: str | None, max_cost: float | None
+) -> tuple[str, bool]:
+    """The plan the target would make, from `current`'s rates, in the plan line's words;
+    and whether it misses its deadline or cap (said in the warning colour)."""
     try:
         deadline_s = parse_deadline(deadline) if deadline is not None else None
     except DeadlineError as exc:
-        return str(exc)
+        return str(exc), True
     made = replanned(current, deadline_s, max_cost)
     if made is None:
-        return "no preview: the run's plan carries no rates (an older gen-tui)"
+        return "no preview: the run's plan carries no rates (an older gen-tui)", False
     line = f"would be: {plan_text(made)}"
     if made.flagged and made.note:
         line += f" · {made.note}"
-    return line
+    return line, made.flagged
 
 
 def deadline_words(deadline_at: float | None, now: float | None = None) -> str | None:
@@ -123,7 +126,9 @@ class PlanTargetScreen(ModalScreen[PlanTarget | None]):
             preview.update("")
             return False
         error.update("")
-        preview.update(one_line(preview_text(self.current, deadline, cap)))
+        text, flagged = preview_text(self.current, deadline, cap)
+        preview.update(one_line(text))
+        preview.set_class(flagged, "-flagged")
         return True
 
     @on(Input.Submitted, "#plan-target")
