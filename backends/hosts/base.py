@@ -10,7 +10,6 @@ dataset names pass :func:`check_dataset_name` before anything runs.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -199,8 +198,8 @@ class Host(HostPrimitives):
         two). Atomic: a temporary file of the run's folder, then renamed over the old one.
         Every value is quoted; the content is the target's JSON, checked before it is sent.
         Returns the first path written."""
+        parse_target(target.to_json())  # what the run will accept, or ControlError here
         text = target_text(target)
-        parse_target(json.loads(text))  # what the run will accept, or ControlError here
         paths = []
         lines = ["umask 077", "set -e"]
         for dataset in run.datasets:
