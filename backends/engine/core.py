@@ -202,8 +202,13 @@ class Engine:
             case SetBudget(dataset=name, max_tokens=tokens, max_samples=samples):
                 self.set_budget(name, tokens, samples)
             case SetPlanTarget(deadline=deadline, max_cost=cost, written_at=at):
-                if self.planner is not None:
+                if self.planner is None:
+                    self._report.event("warning", "this run has no plan: the target is ignored")
+                    return
+                try:
                     self.planner.retarget(PlanTarget(deadline, cost, at))
+                except ValueError as exc:  # checked by the dialog; a bad one is said, not raised
+                    self._report.event("warning", f"plan target ignored: {exc}")
 
     def send(self, command: EngineCommand) -> None:
         """Hand a command to the engine's loop from any thread (the TUI's, say)."""
