@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from gen_tui.app.host_sources import HostSource
 from gen_tui.backends.figures import format_count
+from gen_tui.backends.plan.control import ControlError, PlanTarget
 from gen_tui.backends.progress.batches import BatchView, cancel_note
 from gen_tui.backends.untrusted import one_line
 
@@ -135,7 +136,18 @@ class Shutdown:
     note: ClassVar[str] = ""
 
 
-Command = Kill | Resume | Start | ResumeRun | Shutdown
+@dataclass(frozen=True)
+class SetTarget:
+    """Give the live run `run` a new deadline and cap: its plan control file (see
+    backends/plan/control.py), which its planner reads within a second or two."""
+
+    run: RunProcess
+    target: PlanTarget
+    datasets: ClassVar[tuple[str, ...]] = ()
+    note: ClassVar[str] = ""
+
+
+Command = Kill | Resume | Start | ResumeRun | SetTarget | Shutdown
 
 
 def kill_question(
@@ -324,7 +336,13 @@ class HostLink:
                             )
                         case ResumeRun(run=run, tokens=tokens):
                             await self._resume_run(monitor, run, tokens)
-                except RunError as exc:
+                        case SetTarget(run=run, target=target):
+                            path = await monitor.host.write_plan_target(run, target)
+                            self._say(
+                                "information",
+                                f"plan target for pid {run.pid}: {target.said()} ({path})",
+                            )
+                except (RunError, ControlError) as exc:
                     self._say("warning", str(exc))
                 except Exception as exc:  # never let one command end the link
                     self._say("error", f"{type(exc).__name__}: {exc}")

@@ -7,6 +7,9 @@ Run it from a clone, after `./dev.sh demo` or `./dev.sh test` made .venv:
 It runs the demo under Textual's Pilot (as tests/tui do) in a 120x40 terminal until
 B2_opencodeinstruct has reached its budget, and saves the screen as docs/images/panel.svg,
 then the table view of the same moment sorted by state (`t`, `o`) as docs/images/table.svg.
+It saves the fleet plan under the header as docs/images/plan.svg: a run over two simulated
+lanes (a slow free box, a fast priced API) with a deadline and a cap, and `T`'s dialog
+previewing a tighter deadline (`python docs/screenshots.py plan` makes that one alone).
 Then it runs `gen-tui report --html` on that demo's output folder, and, when chromium is
 installed (`apt-get install chromium`), saves the page as docs/images/report.png. Without
 chromium it says so and leaves the old PNG. It took 75 to 80 s here (4 December 2026).
@@ -15,15 +18,26 @@ chromium it says so and leaves the old PNG. It took 75 to 80 s here (4 December 
 from __future__ import annotations
 
 import asyncio
+import copy
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 
+from textual.widgets import Input
+
 from gen_tui.app.cli.launch import demo_app
+from gen_tui.app.engine_run import RunSource
+from gen_tui.app.tui import GenTuiApp
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.demo import build_tokenizer, write_prompts
+from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
 from gen_tui.widgets.dataset_panel import DatasetPanel
+from gen_tui.widgets.plan_line import PlanLine
 
 IMAGES = Path(__file__).resolve().parent / "images"
 SIZE = (120, 40)
@@ -48,6 +62,66 @@ async def panel(root: Path) -> None:
         await pilot.press("t", "o")  # the table view, sorted by state
         await pilot.pause(1.0)
         app.save_screenshot("table.svg", str(IMAGES))
+
+
+class FleetSource(RunSource):
+    """Two simulators in the engine's loop as a run's lanes: a box and a priced API."""
+
+    label = "in-process fleet run"
+
+    def __init__(self, config: EngineConfig, box: SimConfig, api: SimConfig) -> None:
+        super().__init__([spec.name for spec in config.datasets], grace_s=config.grace_s)
+        self.config, self.box, self.api = config, box, api
+
+    async def prepare(self, stack: AsyncExitStack) -> EngineConfig:
+        box = await stack.enter_async_context(SimServer(copy.deepcopy(self.box)))
+        api = await stack.enter_async_context(SimServer(copy.deepcopy(self.api)))
+        lanes = [f"box={box.url}", f"api={api.url},api=openai,concurrency=16,price=0/10"]
+        return replace(self.config, lanes=lanes, server_urls=[])
+
+
+async def plan_shot(root: Path) -> None:
+    """A fleet run's plan under the header and `T`'s preview, as images/plan.svg."""
+    tokenizer = build_tokenizer(root / "tok")
+    names = ("A_chat", "B_code")
+    for name in names:
+        write_prompts(root / "prompts" / f"{name}.jsonl", 4000)
+    config = EngineConfig(
+        datasets=[
+            DatasetSpec(n, root / "prompts" / f"{n}.jsonl", max_tokens=400_000) for n in names
+        ],
+        server_urls=[],
+        tokenizer=str(tokenizer),
+        output_dir=root / "fleet-out",
+        concurrency=8,
+        model="sim-model",
+        sampling={"max_new_tokens": 400},
+        deadline="45m",
+        max_cost=5.0,
+        plan_every=10.0,
+        grace_s=5.0,
+        parallel_datasets=2,
+    )
+    profile = LengthProfile(mean=150.0, cv=0.5)
+    box = SimConfig(slots=8, tokens_per_s=20, vocab_size=2000, default_profile=profile)
+    api = SimConfig(
+        slots=32, tokens_per_s=400, vocab_size=2000, default_profile=profile,
+        cost_per_million=(0.0, 10.0),
+    )  # fmt: skip
+    app = GenTuiApp(FleetSource(config, box, api))
+    async with app.run_test(size=(100, 30)) as pilot:
+        deadline = time.monotonic() + WAIT_S
+        line = app.screen.query_one("#plan", PlanLine)
+        while not line.display:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no plan in {WAIT_S:.0f} s")
+            await pilot.pause(1.0)
+        await pilot.pause(3.0)
+        await pilot.press("T")
+        await pilot.pause(0.5)
+        app.screen.query_one("#plan-target", Input).value = "10m 5"
+        await pilot.pause(1.0)
+        app.save_screenshot("plan.svg", str(IMAGES))
 
 
 def b2_done(app: object) -> bool:
@@ -80,10 +154,13 @@ def report(root: Path) -> None:
 
 def main() -> None:
     IMAGES.mkdir(exist_ok=True)
+    only_plan = sys.argv[1:] == ["plan"]
     with tempfile.TemporaryDirectory(prefix="gen-tui-shots-") as tmp:
-        asyncio.run(panel(Path(tmp)))
-        report(Path(tmp))
-    for name in ("panel.svg", "report.png"):
+        if not only_plan:
+            asyncio.run(panel(Path(tmp)))
+            report(Path(tmp))
+        asyncio.run(plan_shot(Path(tmp)))
+    for name in ("panel.svg", "report.png", "plan.svg"):
         path = IMAGES / name
         if path.exists():
             print(f"{path}: {path.stat().st_size:,} bytes")

@@ -22,7 +22,7 @@ from gen_tui.backends.progress import truncation
 from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, batches_line
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_duration
+from gen_tui.widgets.format import cost_text, format_duration, lanes_text
 from gen_tui.widgets.pieces import Line, PieceStyles
 
 HISTORY_POINTS = 240
@@ -159,6 +159,8 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if snap.malformed:
         first.append(f"{snap.malformed} bad lines")
     second = [one_line(f"{snap.host}:{snap.pid}")]
+    if snap.lanes:
+        second.append(f"lanes {lanes_text(snap)}")
     if snap.batches and not snap.state.finished:
         # The batch lane's: its own line of the details, first, since it is what the
         # dataset waits for (hours, at the provider's pace).

@@ -17,6 +17,7 @@ __all__ = [
     "format_count",
     "format_dollars",
     "format_duration",
+    "lanes_text",
     "server_name",
     "server_text",
     "worker_text",
@@ -34,6 +35,13 @@ def cost_text(snap: DatasetSnapshot) -> str:
     if snap.cost_saved:
         text += f" (saved {format_dollars(snap.cost_saved)} vs live)"
     return text
+
+
+def lanes_text(snap: DatasetSnapshot) -> str:
+    """`box 12.3M · api 4.1M`: the dataset's tokens of this run per fleet lane, most first
+    ("" for a run without lanes). The names come from a progress.json, cleaned there."""
+    lanes = sorted(snap.lanes.items(), key=lambda item: -item[1])
+    return " · ".join(f"{one_line(name, 40)} {format_count(tokens)}" for name, tokens in lanes)
 
 
 def server_name(url: str) -> str:

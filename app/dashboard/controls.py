@@ -17,12 +17,14 @@ from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.dashboard.sources import (
     Action,
     AskBudget,
+    AskTarget,
     Confirm,
     Note,
     PanelSource,
     Plan,
 )
 from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
+from gen_tui.app.dialogs.plan_target import PlanTargetScreen
 from gen_tui.widgets.dataset_panel import PanelView
 
 
@@ -64,6 +66,16 @@ class Controls:
             if source is board.hosted:  # in this process: not over another's live writer
                 plan = guarded(board.hosted, board.linked, panel.dataset, plan)
             self.carry_out(plan)
+
+    def plan_target(self) -> None:
+        """`T`: the selected dataset's run's deadline and cap (a planned run's), asked with
+        the new plan previewed; the source says how it reaches the run."""
+        panel = self.board.selected()
+        if panel is None:
+            return
+        name, view = panel.dataset, panel.view or PanelView()
+        source = self._source(name, "kill")  # the source that controls its run
+        self.carry_out(source.plan_target(name, view))
 
     def one(self, what: Literal["stop", "pause"]) -> None:
         """`K`, `P`: stop or pause the selected dataset alone, in a run of this process
@@ -146,6 +158,11 @@ class Controls:
                 app.push_screen(
                     ResumeScreen(target),
                     lambda budget: self._after(then(budget)) if budget is not None else None,
+                )
+            case AskTarget(current=current, where=where, then=then_target):
+                app.push_screen(
+                    PlanTargetScreen(current, where),
+                    lambda chosen: self._after(then_target(chosen)) if chosen else None,
                 )
 
     def say(self, note: Note) -> None:

@@ -14,12 +14,22 @@ from dataclasses import dataclass, field
 from textual.worker import WorkerState
 
 from gen_tui.app.dashboard.rules import StaleWatch, names_title
-from gen_tui.app.dashboard.sources import Action, Activity, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dashboard.sources import (
+    NO_PLAN,
+    Action,
+    Activity,
+    AskBudget,
+    AskTarget,
+    Confirm,
+    Note,
+    PanelSource,
+)
 from gen_tui.app.dialogs.modals import ResumeTarget
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
-from gen_tui.backends.config.commands import Pause, SetBudget, Stop
+from gen_tui.backends.config.commands import Pause, SetBudget, SetPlanTarget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import counted, format_count
+from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.batches import cancel_note
 from gen_tui.backends.progress.snapshot import RunSnapshot, run_rate
 from gen_tui.backends.progress.summary import summary_line
@@ -119,6 +129,22 @@ class HostedRuns(PanelSource):
             run.was_paused = run.was_paused or paused
             run.control(Pause(paused))
         return Note("dispatch paused (in-flight requests finish)" if paused else "dispatch resumed")
+
+    def plan_target(self, name: str, view: PanelView) -> Note | AskTarget:
+        """`T`: a new deadline and cap for `name`'s run, handed to its engine (which
+        re-plans at once: the plan line shows it at the next refresh)."""
+        run = self.owner.get(name)
+        snap = view.snapshot
+        if run is None or not run.active or run.stopping:
+            return Note("its run is not running (or is already stopping)", title=name)
+        if snap is None or snap.plan is None:
+            return Note(NO_PLAN, title=name, severity="warning")
+
+        def then(target: PlanTarget) -> Note:
+            run.control(SetPlanTarget(target.deadline, target.max_cost, target.written_at))
+            return Note(f"plan target sent: {target.said()}", title=name)
+
+        return AskTarget(snap.plan, f"this process's run of {', '.join(run.names)}", then)
 
     def stop_one(self, name: str) -> Note | Confirm:
         """`K`: stop `name` alone in its run (the others go on); asked first."""

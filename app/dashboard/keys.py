@@ -10,13 +10,13 @@ from textual.keys import _character_to_key, format_key
 from gen_tui.app.dialogs.modals import HelpRow
 
 CONTROL_ACTIONS = frozenset(
-    {"kill", "stop_one", "resume", "resume_all", "start", "pause", "pause_one"}
+    {"kill", "stop_one", "resume", "resume_all", "start", "pause", "pause_one", "plan"}
 )
 """What --readonly turns off: every key that changes a run."""
 
 LOOK_KEYS = frozenset(
     {"quality", "samples", "log", "history", "palette", "table", "sort"}
-    | {"resume_all", "stop_one", "pause_one", "servers"}
+    | {"resume_all", "stop_one", "pause_one", "servers", "plan"}
 )
 """Keys left off the key line (no room at 80 columns) but listed in help."""
 
@@ -57,6 +57,14 @@ DASHBOARD_KEYS: list[Binding] = [
         "Resume all",
         tooltip="Start every dataset of the selected dataset's killed run again, as launched",
         id="resume_all",
+        show=False,  # 80 columns hold the control keys and q; it is in ? (help)
+    ),
+    Binding(
+        "T",
+        "plan",
+        "Deadline & cap",
+        tooltip="A planned run's deadline and spend cap, changed live; the new plan previewed",
+        id="plan",
         show=False,  # 80 columns hold the control keys and q; it is in ? (help)
     ),
     Binding("s", "start", "Start", tooltip="Start the configured run", id="start"),

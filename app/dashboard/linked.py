@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.rules import StaleWatch
-from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dashboard.sources import (
+    NO_PLAN,
+    Action,
+    AskBudget,
+    AskTarget,
+    Confirm,
+    Note,
+    PanelSource,
+)
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.host_links import (
     HostLink,
@@ -21,10 +29,12 @@ from gen_tui.app.host_links import (
     Resume,
     ResumeRun,
     Say,
+    SetTarget,
     Shutdown,
     kill_question,
 )
 from gen_tui.app.host_sources import HostSource
+from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
@@ -230,6 +240,26 @@ class HostLinks(PanelSource):
             target,
             lambda budget: link.send(Resume(name, budget, target.max_samples, mark_busy=True)),
         )
+
+    def plan_target(self, name: str, view: PanelView) -> Note | AskTarget:
+        """`T`: a new deadline and cap for the live run writing `name`, written as its plan
+        control file into its dataset folders (the link's thread writes it; over SSH every
+        value quoted); the run re-plans at its next look, within a second or two."""
+        link = self.remote[name]
+        monitor = link.monitor
+        writer = monitor.writer(name) if monitor is not None else None
+        snap = view.snapshot
+        if writer is None:
+            return Note("no live run writes it", title=name, severity="warning")
+        if snap is None or snap.plan is None:
+            return Note(NO_PLAN, title=name, severity="warning")
+        where = f"pid {writer.pid} on {one_line(link.name, 80)} (its plan control file)"
+
+        def then(target: PlanTarget) -> Note:
+            link.send(SetTarget(writer, target))
+            return Note(f"plan target sent: {target.said()}", title=name)
+
+        return AskTarget(snap.plan, where, then)
 
     def resume_all(self, name: str) -> Note | Confirm:
         """What `R` on `name` does: start every dataset of the run that last wrote it (and

@@ -24,6 +24,7 @@ from gen_tui.widgets.filter_bar import FilterBar
 from gen_tui.widgets.gpu_strip import GpuStrip
 from gen_tui.widgets.header import RunHeader
 from gen_tui.widgets.key_line import KeyLine
+from gen_tui.widgets.plan_line import PlanLine
 from gen_tui.widgets.server_strip import ServerStrip
 
 
@@ -36,6 +37,9 @@ def build(
     subtree, which for eight panels costs a visible fraction of a second.
     """
     yield RunHeader(id="header")
+    plan = PlanLine(id="plan")
+    plan.display = False
+    yield plan
     for strip in (ServerStrip(id="servers"), GpuStrip(id="gpus")):
         strip.display = False
         yield strip
@@ -82,6 +86,8 @@ class Parts:
     """Said on the board while no panel shows: each host's state in full."""
     table: DatasetTable
     """The table view: one line per dataset, shown instead of the board."""
+    plan: PlanLine
+    """The fleet plan under the header (hidden while no run has one)."""
 
     @classmethod
     def find(cls, screen: DOMNode) -> Parts:
@@ -96,6 +102,7 @@ class Parts:
             screen.query_one("#filter", FilterBar),
             screen.query_one("#empty", Static),
             screen.query_one("#table", DatasetTable),
+            screen.query_one("#plan", PlanLine),
         )
 
     @property

@@ -158,7 +158,7 @@ class DashboardScreen(Screen[None]):
         if (parts := self.live_parts()) is None:
             return
         extra = (1 if self.notice else 0) + (1 if parts.filter.display else 0)
-        extra += parts.servers.line_count + parts.gpus.line_count
+        extra += parts.servers.line_count + parts.gpus.line_count + parts.plan.line_count
         visible = len(self.panels(visible_only=True))
         layout = plan_layout(self.app.size, visible, extra)
         if self.selection.table_shown:
@@ -244,13 +244,18 @@ class DashboardScreen(Screen[None]):
                 note=self.hosted.header_note,
             )
             tall = self.app.size.height >= TALL_SCREEN
-            strips = parts.servers.line_count + parts.gpus.line_count
+            strips = parts.servers.line_count + parts.gpus.line_count + parts.plan.line_count
+            parts.plan.show(
+                ((view.snapshot.host, view.snapshot.pid), view.snapshot.plan)
+                for view in views.values()
+                if view.snapshot is not None and not view.snapshot.state.finished
+            )
             strip = server_view(activity, self.linked.servers())
             if self.servers is not None:
                 strip = with_supervised(strip, self.servers.supervised)
             parts.servers.show(strip, tall=tall)
             parts.gpus.show(gpu_view(activity, self.linked.gpus()), tall=tall)
-            if parts.servers.line_count + parts.gpus.line_count != strips:
+            if parts.servers.line_count + parts.gpus.line_count + parts.plan.line_count != strips:
                 self.relayout()  # the board's room changed: whole panels, never a scroll
             self._show_hosts(parts, hosts)
         if self.on_refresh is not None:
@@ -347,6 +352,9 @@ class DashboardScreen(Screen[None]):
 
     def action_resume_all(self) -> None:
         self.controls.resume_all()
+
+    def action_plan(self) -> None:
+        self.controls.plan_target()
 
     def action_start(self) -> None:
         self.controls.start()

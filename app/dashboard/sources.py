@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gen_tui.app.dialogs.modals import ResumeTarget
+from gen_tui.backends.plan.control import PlanTarget
+from gen_tui.backends.progress.plan_view import PlanView
 from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.store.tails import Peek
 from gen_tui.widgets.dataset_panel import PanelView
@@ -55,7 +57,22 @@ class AskBudget:
     then: Callable[[int], Note | None]
 
 
-Plan = Note | Confirm | AskBudget
+@dataclass(frozen=True)
+class AskTarget:
+    """Ask for a planned run's new deadline and cap (`T`), from its plan `current` (the
+    dialog previews the new plan), then do `then(target)`; `where` says which run."""
+
+    current: PlanView
+    where: str
+    then: Callable[[PlanTarget], Note | None]
+
+
+Plan = Note | Confirm | AskBudget | AskTarget
+
+NO_PLAN = (
+    "its run has no plan: a run plans over --lane servers or with --deadline "
+    "(see docs/fleet.md), once every lane has answered"
+)
 """What a key means for one dataset, decided by its source."""
 
 
@@ -96,6 +113,10 @@ class PanelSource(ABC):
     def resume(self, name: str, view: PanelView) -> Plan:
         """What `r` on `name` does."""
         return Note(f"{name}: cannot be resumed from here", severity="warning")
+
+    def plan_target(self, name: str, view: PanelView) -> Plan:
+        """What `T` on `name` does (its run's deadline and cap)."""
+        return Note(f"{name}: its run's plan cannot be changed from here", severity="warning")
 
     def activity(self, now: float) -> Activity | None:
         """What the header reports for this source, or None when it has nothing running."""

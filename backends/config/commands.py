@@ -42,4 +42,14 @@ class SetBudget:
     max_samples: int | None
 
 
-EngineCommand = Stop | Pause | SetBudget
+@dataclass(frozen=True, slots=True)
+class SetPlanTarget:
+    """A planned run's new deadline (as `--deadline` spells it; None: none) and spend cap
+    (None: none): the plan is redone at once. `written_at`: when asked (Unix time)."""
+
+    deadline: str | None
+    max_cost: float | None
+    written_at: float
+
+
+EngineCommand = Stop | Pause | SetBudget | SetPlanTarget

@@ -21,7 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients import BatchClient, InferenceClient, client_for
-from gen_tui.backends.config.commands import EngineCommand, Pause, SetBudget, Stop
+from gen_tui.backends.config.commands import (
+    EngineCommand,
+    Pause,
+    SetBudget,
+    SetPlanTarget,
+    Stop,
+)
 from gen_tui.backends.config.run import EngineConfig, EngineError
 from gen_tui.backends.engine.allocator import Allocator
 from gen_tui.backends.engine.answer_cap import AnswerCap, prompt_bound
@@ -43,6 +49,7 @@ from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.engine.telemetry import ServerTelemetry
 from gen_tui.backends.engine.tuning import AutoConcurrency
 from gen_tui.backends.figures import counted
+from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
 from gen_tui.backends.store.conversations import Turns
 from gen_tui.backends.store.manifest import template_sha256
@@ -194,6 +201,14 @@ class Engine:
                 self.pause_dataset(name, paused)
             case SetBudget(dataset=name, max_tokens=tokens, max_samples=samples):
                 self.set_budget(name, tokens, samples)
+            case SetPlanTarget(deadline=deadline, max_cost=cost, written_at=at):
+                if self.planner is None:
+                    self._report.event("warning", "this run has no plan: the target is ignored")
+                    return
+                try:
+                    self.planner.retarget(PlanTarget(deadline, cost, at))
+                except ValueError as exc:  # checked by the dialog; a bad one is said, not raised
+                    self._report.event("warning", f"plan target ignored: {exc}")
 
     def send(self, command: EngineCommand) -> None:
         """Hand a command to the engine's loop from any thread (the TUI's, say)."""
@@ -227,8 +242,10 @@ class Engine:
         board = self._telemetry.gpus
         self._pool.mark_busy()
         elapsed = max(now_mono - self._started, 1e-9)
+        plan = self.planner.view if self.planner is not None else None
         datasets = [
-            dataset_snapshot(ds, self.config, self._host, now_mono, now) for ds in self._datasets
+            dataset_snapshot(ds, self.config, self._host, now_mono, now, plan)
+            for ds in self._datasets
         ]
         return RunSnapshot(
             datasets=tuple(datasets),

@@ -77,6 +77,8 @@ class DatasetRun:
         """Its batches in flight as last polled (the batch lane's; the panel's view)."""
         self.cost_saved: float | None = None
         """Its batch answers' cost at the live price less their cost (None: unknown)."""
+        self.lane_tokens: dict[str, int] = {}
+        """Its tokens of this run per fleet lane (the panel's lane split; empty: no lanes)."""
         self.given_back: deque[Queued] = deque()
         """Prompts a batch did not answer (expired, cancelled, failed), sent again before
         the queue's: the batch lane's, empty on the live path."""

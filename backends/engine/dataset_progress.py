@@ -9,14 +9,21 @@ from gen_tui.backends.budget.rules import eta_seconds
 from gen_tui.backends.config.run import EngineConfig
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.progress.plan_view import PlanView
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, producing_rates
 from gen_tui.backends.store.conversations import Turns
 
 
 def dataset_snapshot(
-    ds: DatasetRun, config: EngineConfig, host: str, now_mono: float, now: float | None = None
+    ds: DatasetRun,
+    config: EngineConfig,
+    host: str,
+    now_mono: float,
+    now: float | None = None,
+    plan: PlanView | None = None,
 ) -> DatasetSnapshot:
-    """`ds` now: its tally, budget, rates, ETA and, when its answers are priced, its cost."""
+    """`ds` now: its tally, budget, rates, ETA and, when its answers are priced, its cost;
+    `plan` is the run's fleet plan (the same for each of its datasets)."""
     tok_s, samples_s = producing_rates(ds.state, len(ds.inflight), ds.rates(now_mono))
     return DatasetSnapshot(
         name=ds.name,
@@ -61,5 +68,7 @@ def dataset_snapshot(
         cost_saved=ds.cost_saved,
         conversations=ds.conversations_done if config.turns is Turns.ALL else None,
         turns_mean=ds.turns_mean if config.turns is Turns.ALL else None,
+        plan=plan,
+        lanes=dict(ds.lane_tokens),
         **CostMeter.fields(ds, now_mono),
     )

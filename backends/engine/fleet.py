@@ -7,6 +7,12 @@ the deadline within what is left of `--max-cost`, and caps each priced lane at i
 tokens (free lanes are never capped: the plan fills them first). A plan that moves tokens
 is said in one line (`api lane down: 12M moved to batch`); one that cannot meet the
 deadline, or that the cap cannot pay, is said at once.
+
+The deadline and the cap can change while the run goes: the hosted engine's panel passes a
+new target in (`retarget`), a headless run's panel writes the control file into one of its
+dataset folders (backends/plan/control.py), looked for every CONTROL_POLL_S; either way the
+plan is redone at once. The current plan is published as a `PlanView` (progress.json's
+`plan`, the panel's plan line).
 """
 
 from __future__ import annotations
@@ -20,6 +26,14 @@ from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.plan import Lane, LaneState, Plan, PlanStatus, explain, parse_deadline, plan
+from gen_tui.backends.plan.control import (
+    CONTROL_FILE,
+    CONTROL_POLL_S,
+    ControlError,
+    PlanTarget,
+    read_target,
+)
+from gen_tui.backends.progress.plan_view import LanePlan, PlanView, wall_time
 
 FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
@@ -43,7 +57,17 @@ class FleetPlanner(RunPart):
         self.deadline_at: float | None = None
         if self.config.deadline is not None:
             self.deadline_at = self.started + parse_deadline(self.config.deadline)
+        self.max_cost = self.config.max_cost
+        """The spend cap now (`--max-cost`, or as a control file or the panel changed it)."""
         self.current: Plan | None = None
+        self.view: PlanView | None = None
+        """The current plan as progress.json and the panel carry it (None: none yet)."""
+        self._started_wall = time.time()
+        """A control file older than this is an earlier run's."""
+        self._seen: dict[str, tuple[int, int]] = {}
+        """Each control file's time and size when last read: one read per change."""
+        self._changed: str | None = None
+        """Why the next re-plan differs, when the target changed (for its log line)."""
         self.history: list[str] = []
         """Every plan line said, in order (tests and the run's end read it)."""
         self.stalled = asyncio.Event()
@@ -116,8 +140,8 @@ class FleetPlanner(RunPart):
             tail = max((lane.turnaround_s for lane in lanes if lane.usable), default=0.0)
             deadline = max(1e-3, self.deadline_at - now - tail)
         cap = None
-        if self.config.max_cost is not None:
-            cap = max(0.0, self.config.max_cost - self.cost.total())
+        if self.max_cost is not None:
+            cap = max(0.0, self.max_cost - self.cost.total())
         made = plan(lanes, remaining, deadline, cap)
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
@@ -132,14 +156,114 @@ class FleetPlanner(RunPart):
                     share *= self.config.plan_every / made.finish_s
                 server.allowance = share + server.outstanding * server.mean_answer
         old, self.current = self.current, made
+        self.view = self._view(made, now)
+        changed, self._changed = self._changed, None
         if old is None:
             self._say(f"plan: {made.line()} ({made.note})", made)
         else:
-            why = explain(old, made)
+            why = explain(old, made, changed)
+            if why is None and changed is not None:
+                why = f"{changed} ({made.note})"
             if why is not None:
                 self._say(f"plan changed: {why}; now {made.line()}", made)
         self.signals.wake.set()
         return made
+
+    def _view(self, made: Plan, now: float) -> PlanView:
+        """`made` in wall-clock terms, with what was spent before it."""
+        wall = time.time()
+        lanes = []
+        for lane in made.lanes:
+            tokens = made.tokens.get(lane.name, 0)
+            finish = None
+            if tokens > 0 and lane.rate > 0:
+                finish = wall_time(lane.turnaround_s + tokens / lane.rate, wall)
+            lanes.append(
+                LanePlan(
+                    lane.name,
+                    tokens,
+                    tokens * lane.price,
+                    finish,
+                    lane.rate,
+                    lane.price,
+                    lane.turnaround_s,
+                    str(lane.state),
+                )
+            )
+        deadline = None
+        if self.deadline_at is not None:
+            deadline = wall + max(0.0, self.deadline_at - now)
+        return PlanView(
+            made_at=wall,
+            status=str(made.status),
+            lanes=tuple(lanes),
+            finish_at=wall_time(made.finish_s, wall),
+            cost=self.cost.total() + made.cost,
+            max_cost=self.max_cost,
+            deadline_at=deadline,
+            note=made.note,
+            remaining=made.remaining,
+            spent=self.cost.total(),
+        )
+
+    def retarget(self, target: PlanTarget, by: str = "the panel") -> None:
+        """A new deadline and cap (from the panel, or a control file): re-plan at once.
+        Raises DeadlineError for a deadline that is no longer one (checked when written)."""
+        deadline_at = None
+        if target.deadline is not None:
+            deadline_at = time.monotonic() + parse_deadline(target.deadline)
+        self.deadline_at = deadline_at
+        self.max_cost = target.max_cost
+        self._changed = f"{target.said()}, set by {by}"
+        self.reporter.event("info", f"plan target: {target.said()} (set by {by})")
+        if self.current is not None:
+            self.replan()
+        self.stalled.set()  # the loop's wait ends: the next interval starts from now
+
+    def _read_controls(self) -> list[tuple[str, PlanTarget | str]]:
+        """Each dataset folder's control file changed since last looked at, and written since
+        the run started (an older one is an earlier run's). Its file times are this host's
+        clock, unlike `written_at` (the panel's): the times compared are the file's. In a
+        worker thread: a folder on a slow disk never holds the engine's loop."""
+        found: list[tuple[str, PlanTarget | str]] = []
+        for ds in self.datasets:
+            path = ds.folder / CONTROL_FILE
+            try:
+                stat = path.stat()
+                if stat.st_mtime < self._started_wall or self._seen.get(str(path)) == (
+                    stat.st_mtime_ns,
+                    stat.st_size,
+                ):
+                    continue
+                self._seen[str(path)] = (stat.st_mtime_ns, stat.st_size)
+                target = read_target(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, ControlError) as exc:
+                found.append((str(path), f"{exc}"))
+                continue
+            if target is not None:
+                found.append((str(path), target))
+        return found
+
+    async def check_controls(self) -> bool:
+        """Apply the newest control file that came, if one did; say one that cannot be used.
+        Whether the target changed."""
+        found = await asyncio.to_thread(self._read_controls)
+        newest: tuple[str, PlanTarget] | None = None
+        for path, what in found:
+            if isinstance(what, str):
+                self.reporter.event("warning", f"{path}: ignored: {what}")
+            elif newest is None or what.written_at > newest[1].written_at:
+                newest = (path, what)
+        if newest is None:
+            return False
+        try:
+            self.retarget(newest[1], by=newest[0])
+        except ValueError as exc:
+            self.reporter.event("warning", f"{newest[0]}: ignored: {exc}")
+            return False
+        return True
 
     def _say(self, line: str, made: Plan) -> None:
         self.history.append(line)
@@ -159,10 +283,15 @@ class FleetPlanner(RunPart):
                 break
             await asyncio.sleep(CHECK_S)
         while True:
+            await self.check_controls()
             self.replan()
             self.stalled.clear()
-            try:
-                await within(self.stalled.wait(), every)
-            except TimeoutError:
-                continue
-            await asyncio.sleep(CHECK_S)  # at most one re-plan per CHECK_S however stalled
+            due = time.monotonic() + every
+            while not self.stalled.is_set() and time.monotonic() < due:
+                try:
+                    await within(self.stalled.wait(), min(CONTROL_POLL_S, every))
+                except TimeoutError:
+                    if await self.check_controls():
+                        break  # re-planned at once; the next interval starts from now
+                    continue
+                await asyncio.sleep(CHECK_S)  # at most one re-plan per CHECK_S however stalled

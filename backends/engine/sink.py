@@ -279,6 +279,8 @@ class DatasetSink(RunPart):
             ds.priced = True
         was_reached = ds.reached
         ds.record(key, gen.completion_tokens, gen.latency_s)
+        if lane is not None:
+            ds.lane_tokens[lane.name] = ds.lane_tokens.get(lane.name, 0) + gen.completion_tokens
         if prompt.turn is not None and prompt.turn == prompt.turns:
             ds.done.add(prompt.key)  # its last turn: the conversation is whole on disk
             ds.conversations_done += 1

@@ -10,6 +10,8 @@ dataset names pass :func:`check_dataset_name` before anything runs.
 
 from __future__ import annotations
 
+import posixpath
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 
 from gen_tui.backends import watcher
@@ -38,6 +40,7 @@ from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.start import START_SETTLE_S, start_run
 from gen_tui.backends.hosts.stop import stop_run
 from gen_tui.backends.hosts.watch import Watch
+from gen_tui.backends.plan.control import CONTROL_FILE, PlanTarget, parse_target, target_text
 from gen_tui.backends.settings import DEFAULT_GRACE_S
 from gen_tui.backends.store.prompt_heads import PROMPT_HEAD_CHARS, PROMPT_SCAN_BYTES, PromptHeads
 from gen_tui.backends.store.prompts import check_dataset_name
@@ -188,6 +191,32 @@ class Host(HostPrimitives):
     async def file_size(self, path: str) -> int | None:
         """The size of the file at `path` on the host now (None: absent or unreadable)."""
         return (await self._sizes([path], samples=1))[-1].get(path)
+
+    async def write_plan_target(self, run: RunProcess, target: PlanTarget) -> str:
+        """Give `run` a new deadline and cap: its plan control file, written into each of its
+        dataset folders (its planner reads the newest at its next look, within a second or
+        two). Atomic: a temporary file of the run's folder, then renamed over the old one.
+        Every value is quoted; the content is the target's JSON, checked before it is sent.
+        Returns the first path written."""
+        parse_target(target.to_json())  # what the run will accept, or ControlError here
+        text = target_text(target)
+        paths = []
+        lines = ["umask 077", "set -e"]
+        for dataset in run.datasets:
+            folder = posixpath.join(run.output_dir, check_dataset_name(dataset))
+            path = posixpath.join(folder, CONTROL_FILE)
+            # A fresh temporary name (mktemp: O_EXCL), never one a link planted in advance
+            # could redirect.
+            pattern = posixpath.join(folder, f".{CONTROL_FILE}.XXXXXX")
+            lines.append(f"tmp=$(mktemp -- {rquote(pattern)})")
+            lines.append(
+                f'printf \'%s\\n\' {shlex.quote(text)} > "$tmp" && mv -f -- "$tmp" {rquote(path)}'
+            )
+            paths.append(path)
+        if not paths:
+            raise RunError(f"pid {run.pid} names no dataset folder to write the plan to")
+        await self._sh("\n".join(lines))
+        return paths[0]
 
     # resume
 

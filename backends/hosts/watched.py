@@ -95,6 +95,8 @@ def watched_snapshot(
         # Only a live writer's: a killed run's batches may still be open at the provider,
         # but its last counts and ETA would read as current.
         batches=(progress.batches or ()) if live else (),
+        # A live writer's plan only: a dead run's would read as what is happening now.
+        plan=progress.plan if live else None,
         **_writer_counts(progress if by_writer or writer is None else ProgressFile()),
     )
 
@@ -144,6 +146,8 @@ def _writer_counts(progress: ProgressFile) -> dict[str, Any]:
         fields["cost_saved"] = progress.cost_saved
     if progress.conversations is not None and progress.conversations >= 0:
         fields["conversations"] = progress.conversations
+    if progress.lanes:
+        fields["lanes"] = progress.lanes
     return fields
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from gen_tui.backends.progress.batches import BatchView
+from gen_tui.backends.progress.plan_view import PlanView
 from gen_tui.backends.progress.quality import Quality
 from gen_tui.backends.settings import DEFAULT_TRUNCATED_WARN
 from gen_tui.backends.telemetry.gpus import Gpu
@@ -22,7 +23,8 @@ PROGRESS_VERSION = 2
 state alone); readers take both. A router's entry may also carry `workers`, a list of
 `{"url", "healthy", "state", "metrics"}` (its `metrics` then being their sum): a key
 added, which readers of 2 without it skip. So are a dataset's `batches` (its batches in
-flight, see batches.py) and `cost_saved`, added by the batch lane."""
+flight, see batches.py) and `cost_saved`, added by the batch lane, and the fleet's `plan`
+(plan_view.py) and the dataset's `lanes` (its tokens per lane), added by the planner."""
 
 
 class DatasetState(StrEnum):
@@ -137,6 +139,11 @@ class DatasetSnapshot:
     """With `--turns all`: the turns per conversation its writer plans one not finished at
     (the mean of those queued so far), what a watching panel needs for the ETA since
     `--max-samples` counts conversations; None with `--turns last`."""
+    plan: PlanView | None = None
+    """The fleet plan of the run writing it (the same in each of the run's datasets; None:
+    the run is not planned, or has not planned yet)."""
+    lanes: dict[str, int] = field(default_factory=dict)
+    """Its tokens of this run per lane (a fleet run's; empty otherwise)."""
 
     @property
     def fraction(self) -> float | None:
@@ -152,6 +159,7 @@ class DatasetSnapshot:
         data["state"] = str(self.state)
         data["quality"] = self.quality.to_json() if self.quality is not None else None
         data["batches"] = [batch.to_json(self.updated_at) for batch in self.batches]
+        data["plan"] = self.plan.to_json() if self.plan is not None else None
         data["version"] = PROGRESS_VERSION
         return data
 

@@ -19,6 +19,7 @@ from typing import Any
 from gen_tui.backends.bounds import COUNT, DOLLARS, PID, Range
 from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.progress.batches import BatchView, parse_batches
+from gen_tui.backends.progress.plan_view import PlanView, lane_split
 from gen_tui.backends.progress.quality import Quality
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
 from gen_tui.backends.store.records import write_json_atomic
@@ -131,6 +132,11 @@ class ProgressFile:
     """With `--turns all`: the turns per conversation its writer plans at (at least 1)."""
     servers: dict[str, ServerReport] | None = None
     """The run's servers, by URL (the same in each dataset's file of the run)."""
+    plan: PlanView | None = None
+    """The run's fleet plan (bounded, see progress/plan_view.py); None: no plan, or a writer
+    that predates it."""
+    lanes: dict[str, int] | None = None
+    """The dataset's tokens of this run per fleet lane."""
     ignored: tuple[str, ...] = ()
     """The fields that were present but of the wrong type or out of their range (bounds.py):
     for a note, never an error."""
@@ -206,6 +212,12 @@ class ProgressFile:
         servers = _servers(value.get("servers"))
         if servers is None and value.get("servers") is not None:
             ignored.append("servers")
+        plan = PlanView.from_json(value.get("plan"))
+        if plan is None and value.get("plan") is not None:
+            ignored.append("plan")
+        lanes = lane_split(value.get("lanes"))
+        if lanes is None and value.get("lanes") is not None:
+            ignored.append("lanes")
         return cls(
             pid=pick("pid", int, bounds=PID),
             state=known,
@@ -227,6 +239,8 @@ class ProgressFile:
             conversations=pick("conversations", int, bounds=COUNT),
             turns_mean=float(turns_mean) if turns_mean is not None else None,
             servers=servers,
+            plan=plan,
+            lanes=lanes or None,
             ignored=tuple(ignored),
         )
 
