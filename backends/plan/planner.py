@@ -170,6 +170,8 @@ def plan(
     names = [lane.name for lane in lanes]
     if len(set(names)) != len(names):
         raise ValueError(f"lane names repeat: {', '.join(names)}")
+    if max_cost is not None and not max_cost >= 0:
+        raise ValueError(f"a spend cap is a sum of dollars, 0 or more, not {max_cost}")
 
     def made(
         status: PlanStatus, split: dict[str, float], total: int, finish: float, note: str

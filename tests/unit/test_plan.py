@@ -233,3 +233,10 @@ def test_the_seeds_night_as_docs_fleet_md_tells_it(hours: int | None, line: str)
     assert made.line() == line
     if hours == 2:
         assert made.note.startswith("meeting the deadline costs $78.00, over the $60.00 cap")
+
+
+@pytest.mark.parametrize("cap", [-1.0, -1e-9, math.nan])
+def test_a_cap_below_zero_or_not_a_number_is_refused_in_one_line(cap: float) -> None:
+    # Before: a SHORT plan saying "the $-1.000 cap buys -1M of the 1M tokens left".
+    with pytest.raises(ValueError, match="spend cap"):
+        plan([BOX], 1_000_000, None, cap)
