@@ -18,6 +18,8 @@ class ServerState(StrEnum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     """Running, failing its health check since `since`; restarted after `unhealthy_s`."""
+    DRAINING = "draining"
+    """Being stopped on purpose: off the router, its in-flight requests finishing."""
     EXITED = "exited"
     RESTARTING = "restarting"
     """Waiting out its backoff before the next start."""

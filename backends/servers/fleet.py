@@ -87,6 +87,8 @@ class Fleet:
                 check_s=self.check_s,
                 grace_s=self.grace_s,
             )
+            if recipe is not router and self.router_workers is not None:
+                supervisor.router = self.router_workers  # a stop takes it off first
             self.supervisors[recipe.name] = supervisor
             if recipe is not router:
                 supervisor.start()

@@ -23,7 +23,13 @@ from gen_tui.backends.servers.events import ServerEvent, ServerState
 
 ADD_ON = frozenset({ServerState.HEALTHY})
 REMOVE_ON = frozenset(
-    {ServerState.EXITED, ServerState.DOWN, ServerState.UNHEALTHY, ServerState.STOPPED}
+    {
+        ServerState.EXITED,
+        ServerState.DOWN,
+        ServerState.UNHEALTHY,
+        ServerState.STOPPED,
+        ServerState.DRAINING,
+    }
 )
 TIMEOUT_S = 10.0
 RECONCILE_S = 5.0
