@@ -31,6 +31,7 @@ from gen_tui.backends.servers.drain import drain_then_stop
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.health import check_health
+from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.notify import ServerAlerts
 from gen_tui.backends.servers.recipe import ServerRecipe
@@ -173,6 +174,7 @@ async def stop(servers: Servers, names: list[str]) -> int:
         chosen.remove(servers.config.router)
         chosen.insert(0, servers.config.router)
     router = servers.router_workers(adopted, stopping=[r.name for r in chosen])
+    history = ServerHistory(servers.folder)
     for recipe in chosen:
         launched = adopted.get(recipe.name)
         if launched is None:
@@ -188,6 +190,7 @@ async def stop(servers: Servers, names: list[str]) -> int:
             router=router,
         )
         servers.state.note_stop(recipe.name)
+        history(ServerEvent(recipe.name, ServerState.STOPPED, time.time(), said, launched.ref))
         print(one_line(f"{recipe.name}: {said}", 600))
     return EXIT_OK
 
