@@ -48,7 +48,7 @@ class Fleet:
         self.launchers = launchers
         self.state = state
         self.session = session
-        self.sinks = [*sinks, ServerHistory(state.path.parent)]
+        self.sinks: list[EventSink] = [*sinks, ServerHistory(state.path.parent)]
         """The caller's sinks, and the servers' history file beside the state file."""
         self.router = router
         self.router_workers: RouterWorkers | None = None
