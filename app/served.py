@@ -212,7 +212,7 @@ class PanelServers:
             self._holders.pop(recipe.name, None)
         return ServerRow(
             recipe.name,
-            supervisor.url,
+            supervisor.base_url,  # a Slurm job without an address: on its node
             recipe.host,
             supervisor.state,
             supervisor.since,

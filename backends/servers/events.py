@@ -47,6 +47,8 @@ class ServerEvent:
     """Restarts in the last hour."""
     since: float | None = None
     """When the state began (an unhealthy server's first failed check)."""
+    url: str = ""
+    """Where it answers now (a Slurm job without an `address`: on its node)."""
 
     def line(self) -> str:
         """The event as one line: `server NAME STATE: detail`."""

@@ -112,6 +112,7 @@ class ServerSupervisor:
             self.launched.ref if self.launched else None,
             self.restarts,
             self.since,
+            self.base_url,
         )
         for sink in self.sinks:
             sink(event)
