@@ -9,10 +9,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
+from gen_tui.app.cli.main import job_nodes
 from gen_tui.backends.config.file import FileConfig
 from gen_tui.backends.servers.events import ServerEvent, ServerState
+from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
+from gen_tui.backends.servers.state import StateFile, local_folder
 
 S = ServerState
 
@@ -79,3 +84,17 @@ def test_a_run_naming_the_recipe_goes_to_the_jobs_node() -> None:
     file.nodes = {"gpu0": "node-b", "gpu1": "node-c"}
     assert file.resolve_server("gpu0") == "http://node-b:30000"
     assert file.resolve_server("gpu1") == "http://proxy:30001"  # its address wins
+
+
+def test_gen_tui_run_reads_the_jobs_node_from_the_state_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    job = Launched("gpu0", "41", "local", 30000, time.time(), "gpu0.log", node="node-b")
+    StateFile(local_folder()).note_launch("slurm", job)
+    file = FileConfig(
+        path=Path("."), servers=[ServerRecipe("gpu0", ("python",), 30000, launcher="slurm")]
+    )
+    assert job_nodes(file) == {"gpu0": "node-b"}
+    file.nodes = job_nodes(file)
+    assert file.resolve_server("gpu0") == "http://node-b:30000"
