@@ -27,7 +27,7 @@ from textual.notifications import SeverityLevel
 from gen_tui.backends.aio import within
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.recipe import LOCAL
-from gen_tui.backends.servers.view import Holder, ServerRow
+from gen_tui.backends.servers.view import Holder, ServerRow, gpus_of
 from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.untrusted import one_line
 
@@ -225,6 +225,7 @@ class PanelServers:
             recipe.port,
             holder,
             self._exits.get(recipe.name, ""),
+            gpus_of(recipe),
         )
 
     # commands (from the UI thread; each runs on the servers' loop)

@@ -53,7 +53,7 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
 ) -> None:
     url, received = hook
     ports = {"a": free_port(), "b": free_port()}
-    config = sim_config(tmp_path / "gen-tui.toml", ports, alerts=url)
+    config = sim_config(tmp_path / "gen-tui.toml", ports, alerts=url, devices={"a": "0,1"})
     app = panel(config)
     async with app.run_test(size=SIZE) as pilot:
         await open_view(app, pilot)
@@ -61,6 +61,7 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
         pid_b = await until_state(app, pilot, "b", "healthy")
         assert pid_a != pid_b and alive(int(pid_a)) and alive(int(pid_b))
         assert cell(app, "a", "restarts") == "0"
+        assert cell(app, "a", "gpus") == "0,1" and cell(app, "b", "gpus") == "-"
         os.kill(int(pid_a), signal.SIGKILL)
         seen: list[str] = []
 
