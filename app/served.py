@@ -290,6 +290,22 @@ class PanelServers:
 
         self._submit(restart)
 
+    def save_flags(self, name: str, argv: Sequence[str]) -> None:
+        """Save `argv` as `name`'s command in the config file (in a thread: a disk write),
+        the rest of the file kept; the outcome comes back as a line."""
+
+        async def save() -> str:
+            from gen_tui.backends.config.file import ConfigError
+            from gen_tui.backends.config.save import save_argv
+
+            try:
+                return await asyncio.to_thread(save_argv, self.config.path, name, argv)
+            except ConfigError as exc:
+                self.post(ServerSaid("error", one_line(str(exc), 500)))
+                return ""
+
+        self._submit(save)
+
     async def _stop_foreign(self, supervisor: ServerSupervisor) -> str | None:
         """Stop the process holding a not-ours server's port; a line when it cannot be."""
         from gen_tui.backends.servers.foreign import holder_of

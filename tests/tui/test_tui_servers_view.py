@@ -17,10 +17,12 @@ from typing import Any
 
 import psutil
 import pytest
+from textual.widgets import Checkbox
 
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen
 from gen_tui.app.dialogs.servers import FlagsScreen
+from gen_tui.backends.config.file import load_config
 from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
 from tests.support.runs import ENV, GEN_TUI, alive
@@ -173,6 +175,9 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         field = app.screen.query_one("#flags")
         assert "--tokens-per-s 2000" in field.value  # type: ignore[attr-defined]
         field.value = field.value.replace("2000", "1500")  # type: ignore[attr-defined]
+        app.screen.query_one("#flags-save", Checkbox).value = True  # kept in the file too
+        before = config.read_text()
+        field.focus()
         await pilot.press("enter")
 
         def restarted() -> str:
@@ -183,6 +188,10 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         pid = await wait_until(restarted, 90, "solo restarted", pause=pilot.pause)
         assert psutil.Process(int(pid)).cmdline()[-1] == "1500"
         assert not alive(int(first))
+        saved = config.read_text()  # the argv changed in place, the rest as it was
+        assert load_config(config).servers[0].argv[-1] == "1500"
+        assert saved.split("argv")[0] == before.split("argv")[0]
+        assert saved.split("port = ")[1] == before.split("port = ")[1]
 
         # L: the server's own log, read in the servers' thread.
         await pilot.press("L")

@@ -70,6 +70,9 @@ class Fixed:
     def restart(self, name: str, argv: Sequence[str] | None = None) -> None:
         self.calls.append(("restart", name))
 
+    def save_flags(self, name: str, argv: Sequence[str]) -> None:
+        self.calls.append(("save", name))
+
     def log_tail(self, name: str, lines: int) -> Tail:
         return Tail()
 
