@@ -20,13 +20,16 @@ import pytest
 from gen_tui.backends.servers.drain import in_flight
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.fleet import Fleet
+from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
 from tests.support.router import ROUTER_PYTHON, get_json, router_problem
+from tests.support.runs import finish
 from tests.support.servers import (
     Recorder,
     free_port,
+    gen_tui_in,
     kill_servers,
     launcher_in,
     sim_recipe,
@@ -191,3 +194,68 @@ async def test_a_server_ignoring_sigterm_is_killed_after_the_grace(
     assert "ignored SIGTERM for 3 s and was killed (SIGKILL)" in said, said
     assert 3 <= took < 8, took
     assert not _alive(launched.identity.pid)
+
+
+def _toml(recipe: ServerRecipe, table: str) -> str:
+    words = ", ".join(f'"{word}"' for word in recipe.argv)
+    name = f'name = "{recipe.name}"\n' if table == "[[servers]]" else ""
+    return f"{table}\n{name}argv = [{words}]\nport = {recipe.port}\ndrain_s = {recipe.drain_s}\n"
+
+
+async def test_servers_stop_takes_it_off_the_router_first(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """`gen-tui servers stop w0`, another process than the fleet's: it adopts the router
+    from the state file, takes w0 off its list, waits for w0's request, then stops it."""
+    problem = router_problem()
+    if problem:
+        pytest.skip(problem)
+    state = tmp_path / "state"
+    folder = state / "gen-tui" / "servers"
+    workers = [sim_recipe(f"w{i}", free_port(), *SLOW, drain_s=30.0) for i in range(2)]
+    port = free_port()
+    router = ServerRecipe(
+        "router",
+        (
+            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
+            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
+            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
+            *("--log-level", "warn", "--worker-urls", "{workers}"),
+        ),
+        port,
+        startup_s=60.0,
+    )
+    config = tmp_path / "gen-tui.toml"
+    config.write_text(
+        "".join([*(_toml(w, "[[servers]]") for w in workers), _toml(router, "[router]")])
+    )
+    launcher = launcher_in(folder)
+    recorder = Recorder()
+    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
+    fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
+                  router=router, check_s=0.2, grace_s=3.0)  # fmt: skip
+    await fleet.up()
+    try:
+        await recorder.reach(S.HEALTHY, 3, timeout=90)
+
+        def listing() -> set[str]:
+            return set(listed(get_json(f"{urls['router']}/workers")))
+
+        await wait_until(lambda: listing() == {urls["w0"], urls["w1"]}, 60, "both listed")
+        await fleet.leave()  # the fleet's process watches no more: the command acts alone
+        request = asyncio.create_task(_generate(http, urls["w0"], 160))
+        await _busy(http, urls["w0"])
+        stop = await gen_tui_in(state, "servers", "--config", str(config), "stop", "w0")
+        await wait_until(lambda: listing() == {urls["w1"]}, 10, "w0 off the router's list")
+        assert not request.done()
+        status, body = await asyncio.wait_for(request, 30)
+        assert status == 200 and body["meta_info"]["completion_tokens"] == 160
+        code, out, err = await finish(stop, 60)
+        assert code == 0, err
+        assert out.startswith(f"w0: router: removed {urls['w0']}"), out
+        assert "drained in" in out and "exited after SIGTERM" in out, out
+        history = [(line["server"], line["state"]) for line in ServerHistory(folder).read()]
+        assert history[-1] == ("w0", "stopped")
+    finally:
+        await fleet.stop()
+        kill_servers(folder)
