@@ -74,6 +74,8 @@ async def drain_then_stop(
     """Take `launched` off `router` (when that is up and it is one of its workers), drain
     it for `drain_s` at most, then stop it (SIGTERM, SIGKILL after `grace_s`): one line of
     the three steps."""
+    if launcher.queues and launched.node is None:  # still queued: nothing it could serve
+        return await launcher.stop(launched, grace_s)
     said = []
     if router is not None and router.router_up and launched.name in router.workers:
         said.append(await router.apply(launched.name, ServerState.DRAINING))
