@@ -64,9 +64,17 @@ class OwnRunsHost(LocalHost):
         output_dir: str | None = None,
         expect: int | None = None,
         env: dict[str, str] | None = None,
+        exit_file: str | None = None,
     ) -> RunIdentity:
         identity = await super().start(
-            command_argv, log_path, cwd, settle_s, output_dir=output_dir, expect=expect, env=env
+            command_argv,
+            log_path,
+            cwd,
+            settle_s,
+            output_dir=output_dir,
+            expect=expect,
+            env=env,
+            exit_file=exit_file,
         )
         self.own = (*self.own, identity)
         return identity

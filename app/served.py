@@ -27,7 +27,7 @@ from textual.notifications import SeverityLevel
 from gen_tui.backends.aio import within
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.recipe import LOCAL
-from gen_tui.backends.servers.view import Holder, ServerRow
+from gen_tui.backends.servers.view import Holder, ServerRow, gpus_of
 from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.untrusted import one_line
 
@@ -212,7 +212,7 @@ class PanelServers:
             self._holders.pop(recipe.name, None)
         return ServerRow(
             recipe.name,
-            supervisor.url,
+            supervisor.base_url,  # a Slurm job without an address: on its node
             recipe.host,
             supervisor.state,
             supervisor.since,
@@ -225,6 +225,7 @@ class PanelServers:
             recipe.port,
             holder,
             self._exits.get(recipe.name, ""),
+            gpus_of(recipe),
         )
 
     # commands (from the UI thread; each runs on the servers' loop)
@@ -289,6 +290,22 @@ class PanelServers:
 
         self._submit(restart)
 
+    def save_flags(self, name: str, argv: Sequence[str]) -> None:
+        """Save `argv` as `name`'s command in the config file (in a thread: a disk write),
+        the rest of the file kept; the outcome comes back as a line."""
+
+        async def save() -> str:
+            from gen_tui.backends.config.file import ConfigError
+            from gen_tui.backends.config.save import save_argv
+
+            try:
+                return await asyncio.to_thread(save_argv, self.config.path, name, argv)
+            except ConfigError as exc:
+                self.post(ServerSaid("error", one_line(str(exc), 500)))
+                return ""
+
+        self._submit(save)
+
     async def _stop_foreign(self, supervisor: ServerSupervisor) -> str | None:
         """Stop the process holding a not-ours server's port; a line when it cannot be."""
         from gen_tui.backends.servers.foreign import holder_of
@@ -317,25 +334,32 @@ class PanelServers:
 
     def log_tail(self, name: str, lines: int) -> Tail:
         """The end of `name`'s log (blocks: call it from a thread, as `L`'s screen does)."""
-        loop, setup = self._loop, self._setup
-        if loop is None or setup is None or self._fleet is None:
+        loop = self._loop
+        if loop is None or self._setup is None or self._fleet is None:
             return Tail(error="the servers are not up yet")
-        supervisor = self._supervisor(name)
-        from gen_tui.backends.servers.process import ProcessLauncher
+        future = asyncio.run_coroutine_threadsafe(self._log_tail(name, lines), loop)
+        try:
+            return future.result(LOG_WAIT_S)
+        except Exception as exc:
+            future.cancel()
+            return Tail(error=one_line(f"{type(exc).__name__}: {exc}", 300))
 
-        launcher, launched, recipe = supervisor.launcher, supervisor.launched, supervisor.recipe
+    async def _log_tail(self, name: str, lines: int) -> Tail:
+        """On the servers' loop: the log of the running server, else where its launcher
+        (the one the supervisor was given by :class:`ServerSetup`) says it writes it."""
+        setup = self._setup
+        assert setup is not None
+        supervisor = self._supervisor(name)
+        launched, recipe = supervisor.launched, supervisor.recipe
         if launched is not None:
             host_name, path = launched.host, launched.log
-        elif isinstance(launcher, ProcessLauncher):
-            host_name, path = recipe.host, launcher.log_path(recipe)
         else:
-            return Tail(error=f"server {name}: not running, and its log is not known")
+            host_name, path = recipe.host, await supervisor.launcher.log_of(recipe)
         host = setup.hosts.get(host_name)
         if host is None:
             return Tail(error=f"server {name}: its log is not known")
-        future = asyncio.run_coroutine_threadsafe(host.log_lines(path, lines), loop)
         try:
-            got = future.result(LOG_WAIT_S)
+            got = await host.log_lines(path, lines)
         except Exception as exc:
             return Tail(error=one_line(f"{type(exc).__name__}: {exc}", 300), path=path)
         return Tail(lines=tuple(got), path=path)

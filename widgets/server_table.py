@@ -1,5 +1,5 @@
 """The servers view's table: a line per supervised server (state in words, pid or job,
-host, uptime, restarts, its /metrics load, its log's last line)."""
+host, GPUs, uptime, restarts, its /metrics load, its log's last line)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from gen_tui.backends.servers.view import ServerRow, ref_text, state_words, upti
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.keyed_table import KeyedTable
 
-COLUMNS = ("server", "state", "pid/job", "host", "up", "restarts", "load", "last log line")
-WIDTHS = {"server": 12, "state": 24, "pid/job": 10, "host": 10, "up": 7, "restarts": 8}
+COLUMNS = (
+    *("server", "state", "pid/job", "host", "gpus", "up", "restarts", "load", "last log line"),
+)
+WIDTHS = {"server": 12, "state": 24, "pid/job": 10, "host": 10, "gpus": 9, "up": 7, "restarts": 8}
 LAST_LINE_CHARS = 200
 """A log line is another program's text: one line, this long at most."""
 
@@ -22,6 +24,7 @@ def row_cells(row: ServerRow, load: str, now: float | None = None) -> tuple[str,
         state_words(row, now),
         ref_text(row),
         one_line(row.host, 64),
+        one_line(row.gpus, 32),
         uptime(row, now),
         str(row.restarts),
         one_line(load, 80),

@@ -33,11 +33,27 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names}
 
 
+def job_nodes(file: FileConfig) -> dict[str, str]:
+    """The node each Slurm recipe without an `address` runs on now, as the servers' state
+    file says (written by the `gen-tui servers up` or panel that supervises it)."""
+    if not any(r.launcher == "slurm" and not r.address for r in file.servers):
+        return {}
+    from gen_tui.backends.servers.state import StateFile, local_folder
+
+    entries = StateFile(local_folder()).read()
+    return {
+        name: entry.launched.node
+        for name, entry in entries.items()
+        if entry.launcher == "slurm" and entry.launched is not None and entry.launched.node
+    }
+
+
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """Merge flags over the config file over defaults into an :class:`EngineConfig`."""
     from gen_tui.backends.tokenizer import missing_tokenizer
 
     file = load_config(args.config) if args.config else FileConfig(path=Path("."))
+    file.nodes = job_nodes(file)
     config = merge_run(file, _flags(args))
     # Checked here, before any server is contacted (exit 2, as a missing --prompts-dir),
     # and not in merge_run: the panel reads configs of runs whose tokenizer is elsewhere.

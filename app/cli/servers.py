@@ -27,14 +27,17 @@ from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import Alerter
 from gen_tui.backends.config.file import ConfigError, FileConfig, find_config, load_config
+from gen_tui.backends.servers.drain import drain_then_stop
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.health import check_health
+from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.notify import ServerAlerts
 from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.setup import ServerSetup
-from gen_tui.backends.servers.supervisor import ENDED
+from gen_tui.backends.servers.supervisor import ENDED, STOP_GRACE_S
 from gen_tui.backends.untrusted import one_line
 
 
@@ -52,6 +55,29 @@ class Servers(ServerSetup):
             for launched in await launcher.adopt():
                 found[launched.name] = launched
         return found
+
+    def url_of(self, recipe: ServerRecipe, launched: Launched | None) -> str:
+        """Where `recipe`'s server answers: a batch job without an `address` on its node."""
+        url = self.urls[recipe.name]
+        if launched and launched.node and self.launchers[recipe.launcher].queues:
+            url = url if recipe.address else f"http://{launched.node}:{recipe.port}"
+        return url
+
+    def router_workers(
+        self, adopted: dict[str, Launched], stopping: Sequence[str]
+    ) -> RouterWorkers | None:
+        """The running router's worker list, for a stop to take its server off first; None
+        when there is no router, it does not run, or it is being stopped too (first)."""
+        router = self.config.router
+        if router is None or router.name not in adopted or router.name in stopping:
+            return None
+        workers = {
+            recipe.name: self.url_of(recipe, adopted.get(recipe.name))
+            for recipe in self.config.servers
+        }
+        listing = RouterWorkers(self.session, self.urls[router.name], workers, router.name)
+        listing.router_up = True
+        return listing
 
     def fleet(self, sinks: Sequence[Callable[[ServerEvent], None]]) -> Fleet:
         return Fleet(
@@ -118,10 +144,8 @@ async def status(servers: Servers, names: list[str]) -> int:
     adopted = await servers.adopted()
     entries = servers.state.read()
     for recipe in _chosen(servers.recipes, names):
-        url = servers.urls[recipe.name]
         launched = adopted.get(recipe.name)
-        if launched and launched.node and servers.launchers[recipe.launcher].queues:
-            url = url if recipe.address else f"http://{launched.node}:{recipe.port}"
+        url = servers.url_of(recipe, launched)
         problem = await check_health(servers.session, url + recipe.health, 3.0)
         entry = entries.get(recipe.name)
         restarts = entry.recent() if entry else 0
@@ -149,13 +173,24 @@ async def stop(servers: Servers, names: list[str]) -> int:
     if servers.config.router in chosen:  # the router first: no request goes to a stopped one
         chosen.remove(servers.config.router)
         chosen.insert(0, servers.config.router)
+    router = servers.router_workers(adopted, stopping=[r.name for r in chosen])
+    history = ServerHistory(servers.folder)
     for recipe in chosen:
         launched = adopted.get(recipe.name)
         if launched is None:
             print(f"{recipe.name}: not running (or not started by gen-tui): left alone")
             continue
-        said = await servers.launchers[recipe.launcher].stop(launched, 15.0)
+        said = await drain_then_stop(
+            servers.launchers[recipe.launcher],
+            launched,
+            servers.session,
+            servers.url_of(recipe, launched),
+            drain_s=recipe.drain_s,
+            grace_s=STOP_GRACE_S,
+            router=router,
+        )
         servers.state.note_stop(recipe.name)
+        history(ServerEvent(recipe.name, ServerState.STOPPED, time.time(), said, launched.ref))
         print(one_line(f"{recipe.name}: {said}", 600))
     return EXIT_OK
 

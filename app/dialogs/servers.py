@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Checkbox, Input, Label, Static
 
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen
@@ -52,6 +52,8 @@ class ServerControl(Protocol):
 
     def restart(self, name: str, argv: Sequence[str] | None = None) -> None: ...
 
+    def save_flags(self, name: str, argv: Sequence[str]) -> None: ...
+
     def log_tail(self, name: str, lines: int) -> Tail: ...
 
 
@@ -69,9 +71,10 @@ def foreign_question(row: ServerRow, holder: Holder | None) -> str:
     )
 
 
-class FlagsScreen(ModalScreen[tuple[str, ...] | None]):
+class FlagsScreen(ModalScreen[tuple[tuple[str, ...], bool] | None]):
     """Restart one server with edited flags: the full command, editable; returns the argv
-    (split as a shell would, never run through one) or None."""
+    (split as a shell would, never run through one) and whether to save it in the config
+    file too, or None."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", tooltip="Close without restarting", id="flags.cancel")
@@ -87,11 +90,13 @@ class FlagsScreen(ModalScreen[tuple[str, ...] | None]):
             dialog.border_title = Content(one_line(f"Restart {self.server} with edited flags"))
             yield Label(
                 "The full command (words split as a shell would; nothing runs through one). "
-                "The edit applies to this panel's starts of it; the config file is unchanged.",
+                "The edit applies to this panel's starts of it; tick the box to keep it in "
+                "the config file too (the rest of the file is left as it is).",
                 id="flags-about",
                 markup=False,
             )
             yield Input(value=shlex.join(self.argv), id="flags")
+            yield Checkbox("Save it in the config file", id="flags-save")
             yield Label("", id="flags-error", markup=False)
             yield Label("Enter restarts · Escape cancels", id="flags-help")
 
@@ -109,7 +114,7 @@ class FlagsScreen(ModalScreen[tuple[str, ...] | None]):
         if not argv:
             error.update("the command: empty")
             return
-        self.dismiss(argv)
+        self.dismiss((argv, self.query_one("#flags-save", Checkbox).value))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -223,8 +228,11 @@ class ServersScreen(TableScreen):
         if (row := self._picked()) is None:
             return
 
-        def edited(argv: tuple[str, ...] | None) -> None:
-            if argv is not None:
+        def edited(answer: tuple[tuple[str, ...], bool] | None) -> None:
+            if answer is not None:
+                argv, save = answer
+                if save:
+                    self.control.save_flags(row.name, argv)
                 self._restart(row, argv)
 
         self.app.push_screen(FlagsScreen(row.name, row.argv), edited)

@@ -55,22 +55,28 @@ class HttpClient(InferenceClient):
             self._session = None
 
     async def metrics(self, url: str) -> str | None:
-        """The Prometheus text at `url`/metrics (SGLang's and vLLM's both serve it at the
-        root); None when there is none (404: SGLang without `--enable-metrics`, or an API
-        such as OpenRouter). No API key is sent: the load is not the key's business."""
-        try:
-            async with self.session.get(
-                f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT_S)
-            ) as response:
-                if response.status in (404, 405):
-                    return None
-                if response.status != 200:
-                    raise MetricsError(f"HTTP {response.status}")
-                raw = await head(response, METRICS_BYTES)
-        except aiohttp.ClientConnectorError as exc:
-            raise MetricsUnreachable(f"cannot connect: {exc.os_error}") from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise MetricsError(str(exc) or type(exc).__name__) from None
-        if raw is None:
-            raise MetricsError(f"more than {METRICS_BYTES >> 20} MB of metrics")
-        return raw.decode("utf-8", "replace")
+        """The Prometheus text at `url`/metrics (see :func:`fetch_metrics`)."""
+        return await fetch_metrics(self.session, url)
+
+
+async def fetch_metrics(session: aiohttp.ClientSession, url: str) -> str | None:
+    """The Prometheus text at `url`/metrics (SGLang's and vLLM's both serve it at the root),
+    bounded; None when there is none (404: SGLang without `--enable-metrics`, or an API such
+    as OpenRouter). No API key is sent: the load is not the key's business. MetricsError
+    (or MetricsUnreachable) when it cannot be read."""
+    try:
+        async with session.get(
+            f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT_S)
+        ) as response:
+            if response.status in (404, 405):
+                return None
+            if response.status != 200:
+                raise MetricsError(f"HTTP {response.status}")
+            raw = await head(response, METRICS_BYTES)
+    except aiohttp.ClientConnectorError as exc:
+        raise MetricsUnreachable(f"cannot connect: {exc.os_error}") from None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise MetricsError(str(exc) or type(exc).__name__) from None
+    if raw is None:
+        raise MetricsError(f"more than {METRICS_BYTES >> 20} MB of metrics")
+    return raw.decode("utf-8", "replace")

@@ -101,10 +101,18 @@ class FileConfig:
     """`[[servers]]`: the servers gen-tui starts, watches and restarts (docs/servers.md)."""
     router: ServerRecipe | None = None
     """`[router]`: a router in front of the servers, started and watched like them."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Recipe name -> the node its Slurm job runs on now (from the servers' state file; the
+    app fills it in for a run): where a recipe without an `address` answers."""
 
     def server_url(self, recipe: ServerRecipe) -> str:
-        """Where runs reach `recipe`'s server: its address, else its host's, else loopback."""
-        if recipe.host == LOCAL or recipe.address:
+        """Where runs reach `recipe`'s server: its address, else (a Slurm job) the node it
+        runs on, else its host's address, else loopback."""
+        if recipe.address:
+            return recipe.url()
+        if recipe.launcher == "slurm" and recipe.name in self.nodes:
+            return recipe.url(self.nodes[recipe.name])
+        if recipe.host == LOCAL:
             return recipe.url()
         host = next((entry for entry in self.hosts if entry.name == recipe.host), None)
         return recipe.url(target_address(host.target) if host and host.target else None)

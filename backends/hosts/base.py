@@ -155,6 +155,7 @@ class Host(HostPrimitives):
         output_dir: str | None = None,
         expect: int | None = None,
         env: dict[str, str] | None = None,
+        exit_file: str | None = None,
     ) -> RunIdentity:
         """Launch detached (own session, output to `log_path`); return the new identity.
 
@@ -164,9 +165,13 @@ class Host(HostPrimitives):
         pid runs the command itself (not the env, setsid or nohup it begins with) and is still
         alive `settle_s` after the launch, so a command that dies at once (a typo, a missing
         file) is reported with the end of its log instead of being listed as a run. `env` is
-        added to the host's environment for the command.
+        added to the host's environment for the command. With `exit_file`, a shell runs
+        the command and writes its exit status there (the identity is that shell's, the
+        leader of the command's session).
         """
-        return await start_run(self, command_argv, log_path, cwd, settle_s, output_dir, expect, env)
+        return await start_run(
+            self, command_argv, log_path, cwd, settle_s, output_dir, expect, env, exit_file
+        )
 
     # any process (the servers gen-tui starts: backends/servers)
 

@@ -117,6 +117,7 @@ class LocalHost(Host):
                 spec.log,
                 spec.cwd,
                 spec.env,
+                spec.exit_file,
             )
         except watcher.StaleStart:
             raise ResumeRefused.raced(self.name) from None

@@ -39,6 +39,9 @@ class StartSpec:
     """The folder's start count the check for a live writer read (None: start regardless)."""
     env: dict[str, str] | None = None
     """Added to the host's environment for the command (a server recipe's `env`)."""
+    exit_file: str | None = None
+    """Where a shell wrapping the command writes its exit status (a server over SSH:
+    watcher/starts.py's EXIT_WRAPPER); None: the command runs as started."""
 
 
 class HostPrimitives(ABC):

@@ -34,6 +34,7 @@ async def start_run(
     output_dir: str | None,
     expect: int | None,
     env: dict[str, str] | None = None,
+    exit_file: str | None = None,
 ) -> RunIdentity:
     """As :meth:`Host.start`."""
     argv = [str(word) for word in command_argv]
@@ -41,7 +42,7 @@ async def start_run(
         raise StartError("empty command")
     launched = time.monotonic()
     folder = output_dir or host._abs_output_dir()
-    pid = await host._spawn(StartSpec(argv, log_path, cwd, folder, expect, env))
+    pid = await host._spawn(StartSpec(argv, log_path, cwd, folder, expect, env, exit_file))
     try:
         return await _started(host, argv, pid, log_path, launched, settle_s)
     except SSHError as exc:

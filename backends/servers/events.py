@@ -18,6 +18,8 @@ class ServerState(StrEnum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     """Running, failing its health check since `since`; restarted after `unhealthy_s`."""
+    DRAINING = "draining"
+    """Being stopped on purpose: off the router, its in-flight requests finishing."""
     EXITED = "exited"
     RESTARTING = "restarting"
     """Waiting out its backoff before the next start."""
@@ -45,6 +47,8 @@ class ServerEvent:
     """Restarts in the last hour."""
     since: float | None = None
     """When the state began (an unhealthy server's first failed check)."""
+    url: str = ""
+    """Where it answers now (a Slurm job without an `address`: on its node)."""
 
     def line(self) -> str:
         """The event as one line: `server NAME STATE: detail`."""

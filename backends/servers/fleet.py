@@ -15,6 +15,7 @@ from dataclasses import replace
 import aiohttp
 
 from gen_tui.backends.servers.events import EventSink, ServerState
+from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.launcher import Launcher
 from gen_tui.backends.servers.recipe import ServerRecipe, router_argv
 from gen_tui.backends.servers.router import RouterWorkers
@@ -47,7 +48,8 @@ class Fleet:
         self.launchers = launchers
         self.state = state
         self.session = session
-        self.sinks = list(sinks)
+        self.sinks: list[EventSink] = [*sinks, ServerHistory(state.path.parent)]
+        """The caller's sinks, and the servers' history file beside the state file."""
         self.router = router
         self.router_workers: RouterWorkers | None = None
         self.check_s = check_s
@@ -87,6 +89,8 @@ class Fleet:
                 check_s=self.check_s,
                 grace_s=self.grace_s,
             )
+            if recipe is not router and self.router_workers is not None:
+                supervisor.router = self.router_workers  # a stop takes it off first
             self.supervisors[recipe.name] = supervisor
             if recipe is not router:
                 supervisor.start()

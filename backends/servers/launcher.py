@@ -88,6 +88,11 @@ class Launcher(ABC):
         """The servers this launcher started earlier (another gen-tui) that still run."""
 
     @abstractmethod
+    async def log_of(self, recipe: ServerRecipe) -> str:
+        """Where `recipe`'s server writes its log on its host (running or not: `L` on a
+        stopped server reads what its last run wrote)."""
+
+    @abstractmethod
     async def last_line(self, launched: Launched) -> str:
         """Its log's last line ("" when there is none)."""
 

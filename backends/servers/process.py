@@ -53,6 +53,16 @@ def same_start(now: RunIdentity | None, then: RunIdentity) -> bool:
     return abs(now.start_time - then.start_time) < 0.05
 
 
+def status_of(text: str) -> int | None:
+    """The status the exit wrapper wrote (watcher/starts.py's EXIT_WRAPPER: a Popen return
+    code, minus the signal when killed by one); None when the text is no status."""
+    try:
+        status = int(text.strip())
+    except ValueError:
+        return None
+    return status if -64 <= status <= 255 else None
+
+
 def exit_words(code: int | None) -> tuple[int | None, int | None, str]:
     """(code, signal, words) of a Popen return code (minus the signal when killed by one)."""
     if code is None:
@@ -100,8 +110,16 @@ class ProcessLauncher(Launcher):
             raise LaunchError(f"no host {name!r} to run the server on")
         return host
 
+    def exit_path(self, host: str, name: str) -> str:
+        """Where a server on a `[[hosts]]` machine has its exit status written (in the
+        servers' own folder, checked by the start guard: never in a shared log folder)."""
+        return f"{self.folder(host)}/{name}.exit"
+
     def log_path(self, recipe: ServerRecipe) -> str:
         return recipe.log or f"{self.folder(recipe.host)}/{recipe.name}.log"
+
+    async def log_of(self, recipe: ServerRecipe) -> str:
+        return self.log_path(recipe)
 
     async def start(self, recipe: ServerRecipe) -> Launched:
         host = self._host(recipe.host)
@@ -117,6 +135,10 @@ class ProcessLauncher(Launcher):
                 settle_s=self.settle_s,
                 output_dir=self.folder(recipe.host),
                 env=env,
+                # Over SSH no process is ours to wait for: a shell there writes the status.
+                exit_file=None
+                if isinstance(host, LocalHost)
+                else self.exit_path(recipe.host, recipe.name),
             )
         except StartError as exc:
             said = str(exc).splitlines()
@@ -138,6 +160,14 @@ class ProcessLauncher(Launcher):
         self.state.note_launch(KIND, launched)
         return launched
 
+    async def _remote_status(self, host: Host, launched: Launched) -> int | None:
+        """The exit status its wrapper wrote on the host (None: not written, unreadable)."""
+        try:
+            lines = await host.log_lines(self.exit_path(launched.host, launched.name), 1)
+        except Exception:  # unknown then, as for a server not started by this gen-tui
+            return None
+        return status_of(lines[-1]) if lines else None
+
     async def _lines(self, host: Host, log: str) -> list[str]:
         try:
             return await host.log_lines(log, 20)
@@ -153,7 +183,10 @@ class ProcessLauncher(Launcher):
             return None
         if same_start(now, launched.identity):
             return None
-        status = host.exit_status(launched.identity.pid) if isinstance(host, LocalHost) else None
+        if isinstance(host, LocalHost):
+            status = host.exit_status(launched.identity.pid)
+        else:
+            status = await self._remote_status(host, launched)
         code, sig, words = exit_words(status)
         last = last_of(await self._lines(host, launched.log))
         return Exit(code, sig, f"pid {launched.ref} {words}; its log's last line: {last or '-'}")

@@ -27,6 +27,9 @@ DEFAULT_STARTUP_S = 600.0
 before it counts as hung (each new log line moves the deadline on)."""
 DEFAULT_UNHEALTHY_S = 30.0
 """How long a running server may fail its health check before it is restarted."""
+DEFAULT_DRAIN_S = 30.0
+"""How long a server being stopped (or restarted by hand) may finish its in-flight requests,
+off the router's list, before its SIGTERM."""
 DEFAULT_MAX_RESTARTS = 5
 """Restarts allowed in any hour; one more and the server stays down (and alerts)."""
 DEFAULT_BACKOFF_S = 5.0
@@ -39,7 +42,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 ROUTER_KEYS = frozenset(
     {"name", "host", "argv", "env", "port", "address", "log", "cwd", "health", "startup_s"}
-    | {"unhealthy_s", "max_restarts_per_hour", "backoff_s", "backoff_max_s"}
+    | {"unhealthy_s", "max_restarts_per_hour", "backoff_s", "backoff_max_s", "drain_s"}
 )
 SERVER_KEYS = ROUTER_KEYS | {"launcher", "slurm"}
 SLURM_KEYS = ("partition", "gpus", "time")
@@ -84,6 +87,8 @@ class ServerRecipe:
     health: str = DEFAULT_HEALTH
     startup_s: float = DEFAULT_STARTUP_S
     unhealthy_s: float = DEFAULT_UNHEALTHY_S
+    drain_s: float = DEFAULT_DRAIN_S
+    """The drain before a stop on purpose (see DEFAULT_DRAIN_S)."""
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     slurm: tuple[tuple[str, Any], ...] = ()
     """`[servers.slurm]`, checked: the Slurm launcher's own keys (partition, gpus, time)."""
@@ -173,6 +178,7 @@ def _recipe(
         health=health,
         startup_s=_number(table, "startup_s", DEFAULT_STARTUP_S, where),
         unhealthy_s=_number(table, "unhealthy_s", DEFAULT_UNHEALTHY_S, where),
+        drain_s=_number(table, "drain_s", DEFAULT_DRAIN_S, where),
         restart=RestartPolicy(
             restarts,
             _number(table, "backoff_s", DEFAULT_BACKOFF_S, where),

@@ -23,7 +23,13 @@ from gen_tui.backends.servers.events import ServerEvent, ServerState
 
 ADD_ON = frozenset({ServerState.HEALTHY})
 REMOVE_ON = frozenset(
-    {ServerState.EXITED, ServerState.DOWN, ServerState.UNHEALTHY, ServerState.STOPPED}
+    {
+        ServerState.EXITED,
+        ServerState.DOWN,
+        ServerState.UNHEALTHY,
+        ServerState.STOPPED,
+        ServerState.DRAINING,
+    }
 )
 TIMEOUT_S = 10.0
 RECONCILE_S = 5.0
@@ -67,6 +73,10 @@ class RouterWorkers:
         self.states: dict[str, ServerState] = {}
         """Each worker's last state, as its events said."""
         self.router_up = False
+        self.moved: dict[str, str] = {}
+        """Worker name -> the URL it answered on before it came back elsewhere (a Slurm
+        job resubmitted onto another node): taken off the router's list when it is added
+        at its new URL."""
         self._queue: asyncio.Queue[ServerEvent] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -76,6 +86,10 @@ class RouterWorkers:
             self.router_up = event.state is ServerState.HEALTHY
         elif event.name in self.workers:
             self.states[event.name] = event.state
+            old = self.workers[event.name]
+            if event.url and event.url != old:
+                self.moved.setdefault(event.name, old)
+                self.workers[event.name] = event.url
         else:
             return
         self._queue.put_nowait(event)
@@ -103,7 +117,9 @@ class RouterWorkers:
         said = []
         for name, state in self.states.items():
             url = self.workers[name]
-            if (state in ADD_ON) != (url in present) and state in ADD_ON | REMOVE_ON:
+            if name in self.moved or (
+                (state in ADD_ON) != (url in present) and state in ADD_ON | REMOVE_ON
+            ):
                 said.append(await self.apply(name, state))
         return said
 
@@ -114,27 +130,41 @@ class RouterWorkers:
     async def listing(self) -> dict[str, str]:
         return listed(await get_json(self.session, f"{self.router_url}/workers", WORKERS_BYTES))
 
+    async def add(self, url: str) -> int:
+        """POST /workers {"url"}: the router's answer's status."""
+        async with self.session.post(
+            f"{self.router_url}/workers",
+            json={"url": url},
+            timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+        ) as answer:
+            return answer.status
+
+    async def remove(self, ident: str) -> int:
+        """DELETE /workers/ID: the router's answer's status."""
+        async with self.session.delete(
+            f"{self.router_url}/workers/{quote(ident, safe='')}",
+            timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+        ) as answer:
+            return answer.status
+
     async def apply(self, name: str, state: ServerState) -> str:
         """Add or remove the server `name` as `state` says: one line of what happened."""
         url = self.workers[name]
         try:
             present = await self.listing()
+            said = ""
+            old = self.moved.get(name)
+            if old is not None and old != url:  # it came back elsewhere: its old URL goes
+                if old in present:
+                    said = f"router: removed {old} (moved) ({await self.remove(present[old])}); "
+                del self.moved[name]
             if state in ADD_ON:
                 if url in present:
-                    return f"router: {url} already listed"
-                async with self.session.post(
-                    f"{self.router_url}/workers",
-                    json={"url": url},
-                    timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
-                ) as answer:
-                    return f"router: added {url} ({answer.status})"
+                    return f"{said}router: {url} already listed"
+                return f"{said}router: added {url} ({await self.add(url)})"
             if url not in present:
-                return f"router: {url} not listed"
-            async with self.session.delete(
-                f"{self.router_url}/workers/{quote(present[url], safe='')}",
-                timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
-            ) as answer:
-                return f"router: removed {url} ({answer.status})"
+                return f"{said}router: {url} not listed"
+            return f"{said}router: removed {url} ({await self.remove(present[url])})"
         except (aiohttp.ClientError, TimeoutError, OSError, RuntimeError) as exc:
             # RuntimeError: the session closed under it (gen-tui is leaving)
             return f"router: {self.router_url} could not be changed ({type(exc).__name__})"

@@ -139,6 +139,13 @@ class SlurmLauncher(Launcher):
                 self._runners[host_name] = local_runner(COMMAND_TIMEOUT_S)
         return SlurmJobs(self._runners[host_name])
 
+    @staticmethod
+    def _log_in(recipe: ServerRecipe, folder: str) -> str:
+        return recipe.log or f"{folder}/{recipe.name}.log"
+
+    async def log_of(self, recipe: ServerRecipe) -> str:
+        return self._log_in(recipe, await self._folder(recipe.host))
+
     async def _folder(self, host_name: str) -> str:
         """The logs' folder on the login node, absolute (sbatch's --output must be): a
         remote login folder is asked once (`pwd`, where every SSH command starts)."""
@@ -173,7 +180,7 @@ class SlurmLauncher(Launcher):
             spec = BatchSpec(
                 name=recipe.name,
                 argv=recipe.argv,
-                log=recipe.log or f"{folder}/{recipe.name}.log",
+                log=self._log_in(recipe, folder),
                 env={**recipe.environment, MARKER: recipe.name},
                 partition=options.get("partition"),
                 gpus=int(options.get("gpus", 0)),
@@ -309,7 +316,7 @@ class SlurmLauncher(Launcher):
                             host_name,
                             recipe.port,
                             time.time(),
-                            recipe.log or f"{folder}/{recipe.name}.log",
+                            self._log_in(recipe, folder),
                             node=job.node,
                         )
                     )

@@ -5,14 +5,22 @@ next one must find them again (same pids, not a second copy on the same GPUs) an
 their restart count, so a server that crashes every ten minutes still ends down after K
 restarts an hour however often the panel is reopened. One JSON object, replaced whole
 (write to a temporary file, then rename), in the user's own folder.
+
+Two gen-tui processes may write it at once (a panel and `gen-tui servers stop`, two panels):
+each change is a read, a change and a write, so each holds an exclusive `flock` on
+`servers.json.lock` (a file that is never replaced, unlike the state file) from its read
+to its rename; otherwise one's restart or stop would be lost under the other's write.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,7 @@ from gen_tui.backends.hosts import RunIdentity
 from gen_tui.backends.servers.launcher import Launched
 
 STATE_FILE = "servers.json"
+LOCK_FILE = "servers.json.lock"
 MAX_STATE_BYTES = 1 << 20
 HOUR_S = 3600.0
 
@@ -104,29 +113,49 @@ class StateFile:
             json.dump(data, handle)
         os.replace(temp, self.path)
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the state file's lock (exclusive, across processes) for a read-change-write."""
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def entry(self, name: str, launcher: str) -> Entry:
         return self.read().get(name) or Entry(launcher)
 
     def update(self, name: str, entry: Entry) -> None:
-        entries = self.read()
-        entries[name] = entry
-        self.write(entries)
+        with self.locked():
+            entries = self.read()
+            entries[name] = entry
+            self.write(entries)
 
     def note_launch(self, launcher: str, launched: Launched) -> None:
-        entry = self.entry(launched.name, launcher)
-        entry.launcher, entry.launched = launcher, launched
-        self.update(launched.name, entry)
+        with self.locked():
+            entries = self.read()
+            entry = entries.get(launched.name) or Entry(launcher)
+            entry.launcher, entry.launched = launcher, launched
+            entries[launched.name] = entry
+            self.write(entries)
 
     def note_stop(self, name: str) -> None:
         """It was stopped on purpose: nothing to adopt (its restarts are kept)."""
-        entries = self.read()
-        if name in entries:
-            entries[name].launched = None
-            self.write(entries)
+        with self.locked():
+            entries = self.read()
+            if name in entries:
+                entries[name].launched = None
+                self.write(entries)
 
     def note_restart(self, name: str, launcher: str, at: float | None = None) -> Entry:
-        entry = self.entry(name, launcher)
-        entry.restarts.append(at or time.time())
-        entry.total_restarts += 1
-        self.update(name, entry)
+        with self.locked():
+            entries = self.read()
+            entry = entries.get(name) or Entry(launcher)
+            entry.restarts.append(at or time.time())
+            entry.total_restarts += 1
+            entries[name] = entry
+            self.write(entries)
         return entry

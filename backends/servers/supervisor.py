@@ -22,10 +22,12 @@ from collections.abc import Sequence
 import aiohttp
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.servers.drain import drain_then_stop
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
 from gen_tui.backends.servers.launcher import Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
 
 CHECK_S = 1.0
@@ -74,6 +76,9 @@ class ServerSupervisor:
         self.restarted = False
         self.final = False
         """The last end was one not to restart (:attr:`Exit.final`)."""
+        self.router: RouterWorkers | None = None
+        """The router whose worker this server is (set by the :class:`Fleet`): a stop on
+        purpose takes it off that list before the drain."""
         self._task: asyncio.Task[ServerState] | None = None
 
     # what the views read
@@ -107,6 +112,7 @@ class ServerSupervisor:
             self.launched.ref if self.launched else None,
             self.restarts,
             self.since,
+            self.base_url,
         )
         for sink in self.sinks:
             sink(event)
@@ -123,8 +129,10 @@ class ServerSupervisor:
         assert self._task is not None
         return await self._task
 
-    async def stop(self, grace_s: float | None = None) -> str:
-        """Stop watching and stop the server (if it is ours): one line of what happened."""
+    async def stop(self, grace_s: float | None = None, drain_s: float | None = None) -> str:
+        """Stop watching and stop the server (if it is ours), drained first (off the
+        router, its in-flight requests given `drain_s`, the recipe's by default; see
+        drain.py): one line of what happened."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -139,8 +147,19 @@ class ServerSupervisor:
             if self.state is not ServerState.NOT_OURS:
                 self._emit(ServerState.STOPPED, "not running")
             return f"server {self.recipe.name}: not running"
-        launched, self.launched = self.launched, None
-        said = await self.launcher.stop(launched, self.grace_s if grace_s is None else grace_s)
+        wait = self.recipe.drain_s if drain_s is None else drain_s
+        self._emit(ServerState.DRAINING, f"off the router, up to {wait:g} s for its requests")
+        launched, url = self.launched, self.base_url
+        said = await drain_then_stop(
+            self.launcher,
+            launched,
+            self.session,
+            url,
+            drain_s=wait,
+            grace_s=self.grace_s if grace_s is None else grace_s,
+            router=self.router,
+        )
+        self.launched = None
         self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
         self._emit(ServerState.STOPPED, said)
         return f"server {self.recipe.name}: {said}"

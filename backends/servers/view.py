@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 
 from gen_tui.backends.servers.events import ServerState
+from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.untrusted import one_line
 
 _KILLED = re.compile(r"killed by (\S+?)[;,]")
 _CODE = re.compile(r"exited with code (-?\d+)")
@@ -61,6 +63,36 @@ class ServerRow:
     last_exit: str = ""
     """How it last exited (the event's line), until it is healthy again: a restarting
     server's row says why it restarts."""
+    gpus: str = "-"
+    """The GPUs its recipe gives it, as :func:`gpus_of` says them."""
+
+
+TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+"""SGLang's and vLLM's tensor-parallel flags: the GPUs a server takes without a device list."""
+
+
+def gpus_of(recipe: ServerRecipe) -> str:
+    """The GPUs `recipe` gives its server, as the view says them: its CUDA_VISIBLE_DEVICES
+    ("0,1"), else its Slurm job's GPUs ("4 (gres)"), else its tensor parallelism ("8"),
+    else "-" (not said: the server's own default)."""
+    devices = recipe.environment.get("CUDA_VISIBLE_DEVICES")
+    if devices is not None:
+        return one_line(devices, 32) or "none"
+    gpus = dict(recipe.slurm).get("gpus")
+    if isinstance(gpus, int) and gpus > 0:
+        return f"{gpus} (gres)"
+    argv = list(recipe.argv)
+    for index, word in enumerate(argv):
+        for flag in TP_FLAGS:
+            if word == flag and index + 1 < len(argv):
+                value = argv[index + 1]
+            elif word.startswith(flag + "="):
+                value = word.split("=", 1)[1]
+            else:
+                continue
+            if value.isdigit():
+                return value
+    return "-"
 
 
 def state_words(row: ServerRow, now: float | None = None) -> str:

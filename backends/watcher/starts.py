@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
 import typing
 
 from .files import BadFile, create_unique, open_log, open_own, read_small
@@ -101,14 +102,43 @@ def guarded_start(
         os.close(fd)
 
 
+EXIT_WRAPPER = """
+import signal, subprocess, sys
+path = sys.argv[1]
+open(path, "w").close()
+signal.signal(signal.SIGTERM, lambda *_: None)
+try:
+    child = subprocess.Popen(sys.argv[2:])
+except OSError as exc:
+    print("cannot start %s: %s" % (sys.argv[2], exc.strerror or exc), file=sys.stderr)
+    code = 127
+else:
+    code = child.wait()
+with open(path, "w") as out:
+    out.write("%d\\n" % code)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+"""The program that runs a command and writes how it ended (its Popen return code: the
+exit code, or minus the signal that killed it) to the file named first: the way a server
+started over SSH reports its exit, since no process there is gen-tui's child. Every value
+is an argument, none is spliced into the source. The file is emptied first (a stale status
+is never read as this run's). Its SIGTERM handler keeps it waiting for the command when a
+stop's SIGTERM reaches the whole session (the command drains, then its status is written);
+a handled signal is reset to its default in the command, so that still gets SIGTERM. Python,
+not a shell: a shell reports a killed command on stderr, which is the server's log."""
+
+
 def launch_detached(
     argv: list[str],
     log: str,
     cwd: str | None,
     env: typing.Optional[typing.Mapping[str, str]] = None,
+    exit_file: typing.Optional[str] = None,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in a session of its own, output to `log`: the Popen, once it has exec'd.
     `env` is added to the host's environment (a server recipe's CUDA_VISIBLE_DEVICES).
+    With `exit_file`, the session's leader is this Python running EXIT_WRAPPER, which
+    writes the command's exit status there (the code folders checked are the command's).
 
     The folders it takes code from are checked last before the launch, on the host that
     runs it: a check an SSH round trip earlier would leave the time to swap them (with the
@@ -134,7 +164,16 @@ def launch_detached(
         raise StartFailed("cannot create the log %s: %s" % (log, exc.strerror or exc)) from None
     try:
         return subprocess.Popen(
-            argv,
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                EXIT_WRAPPER,
+                os.path.abspath(os.path.expanduser(exit_file)),
+                *argv,
+            ]
+            if exit_file
+            else argv,
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -156,9 +195,12 @@ def guarded_launch(
     log: str,
     cwd: str | None,
     env: typing.Optional[typing.Mapping[str, str]] = None,
+    exit_file: typing.Optional[str] = None,
 ) -> subprocess.Popen[bytes]:
     """`launch_detached` under the output folder's start guard: the Popen."""
-    return guarded_start(output_dir, expect, lambda: launch_detached(argv, log, cwd, env))
+    return guarded_start(
+        output_dir, expect, lambda: launch_detached(argv, log, cwd, env, exit_file)
+    )
 
 
 def start(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
@@ -179,8 +221,11 @@ def start(spec: dict[str, typing.Any]) -> dict[str, typing.Any]:
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
     ):
         raise ValueError("--start: env must map names to strings")
+    exit_file = spec.get("exit_file")
+    if exit_file is not None and (not isinstance(exit_file, str) or not exit_file):
+        raise ValueError("--start: exit_file must be a non-empty string")
     try:
-        child = guarded_launch(output_dir, expect, argv, log, cwd, env)
+        child = guarded_launch(output_dir, expect, argv, log, cwd, env, exit_file)
     except StaleStart as stale:
         return {"type": "start", "refused": stale.seq}
     except StartFailed as exc:

@@ -22,6 +22,7 @@ from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until_sync
 from tests.support.runs import GEN_TUI
+from tests.support.server_rounds import crash_each_round, end_servers_up
 from tests.support.servers import kill_servers
 
 from .checker import FolderState, check_folder, prompt_ids
@@ -90,30 +91,19 @@ def test_a_supervised_server_killed_each_round_loses_and_duplicates_nothing(
             ],
             env=env,
         )  # fmt: skip
-        for index in range(rounds):
-            target = (index + 1) * count // (rounds + 2)
-            wait_until_sync(
-                lambda t=target: record_lines(out_dir / "A") >= t or not run.alive(),
-                120,
-                f"{target} records (or the run's end)",
-            )
-            if not run.alive():
-                break
-            os.kill(pids[-1], signal.SIGKILL)
-            pids.append(
-                wait_until_sync(
-                    lambda: (pid := _server_pid(folder)) not in (None, pids[-1]) and pid,
-                    60,
-                    "the server back with a new pid",
-                    detail=lambda: (tmp_path / "up.out").read_text()[-2000:],
-                )
-            )
+        pids = crash_each_round(
+            run,
+            rounds,
+            count,
+            lambda: record_lines(out_dir / "A"),
+            pids[0],
+            lambda pid: os.kill(pid, signal.SIGKILL),
+            lambda: _server_pid(folder),
+            tmp_path / "up.out",
+        )
         rc = run.wait(timeout=120 + 30 * rounds)
     finally:
-        if run is not None and run.alive():
-            run.signal(signal.SIGKILL)
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=30)
+        end_servers_up(run, up)
         kill_servers(folder)
     log = (tmp_path / "up.out").read_text()
     assert rc == 0, run.stderr()[-2000:]

@@ -12,7 +12,6 @@ independent checker's verdict on the folder.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until_sync
 from tests.support.runs import GEN_TUI
+from tests.support.server_rounds import crash_each_round, end_servers_up
 from tests.support.slurm import Cluster, cancel_jobs, job_state
 
 from .checker import FolderState, check_folder, prompt_ids
@@ -95,30 +95,19 @@ def test_a_slurm_job_cancelled_each_round_loses_and_duplicates_nothing(
             ],
             env=env,
         )  # fmt: skip
-        for index in range(rounds):
-            target = (index + 1) * count // (rounds + 2)
-            wait_until_sync(
-                lambda t=target: record_lines(out_dir / "A") >= t or not run.alive(),
-                120,
-                f"{target} records (or the run's end)",
-            )
-            if not run.alive():
-                break
-            subprocess.run(["scancel", jobs[-1]], check=True, timeout=30)
-            jobs.append(
-                wait_until_sync(
-                    lambda: (job := _running_job(folder, name)) not in (None, jobs[-1]) and job,
-                    60,
-                    "the server back in a new job",
-                    detail=lambda: (tmp_path / "up.out").read_text()[-2000:],
-                )
-            )
+        jobs = crash_each_round(
+            run,
+            rounds,
+            count,
+            lambda: record_lines(out_dir / "A"),
+            jobs[0],
+            lambda job: subprocess.run(["scancel", job], check=True, timeout=30),
+            lambda: _running_job(folder, name),
+            tmp_path / "up.out",
+        )
         rc = run.wait(timeout=120 + 30 * rounds)
     finally:
-        if run is not None and run.alive():
-            run.signal(signal.SIGKILL)
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=30)
+        end_servers_up(run, up)
         cancel_jobs(name)
     log = (tmp_path / "up.out").read_text()
     assert rc == 0, run.stderr()[-2000:]

@@ -1,12 +1,14 @@
 """A server on a `[[hosts]]` machine (issue 32), over a real OpenSSH sshd: the recipe's
 command starts through the SSH host's guarded start (quoted words, its environment), the
-supervisor follows it there, `kill -9` is seen (as gone: no exit code crosses SSH) and the
-server comes back with a new pid; a second launcher adopts it."""
+supervisor follows it there, `kill -9` of the server is seen with its signal (the exit
+wrapper writes the status beside its log), a code with its code, and the server comes back
+with a new pid; a second launcher adopts it."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from gen_tui.backends.hosts import LocalHost, SSHHost
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.process import MARKER, ProcessLauncher
+from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.servers import Recorder, free_port, kill_servers, sim_recipe
@@ -56,13 +59,74 @@ async def test_a_server_over_ssh_restarts_and_is_adopted(
     assert environ[MARKER] == "far" and environ["NOTE"] == "it's a 'quoted' word"
     assert (tmp_path / "remote" / "far.log").exists()
 
-    os.kill(int(first.ref), signal.SIGKILL)
+    # The pid gen-tui follows is the exit wrapper's (the session's leader); the server is
+    # its child: the process an OOM kill or a `kill -9` of the server hits. Its last log
+    # line stays its own (a shell wrapper would have added "Killed").
+    (server,) = psutil.Process(int(first.ref)).children()
+    assert server.cmdline()[: len(recipe.argv)] == list(recipe.argv)
+    os.kill(server.pid, signal.SIGKILL)
     exited = await recorder.reach(S.EXITED)
-    assert "is gone" in exited.detail and "listening on" in exited.detail
+    assert "was killed by SIGKILL" in exited.detail and "listening on" in exited.detail, exited
+    assert exited.detail.startswith(f"pid {first.ref} was killed by SIGKILL")
     again = await recorder.reach(S.HEALTHY, 2)
     assert again.ref not in (None, first.ref) and "healthy again" in again.detail
     await supervisor.leave()
 
     (adopted,) = await ProcessLauncher(hosts, str(tmp_path / "state"), state).adopt()
     assert adopted.ref == again.ref and adopted.host == "box"
-    await supervisor.stop()
+    assert again.ref is not None
+    wrapper = psutil.Process(int(again.ref))
+    (server,) = wrapper.children()
+    said = await supervisor.stop()
+    assert "exited after SIGTERM" in said, said  # the session's SIGTERM reached the server
+    for process in (server, wrapper):  # gone, or a zombie its new parent has not reaped
+        assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+
+
+EXITS_3 = """
+import http.server, sys, threading
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+threading.Event().wait(float(sys.argv[2]))
+print("giving up with code 3", flush=True)
+sys.exit(3)
+"""
+
+
+async def test_a_server_over_ssh_that_exits_reports_its_code(
+    box: SSHHost, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    state = StateFile(tmp_path / "state")
+    remote = tmp_path / "remote it's $HOME"  # every word crosses as data, never shell text
+    launcher = ProcessLauncher(
+        {"local": LocalHost(tmp_path / "state"), "box": box},
+        str(tmp_path / "state"),
+        state,
+        remote_folder=str(remote),
+    )
+    port = free_port()
+    recipe = ServerRecipe(
+        "quits",
+        (sys.executable, "-c", EXITS_3, str(port), "3"),
+        port,
+        host="box",
+        startup_s=30.0,
+        restart=RestartPolicy(0, 0.1, 0.1),  # no restart: one exit, then down
+    )
+    recorder = Recorder()
+    supervisor = ServerSupervisor(
+        recipe, recipe.url(), launcher, state, http, [recorder], check_s=0.2, grace_s=3.0
+    )
+    supervisor.start()
+    await recorder.reach(S.HEALTHY, timeout=120)
+    exited = await recorder.reach(S.EXITED, timeout=30)
+    assert "exited with code 3" in exited.detail, exited.detail
+    assert exited.detail.endswith("its log's last line: giving up with code 3")
+    assert (remote / "quits.exit").read_text() == "3\n"
+    assert await supervisor.wait() is S.DOWN

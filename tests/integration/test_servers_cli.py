@@ -128,6 +128,7 @@ async def test_the_story_headless(
     code, out, err = await finish(stop)
     assert code == 0, err
     assert out.startswith("sim0: ") and not alive(third)
+    assert "drained in" in out and "after SIGTERM" in out, out  # idle: drained, then stopped
 
 
 async def test_a_bad_recipe_is_one_line_and_no_loop(

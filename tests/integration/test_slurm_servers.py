@@ -90,13 +90,12 @@ async def test_the_story_through_slurm(
         await up.wait(f"server {name} healthy", timeout=90)
     assert all(job_state(job) == "RUNNING" for job in first.values())
 
-    urls = [f"--server-url=http://{slurm.node}:{port}" for port in ports]
-    args = run_args(
-        tokenizer_dir, prompts_dir(A=400), tmp_path / "out", f"http://{slurm.node}:{ports[0]}"
-    )
+    # The run names the recipes (no `address`): it is sent to the node each job runs on,
+    # as the state file of `servers up` (the same XDG_STATE_HOME) says it.
+    args = run_args(tokenizer_dir, prompts_dir(A=400), tmp_path / "out", a)
     run = await gen_tui_in(
-        state, *args, urls[1], "--max-tokens-per-dataset", str(BUDGET),
-        "--max-new-tokens", "400", "--concurrency", "8",
+        state, *args, "--server-url", b, "--config", str(config),
+        "--max-tokens-per-dataset", str(BUDGET), "--max-new-tokens", "400", "--concurrency", "8",
     )  # fmt: skip
     raw = tmp_path / "out" / "A" / "raw_responses.jsonl"
     while not raw.exists():
@@ -115,6 +114,7 @@ async def test_the_story_through_slurm(
 
     code, out, err = await finish(run, 180)
     assert code == 0, err[-2000:]
+    assert f"http://{slurm.node}:{ports[0]}" in out + err, (out + err)[-3000:]  # the job's node
     tokens, records = recount(tmp_path / "out" / "A")  # asserts no sample_id twice
     assert tokens >= BUDGET and records > 0
     dataset = progress(tmp_path / "out" / "A")
@@ -146,7 +146,8 @@ async def test_the_story_through_slurm(
     stop = await gen_tui_in(state, "servers", "--config", str(config), "stop")
     code, out, err = await finish(stop, 120)
     assert code == 0, err
-    assert f"{a}: job {second} stopped" in out and f"{b}: job {first[b]} stopped" in out, out
+    for name, job in ((a, second), (b, first[b])):  # each drained (idle), then stopped
+        assert re.search(rf"^{name}: drained in [0-9.]+ s; job {job} stopped", out, re.M), out
     assert job_state(second) in ("", "COMPLETED", "CANCELLED", "FAILED")
     assert job_state(second) != "RUNNING" and job_state(first[b]) != "RUNNING"
 

@@ -17,18 +17,25 @@ from tests.support.runs import GEN_TUI
 
 
 def sim_config(
-    path: Path, servers: dict[str, int], *, backoff_s: float = 3.0, alerts: str = ""
+    path: Path,
+    servers: dict[str, int],
+    *,
+    backoff_s: float = 3.0,
+    alerts: str = "",
+    devices: dict[str, str] | None = None,
 ) -> Path:
     """A gen-tui.toml whose `[[servers]]` are `gen-tui sim`s, by name -> port (`alerts`: an
-    `[alerts]` URL)."""
+    `[alerts]` URL; `devices`: a CUDA_VISIBLE_DEVICES by name, which the sim ignores)."""
     text = f'[alerts]\nurls = ["{alerts}"]\n' if alerts else ""
     for name, port in servers.items():
         argv = [*GEN_TUI, "sim", "--port", str(port), "--tokens-per-s", "2000"]
         words = ", ".join(f'"{word}"' for word in argv)
+        device = (devices or {}).get(name)
+        gpus = f', CUDA_VISIBLE_DEVICES = "{device}"' if device is not None else ""
         text += (
             f'[[servers]]\nname = "{name}"\nargv = [{words}]\nport = {port}\n'
             f"startup_s = 60\nunhealthy_s = 10\nbackoff_s = {backoff_s}\n"
-            'max_restarts_per_hour = 5\nenv = { PYTHONUNBUFFERED = "1" }\n'
+            f'max_restarts_per_hour = 5\nenv = {{ PYTHONUNBUFFERED = "1"{gpus} }}\n'
         )
     path.write_text(text)
     return path

@@ -17,10 +17,12 @@ from typing import Any
 
 import psutil
 import pytest
+from textual.widgets import Checkbox
 
 from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen
 from gen_tui.app.dialogs.servers import FlagsScreen
+from gen_tui.backends.config.file import load_config
 from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
 from tests.support.runs import ENV, GEN_TUI, alive
@@ -53,7 +55,7 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
 ) -> None:
     url, received = hook
     ports = {"a": free_port(), "b": free_port()}
-    config = sim_config(tmp_path / "gen-tui.toml", ports, alerts=url)
+    config = sim_config(tmp_path / "gen-tui.toml", ports, alerts=url, devices={"a": "0,1"})
     app = panel(config)
     async with app.run_test(size=SIZE) as pilot:
         await open_view(app, pilot)
@@ -61,6 +63,7 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
         pid_b = await until_state(app, pilot, "b", "healthy")
         assert pid_a != pid_b and alive(int(pid_a)) and alive(int(pid_b))
         assert cell(app, "a", "restarts") == "0"
+        assert cell(app, "a", "gpus") == "0,1" and cell(app, "b", "gpus") == "-"
         os.kill(int(pid_a), signal.SIGKILL)
         seen: list[str] = []
 
@@ -172,6 +175,9 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         field = app.screen.query_one("#flags")
         assert "--tokens-per-s 2000" in field.value  # type: ignore[attr-defined]
         field.value = field.value.replace("2000", "1500")  # type: ignore[attr-defined]
+        app.screen.query_one("#flags-save", Checkbox).value = True  # kept in the file too
+        before = config.read_text()
+        field.focus()
         await pilot.press("enter")
 
         def restarted() -> str:
@@ -182,6 +188,10 @@ async def test_edited_flags_restart_with_the_new_argv(tmp_path: Path, state: Pat
         pid = await wait_until(restarted, 90, "solo restarted", pause=pilot.pause)
         assert psutil.Process(int(pid)).cmdline()[-1] == "1500"
         assert not alive(int(first))
+        saved = config.read_text()  # the argv changed in place, the rest as it was
+        assert load_config(config).servers[0].argv[-1] == "1500"
+        assert saved.split("argv")[0] == before.split("argv")[0]
+        assert saved.split("port = ")[1] == before.split("port = ")[1]
 
         # L: the server's own log, read in the servers' thread.
         await pilot.press("L")

@@ -40,7 +40,7 @@ def _row(name: str, state: ServerState, detail: str = "", **fields: Any) -> Serv
 
 
 ROWS = (
-    _row("gpu0", ServerState.HEALTHY, "answered after 58 s", ref="8123", restarts=1,
+    _row("gpu0", ServerState.HEALTHY, "answered after 58 s", ref="8123", restarts=1, gpus="0,1",
          last_line='INFO: 127.0.0.1 - "POST /generate HTTP/1.1" 200 OK'),
     _row("gpu1", ServerState.EXITED, "pid 8124 was killed by SIGKILL; its log's last line: -",
          restarts=2, last_line="\x1b[31m[/bold] not markup\x1b[0m"),
@@ -69,6 +69,9 @@ class Fixed:
 
     def restart(self, name: str, argv: Sequence[str] | None = None) -> None:
         self.calls.append(("restart", name))
+
+    def save_flags(self, name: str, argv: Sequence[str]) -> None:
+        self.calls.append(("save", name))
 
     def log_tail(self, name: str, lines: int) -> Tail:
         return Tail()

@@ -7,7 +7,15 @@ import time
 
 from gen_tui.app.dashboard.summary import with_supervised
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.view import Holder, ServerRow, ref_text, state_words, uptime
+from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.servers.view import (
+    Holder,
+    ServerRow,
+    gpus_of,
+    ref_text,
+    state_words,
+    uptime,
+)
 from gen_tui.widgets.server_strip import ServerLine
 
 NOW = 1_000_000.0
@@ -65,3 +73,20 @@ def test_the_strip_says_the_supervised_state() -> None:
     assert lines[0].text(detail=False).startswith("127.0.0.1:30000 gpu0: healthy · ")
     assert lines[1].text(detail=False) == "127.0.0.1:30001 gpu1: loading"
     assert with_supervised((read,), {}) == (read,)
+
+
+def test_the_gpus_a_recipe_gives() -> None:
+    def recipe(*argv: str, **fields: object) -> ServerRecipe:
+        return ServerRecipe("gpu0", ("python", "-m", "sglang.launch_server", *argv), 1, **fields)  # type: ignore[arg-type]
+
+    devices = recipe("--tp", "2", env=(("CUDA_VISIBLE_DEVICES", "4,5"),))
+    assert gpus_of(devices) == "4,5"  # the device list wins: it names them
+    assert gpus_of(recipe(env=(("CUDA_VISIBLE_DEVICES", ""),))) == "none"
+    assert gpus_of(recipe("--tp", "8", launcher="slurm", slurm=(("gpus", 4),))) == "4 (gres)"
+    assert gpus_of(recipe("--tp", "8")) == "8"
+    assert gpus_of(recipe("--tp-size=2")) == "2"
+    assert gpus_of(recipe("--tensor-parallel-size", "4")) == "4"
+    assert gpus_of(recipe("--tp")) == "-" and gpus_of(recipe("--tp", "x")) == "-"
+    assert gpus_of(recipe()) == "-"
+    hostile = recipe(env=(("CUDA_VISIBLE_DEVICES", "\x1b[2J0\n1" + "9" * 100),))
+    assert "\x1b" not in gpus_of(hostile) and "\n" not in gpus_of(hostile)

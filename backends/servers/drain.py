@@ -1,0 +1,84 @@
+"""Draining a server before it is stopped on purpose: off the router first, then a bounded
+wait for its in-flight requests, then the launcher's SIGTERM (SIGKILL after the grace).
+
+Why: a stop from the panel or `gen-tui servers stop` (or a restart with edited flags) is
+not a crash, and must not turn the requests it is serving into errors and retries. The
+router is told first (its worker removed at once, so nothing new is sent there), then the
+server's own `/metrics` says how many requests are still running or queued; the stop waits
+until none is, or `drain_s` has passed (a long generation must not hold a stop for ever).
+A server without `/metrics` (or one that does not answer it) has no load to wait for: its
+SIGTERM's grace is its drain then, and the line says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+
+from gen_tui.backends.clients.http import fetch_metrics
+from gen_tui.backends.servers.events import ServerState
+from gen_tui.backends.servers.launcher import Launched, Launcher
+from gen_tui.backends.servers.router import RouterWorkers
+from gen_tui.backends.telemetry.metrics import MetricsError, parse_metrics
+
+POLL_S = 0.5
+"""How often the load of a draining server is read."""
+
+
+async def in_flight(session: aiohttp.ClientSession, url: str) -> int | None:
+    """Requests running or queued on the server at `url`, by its /metrics; None: unknown."""
+    try:
+        text = await fetch_metrics(session, url)
+    except MetricsError:
+        return None
+    if text is None:
+        return None
+    try:
+        load = parse_metrics(text)
+    except MetricsError:
+        return None
+    if load.running is None and load.queued is None:
+        return None
+    return int((load.running or 0) + (load.queued or 0))
+
+
+async def drain(
+    session: aiohttp.ClientSession, url: str, wait_s: float, poll_s: float = POLL_S
+) -> str:
+    """Wait until the server at `url` has no request in flight, `wait_s` at most: one line."""
+    began = time.monotonic()
+    while True:
+        load = await in_flight(session, url)
+        took = time.monotonic() - began
+        if load is None:
+            return "its load is not known (no /metrics): not waited for"
+        if load == 0:
+            return f"drained in {took:.1f} s"
+        if took >= wait_s:
+            return f"{load} request(s) still in flight after {wait_s:g} s: stopped anyway"
+        await asyncio.sleep(min(poll_s, max(wait_s - took, 0.0)))
+
+
+async def drain_then_stop(
+    launcher: Launcher,
+    launched: Launched,
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    drain_s: float,
+    grace_s: float,
+    router: RouterWorkers | None = None,
+) -> str:
+    """Take `launched` off `router` (when that is up and it is one of its workers), drain
+    it for `drain_s` at most, then stop it (SIGTERM, SIGKILL after `grace_s`): one line of
+    the three steps."""
+    if launcher.queues and launched.node is None:  # still queued: nothing it could serve
+        return await launcher.stop(launched, grace_s)
+    said = []
+    if router is not None and router.router_up and launched.name in router.workers:
+        said.append(await router.apply(launched.name, ServerState.DRAINING))
+    said.append(await drain(session, url, drain_s))
+    said.append(await launcher.stop(launched, grace_s))
+    return "; ".join(said)

@@ -1,0 +1,261 @@
+"""A stop on purpose drains first (issue 32): with real `gen-tui sim` servers and the real
+sglang-router 0.3.2, stopping one worker takes it off the router's list while it still
+runs, its in-flight request finishes whole, and only then is it sent SIGTERM; a drain that
+would last too long is cut at the recipe's `drain_s`, and a server that ignores SIGTERM is
+killed after the grace."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+import pytest
+
+from gen_tui.backends.servers.drain import in_flight
+from gen_tui.backends.servers.events import ServerState
+from gen_tui.backends.servers.fleet import Fleet
+from gen_tui.backends.servers.history import ServerHistory
+from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.servers.router import listed
+from tests.support.polling import wait_until
+from tests.support.router import ROUTER_PYTHON, get_json, router_problem
+from tests.support.runs import finish
+from tests.support.servers import (
+    Recorder,
+    free_port,
+    gen_tui_in,
+    kill_servers,
+    launcher_in,
+    sim_recipe,
+    supervisor_of,
+)
+
+S = ServerState
+SLOW = ("--tokens-per-s", "40")
+"""A sim slow enough that a 160-token answer is in flight for about 4 s."""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "servers"
+    kill_servers(tmp_path / "servers")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def _generate(http: aiohttp.ClientSession, url: str, tokens: int) -> tuple[int, Any]:
+    payload = {
+        "text": "hello",
+        "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True},
+    }
+    async with http.post(f"{url}/generate", json=payload) as answer:
+        return answer.status, await answer.json(content_type=None)
+
+
+async def _busy(http: aiohttp.ClientSession, url: str) -> None:
+    async def running() -> bool:
+        return (await in_flight(http, url) or 0) >= 1
+
+    deadline = time.monotonic() + 20
+    while not await running():
+        assert time.monotonic() < deadline, f"{url} never had a request in flight"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_stopped_worker_leaves_the_router_then_finishes_its_request(
+    folder: Path, http: aiohttp.ClientSession
+) -> None:
+    problem = router_problem()
+    if problem:
+        pytest.skip(problem)
+    workers = [sim_recipe(f"w{i}", free_port(), *SLOW, drain_s=30.0) for i in range(2)]
+    port = free_port()
+    router = ServerRecipe(
+        "router",
+        (
+            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
+            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
+            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
+            *("--log-level", "warn", "--worker-urls", "{workers}"),
+        ),
+        port,
+        startup_s=60.0,
+    )
+    launcher = launcher_in(folder)
+    recorder = Recorder()
+    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
+    fleet = Fleet(
+        workers,
+        urls,
+        {"process": launcher},
+        launcher.state,
+        http,
+        [recorder],
+        router=router,
+        check_s=0.2,
+        grace_s=3.0,
+    )
+    await fleet.up()
+    try:
+        await recorder.reach(S.HEALTHY, 3, timeout=90)
+
+        def listing() -> set[str]:
+            return set(listed(get_json(f"{urls['router']}/workers")))
+
+        await wait_until(lambda: listing() == {urls["w0"], urls["w1"]}, 60, "both listed")
+        w0 = fleet.supervisors["w0"].launched
+        assert w0 is not None and w0.identity is not None
+        pid = w0.identity.pid
+        request = asyncio.create_task(_generate(http, urls["w0"], 160))
+        await _busy(http, urls["w0"])
+        stopping = asyncio.create_task(fleet.stop(["w0"]))
+        # Off the router's list while it still runs and serves its request.
+        await wait_until(lambda: listing() == {urls["w1"]}, 10, "w0 off the router's list")
+        assert _alive(pid) and not request.done()
+        status, body = await asyncio.wait_for(request, 30)
+        assert status == 200 and body["meta_info"]["completion_tokens"] == 160
+        (said,) = await asyncio.wait_for(stopping, 30)
+        assert f"router: removed {urls['w0']}" in said, said
+        assert "drained in" in said and "exited after SIGTERM" in said, said
+        assert not _alive(pid)
+        states = recorder.states("w0")
+        assert states[-2:] == [S.DRAINING, S.STOPPED], states
+        assert listing() == {urls["w1"]}  # not added back by the reconciling
+    finally:
+        await fleet.stop()
+
+
+async def test_a_drain_is_bounded_by_the_recipe(folder: Path, http: aiohttp.ClientSession) -> None:
+    recipe = sim_recipe("w0", free_port(), *SLOW, drain_s=1.0)
+    recorder = Recorder()
+    supervisor = supervisor_of(recipe, folder, http, recorder)
+    supervisor.start()
+    try:
+        await recorder.reach(S.HEALTHY, timeout=60)
+        request = asyncio.create_task(_generate(http, recipe.url(), 4000))  # ~100 s
+        await _busy(http, recipe.url())
+        began = time.monotonic()
+        said = await supervisor.stop()
+        took = time.monotonic() - began
+        assert "1 request(s) still in flight after 1 s: stopped anyway" in said, said
+        assert took < 1 + 3 + 2, took  # the drain, the grace, a little slack
+        try:  # cut short: an error, or the server's abort of what it had in flight
+            status, body = await asyncio.wait_for(request, 10)
+        except aiohttp.ClientError:
+            pass
+        else:
+            assert status != 200 or body["meta_info"]["completion_tokens"] < 4000, body
+    finally:
+        await supervisor.stop()
+
+
+IGNORES_TERM = """
+import http.server, signal, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+async def test_a_server_ignoring_sigterm_is_killed_after_the_grace(
+    folder: Path, http: aiohttp.ClientSession
+) -> None:
+    port = free_port()
+    recipe = ServerRecipe(
+        "stubborn", (sys.executable, "-c", IGNORES_TERM, str(port)), port, startup_s=20.0
+    )
+    recorder = Recorder()
+    supervisor = supervisor_of(recipe, folder, http, recorder)
+    supervisor.start()
+    await recorder.reach(S.HEALTHY, timeout=30)
+    launched = supervisor.launched
+    assert launched is not None and launched.identity is not None
+    began = time.monotonic()
+    said = await supervisor.stop()
+    took = time.monotonic() - began
+    # No /metrics: nothing known to wait for; SIGTERM ignored for the grace; then SIGKILL.
+    assert "its load is not known (no /metrics): not waited for" in said, said
+    assert "ignored SIGTERM for 3 s and was killed (SIGKILL)" in said, said
+    assert 3 <= took < 8, took
+    assert not _alive(launched.identity.pid)
+
+
+def _toml(recipe: ServerRecipe, table: str) -> str:
+    words = ", ".join(f'"{word}"' for word in recipe.argv)
+    name = f'name = "{recipe.name}"\n' if table == "[[servers]]" else ""
+    return f"{table}\n{name}argv = [{words}]\nport = {recipe.port}\ndrain_s = {recipe.drain_s}\n"
+
+
+async def test_servers_stop_takes_it_off_the_router_first(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """`gen-tui servers stop w0`, another process than the fleet's: it adopts the router
+    from the state file, takes w0 off its list, waits for w0's request, then stops it."""
+    problem = router_problem()
+    if problem:
+        pytest.skip(problem)
+    state = tmp_path / "state"
+    folder = state / "gen-tui" / "servers"
+    workers = [sim_recipe(f"w{i}", free_port(), *SLOW, drain_s=30.0) for i in range(2)]
+    port = free_port()
+    router = ServerRecipe(
+        "router",
+        (
+            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
+            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
+            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
+            *("--log-level", "warn", "--worker-urls", "{workers}"),
+        ),
+        port,
+        startup_s=60.0,
+    )
+    config = tmp_path / "gen-tui.toml"
+    config.write_text(
+        "".join([*(_toml(w, "[[servers]]") for w in workers), _toml(router, "[router]")])
+    )
+    launcher = launcher_in(folder)
+    recorder = Recorder()
+    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
+    fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
+                  router=router, check_s=0.2, grace_s=3.0)  # fmt: skip
+    await fleet.up()
+    try:
+        await recorder.reach(S.HEALTHY, 3, timeout=90)
+
+        def listing() -> set[str]:
+            return set(listed(get_json(f"{urls['router']}/workers")))
+
+        await wait_until(lambda: listing() == {urls["w0"], urls["w1"]}, 60, "both listed")
+        await fleet.leave()  # the fleet's process watches no more: the command acts alone
+        request = asyncio.create_task(_generate(http, urls["w0"], 160))
+        await _busy(http, urls["w0"])
+        stop = await gen_tui_in(state, "servers", "--config", str(config), "stop", "w0")
+        await wait_until(lambda: listing() == {urls["w1"]}, 10, "w0 off the router's list")
+        assert not request.done()
+        status, body = await asyncio.wait_for(request, 30)
+        assert status == 200 and body["meta_info"]["completion_tokens"] == 160
+        code, out, err = await finish(stop, 60)
+        assert code == 0, err
+        assert out.startswith(f"w0: router: removed {urls['w0']}"), out
+        assert "drained in" in out and "exited after SIGTERM" in out, out
+        history = [(line["server"], line["state"]) for line in ServerHistory(folder).read()]
+        assert history[-1] == ("w0", "stopped")
+    finally:
+        await fleet.stop()
+        kill_servers(folder)
