@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
 from gen_tui.app.dashboard.rules import StaleWatch
-from gen_tui.app.dashboard.sources import Action, AskBudget, Confirm, Note, PanelSource
+from gen_tui.app.dashboard.sources import (
+    Action,
+    Activity,
+    AskBudget,
+    Confirm,
+    Note,
+    PanelSource,
+)
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.host_links import (
     HostLink,
@@ -163,6 +170,21 @@ class HostLinks(PanelSource):
             countdown_s=countdown,
             outcome=outcome,
         )
+
+    def activity(self, now: float) -> Activity | None:
+        """The header's "running" while a live run writes a watched dataset (a detached `gen-tui run`
+        that `r` or `s` started, or another terminal's): the header said IDLE beside its
+        panel's in-flight answers (issue 31, point 7's residual). Its pid is the header's
+        "pid ... on ...". A watched run is not this process's: quitting leaves it going."""
+        writing = []
+        for name, link in self.remote.items():
+            monitor = link.monitor
+            if monitor is None or monitor.writer(name) is None:
+                continue
+            snap = monitor.snapshot(name, now)
+            if snap is not None and snap.state is DatasetState.ACTIVE:
+                writing.append(name)
+        return Activity("running", tuple(writing), ()) if writing else None
 
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote
