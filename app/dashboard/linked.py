@@ -172,10 +172,10 @@ class HostLinks(PanelSource):
         )
 
     def activity(self, now: float) -> Activity | None:
-        """The header's "running" while a live run writes a watched dataset (a detached `gen-tui run`
-        that `r` or `s` started, or another terminal's): the header said IDLE beside its
-        panel's in-flight answers (issue 31, point 7's residual). Its pid is the header's
-        "pid ... on ...". A watched run is not this process's: quitting leaves it going."""
+        """The header's "running" while a live run writes a watched dataset: a detached
+        `gen-tui run` that `r` or `s` started, or another terminal's. The header said IDLE
+        beside its panel's answers in flight (issue 31, point 7's residual). Its pid is the
+        header's "pid ... on ...". It is not this process's run: quitting leaves it going."""
         writing = []
         for name, link in self.remote.items():
             monitor = link.monitor
