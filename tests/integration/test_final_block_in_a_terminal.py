@@ -86,6 +86,7 @@ async def test_the_live_table_ends_once_in_a_terminal(
         rows = [line for line in text.splitlines() if re.match(rf"\s*{name}\s+(done|exh)", line)]
         assert len(rows) == 1, text
     assert " status: " not in text, text
+    assert "in flight" in text and "slots" not in text, "the panel header's words (point 7)"
     assert len(re.findall(r"\bsummary\b", text)) == 1, text
 
 
