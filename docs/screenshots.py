@@ -6,13 +6,19 @@ Run it from a clone, after `./dev.sh demo` or `./dev.sh test` made .venv:
 
 It runs the demo under Textual's Pilot (as tests/tui do) in a 120x40 terminal until
 B2_opencodeinstruct has reached its budget, and saves the screen as docs/images/panel.svg,
-then the table view of the same moment sorted by state (`t`, `o`) as docs/images/table.svg.
-It saves the fleet plan under the header as docs/images/plan.svg: a run over two simulated
+then the command palette (ctrl+p) as docs/images/palette.svg. Then a small fleet: two
+folders of this machine, "gpu-a" and "gpu-b", each written by a real `gen-tui run` process
+against the simulator, watched by two links as two hosts would be: its table view, a line
+per host above its datasets (`t`), as docs/images/table.svg, and the details of gpu-a's run
+from the run list (`l`, `i`) as docs/images/run-detail.svg. Before the fleet, it runs
+`gen-tui report --html` on the demo's output folder, and, when chromium is installed
+(`apt-get install chromium`), saves the page as docs/images/report.png. Without chromium
+it says so and leaves the old PNG. It took 75 to 80 s here (4 December 2026), and the
+fleet about a minute more; `python docs/screenshots.py fleet` makes only the fleet's two
+(a fleet run that does not come up: its log's last lines are said).
+Last, the fleet plan under the header as docs/images/plan.svg: a run over two simulated
 lanes (a slow free box, a fast priced API) with a deadline and a cap, and `T`'s dialog
 previewing a tighter deadline (`python docs/screenshots.py plan` makes that one alone).
-Then it runs `gen-tui report --html` on that demo's output folder, and, when chromium is
-installed (`apt-get install chromium`), saves the page as docs/images/report.png. Without
-chromium it says so and leaves the old PNG. It took 75 to 80 s here (4 December 2026).
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from textual.widgets import Input
 
@@ -59,9 +67,101 @@ async def panel(root: Path) -> None:
             await pilot.pause(1.0)
         await pilot.pause(2.0)  # a few more frames: rates and the event log settle
         app.save_screenshot("panel.svg", str(IMAGES))
-        await pilot.press("t", "o")  # the table view, sorted by state
+        await pilot.press("ctrl+p")  # the command palette, its commands by name
         await pilot.pause(1.0)
-        app.save_screenshot("table.svg", str(IMAGES))
+        app.save_screenshot("palette.svg", str(IMAGES))
+
+
+FLEET = {"gpu-a": {"A1_glaive": 400, "A2_sharegpt": 400}, "gpu-b": {"B1_magicoder": 400}}
+"""The fleet scene's hosts (folders of this machine, as two SSH hosts would be watched)
+and the prompts of each host's datasets."""
+
+
+async def fleet(root: Path) -> None:
+    """Two folders, each written by a real `gen-tui run` against the simulator and watched
+    by a link of its own: the table view with a line per host (images/table.svg), then the
+    run list's details of gpu-a's run (images/run-detail.svg)."""
+    from gen_tui.app.host_sources import host_source
+    from gen_tui.backends.tokenizer import load_tokenizer
+
+    tokenizer = build_tokenizer(root / "tokenizer")
+    vocab = len(load_tokenizer(str(tokenizer)))
+    server = SimServer(
+        SimConfig(
+            slots=16, tokens_per_s=200, vocab_size=vocab, default_profile=LengthProfile(mean=900)
+        )
+    )
+    url = await server.start()
+    runs: list[subprocess.Popen[bytes]] = []
+    try:
+        for host, datasets in FLEET.items():
+            prompts = root / "prompts" / host
+            (root / host).mkdir()  # the links watch it from the start
+            for name, count in datasets.items():
+                write_prompts(prompts / f"{name}.jsonl", count)
+            command = [
+                sys.executable, "-m", "gen_tui.app.cli", "run", "--plain",
+                "--prompts-dir", str(prompts), "--tokenizer", str(tokenizer),
+                "--output-dir", str(root / host), "--server-url", url,
+                "--max-tokens-per-dataset", "2M", "--concurrency", "8",
+                "--parallel-datasets", str(len(datasets)),
+            ]  # fmt: skip
+            with open(root / f"{host}.log", "wb") as log:
+                runs.append(
+                    subprocess.Popen(
+                        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                )
+        hosts = [host_source("local", str(root / host), name=host) for host in FLEET]
+        app = GenTuiApp(None, hosts=hosts)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await until(
+                    pilot,
+                    lambda: fleet_running(app),
+                    lambda: (
+                        "every fleet dataset running; the runs' logs say:\n"
+                        + "\n".join((root / f"{host}.log").read_text()[-800:] for host in FLEET)
+                    ),
+                )
+                await pilot.pause(6.0)  # rates over a few seconds
+                await pilot.press("t")
+                await pilot.pause(1.0)
+                app.save_screenshot("table.svg", str(IMAGES))
+                await pilot.press("l")
+                await pilot.pause(2.0)
+                await pilot.press("i")
+                await pilot.pause(1.0)
+                app.save_screenshot("run-detail.svg", str(IMAGES))
+        finally:
+            app.stop_links()
+            for link in app.links:
+                link.done.wait(timeout=30)
+    finally:
+        for run in runs:
+            run.terminate()
+        for run in runs:
+            run.wait(timeout=60)
+        await server.stop()
+
+
+async def until(pilot: Any, check: Callable[[], bool], what: Callable[[], str]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not within {WAIT_S:.0f} s: {what()}")
+        await pilot.pause(1.0)
+
+
+def fleet_running(app: Any) -> bool:
+    """Every fleet dataset on screen, written to by its run."""
+    names = {name for datasets in FLEET.values() for name in datasets}
+    running = set()
+    for widget in app.query(DatasetPanel):
+        snapshot = widget.view.snapshot if widget.view else None
+        if snapshot is not None and str(snapshot.state) == "active" and snapshot.tokens:
+            running.add(snapshot.name)
+    return running == names
 
 
 class FleetSource(RunSource):
@@ -153,14 +253,21 @@ def report(root: Path) -> None:
 
 
 def main() -> None:
+    """Every picture; `fleet` or `plan` as the argument: only that scene's."""
     IMAGES.mkdir(exist_ok=True)
-    only_plan = sys.argv[1:] == ["plan"]
-    with tempfile.TemporaryDirectory(prefix="gen-tui-shots-") as tmp:
-        if not only_plan:
+    only = sys.argv[1] if sys.argv[1:] in (["fleet"], ["plan"]) else None
+    if only is None:
+        with tempfile.TemporaryDirectory(prefix="gen-tui-shots-") as tmp:
             asyncio.run(panel(Path(tmp)))
             report(Path(tmp))
-        asyncio.run(plan_shot(Path(tmp)))
-    for name in ("panel.svg", "report.png", "plan.svg"):
+    if only in (None, "fleet"):
+        with tempfile.TemporaryDirectory(prefix="gen-tui-shots-") as tmp:
+            asyncio.run(fleet(Path(tmp)))
+    if only in (None, "plan"):
+        with tempfile.TemporaryDirectory(prefix="gen-tui-shots-") as tmp:
+            asyncio.run(plan_shot(Path(tmp)))
+    names = ("panel.svg", "palette.svg", "table.svg", "run-detail.svg", "report.png", "plan.svg")
+    for name in names:
         path = IMAGES / name
         if path.exists():
             print(f"{path}: {path.stat().st_size:,} bytes")

@@ -27,6 +27,10 @@ class HeaderView:
     inflight: int = 0
     concurrency: int = 0
     utilisation: float | None = None
+    server_running: float | None = None
+    """Requests the run's servers say they run (their /metrics, summed; None: not known)."""
+    server_queued: float | None = None
+    """Requests the same servers say they queue."""
     countdown_s: float | None = None
     where: str = ""
     """Who writes: "pid 4242 on gpu-box" for an in-process run."""
@@ -74,10 +78,7 @@ def header_parts(view: HeaderView) -> list[str]:
             spend += f" ({format_dollars(view.cost_per_hour)}/h)"
         parts.append(spend)
     if view.concurrency:
-        slots = f"slots {view.inflight}/{view.concurrency}"
-        if view.utilisation is not None:
-            slots += f" {view.utilisation * 100:.0f}%"
-        parts.append(slots)
+        parts += in_flight_parts(view)
     if view.filter:
         parts.append(one_line(f"filter: {view.filter}"))
     if view.where:
@@ -86,8 +87,32 @@ def header_parts(view: HeaderView) -> list[str]:
     return parts
 
 
+def in_flight_parts(view: HeaderView) -> list[str]:
+    """What the run has asked and not had answered yet, then what its servers say of it.
+
+    The two counts differ, and must not seem to disagree (issue 31, point 7): a request
+    sent is "in flight" until its answer is read, while a server's `run` counts only those
+    it decodes and `q` those it holds in its queue. What the client counts and the servers
+    do not is said as such: requests "in transit" (sent, not admitted yet, or answered and
+    not read yet); more at the servers than sent: other clients share them.
+    """
+    flight = f"in flight {view.inflight}/{view.concurrency}"
+    if view.utilisation is not None:
+        flight += f" {view.utilisation * 100:.0f}%"
+    if view.server_running is None or view.server_queued is None:
+        return [flight]
+    running, queued = round(view.server_running), round(view.server_queued)
+    said = f"server: {format_count(running)} run, {format_count(queued)} queued"
+    gap = view.inflight - running - queued
+    if gap > 0:
+        said += f", {format_count(gap)} in transit"
+    elif gap < 0:
+        said += ", incl. other clients'"
+    return [flight, f"({said})"]
+
+
 class RunHeader(Widget):
-    """`gen-tui  RUNNING  63.2M tok  512k tok/s  done 3/8  slots 64/64 98%  pid 42 on host`."""
+    """`gen-tui  RUNNING  63.2M tok  512k tok/s  done 3/8  in flight 64/64 98%  pid 42 on host`."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "header--title",

@@ -45,11 +45,13 @@ def status_line(snap: DatasetSnapshot) -> str:
 
 
 def pool_line(snap: RunSnapshot) -> str:
-    """The shared slots at a glance: how many are busy now and how full they were so far."""
+    """The shared slots at a glance: how many requests are in flight now (sent, answer not
+    read yet: the panel's header says it in the same words, apart from a server's `run`
+    and `q`) and how full the slots were so far."""
     total = f"/{format_count(snap.max_total_tokens)}" if snap.max_total_tokens else ""
     return (
         f"pool: {format_count(snap.tokens)}{total} tokens, {format_count(snap.tok_s)} tok/s, "
-        f"{snap.inflight}/{snap.concurrency} slots busy, utilisation "
+        f"{snap.inflight}/{snap.concurrency} in flight, utilisation "
         f"{snap.utilisation * 100:.1f}%"
         + (
             f", concurrency auto {snap.concurrency}: {snap.concurrency_auto}"

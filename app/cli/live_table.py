@@ -126,7 +126,7 @@ def live_table(snap: RunSnapshot, width: int) -> RenderableType:
 def _header(snap: RunSnapshot) -> str:
     return (
         f"{format_count(snap.tokens)} tok  {format_count(snap.tok_s)} tok/s  "
-        f"{snap.inflight}/{snap.concurrency} slots  {snap.utilisation * 100:.0f}% busy"
+        f"{snap.inflight}/{snap.concurrency} in flight  {snap.utilisation * 100:.0f}% busy"
         f"  {format_duration(snap.elapsed_s)}"
         + (f"  spent {format_dollars(snap.cost)}" if snap.cost is not None else "")
         + ("  [stopping: Ctrl-C again aborts]" if snap.stopping else "")

@@ -16,6 +16,7 @@ from gen_tui.app.dashboard.rules import StaleWatch
 from gen_tui.app.dashboard.sources import (
     NO_PLAN,
     Action,
+    Activity,
     AskBudget,
     AskTarget,
     Confirm,
@@ -173,6 +174,20 @@ class HostLinks(PanelSource):
             countdown_s=countdown,
             outcome=outcome,
         )
+
+    def activity(self, now: float) -> Activity | None:
+        """The header's "running" while a live run writes a watched dataset: a detached
+        `gen-tui run` that `r` or `s` started, or another terminal's. The header said IDLE
+        beside its panel's answers in flight (issue 31, point 7's residual). Its pid is the
+        header's "pid ... on ...". It is not this process's run: quitting leaves it going."""
+        for name, link in self.remote.items():  # the first one is enough: four times a second
+            monitor = link.monitor
+            if monitor is None or monitor.writer(name) is None:
+                continue
+            snap = monitor.snapshot(name, now)
+            if snap is not None and snap.state is DatasetState.ACTIVE:
+                return Activity("running", (name,), ())
+        return None
 
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote

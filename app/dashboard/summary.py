@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gen_tui.app.dashboard.sources import Activity
-from gen_tui.backends.progress.snapshot import DatasetState
+from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.backends.store.progress_file import ServerReport
+from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.format import server_text
 from gen_tui.widgets.gpu_strip import GpuLine
@@ -34,8 +35,8 @@ def header_view(
     snaps = [v.snapshot for v in views.values() if v.snapshot is not None]
     latest = list(activity.pools) if activity is not None else []
     countdowns = list(activity.countdowns) if activity is not None else []
-    if quitting and (activity is None or activity.live):
-        state = "quitting"  # the app's own runs drain, or those it started elsewhere
+    if quitting:
+        state = "quitting"  # the app's own runs drain; watched runs go on without it
     elif activity is None:
         state = idle
     else:
@@ -45,6 +46,7 @@ def header_view(
     first = next((s for s in snaps if s.name in names), None)
     if first is not None:
         where = f"pid {first.pid} on {first.host}"
+    running, queued = server_requests(latest)
     return HeaderView(
         state=state,
         tokens=sum(s.tokens for s in snaps),
@@ -54,6 +56,8 @@ def header_view(
         inflight=sum(s.inflight for s in latest),
         concurrency=sum(s.concurrency for s in latest),
         utilisation=(sum(s.utilisation for s in latest) / len(latest)) if latest else None,
+        server_running=running,
+        server_queued=queued,
         countdown_s=min(countdowns) if countdowns else None,
         where=where,
         filter=filter_text,
@@ -68,6 +72,19 @@ def header_view(
         )
         or None,
     )
+
+
+def server_requests(pools: Sequence[RunSnapshot]) -> tuple[float | None, float | None]:
+    """The requests the pools' servers run and queue, summed once per server (their
+    /metrics); (None, None) unless every server the pools use says both."""
+    loads: dict[str, ServerMetrics | None] = {}
+    for pool in pools:
+        for url in pool.servers:
+            loads[_same(url)] = pool.server_metrics.get(url)
+    known = [m for m in loads.values() if m is not None and None not in (m.running, m.queued)]
+    if not loads or len(known) != len(loads):
+        return None, None
+    return sum(m.running or 0 for m in known), sum(m.queued or 0 for m in known)
 
 
 def server_view(

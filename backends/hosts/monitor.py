@@ -235,7 +235,11 @@ class HostMonitor:
         named = {url for run in mine for url in server_urls(run.identity.cmdline)}
         urls = tuple(sorted(named.union(self.configured)))
         watch = self._watch
-        if watch is not None and (watch.datasets, watch.metrics_urls) == (names, urls):
+        if (
+            watch is not None
+            and watch.broken is None  # a broken stream is started again, from its offsets
+            and (watch.datasets, watch.metrics_urls) == (names, urls)
+        ):
             return
         offsets = watch.offsets() if watch is not None else None
         await self._close_watch()

@@ -164,6 +164,8 @@ class Watch:
         once they answer; set before iterating (LocalHost does)."""
         self._nvml: bool | None = None
         self._gpu_task: asyncio.Task[None] | None = None
+        self.broken: str | None = None
+        """Why the stream ended on a fault nothing expected (None: it did not)."""
 
     def offsets(self) -> dict[str, str]:
         """Each dataset's resume argument: a new Watch seeded with it counts nothing twice."""
@@ -216,6 +218,19 @@ class Watch:
             self._queue.put_nowait(WatchStatus(state))
 
     async def _pump(self) -> None:
+        """The stream, until closed. A fault nothing here expects (a bug of ours, say) ends
+        it saying so, never silently: the reader is told the stream ended and `broken` says
+        why, so its monitor starts a new one from the same offsets at its next survey.
+        Before, the task died with the error unseen and its reader waited forever: that
+        host's totals never came (issue 31's residual 5 asked where a stream could stall)."""
+        try:
+            await self._follow()
+        except Exception as exc:
+            self.broken = one_line(f"{type(exc).__name__}: {exc}", 200)
+            self._set_status(f"disconnected: the watch stream broke ({self.broken})")
+            self._queue.put_nowait(None)
+
+    async def _follow(self) -> None:
         failures = 0
         while not self._closed:
             try:

@@ -4,10 +4,16 @@ equal to a recount, budgets read from command lines, kill and resume."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from gen_tui.backends.aio import stop
 from gen_tui.backends.hosts import KillResult
+from gen_tui.backends.hosts.local import LocalHost
 from gen_tui.backends.hosts.monitor import HostMonitor, RateMeter, budget_from_argv
+from gen_tui.backends.hosts.watch import LineSource
 from gen_tui.backends.progress.snapshot import DatasetState
 from tests.support.polling import wait_until
 from tests.support.records import recount
@@ -135,3 +141,42 @@ async def test_a_dataset_of_the_same_name_in_another_folder_is_not_ours(
         for identity in started:
             if alive(identity.pid):
                 await host.kill(identity, grace_s=5)
+
+
+async def test_a_watch_stream_that_broke_is_said_and_started_again(
+    standin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault nothing expects where the watch stream opens (injected: the first opening
+    raises RuntimeError): the host's state says the stream broke, and the next survey
+    starts a new one, so the totals come. Before, the stream's task died unseen, its
+    reader waited forever, and the host's datasets never got totals (issue 31, residual 5:
+    where one of two links' streams could stall)."""
+    out = tmp_path / "out"
+    (out / "B3").mkdir(parents=True)
+    run = subprocess.Popen(
+        standin_argv(standin, str(out), "B3"), stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    opened: list[list[str]] = []
+    real = LocalHost._open_watcher
+
+    async def first_breaks(self: LocalHost, args: list[str]) -> LineSource:
+        opened.append(args)
+        if len(opened) == 1:
+            raise RuntimeError("a fault nothing expected")
+        return await real(self, args)
+
+    monkeypatch.setattr(LocalHost, "_open_watcher", first_breaks)
+    said: list[str] = []
+    monitor = HostMonitor(LocalHost(str(out)), survey_s=0.3)
+    monitor.on_change = lambda: said.append(monitor.status)
+    task = asyncio.create_task(monitor.run())
+    try:
+        await wait_until(lambda: "B3" in monitor.totals, 30, "B3 counted", detail=lambda: said)
+        assert len(opened) >= 2
+        broke = [s for s in said if "broke" in s]
+        assert broke and "RuntimeError: a fault nothing expected" in broke[0], said
+        await wait_until(lambda: monitor.status == "connected", 10, detail=lambda: said)
+    finally:
+        await stop(task)
+        run.kill()
+        run.wait()

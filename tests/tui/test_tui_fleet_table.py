@@ -162,3 +162,52 @@ async def test_the_demo_on_one_machine_has_no_host_lines(tmp_path: Path) -> None
         app.stop_links()
         for link in app.links:
             link.done.wait(timeout=40)
+
+
+async def test_two_watched_hosts_each_have_their_line(tmp_path: Path, standin: Path) -> None:
+    """Two real links to two folders of this machine, "left" and "right", a real stand-in
+    run writing in each: both links' watcher streams start, and each host's line says its
+    link is connected, above the dataset its run writes. (Once one of the two streams never
+    started, about one run in twelve on a loaded machine: issue 31's residual 5.)"""
+    runs = []
+    hosts = []
+    for side, dataset in (("left", "L1"), ("right", "R1")):
+        out = tmp_path / side
+        (out / dataset).mkdir(parents=True)
+        argv = standin_argv(standin, str(out), dataset)
+        runs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True))
+        hosts.append(host_source("local", str(out), name=side))
+    app = GenTuiApp(None, hosts=hosts)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+
+            def lines() -> list[str]:
+                return [line.rstrip() for line in table_text(app)] if board(app).table_shown else []
+
+            await wait_until(
+                lambda: len(board(app).panels()) == 2, 60, pause=pilot.pause,
+                detail=lambda: "\n".join(map(_said, app.links)),
+            )  # fmt: skip
+            await pilot.press("t")
+            for side, dataset in (("left", "L1"), ("right", "R1")):
+                await wait_until(
+                    lambda side=side: any(  # type: ignore[misc]
+                        line.startswith(f" {side} · connected · 1 dataset: 1 running")
+                        for line in lines()
+                    ),
+                    60,
+                    f"{side}'s line, its run seen writing",
+                    pause=pilot.pause,
+                    detail=lambda: "\n".join([*lines(), *map(_said, app.links)]),
+                )
+                body = [line for line in lines()[2:] if line]
+                (at,) = [i for i, line in enumerate(body) if line.startswith(f" {side} · ")]
+                assert body[at + 1].split()[0] == dataset, body
+            assert table(app).host_lines == 2
+    finally:
+        app.stop_links()
+        for link in app.links:
+            link.done.wait(timeout=30)
+        for run in runs:
+            run.kill()
+            run.wait()

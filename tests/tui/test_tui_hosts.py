@@ -66,7 +66,9 @@ async def test_stale_run_over_ssh_is_killed_resumed_and_crosses_its_budget_live(
             assert snap(app, "B2").pid == first.pid and snap(app, "B2").host == sshd.alias
             assert snap(app, "B2").max_tokens is None
             header = app.dashboard.query_one("#header").view
-            assert header.state == "watching" and header.hosts == ((sshd.alias, "connected"),)
+            # a watched run that writes: RUNNING, its pid and host (issue 31, point 7)
+            assert header.state == "running" and header.hosts == ((sshd.alias, "connected"),)
+            assert header.where == f"pid {first.pid} on {sshd.alias}", header
             await wait_until(lambda: badge(app, "B2") == "stale · press k", 30, pause=pilot.pause)
 
             # k: the confirmation names the host, the pid and the dataset.
