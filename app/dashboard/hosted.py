@@ -433,4 +433,4 @@ class HostedRuns(PanelSource):
             state = "paused"
         else:
             state = "running"
-        return Activity(state, active[0].names, latest, countdowns, live=True)
+        return Activity(state, active[0].names, latest, countdowns)

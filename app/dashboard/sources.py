@@ -78,16 +78,12 @@ NO_PLAN = (
 
 @dataclass(frozen=True)
 class Activity:
-    """What the header says a source is doing, when it is doing something.
-
-    `live`: a run of this process, which quitting stops (the header then says "quitting").
-    """
+    """What the header says a source is doing, when it is doing something."""
 
     state: str
     names: Sequence[str]
     pools: Sequence[RunSnapshot]
     countdowns: Sequence[float] = ()
-    live: bool = False
 
 
 class PanelSource(ABC):

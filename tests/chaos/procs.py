@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.support.ports import free_port
 from tests.support.runs import GEN_TUI
 
 
@@ -35,12 +35,6 @@ def child_env(**extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SimProcess:

@@ -18,9 +18,10 @@ from typing import Any
 
 from gen_tui.backends.demo import write_prompts
 from tests.support.polling import wait_until_sync
+from tests.support.ports import free_port
 
 from .checker import FolderState, check_folder, prompt_ids
-from .procs import RunProcess, SimProcess, free_port, record_lines
+from .procs import RunProcess, SimProcess, record_lines
 
 
 def test_servers_dying_and_returning_lose_and_duplicate_nothing(

@@ -20,12 +20,13 @@ from typing import Any
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until_sync
+from tests.support.ports import free_port
 from tests.support.runs import GEN_TUI
 from tests.support.server_rounds import crash_each_round, end_servers_up
 from tests.support.slurm import Cluster, cancel_jobs, job_state
 
 from .checker import FolderState, check_folder, prompt_ids
-from .procs import RunProcess, child_env, free_port, record_lines
+from .procs import RunProcess, child_env, record_lines
 
 
 def _running_job(folder: Path, name: str) -> str | None:

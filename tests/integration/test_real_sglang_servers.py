@@ -22,6 +22,7 @@ from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.real_sglang import (
     SGLANG_PYTHON,
     model_cache,
@@ -30,7 +31,7 @@ from tests.support.real_sglang import (
     tiny_model,
 )
 from tests.support.router import ROUTER_PYTHON, get_json, router_problem
-from tests.support.servers import Recorder, free_port, kill_servers, launcher_in
+from tests.support.servers import Recorder, kill_servers, launcher_in
 
 S = ServerState
 LOAD_S = 400.0

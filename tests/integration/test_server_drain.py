@@ -24,11 +24,11 @@ from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.router import ROUTER_PYTHON, get_json, router_problem
 from tests.support.runs import finish
 from tests.support.servers import (
     Recorder,
-    free_port,
     gen_tui_in,
     kill_servers,
     launcher_in,

@@ -18,7 +18,8 @@ from gen_tui.backends.servers import history as history_module
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.history import DETAIL_CHARS, ServerHistory
-from tests.support.servers import Recorder, free_port, kill_servers, launcher_in, sim_recipe
+from tests.support.ports import free_port
+from tests.support.servers import Recorder, kill_servers, launcher_in, sim_recipe
 
 S = ServerState
 

@@ -16,8 +16,9 @@ import pytest
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
 from gen_tui.backends.servers.process import MARKER
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.runs import alive
-from tests.support.servers import free_port, kill_servers, launcher_in, sim_recipe
+from tests.support.servers import kill_servers, launcher_in, sim_recipe
 
 
 @pytest.fixture

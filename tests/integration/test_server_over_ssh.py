@@ -23,7 +23,8 @@ from gen_tui.backends.servers.process import MARKER, ProcessLauncher
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
-from tests.support.servers import Recorder, free_port, kill_servers, sim_recipe
+from tests.support.ports import free_port
+from tests.support.servers import Recorder, kill_servers, sim_recipe
 from tests.support.sshd import Sshd
 
 S = ServerState

@@ -18,8 +18,9 @@ from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.router import ROUTER_PYTHON, get_json, router_problem
-from tests.support.servers import Recorder, free_port, kill_servers, launcher_in, sim_recipe
+from tests.support.servers import Recorder, kill_servers, launcher_in, sim_recipe
 
 S = ServerState
 

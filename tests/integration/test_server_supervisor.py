@@ -20,9 +20,9 @@ from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.recipe import RestartPolicy
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.sim.server import SimServer
+from tests.support.ports import free_port
 from tests.support.servers import (
     Recorder,
-    free_port,
     kill_servers,
     launcher_in,
     sim_recipe,

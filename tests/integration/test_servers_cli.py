@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.records import progress, recount
 from tests.support.runs import GEN_TUI, alive, finish, run_args
-from tests.support.servers import Lines, free_port, gen_tui_in, kill_servers
+from tests.support.servers import Lines, gen_tui_in, kill_servers
 
 BUDGET = 40_000
 

@@ -25,7 +25,7 @@ from gen_tui.backends.servers.slurm import (
     SlurmJobs,
     local_runner,
 )
-from tests.support.router import free_port
+from tests.support.ports import free_port
 from tests.support.slurm import Cluster, wait_for_job
 
 GEN_TUI = str(Path(sys.executable).with_name("gen-tui"))

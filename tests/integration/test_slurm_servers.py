@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.records import progress, recount
 from tests.support.runs import GEN_TUI, finish, run_args
-from tests.support.servers import Lines, free_port, gen_tui_in, kill_servers
+from tests.support.servers import Lines, gen_tui_in, kill_servers
 from tests.support.slurm import Cluster, cancel_jobs, job_state
 
 BUDGET = 40_000

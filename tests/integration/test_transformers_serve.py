@@ -25,9 +25,9 @@ import orjson
 import pytest
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.ports import free_port
 from tests.support.real_sglang import TINY_LLAMA
 from tests.support.records import read_records
-from tests.support.router import free_port
 from tests.support.side_python import side_python_problem
 
 SERVE_PYTHON = os.environ.get("GEN_TUI_SERVE_PYTHON", "")

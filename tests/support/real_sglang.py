@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gen_tui.backends.demo import build_tokenizer
-from tests.support.router import free_port
+from tests.support.ports import free_port
 
 SGLANG_PYTHON = os.environ.get("GEN_TUI_SGLANG_PYTHON", "")
 SGLANG_VERSION = "0.5.23"

@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import signal
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.side_python import side_python_problem
 
 ROUTER_PYTHON = os.environ.get("GEN_TUI_ROUTER_PYTHON", "")
@@ -39,12 +39,6 @@ def router_problem() -> str | None:
         "it names a python with sglang-router installed (.ci/run builds one in .venv-router)",
         ENV,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get_json(url: str) -> object:

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 from pathlib import Path
 
 import aiohttp
@@ -22,12 +21,6 @@ from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.polling import wait_until
 from tests.support.runs import ENV, GEN_TUI
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def sim_recipe(name: str, port: int, *flags: str, **fields: object) -> ServerRecipe:

@@ -25,8 +25,9 @@ from gen_tui.app.dialogs.servers import FlagsScreen
 from gen_tui.backends.config.file import load_config
 from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.runs import ENV, GEN_TUI, alive
-from tests.support.servers import free_port, kill_servers
+from tests.support.servers import kill_servers
 from tests.support.servers_view import (
     cell,
     open_view,
