@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import TextIO
 
 from rich.console import Console, RenderableType
@@ -75,6 +76,13 @@ def server_lines(snap: RunSnapshot, *, detail: bool) -> list[str]:
     return lines
 
 
+def ended(snap: RunSnapshot) -> RunSnapshot:
+    """The run's last snapshot without the servers' load: its last /metrics read was taken
+    while the run was still sending (`run 16 q 48 ... 48k tok/s` beside `0 in flight` read as
+    a contradiction). A server that is down still says so."""
+    return replace(snap, server_metrics={})
+
+
 class HeadlessDisplay:
     """Receives engine snapshots and events and renders them for a terminal or a log."""
 
@@ -101,7 +109,7 @@ class HeadlessDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             if self._last is not None:
-                self._live.update(self._render(self._last))
+                self._live.update(self._render(ended(self._last)))
             self._live.__exit__(None, None, None)
             self._live = None
 
@@ -127,16 +135,23 @@ class HeadlessDisplay:
             self.write_status(snap)
 
     def write_status(self, snap: RunSnapshot, *, final: bool = False) -> None:
-        """One status block; `final` (the run's end) skips a block the last one said."""
+        """One status block; `final` (the run's end) skips a block that says nothing the
+        last one did not (its servers' load left out: see `ended`)."""
+        if final:
+            snap = ended(snap)
         lines = [status_line(dataset) for dataset in snap.datasets]
         if len(snap.datasets) > 1 or snap.concurrency_auto is not None:
             lines.append(pool_line(snap))
-        lines += [f"server {line}" for line in server_lines(snap, detail=False)]
-        if final and lines == self._last_block:
+        servers = [f"server {line}" for line in server_lines(snap, detail=False)]
+        if (
+            final
+            and lines == self._last_block[: len(lines)]
+            and set(servers) <= set(self._last_block[len(lines) :])
+        ):
             return
-        self._last_block = lines
+        self._last_block = lines + servers
         stamp = time.strftime("%H:%M:%S")
-        for line in lines:
+        for line in self._last_block:
             print(f"{stamp} status: {line}", file=self.stream, flush=True)
 
     def write_summary(self, snap: RunSnapshot) -> None:

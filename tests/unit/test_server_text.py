@@ -77,6 +77,15 @@ def test_headless_status_has_a_line_per_server_read_or_down() -> None:
     ]
 
 
+def test_the_final_block_leaves_out_the_last_busy_read() -> None:
+    # The last /metrics read was taken while the run was still sending: at the end it
+    # said "run 64 q 3 ... 2.95k tok/s" beside "0 in flight". A server down still says so.
+    stream = io.StringIO()
+    HeadlessDisplay(stream).write_status(_run({"http://a:1": BUSY}), final=True)
+    lines = [line.split(" status: ")[1] for line in stream.getvalue().splitlines()]
+    assert lines == ["server c:3 unreachable: refused"]
+
+
 def test_the_live_table_shows_the_servers_under_its_header() -> None:
     stream = io.StringIO()
     snap = _run({"http://a:1": BUSY, "http://b:2": None})
