@@ -65,6 +65,9 @@ class ServerSupervisor:
         self.session = session
         self.sinks = list(sinks)
         self.kind = kind
+        self.last_ref: str | None = None
+        """The ref (pid, job id) of the last process launched or adopted: an `exited`
+        event comes after `launched` is cleared and still names what exited."""
         self.launched = adopted
         self.adopted = adopted is not None
         self.check_s = check_s
@@ -101,6 +104,21 @@ class ServerSupervisor:
     def health_url(self) -> str:
         return self.base_url + self.recipe.health
 
+    @property
+    def launched(self) -> Launched | None:
+        """The process (or job) this supervisor watches now; None between two."""
+        return self._launched
+
+    @launched.setter
+    def launched(self, launched: Launched | None) -> None:
+        self._launched = launched
+        if launched is not None:
+            self.last_ref = launched.ref
+
+    def _ended_ref(self, state: ServerState) -> str | None:
+        ending = state in (ServerState.EXITED, ServerState.FAILED, ServerState.STOPPED)
+        return self.last_ref if ending else None
+
     def _emit(self, state: ServerState, detail: str = "", since: float | None = None) -> None:
         now = time.time()
         self.state, self.detail, self.since = state, detail, since or now
@@ -109,7 +127,7 @@ class ServerSupervisor:
             state,
             now,
             detail,
-            self.launched.ref if self.launched else None,
+            self.launched.ref if self.launched else self._ended_ref(state),
             self.restarts,
             self.since,
             self.base_url,

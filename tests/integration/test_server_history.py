@@ -62,6 +62,8 @@ async def test_a_killed_server_leaves_its_events_in_the_history(
     ], states
     exited = lines[3]
     assert exited["server"] == "sim0" and exited["exit"] == "SIGKILL"
+    assert exited["ref"] == first.ref  # the event names what exited (it was null)
+    assert lines[5]["ref"] is None  # and a new start names no process before it has one
     assert f"pid {first.ref} was killed by SIGKILL" in exited["detail"]
     assert lines[4]["detail"].startswith("in ") and "healthy again" in lines[7]["detail"]
     assert all(isinstance(line["t"], float) for line in lines)
