@@ -7,6 +7,10 @@ the deadline within what is left of `--max-cost`, and caps each priced lane at i
 tokens (free lanes are never capped: the plan fills them first). A plan that moves tokens
 is said in one line (`api lane down: 12M moved to batch`); one that cannot meet the
 deadline, or that the cap cannot pay, is said at once.
+
+A batch lane (`api=openai-batch`) is planned from its observed turnaround and price
+(`BatchLane.planned`); its share is handed over whole, not paced (a batch delivers only
+after its turnaround, so what it is to take by the deadline must go out now).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 import time
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
@@ -49,6 +54,8 @@ class FleetPlanner(RunPart):
         self.stalled = asyncio.Event()
         """Set by the runner when no lane has room left under the plan: re-plan at once."""
         runner.on_stall = self.stalled.set
+        self.batch: BatchLane | None = None
+        """The fleet's batch lane, planned beside the live servers (set by the engine)."""
 
     def _name(self, server: Server) -> str:
         lane = self.lanes.get(server.url)
@@ -87,6 +94,8 @@ class FleetPlanner(RunPart):
             # A whole answer's time before its tokens count: a lane cannot finish sooner
             # than one answer takes (the slow box must not be handed the last few tokens).
             lanes.append(Lane(self._name(server), rate, price, latency, state=state))
+        if self.batch is not None and self.batch.spec is not None:
+            lanes.append(self.batch.planned(now))
         return lanes
 
     def remaining(self) -> int | None:
@@ -100,6 +109,8 @@ class FleetPlanner(RunPart):
                 return None
             left += max(0, ds.budget.max_tokens - ds.tokens)
         inflight = sum(s.outstanding * s.mean_answer for s in self.runner.servers)
+        if self.batch is not None:
+            inflight += self.batch.outstanding()
         return max(0, math.ceil(left - inflight))
 
     def replan(self) -> Plan | None:
@@ -113,12 +124,21 @@ class FleetPlanner(RunPart):
         if self.deadline_at is not None:
             # Less one answer of the slowest lane: the budget's last answers come one by one
             # as it tapers, and the last of them must land by the deadline too.
-            tail = max((lane.turnaround_s for lane in lanes if lane.usable), default=0.0)
+            # (The live lanes': a batch lane's turnaround is in its capacity already.)
+            live = lanes[: len(self.runner.servers)]
+            tail = max((lane.turnaround_s for lane in live if lane.usable), default=0.0)
             deadline = max(1e-3, self.deadline_at - now - tail)
         cap = None
         if self.config.max_cost is not None:
             cap = max(0.0, self.config.max_cost - self.cost.total())
         made = plan(lanes, remaining, deadline, cap)
+        batch = self.batch
+        if batch is not None and batch.spec is not None:
+            if made.status is PlanStatus.STALLED:
+                batch.allowance = 0.0  # nothing known of it to send on
+            else:
+                batch.allowance = float(made.tokens[batch.spec.name]) + batch.outstanding()
+            lanes = lanes[: len(self.runner.servers)]
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
             if made.status is PlanStatus.STALLED:

@@ -1,0 +1,139 @@
+"""Issue 34's three lanes (issue 33's batch lane as one of them): real `gen-tui sim`
+processes as a slow free SGLang box, a fast priced OpenAI API and a slower cheap batch
+lane (the simulator's Batch API), and a real `gen-tui run` over them with one budget, a
+deadline the box alone misses and a spend cap. Each lane takes what the plan gives it (the
+batch lane, cheaper than the API, is bought first, and the API closes what the batch
+lane's turnaround cannot), the cap is never passed, the budget is kept within its
+precision, every sample is answered once (the batch simulator's ledger and the records),
+and verify and export hold across the three lanes' APIs. Seconds, not hours."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gen_tui.backends.demo import write_prompts
+from gen_tui.backends.export.exporter import ExportOptions, export_run
+from gen_tui.backends.export.verify import verify_dataset
+from gen_tui.backends.plan import Lane, plan
+from gen_tui.backends.store.manifest import read_manifest
+from tests.support.batch_sim import sim_call
+from tests.support.fleet_sim import records, sim
+from tests.support.run_output import ENV, GEN_TUI
+
+pytestmark = pytest.mark.timeout(180)
+
+BOX = ("--slots", "4", "--tokens-per-s", "50")  # 200 tok/s, free
+API = ("--slots", "32", "--tokens-per-s", "200", "--cost", "0,10")  # $10 per M out
+BATCH = ("--cost", "0,10")  # billed at the simulator's batch share: $5 per M out
+BATCH_DELAY_S = 3.0
+"""The simulator's time for a batch's requests: with its validating and finalizing, and
+the lane's polls, a turnaround of about 3.5 s."""
+BATCH_REQUESTS, BATCH_IN_FLIGHT = 20, 2
+MAX_NEW = 200
+API_PRICE, BATCH_PRICE = 10e-6, 5e-6
+
+
+def start_run(
+    tmp_path: Path, tokenizer_dir: Path, box: str, api: str, batch: str, budget: int
+) -> subprocess.Popen[str]:
+    write_prompts(tmp_path / "prompts" / "A.jsonl", budget // 20)
+    args = [
+        "run", "--plain", "--prompts-dir", str(tmp_path / "prompts"),
+        "--tokenizer", str(tokenizer_dir), "--output-dir", str(tmp_path / "out"),
+        "--lane", f"box={box}",
+        "--lane", f"api={api},api=openai,concurrency=16,price=0/10",
+        "--lane", f"batch={batch},api=openai-batch,price=0/5,turnaround=4s",
+        "--batch-max-requests", str(BATCH_REQUESTS), "--batch-in-flight", str(BATCH_IN_FLIGHT),
+        "--batch-poll", "0.1",
+        "--concurrency", "4", "--max-tokens-per-dataset", str(budget),
+        "--max-new-tokens", str(MAX_NEW), "--deadline", "20s", "--max-cost", "0.5",
+        "--plan-every", "2", "--model", "sim-model",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        [*GEN_TUI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV, text=True
+    )
+
+
+def test_three_lanes_each_take_the_plans_share_within_the_budget_and_the_cap(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    budget, deadline = 20_000, 20.0
+    with (
+        sim(vocab_size, *BOX) as (box, _),
+        sim(vocab_size, *API) as (api, _),
+        sim(vocab_size, *BATCH) as (batch, _),
+    ):
+        sim_call(batch, "/_sim/config", {"batch_delay_s": BATCH_DELAY_S})
+        started = time.time()
+        run = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
+        out, _ = run.communicate(timeout=150)
+        ledger = sim_call(batch, "/_sim/batches")["ledger"]
+    assert run.returncode == 0, out
+    folder = tmp_path / "out" / "A"
+    made = records(folder)
+    ids = [r["sample_id"] for r in made]
+    assert len(set(ids)) == len(ids)  # each sample once
+    assert set(ledger.values()) == {1}, ledger  # no sample sent twice as a batch line
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out  # the budget, within its precision
+    by_lane = {lane: [r for r in made if r["lane"] == lane] for lane in ("box", "api", "batch")}
+    assert {r["api"] for r in by_lane["box"]} == {"sglang"}
+    assert {r["api"] for r in by_lane["api"]} == {"openai"}
+    assert {r["api"] for r in by_lane["batch"]} == {"openai-batch"}
+    assert len(by_lane["batch"]) == len(ledger)  # every line the batches answered is a record
+    # Every lane worked: the box always, the cheap batch lane as far as its turnaround
+    # lets it, the API for the rest.
+    assert all(by_lane.values()), {lane: len(rows) for lane, rows in by_lane.items()}
+    lane_tokens = {
+        lane: sum(r["completion_tokens"] for r in rows) for lane, rows in by_lane.items()
+    }
+    spent = {lane: sum(r["cost"] for r in rows) for lane, rows in by_lane.items()}
+    assert spent["box"] == 0
+    assert spent["batch"] == pytest.approx(lane_tokens["batch"] * BATCH_PRICE)
+    assert spent["api"] == pytest.approx(lane_tokens["api"] * API_PRICE)
+    assert sum(spent.values()) <= 0.5  # the cap
+    # By the deadline (from the first request, as test_fleet_plan counts it).
+    first = min(r["created"] - r["latency_s"] for r in by_lane["box"] + by_lane["api"])
+    assert started < first and max(r["created"] for r in made) <= first + deadline + 1, out
+    assert budget / (4 * 50) > 3 * deadline  # the box alone would miss it by far
+    # The plan named the three lanes, and bought the batch lane before the dearer API.
+    said = [line for line in out.splitlines() if "info: plan: " in line]
+    assert said and "batch " in said[0] and "api " in said[0], out
+    # Within reach of the offline least-cost mix at the rates this run saw: the box's
+    # delivered rate, the API's, and the batch lane's per wave over its turnaround.
+    box_rows = by_lane["box"]
+    box_span = max(r["created"] for r in box_rows) - min(
+        r["created"] - r["latency_s"] for r in box_rows
+    )
+    box_latency = sum(r["latency_s"] for r in box_rows) / len(box_rows)
+    box_rate = lane_tokens["box"] / (box_span - box_latency)
+    mean = tokens / len(made)
+    turnaround = BATCH_DELAY_S + 0.5
+    wave = BATCH_REQUESTS * BATCH_IN_FLIGHT * mean
+    # The window the planner had: from the first request to the deadline (counted from
+    # the process's start, a little before the engine's: a window no longer than the
+    # run's), less one answer of the box (the planner's tail: the last answers land by it).
+    window = started + deadline - first - box_latency
+    offline = plan(
+        [
+            Lane("box", box_rate, 0.0, box_latency),
+            Lane("api", 16 * 200.0, API_PRICE),
+            Lane("batch", wave / turnaround, BATCH_PRICE, turnaround, wave=wave),
+        ],
+        budget,
+        window,
+    )
+    assert offline.tokens["batch"] > 0 and offline.tokens["api"] > 0, offline
+    assert sum(spent.values()) <= 1.05 * offline.cost, (spent, offline, out)
+    # The manifest lists the three lanes; verify and export hold across their APIs.
+    setup = read_manifest(folder).single_setup()
+    assert setup.api == "openai+openai-batch+sglang"
+    assert [entry.split("=", 1)[0] for entry in setup.servers] == ["box", "api", "batch"]
+    assert verify_dataset(folder, {}).ok
+    rows: list[bytes] = []
+    tally = export_run(tmp_path / "out", None, ExportOptions("sharegpt"), rows.append, print)
+    assert tally.exported == len(made) and not tally.skipped, tally
