@@ -9,6 +9,8 @@ and verify and export hold across the three lanes' APIs. Seconds, not hours."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.export.exporter import ExportOptions, export_run
 from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.plan import Lane, plan
+from gen_tui.backends.store.batch_journal import BatchJournal
 from gen_tui.backends.store.manifest import read_manifest
 from tests.support.batch_sim import sim_call
 from tests.support.fleet_sim import records, sim
@@ -54,7 +57,12 @@ def start_run(
         "--plan-every", "2", "--model", "sim-model",
     ]  # fmt: skip
     return subprocess.Popen(
-        [*GEN_TUI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV, text=True
+        [*GEN_TUI, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=ENV,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -137,3 +145,94 @@ def test_three_lanes_each_take_the_plans_share_within_the_budget_and_the_cap(
     rows: list[bytes] = []
     tally = export_run(tmp_path / "out", None, ExportOptions("sharegpt"), rows.append, print)
     assert tally.exported == len(made) and not tally.skipped, tally
+
+
+def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_the_batch_lane(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    budget = 20_000
+    with (
+        sim(vocab_size, *BOX) as (box, _),
+        sim(vocab_size, *API) as (api, fast),
+        sim(vocab_size, *BATCH) as (batch, _),
+    ):
+        sim_call(batch, "/_sim/config", {"batch_delay_s": BATCH_DELAY_S})
+        run = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
+        assert run.stdout is not None
+        lines = []
+        for line in run.stdout:
+            lines.append(line)
+            if "info: plan: " in line:
+                break
+        time.sleep(0.5)
+        fast.kill()
+        fast.wait(timeout=10)
+        rest, _ = run.communicate(timeout=150)
+        ledger = sim_call(batch, "/_sim/batches")["ledger"]
+    out = "".join(lines) + rest
+    assert run.returncode == 0, out
+    made = records(tmp_path / "out" / "A")
+    ids = [r["sample_id"] for r in made]
+    assert len(set(ids)) == len(ids) and set(ledger.values()) == {1}
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out
+    said = [line for line in out.splitlines() if "plan changed: api lane " in line]
+    assert said and " moved to " in said[0], out
+    moved_to = said[0].split(" moved to ", 1)[1]
+    assert "batch" in moved_to or "box" in moved_to, said[0]
+    # The plan after it gives the API nothing; the batch lane went on taking its share.
+    after = out.split(said[0], 1)[1]
+    assert "created with" in after, out
+    assert sum(r["cost"] for r in made) <= 0.5
+    assert {r["lane"] for r in made} == {"box", "api", "batch"}
+
+
+def test_kill_9_with_the_batch_lanes_batches_in_flight_then_the_same_command(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """Exactly once across a restart, as with the batch lane alone: the batches the killed
+    fleet run left open are polled and downloaded by the same command, never sent again;
+    no record lost or doubled over the three lanes."""
+    budget = 20_000
+    folder = tmp_path / "out" / "A"
+    with (
+        sim(vocab_size, *BOX) as (box, _),
+        sim(vocab_size, *API) as (api, _),
+        sim(vocab_size, *BATCH) as (batch, _),
+    ):
+        sim_call(batch, "/_sim/config", {"batch_delay_s": 60.0})  # still out at the kill
+        first = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
+        deadline = time.monotonic() + 60
+        while True:
+            journal = BatchJournal(folder)
+            opened = folder.exists() and journal.load() == [] and bool(journal.open)
+            if opened and all(b.batch_id for b in journal.open.values()):
+                break
+            assert first.poll() is None and time.monotonic() < deadline, "no batch created"
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        left = BatchJournal(folder)
+        assert left.load() == [] and left.open
+        in_flight = {b.batch_id for b in left.open.values()}
+        samples = {s for b in left.open.values() for s in b.samples}
+        sim_call(batch, "/_sim/config", {"batch_delay_s": 0.5})
+        second = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
+        out, _ = second.communicate(timeout=150)
+        ledger = sim_call(batch, "/_sim/batches")
+    assert second.returncode == 0, out
+    assert "polled, not sent again" in out, out
+    assert set(ledger["ledger"].values()) == {1}, ledger["ledger"]  # no line sent twice
+    made = records(folder)
+    ids = [str(r["sample_id"]) for r in made]
+    assert len(set(ids)) == len(ids)  # no record doubled
+    for batch_id in in_flight:  # the killed run's batches were downloaded: records now
+        assert ledger["batches"][batch_id]["status"] == "completed"
+        assert f"batch {batch_id} completed: " in out, out
+    batch_records = {str(r["sample_id"]) for r in made if r["lane"] == "batch"}
+    assert samples <= batch_records
+    assert batch_records == {cid.split("/", 1)[1] for cid in ledger["ledger"]}  # none lost
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out
+    after = BatchJournal(folder)
+    assert after.load() == [] and not after.open
