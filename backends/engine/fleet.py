@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Sequence
 
 from gen_tui.backends.aio import within
 from gen_tui.backends.engine.batch_lane import BatchLane
@@ -34,6 +35,30 @@ SETTLED_ANSWERS = 3
 answers' time (before, a first answer or two say little of its pace)."""
 CHECK_S = 0.5
 """How often the first plan looks whether every lane has answered."""
+TREND_WINDOW_S = 300.0
+"""A lane's trend is the slope of its measured rates over the last this many seconds."""
+TREND_MIN_SPAN_S = 120.0
+"""Rates spread over less than this say nothing of a trend (a box's first minutes settle)."""
+
+
+def rate_trend(
+    samples: Sequence[tuple[float, float]],
+    now: float,
+    window_s: float = TREND_WINDOW_S,
+    min_span_s: float = TREND_MIN_SPAN_S,
+) -> float:
+    """The least-squares slope (tok/s per second) of the (time, rate) `samples` within
+    `window_s` before `now`; 0 when they span less than `min_span_s` (or are fewer than
+    three): a lane slowing as its answers lengthen is planned to go on slowing."""
+    recent = [(t, rate) for t, rate in samples if now - t <= window_s]
+    if len(recent) < 3 or recent[-1][0] - recent[0][0] < min_span_s:
+        return 0.0
+    mean_t = sum(t for t, _ in recent) / len(recent)
+    mean_r = sum(rate for _, rate in recent) / len(recent)
+    spread = sum((t - mean_t) ** 2 for t, _ in recent)
+    if spread <= 0:
+        return 0.0
+    return sum((t - mean_t) * (rate - mean_r) for t, rate in recent) / spread
 
 
 class FleetPlanner(RunPart):
@@ -56,6 +81,8 @@ class FleetPlanner(RunPart):
         runner.on_stall = self.stalled.set
         self.batch: BatchLane | None = None
         """The fleet's batch lane, planned beside the live servers (set by the engine)."""
+        self.rates: dict[str, list[tuple[float, float]]] = {}
+        """Each live lane's measured rates, (when, tok/s), over the last TREND_WINDOW_S."""
 
     def _name(self, server: Server) -> str:
         lane = self.lanes.get(server.url)
@@ -93,7 +120,13 @@ class FleetPlanner(RunPart):
                 state = LaneState.FAILING
             # A whole answer's time before its tokens count: a lane cannot finish sooner
             # than one answer takes (the slow box must not be handed the last few tokens).
-            lanes.append(Lane(self._name(server), rate, price, latency, state=state))
+            name = self._name(server)
+            seen = self.rates.setdefault(name, [])
+            if state is LaneState.UP and rate > 0:
+                seen.append((now, rate))
+                seen[:] = [(t, r) for t, r in seen if now - t <= TREND_WINDOW_S]
+            trend = rate_trend(seen, now)
+            lanes.append(Lane(name, rate, price, latency, trend, state))
         if self.batch is not None and self.batch.spec is not None:
             lanes.append(self.batch.planned(now))
         return lanes
