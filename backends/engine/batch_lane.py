@@ -695,16 +695,9 @@ class BatchLane(RunPart):
         status, the provider's counts, created and expiry times) and its message line."""
         flights = [f for f in self.flights.values() if f.ds is ds]
         ds.batches = tuple(
-            BatchView(
-                id=f.state.id if f.state is not None else (f.batch.batch_id or f.batch.key),
-                status=f.state.status if f.state is not None else "creating",
-                completed=f.state.completed if f.state is not None else 0,
-                failed=f.state.failed if f.state is not None else 0,
-                total=f.state.total if f.state is not None else len(f.prompts),
-                created_at=f.state.created_at if f.state is not None else None,
-                expires_at=f.state.expires_at if f.state is not None else None,
-                in_progress_at=f.state.in_progress_at if f.state is not None else None,
-            )
+            f.state  # what the provider said (a BatchView), else what is known before it
+            if f.state is not None
+            else BatchView(f.batch.batch_id or f.batch.key, "creating", total=len(f.prompts))
             for f in flights[:MAX_BATCHES]
         )
         states = [f.state for f in flights if f.state is not None]

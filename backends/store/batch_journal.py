@@ -39,6 +39,7 @@ from pathlib import Path
 
 import orjson
 
+from gen_tui.backends.store.json_lines import json_lines
 from gen_tui.backends.store.records import BadFile, open_private
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 
@@ -92,21 +93,16 @@ def _read(path: Path) -> JournalRead:
         data = handle.read(MAX_JOURNAL_BYTES + 1)
     if len(data) > MAX_JOURNAL_BYTES:
         raise JournalError(f"{path} is over {MAX_JOURNAL_BYTES >> 20} MB")
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            item = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            if number == len(lines):  # no newline after it: torn by a crash
-                found.problems.append(
-                    f"{path} line {number}: a torn last line ({len(raw):,} bytes) skipped: "
-                    "the step it announced never began"
-                )
-                continue
-            raise JournalError(f"{path} line {number}: not JSON") from None
-        _take(found, item, f"{path} line {number}")
+    for line in json_lines(data):
+        if line.torn:  # no newline after it: torn by a crash
+            found.problems.append(
+                f"{path} line {line.number}: a torn last line ({line.size:,} bytes) skipped: "
+                "the step it announced never began"
+            )
+        elif not line.parsed:
+            raise JournalError(f"{path} line {line.number}: not JSON")
+        else:
+            _take(found, line.value, f"{path} line {line.number}")
     return found
 
 
