@@ -24,7 +24,7 @@ from gen_tui.backends.plan import Lane, plan
 from gen_tui.backends.store.batch_journal import BatchJournal
 from gen_tui.backends.store.manifest import read_manifest
 from tests.support.batch_sim import sim_call
-from tests.support.fleet_sim import records, sim
+from tests.support.fleet_sim import records, sim, until_first_plan
 from tests.support.run_output import ENV, GEN_TUI
 
 pytestmark = pytest.mark.timeout(180)
@@ -158,12 +158,7 @@ def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_the_batch_lane(
     ):
         sim_call(batch, "/_sim/config", {"batch_delay_s": BATCH_DELAY_S})
         run = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
-        assert run.stdout is not None
-        lines = []
-        for line in run.stdout:
-            lines.append(line)
-            if "info: plan: " in line:
-                break
+        lines = until_first_plan(run)
         time.sleep(0.5)
         fast.kill()
         fast.wait(timeout=10)

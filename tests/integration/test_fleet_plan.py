@@ -23,7 +23,7 @@ from gen_tui.backends.plan import Lane, plan
 from gen_tui.backends.store.records import seal
 from tests.support.batch_sim import sim_call
 from tests.support.fleet_sim import records as folder_records
-from tests.support.fleet_sim import sim
+from tests.support.fleet_sim import sim, until_first_plan
 from tests.support.run_output import ENV, GEN_TUI
 
 pytestmark = pytest.mark.timeout(180)
@@ -127,12 +127,7 @@ def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, fast):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
         # Early in the API's share (paced over the plan's span, it has most of it to go).
-        assert run.stdout is not None
-        lines = []
-        for line in run.stdout:
-            lines.append(line)
-            if "info: plan: " in line:
-                break
+        lines = until_first_plan(run)
         time.sleep(0.5)
         fast.kill()
         fast.wait(timeout=10)
@@ -156,12 +151,7 @@ def test_the_api_out_of_credits_halfway_gives_its_tokens_to_the_box_and_says_so(
     budget = 6_000
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
-        assert run.stdout is not None
-        lines = []
-        for line in run.stdout:
-            lines.append(line)
-            if "info: plan: " in line:
-                break
+        lines = until_first_plan(run)
         time.sleep(0.5)
         sim_call(api, "/_sim/config", {"faults": {"payment_402": 1.0}})  # all 402 now
         rest, _ = run.communicate(timeout=150)

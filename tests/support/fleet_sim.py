@@ -41,3 +41,14 @@ def records(folder: Path) -> list[dict[str, Any]]:
     """Every record of one dataset folder."""
     raw = (folder / "raw_responses.jsonl").read_bytes()
     return [orjson.loads(line) for line in raw.splitlines()]
+
+
+def until_first_plan(run: subprocess.Popen[str]) -> list[str]:
+    """The run's output lines up to its first plan line (said once every lane answered)."""
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if "info: plan: " in line:
+            break
+    return lines
