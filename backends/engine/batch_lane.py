@@ -343,7 +343,8 @@ class BatchLane(RunPart):
                 continue
             room = self._room(ds)
             if room <= 0:
-                self.scheduler.note_small_budget(ds)
+                if self.spec is None:  # a fleet lane's room is its planned share's too
+                    self.scheduler.note_small_budget(ds)
                 continue
             wave = await self._take(ds, room)
             if wave:

@@ -66,6 +66,18 @@ def start_run(
     )
 
 
+def wait_for_open_batches(run: subprocess.Popen[str], folder: Path) -> None:
+    """Until `folder`'s journal holds open batches, each with its provider's id."""
+    deadline = time.monotonic() + 60
+    while True:
+        journal = BatchJournal(folder)
+        opened = folder.exists() and journal.load() == [] and bool(journal.open)
+        if opened and all(b.batch_id for b in journal.open.values()):
+            return
+        assert run.poll() is None and time.monotonic() < deadline, "no batch created"
+        time.sleep(0.05)
+
+
 def test_three_lanes_each_take_the_plans_share_within_the_budget_and_the_cap(
     tmp_path: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
@@ -197,14 +209,7 @@ def test_kill_9_with_the_batch_lanes_batches_in_flight_then_the_same_command(
     ):
         sim_call(batch, "/_sim/config", {"batch_delay_s": 60.0})  # still out at the kill
         first = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
-        deadline = time.monotonic() + 60
-        while True:
-            journal = BatchJournal(folder)
-            opened = folder.exists() and journal.load() == [] and bool(journal.open)
-            if opened and all(b.batch_id for b in journal.open.values()):
-                break
-            assert first.poll() is None and time.monotonic() < deadline, "no batch created"
-            time.sleep(0.05)
+        wait_for_open_batches(first, folder)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
         left = BatchJournal(folder)
@@ -231,3 +236,37 @@ def test_kill_9_with_the_batch_lanes_batches_in_flight_then_the_same_command(
     assert budget <= tokens <= budget + MAX_NEW, out
     after = BatchJournal(folder)
     assert after.load() == [] and not after.open
+
+
+def test_sigterm_cancels_the_batch_lanes_batches_and_drains_the_live_lanes(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """A stop (`k`, SIGTERM) of a fleet run: the batch lane cancels its batches in flight
+    and keeps the lines they finished (the provider bills those), the live lanes drain,
+    and nothing is left open in the journal or written twice."""
+    folder = tmp_path / "out" / "A"
+    with (
+        sim(vocab_size, *BOX) as (box, _),
+        sim(vocab_size, *API) as (api, _),
+        sim(vocab_size, *BATCH) as (batch, _),
+    ):
+        sim_call(batch, "/_sim/config", {"batch_delay_s": 4.0})
+        run = start_run(tmp_path, tokenizer_dir, box, api, batch, 20_000)
+        wait_for_open_batches(run, folder)
+        time.sleep(1.5)  # a part of each batch done
+        os.killpg(run.pid, signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
+        ledger = sim_call(batch, "/_sim/batches")
+    assert run.returncode == 0, out
+    assert "stopping: cancelling " in out and "bills the requests each finished" in out, out
+    assert {b["status"] for b in ledger["batches"].values()} <= {"cancelled", "completed"}
+    assert "cancelled" in {b["status"] for b in ledger["batches"].values()}, ledger["batches"]
+    made = records(folder)
+    ids = [str(r["sample_id"]) for r in made]
+    assert len(set(ids)) == len(ids)
+    # The lines the batches finished before the cancel are records, and only those.
+    answered = {cid.split("/", 1)[1] for cid in ledger["ledger"]}
+    assert {str(r["sample_id"]) for r in made if r["lane"] == "batch"} == answered
+    assert set(ledger["ledger"].values()) == {1}
+    journal = BatchJournal(folder)
+    assert journal.load() == [] and not journal.open
