@@ -270,3 +270,45 @@ def test_sigterm_cancels_the_batch_lanes_batches_and_drains_the_live_lanes(
     assert set(ledger["ledger"].values()) == {1}
     journal = BatchJournal(folder)
     assert journal.load() == [] and not journal.open
+
+
+def test_a_box_only_run_resumed_as_a_fleet_verifies_and_exports_as_one(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """Issue 34: the box-only run's records carry no `api`; resumed as a fleet, they are
+    checked as its manifest's (`sglang`) and the fleet's by their own lane's API: verify
+    and export take the two runs' records together, none refused as `different api`."""
+    write_prompts(tmp_path / "prompts" / "A.jsonl", 400)
+    common = [
+        "run", "--plain", "--prompts-dir", str(tmp_path / "prompts"),
+        "--tokenizer", str(tokenizer_dir), "--output-dir", str(tmp_path / "out"),
+        "--concurrency", "4", "--max-new-tokens", str(MAX_NEW), "--model", "sim-model",
+    ]  # fmt: skip
+    folder = tmp_path / "out" / "A"
+    with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API) as (api, _):
+        alone = subprocess.run(
+            [*GEN_TUI, *common, "--server-url", box, "--max-tokens-per-dataset", "1000"],
+            capture_output=True, text=True, env=ENV, timeout=120, check=False,
+        )  # fmt: skip
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        first = records(folder)
+        assert first and all("api" not in r for r in first)
+        fleet = subprocess.run(
+            [*GEN_TUI, *common, "--max-tokens-per-dataset", "3000",
+             "--lane", f"box={box}", "--lane", f"api={api},api=openai,price=0/10"],
+            capture_output=True, text=True, env=ENV, timeout=120, check=False,
+        )  # fmt: skip
+        assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+    made = records(folder)
+    assert len(made) > len(first) and {r.get("api") for r in made[len(first) :]} <= {
+        "sglang",
+        "openai",
+    }
+    setups = read_manifest(folder).setups
+    assert [s.api for s in setups] == ["sglang", "openai+sglang"]
+    assert read_manifest(folder).single_setup().api == "sglang"
+    verdict = verify_dataset(folder, {})
+    assert verdict.ok, verdict.first
+    rows: list[bytes] = []
+    tally = export_run(tmp_path / "out", None, ExportOptions("sharegpt"), rows.append, print)
+    assert tally.exported == len(made) and not tally.skipped, tally
