@@ -1,7 +1,7 @@
 """`--lane`: one server of a mixed fleet, with its own API, price and concurrency (issue 34).
 
-Spelt `NAME=URL[,api=openai][,price=IN/OUT][,concurrency=N]`, as a flag (repeated) or as
-`[run] lanes = ["box=http://gpu:30000", "api=https://openrouter.ai/api,api=openai,..."]`.
+Spelt `NAME=URL[,api=openai][,price=IN/OUT][,concurrency=N][,turnaround=D]`, as a flag
+(repeated) or as `[run] lanes = ["box=http://gpu:30000", "api=https://...,api=openai"]`.
 A lane without a price is free (the box); `price` is dollars per million input/output
 tokens, as `--price` (a server that reports usage.cost is charged that instead).
 

@@ -473,9 +473,10 @@ class EngineConfig:
         flag="--lane",
         kinds=(list,),
         check=parse_lanes,
-        help="a server of a mixed fleet: NAME=URL[,api=openai][,price=IN/OUT]"
-        "[,concurrency=N]; repeat for each (a lane without a price is free); they replace "
-        "--server-url, and the planner splits the tokens over them",
+        help="a server of a mixed fleet: NAME=URL[,api=sglang|openai|openai-batch]"
+        "[,price=IN/OUT][,concurrency=N][,turnaround=D]; repeat for each (a lane without a "
+        "price is free; one api=openai-batch lane at most, turnaround= its expected batch "
+        "time); they replace --server-url, and the planner splits the tokens over them",
         flag_kwargs={"action": "append", "metavar": "LANE"},
     )
     plan_every: float = setting(
