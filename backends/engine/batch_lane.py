@@ -146,8 +146,10 @@ class BatchLane(RunPart):
         """Its lane of a mixed fleet (None: `--api openai-batch`, the whole run's lane)."""
         self.url = (spec.url if spec is not None else run.config.server_urls[0]).rstrip("/")
         self.allowance = math.inf if spec is None else 0.0
-        """Completion tokens it may still take, in flight included (the fleet planner's
-        share: nothing until the first plan gives it some)."""
+        """Completion tokens it may still send in new batches (the fleet planner's share,
+        beyond its batches in flight: nothing until the first plan gives it some). A batch
+        takes its lines at the mean answer as it goes out; its answers coming back shorter
+        free nothing: a new batch then would land a whole turnaround later, past the plan."""
         self.tokens = 0
         self.answers = 0
         self.spent = 0.0
@@ -268,9 +270,8 @@ class BatchLane(RunPart):
         room = batch_room(budget.max_tokens, ds.tokens, ds.expected, ds.inflight, cap, most)
         if self.spec is not None:
             # A fleet lane: within its planned share; the live lanes make the budget's end.
-            share = self.allowance - self.outstanding()
-            mean = ds.expected.mean(0) or float(cap)
-            return max(0, min(room, math.floor(share / mean))) if share > 0 else 0
+            share = self.allowance
+            return max(0, min(room, math.floor(share / self._mean(ds)))) if share > 0 else 0
         last = self._last_wave(ds, budget.max_tokens, room, most)
         if last is not None:
             return last
@@ -440,6 +441,8 @@ class BatchLane(RunPart):
             return
         assert isinstance(batch, OpenBatch)
         ds.state = DatasetState.ACTIVE
+        if self.spec is not None:
+            self.allowance -= len(lines) * self._mean(ds)
         self._start(ds, batch, lines, caps, b"".join(data))
 
     def _start(
@@ -610,7 +613,6 @@ class BatchLane(RunPart):
             self.tokens += generation.completion_tokens
             self.answers += 1
             self.spent += generation.cost or 0.0
-            self.allowance -= generation.completion_tokens
             entry = flight.entries.pop(cid, None)
             if entry is not None:
                 done.append(entry)
@@ -713,6 +715,10 @@ class BatchLane(RunPart):
         )
 
     # the fleet planner's view
+
+    def _mean(self, ds: DatasetRun) -> float:
+        """The answer `ds`'s next batch is sized (and its share taken) at."""
+        return ds.expected.mean(0) or float(self.answer_limit.tokens)
 
     def mean_answer(self) -> float:
         """Its mean answer so far; before any of its own, the datasets' (the live lanes'

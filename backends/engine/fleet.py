@@ -170,7 +170,7 @@ class FleetPlanner(RunPart):
             if made.status is PlanStatus.STALLED:
                 batch.allowance = 0.0  # nothing known of it to send on
             else:
-                batch.allowance = float(made.tokens[batch.spec.name]) + batch.outstanding()
+                batch.allowance = float(made.tokens[batch.spec.name])  # beyond its flights
             lanes = lanes[: len(self.runner.servers)]
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
