@@ -28,6 +28,7 @@ NAMES = [
     "batch_lane",
     "multiturn",
     "fleet_plan",
+    "fleet_batch",
 ]
 
 

@@ -27,7 +27,8 @@ __all__ = [
 
 def client_for(config: EngineConfig) -> InferenceClient:
     """The client for `config.api`, or for each lane of a mixed fleet (`--lane`, each with
-    its own API): the one place the engine's API setting is read."""
+    its own API; the batch lane's `BatchClient` is `FleetClient.api(its URL)`, entered with
+    the others): the one place the engine's API setting is read."""
     if config.lanes:
         made: dict[str, InferenceClient] = {}
         for api in {lane.api for lane in config.fleet}:

@@ -24,6 +24,8 @@ from gen_tui.backends.clients.limits import Limits, body, error_body
 from gen_tui.backends.clients.openai_api import OpenAIClient, completion_of, request_body
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.clients.wire import json_body, status_failure, transport_errors, typed
+from gen_tui.backends.progress.batches import BatchView
+from gen_tui.backends.store.json_lines import json_lines
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 
 ENDPOINT = "/v1/chat/completions"
@@ -36,20 +38,13 @@ CALL_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
-class BatchState:
-    """What the provider says of one batch."""
+class BatchState(BatchView):
+    """What the provider says of one batch: what the panel shows of it (`BatchView`, the
+    one home of a batch's status, counts and times) and the files and metadata the lane
+    needs to collect it."""
 
-    id: str
-    status: str
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
     output_file_id: str | None = None
     error_file_id: str | None = None
-    created_at: float | None = None
-    expires_at: float | None = None
-    in_progress_at: float | None = None
-    """When it began to run (after `validating`): the start of its pace, for an ETA."""
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -108,16 +103,11 @@ def read_lines(
     A line whose request failed, or whose body is no chat completion, is a failure: its
     sample is given back, never recorded.
     """
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            item = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            torn = number == len(lines)  # no newline after it: cut off, most likely
-            what = "a torn last line" if torn else "a line that is not JSON"
-            into.problems.append(f"{where} line {number}: {what} ({len(raw):,} bytes), skipped")
+    for line in json_lines(data):
+        number, item = line.number, line.value
+        if not line.parsed:  # torn: no newline after it, cut off most likely
+            what = "a torn last line" if line.torn else "a line that is not JSON"
+            into.problems.append(f"{where} line {number}: {what} ({line.size:,} bytes), skipped")
             continue
         if not isinstance(item, dict):
             into.problems.append(f"{where} line {number}: not a JSON object, skipped")

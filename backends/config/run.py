@@ -473,9 +473,10 @@ class EngineConfig:
         flag="--lane",
         kinds=(list,),
         check=parse_lanes,
-        help="a server of a mixed fleet: NAME=URL[,api=openai][,price=IN/OUT]"
-        "[,concurrency=N]; repeat for each (a lane without a price is free); they replace "
-        "--server-url, and the planner splits the tokens over them",
+        help="a server of a mixed fleet: NAME=URL[,api=sglang|openai|openai-batch]"
+        "[,price=IN/OUT][,concurrency=N][,turnaround=D]; repeat for each (a lane without a "
+        "price is free; one api=openai-batch lane at most, turnaround= its expected batch "
+        "time); they replace --server-url, and the planner splits the tokens over them",
         flag_kwargs={"action": "append", "metavar": "LANE"},
     )
     plan_every: float = setting(
@@ -537,7 +538,9 @@ class EngineConfig:
                     f"--server-url {given[0]} and --lane both given: with lanes, every "
                     "server is a lane (NAME=URL[,...])"
                 )
-            self.server_urls = [lane.url for lane in self.fleet]
+            # The live lanes are the runner's servers; the batch lane, if any, is the batch
+            # lane's own (engine/batch_lane.py), never sent a live request.
+            self.server_urls = [lane.url for lane in self.fleet if not lane.batch]
         self.output_dir = Path(self.output_dir)
         for url in self.server_urls:
             # Refused here, before any connection: aiohttp takes "127.0.0.1:31555/health" as
@@ -559,6 +562,11 @@ class EngineConfig:
     def fleet(self) -> list[LaneSpec]:
         """The lanes of a mixed fleet (`--lane`); empty for a run over `--server-url`s."""
         return parse_lanes(self.lanes)
+
+    @property
+    def batch_lane(self) -> LaneSpec | None:
+        """The fleet's batch lane (`--lane NAME=URL,api=openai-batch`), if it has one."""
+        return next((lane for lane in self.fleet if lane.batch), None)
 
     @property
     def planned(self) -> bool:
@@ -595,7 +603,7 @@ class EngineConfig:
     def max_concurrency(self) -> int:
         """The most requests in flight: the user's number, or auto's ceiling."""
         if self.lanes:
-            return sum(self.lane_concurrency(lane) for lane in self.fleet)
+            return sum(self.lane_concurrency(lane) for lane in self.fleet if not lane.batch)
         return AUTO_MAX_CONCURRENCY if self.concurrency == AUTO else int(self.concurrency)
 
     @property

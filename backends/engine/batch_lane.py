@@ -19,6 +19,10 @@ verify and export are the live path's) and the run's signals. What it adds:
 - A stop (`k`, SIGTERM) cancels the batches in flight, then downloads what they finished
   (providers bill those) within the grace period; a second stop leaves them in the journal
   for the next run.
+- As a lane of a mixed fleet (`--lane NAME=URL,api=openai-batch`, issue 34) it runs beside
+  the dispatch loop and takes only the tokens the fleet planner gives it (`allowance`);
+  the live lanes send the rest, the budget's last answers included. It tells the planner
+  its observed turnaround, its price and what it can deliver (`planned`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.batch import BatchClient, BatchLines, BatchState
 from gen_tui.backends.clients.limits import response_limit
 from gen_tui.backends.clients.results import Generation, RequestFailed
+from gen_tui.backends.config.lanes import DEFAULT_TURNAROUND_S, LaneSpec
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun, Queued
@@ -47,6 +52,7 @@ from gen_tui.backends.engine.scheduler import Scheduler
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.figures import counted
+from gen_tui.backends.plan import Lane
 from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, MAX_BATCHES, BatchView
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.batch_journal import BatchJournal, JournalError, OpenBatch
@@ -87,6 +93,10 @@ class Flight:
     state: BatchState | None = None
     cancel_sent: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    started: float = field(default_factory=time.monotonic)
+    """When this run started it (a batch resumed from the journal: when it was picked up)."""
+    fresh: bool = False
+    """Created by this run (its turnaround is known; a resumed one's began before)."""
 
 
 def _drop(ds: DatasetRun, entries: Iterable[InFlight]) -> None:
@@ -116,6 +126,7 @@ class BatchLane(RunPart):
         request_cap: Callable[[Prompt, list[int] | None], int],
         pool: SlotPool,
         send_live: Callable[[DatasetRun, Prompt, list[int] | None], None],
+        spec: LaneSpec | None = None,
     ) -> None:
         super().__init__(run)
         self.client = client
@@ -131,7 +142,19 @@ class BatchLane(RunPart):
         """Datasets in their live finish (`batch_live_finish`): their last requests go live."""
         self.endgame: set[str] = set()
         """Datasets whose endgame (`_last_wave`) has been said (once each)."""
-        self.url = run.config.server_urls[0].rstrip("/")
+        self.spec = spec
+        """Its lane of a mixed fleet (None: `--api openai-batch`, the whole run's lane)."""
+        self.url = (spec.url if spec is not None else run.config.server_urls[0]).rstrip("/")
+        self.allowance = math.inf if spec is None else 0.0
+        """Completion tokens it may still send in new batches (the fleet planner's share,
+        beyond its batches in flight: nothing until the first plan gives it some). A batch
+        takes its lines at the mean answer as it goes out; its answers coming back shorter
+        free nothing: a new batch then would land a whole turnaround later, past the plan."""
+        self.tokens = 0
+        self.answers = 0
+        self.spent = 0.0
+        self.turnarounds: list[float] = []
+        """Seconds from create to end of each batch this run sent and saw end (its pace)."""
         self.journals = {ds.name: BatchJournal(ds.folder) for ds in run.datasets}
         self.flights: dict[str, Flight] = {}
         self.attempts: dict[str, int] = {}
@@ -245,6 +268,10 @@ class BatchLane(RunPart):
             reserved = sum(entry.max_new_tokens for entry in ds.inflight)
             return max(0, min(most, (budget.max_tokens - ds.tokens - reserved) // cap))
         room = batch_room(budget.max_tokens, ds.tokens, ds.expected, ds.inflight, cap, most)
+        if self.spec is not None:
+            # A fleet lane: within its planned share; the live lanes make the budget's end.
+            share = self.allowance
+            return max(0, min(room, math.floor(share / self._mean(ds)))) if share > 0 else 0
         last = self._last_wave(ds, budget.max_tokens, room, most)
         if last is not None:
             return last
@@ -317,7 +344,8 @@ class BatchLane(RunPart):
                 continue
             room = self._room(ds)
             if room <= 0:
-                self.scheduler.note_small_budget(ds)
+                if self.spec is None:  # a fleet lane's room is its planned share's too
+                    self.scheduler.note_small_budget(ds)
                 continue
             wave = await self._take(ds, room)
             if wave:
@@ -333,6 +361,8 @@ class BatchLane(RunPart):
         batches as usual."""
         if ds.name in self.live:
             return True
+        if self.spec is not None:
+            return False  # a fleet's live lanes finish it
         share, budget = self.config.batch_live_finish, ds.budget.max_tokens
         if share <= 0 or budget is None:
             return False
@@ -411,6 +441,8 @@ class BatchLane(RunPart):
             return
         assert isinstance(batch, OpenBatch)
         ds.state = DatasetState.ACTIVE
+        if self.spec is not None:
+            self.allowance -= len(lines) * self._mean(ds)
         self._start(ds, batch, lines, caps, b"".join(data))
 
     def _start(
@@ -424,7 +456,7 @@ class BatchLane(RunPart):
         now = time.monotonic()
         entries = {cid: InFlight(now, caps[cid]) for cid in lines}
         ds.inflight.extend(entries.values())
-        flight = Flight(ds, batch, lines, entries, data)
+        flight = Flight(ds, batch, lines, entries, data, started=now, fresh=data is not None)
         self.flights[batch.key] = flight
         self._show(ds)
         flight.task = asyncio.create_task(self._fly(flight))
@@ -459,8 +491,10 @@ class BatchLane(RunPart):
             state = await self._poll(flight)
             if state is None:
                 return  # aborted: the batch stays open in the journal for the next run
+            if state.status == "completed" and flight.fresh:
+                self.turnarounds.append(time.monotonic() - flight.started)
             await self._collect(flight, state)
-            await self._journal(journal.close, batch, state.status)
+            self._note(await self._journal(journal.close, batch, state.status))
         except RequestFailed:
             return  # said by _retrying; the batch stays open in the journal
         except (JournalError, OSError) as exc:
@@ -472,6 +506,11 @@ class BatchLane(RunPart):
             self._show(ds)
             self.signals.wake.set()
 
+    def _note(self, problem: object) -> None:
+        """Say a journal's failed compaction (`BatchJournal.close`), if there was one."""
+        if isinstance(problem, str):
+            self.reporter.event("warning", problem)
+
     async def _create(self, flight: Flight) -> bool:
         """Upload and create the batch (a resumed intent: find it); False when it never was."""
         ds, batch = flight.ds, flight.batch
@@ -482,7 +521,7 @@ class BatchLane(RunPart):
                 lambda: self.client.find(self.url, BATCH_KEY, batch.key),
             )
             if found is None:
-                await self._journal(journal.close, batch, "never created")
+                self._note(await self._journal(journal.close, batch, "never created"))
                 self.reporter.event(
                     "info",
                     f"{ds.name}: batch {batch.key} was never created at the provider (the "
@@ -571,6 +610,9 @@ class BatchLane(RunPart):
             generation = self._priced(ds, generation)
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, self.url)
+            self.tokens += generation.completion_tokens
+            self.answers += 1
+            self.spent += generation.cost or 0.0
             entry = flight.entries.pop(cid, None)
             if entry is not None:
                 done.append(entry)
@@ -596,6 +638,12 @@ class BatchLane(RunPart):
         live price: `--price`, else the provider's cost over the batch share)."""
         share = self.config.batch_price_share
         live = self.cost.price(dataclasses.replace(generation, cost=None))
+        if self.spec is not None:
+            # A fleet's batch lane is priced at its batch price (`price=` of its lane).
+            listed = self.cost.price(dataclasses.replace(generation, cost=None), self.url)
+            live = listed / share if listed is not None and share > 0 else None
+            if generation.cost is None and listed is not None:
+                generation = dataclasses.replace(generation, cost=listed)
         if generation.cost is None:
             if live is None:
                 return generation
@@ -650,16 +698,9 @@ class BatchLane(RunPart):
         status, the provider's counts, created and expiry times) and its message line."""
         flights = [f for f in self.flights.values() if f.ds is ds]
         ds.batches = tuple(
-            BatchView(
-                id=f.state.id if f.state is not None else (f.batch.batch_id or f.batch.key),
-                status=f.state.status if f.state is not None else "creating",
-                completed=f.state.completed if f.state is not None else 0,
-                failed=f.state.failed if f.state is not None else 0,
-                total=f.state.total if f.state is not None else len(f.prompts),
-                created_at=f.state.created_at if f.state is not None else None,
-                expires_at=f.state.expires_at if f.state is not None else None,
-                in_progress_at=f.state.in_progress_at if f.state is not None else None,
-            )
+            f.state  # what the provider said (a BatchView), else what is known before it
+            if f.state is not None
+            else BatchView(f.batch.batch_id or f.batch.key, "creating", total=len(f.prompts))
             for f in flights[:MAX_BATCHES]
         )
         states = [f.state for f in flights if f.state is not None]
@@ -672,6 +713,53 @@ class BatchLane(RunPart):
             f"{counted(len(states), 'batch')} ({', '.join(kinds)}): "
             f"{done:,} of {total:,} {BATCH_COUNTS_SAID}"
         )
+
+    # the fleet planner's view
+
+    def _mean(self, ds: DatasetRun) -> float:
+        """The answer `ds`'s next batch is sized (and its share taken) at."""
+        return ds.expected.mean(0) or float(self.answer_limit.tokens)
+
+    def mean_answer(self) -> float:
+        """Its mean answer so far; before any of its own, the datasets' (the live lanes'
+        answers, one model's lengths), and the answer cap before any at all."""
+        if self.answers:
+            return self.tokens / self.answers
+        seen = [ds.expected for ds in self.datasets if ds.expected.finished]
+        if seen:
+            return sum(e.total for e in seen) / sum(e.finished for e in seen)
+        return float(self.answer_limit.tokens)
+
+    def outstanding(self) -> float:
+        """Completion tokens its batches in flight are expected to add."""
+        return sum(
+            len(f.entries) * (f.ds.expected.mean(0) or self.mean_answer())
+            for f in self.flights.values()
+        )
+
+    def turnaround(self, now: float) -> float:
+        """How long a batch of it takes: the mean of those seen end, else its lane's
+        `turnaround=` (else the providers' 24 h window); never less than the age of its
+        oldest batch still out (a batch late says the lane is slower than it was)."""
+        assert self.spec is not None
+        if self.turnarounds:
+            expected = sum(self.turnarounds) / len(self.turnarounds)
+        elif self.spec.turnaround_s is not None:
+            expected = self.spec.turnaround_s
+        else:
+            expected = DEFAULT_TURNAROUND_S
+        ages = [now - f.started for f in self.flights.values()]
+        return max([expected, *ages])
+
+    def planned(self, now: float) -> Lane:
+        """Itself as the planner sees it: nothing before its turnaround, then a wave of
+        what its batches in flight at most carry each turnaround (`batch_in_flight`
+        batches of `batch_max_requests` answers at its mean), at its batch price."""
+        assert self.spec is not None
+        turnaround = max(self.turnaround(now), 1e-3)
+        wave = self.config.batch_in_flight * self.config.batch_max_requests * self.mean_answer()
+        price = self.spent / self.tokens if self.spent > 0 else self.spec.price_per_token
+        return Lane(self.spec.name, wave / turnaround, price, turnaround, wave=wave)
 
     # stopping
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gen_tui.backends.budget.lengths import InFlight
-from gen_tui.backends.clients import BatchClient, InferenceClient, client_for
+from gen_tui.backends.clients import BatchClient, FleetClient, InferenceClient, client_for
 from gen_tui.backends.config.commands import (
     EngineCommand,
     Pause,
@@ -122,10 +122,16 @@ class Engine:
         self._shutdown = Shutdown(run, self._pool, self._runner)
         self._lane: BatchLane | None = None
         """`--api openai-batch`: batches replace the dispatch loop (see batch_lane.py)."""
-        if isinstance(self.client, BatchClient):
+        batch_client: InferenceClient | None = self.client
+        batch_lane = config.batch_lane
+        if batch_lane is not None and isinstance(self.client, FleetClient):
+            # A fleet's batch lane (`--lane NAME=URL,api=openai-batch`): it runs beside the
+            # dispatch loop, sending the share the planner gives it as batches.
+            batch_client = self.client.api(batch_lane.url)
+        if isinstance(batch_client, BatchClient):
             self._lane = BatchLane(
                 run,
-                self.client,
+                batch_client,
                 self._feeder,
                 self._sink,
                 self._scheduler,
@@ -134,7 +140,10 @@ class Engine:
                 self._request_cap,
                 self._pool,
                 self._start_request,
+                batch_lane,
             )
+            if self.planner is not None:
+                self.planner.batch = self._lane
 
     # control: call on the engine's loop, or send a command from another thread
 
@@ -357,7 +366,10 @@ class Engine:
     def _launch(self, ds: DatasetRun, server: Server) -> None:
         """Start one request of `ds` in a free slot; the budget sees it in flight at once."""
         assert ds.queue is not None
-        prompt, ids = ds.queue.get_nowait()
+        if ds.given_back:  # a fleet's batch lane gave these back (expired, cancelled, failed)
+            prompt, ids = ds.given_back.popleft()
+        else:
+            prompt, ids = ds.queue.get_nowait()
         if prompt.key in ds.history:  # --turns all: a conversation begun on disk goes on
             ds.begun_queued -= 1
         self._start_request(ds, prompt, ids, server)
@@ -415,7 +427,10 @@ class Engine:
                 for ds in self._datasets:
                     if not ds.state.finished:
                         self._feeder.start(ds)
-                if self._lane is not None:
+                if self._lane is not None and self._lane.spec is not None:
+                    # A fleet's batch lane beside its live lanes: both take from the feed.
+                    await asyncio.gather(self._lane.run(), self._dispatch())
+                elif self._lane is not None:
                     await self._lane.run()  # on a stop, it cancels and collects its batches
                 else:
                     await self._dispatch()

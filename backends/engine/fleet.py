@@ -13,6 +13,10 @@ new target in (`retarget`), a headless run's panel writes the control file into 
 dataset folders (backends/plan/control.py), looked for every CONTROL_POLL_S; either way the
 plan is redone at once. The current plan is published as a `PlanView` (progress.json's
 `plan`, the panel's plan line).
+
+A batch lane (`api=openai-batch`) is planned from its observed turnaround and price
+(`BatchLane.planned`); its share is handed over whole, not paced (a batch delivers only
+after its turnaround, so what it is to take by the deadline must go out now).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Sequence
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
@@ -43,6 +49,30 @@ SETTLED_ANSWERS = 3
 answers' time (before, a first answer or two say little of its pace)."""
 CHECK_S = 0.5
 """How often the first plan looks whether every lane has answered."""
+TREND_WINDOW_S = 300.0
+"""A lane's trend is the slope of its measured rates over the last this many seconds."""
+TREND_MIN_SPAN_S = 120.0
+"""Rates spread over less than this say nothing of a trend (a box's first minutes settle)."""
+
+
+def rate_trend(
+    samples: Sequence[tuple[float, float]],
+    now: float,
+    window_s: float = TREND_WINDOW_S,
+    min_span_s: float = TREND_MIN_SPAN_S,
+) -> float:
+    """The least-squares slope (tok/s per second) of the (time, rate) `samples` within
+    `window_s` before `now`; 0 when they span less than `min_span_s` (or are fewer than
+    three): a lane slowing as its answers lengthen is planned to go on slowing."""
+    recent = [(t, rate) for t, rate in samples if now - t <= window_s]
+    if len(recent) < 3 or recent[-1][0] - recent[0][0] < min_span_s:
+        return 0.0
+    mean_t = sum(t for t, _ in recent) / len(recent)
+    mean_r = sum(rate for _, rate in recent) / len(recent)
+    spread = sum((t - mean_t) ** 2 for t, _ in recent)
+    if spread <= 0:
+        return 0.0
+    return sum((t - mean_t) * (rate - mean_r) for t, rate in recent) / spread
 
 
 class FleetPlanner(RunPart):
@@ -73,6 +103,10 @@ class FleetPlanner(RunPart):
         self.stalled = asyncio.Event()
         """Set by the runner when no lane has room left under the plan: re-plan at once."""
         runner.on_stall = self.stalled.set
+        self.batch: BatchLane | None = None
+        """The fleet's batch lane, planned beside the live servers (set by the engine)."""
+        self.rates: dict[str, list[tuple[float, float]]] = {}
+        """Each live lane's measured rates, (when, tok/s), over the last TREND_WINDOW_S."""
 
     def _name(self, server: Server) -> str:
         lane = self.lanes.get(server.url)
@@ -110,7 +144,15 @@ class FleetPlanner(RunPart):
                 state = LaneState.FAILING
             # A whole answer's time before its tokens count: a lane cannot finish sooner
             # than one answer takes (the slow box must not be handed the last few tokens).
-            lanes.append(Lane(self._name(server), rate, price, latency, state=state))
+            name = self._name(server)
+            seen = self.rates.setdefault(name, [])
+            if state is LaneState.UP and rate > 0:
+                seen.append((now, rate))
+                seen[:] = [(t, r) for t, r in seen if now - t <= TREND_WINDOW_S]
+            trend = rate_trend(seen, now)
+            lanes.append(Lane(name, rate, price, latency, trend, state))
+        if self.batch is not None and self.batch.spec is not None:
+            lanes.append(self.batch.planned(now))
         return lanes
 
     def remaining(self) -> int | None:
@@ -124,6 +166,8 @@ class FleetPlanner(RunPart):
                 return None
             left += max(0, ds.budget.max_tokens - ds.tokens)
         inflight = sum(s.outstanding * s.mean_answer for s in self.runner.servers)
+        if self.batch is not None:
+            inflight += self.batch.outstanding()
         return max(0, math.ceil(left - inflight))
 
     def replan(self) -> Plan | None:
@@ -137,12 +181,21 @@ class FleetPlanner(RunPart):
         if self.deadline_at is not None:
             # Less one answer of the slowest lane: the budget's last answers come one by one
             # as it tapers, and the last of them must land by the deadline too.
-            tail = max((lane.turnaround_s for lane in lanes if lane.usable), default=0.0)
+            # (The live lanes': a batch lane's turnaround is in its capacity already.)
+            live = lanes[: len(self.runner.servers)]
+            tail = max((lane.turnaround_s for lane in live if lane.usable), default=0.0)
             deadline = max(1e-3, self.deadline_at - now - tail)
         cap = None
         if self.max_cost is not None:
             cap = max(0.0, self.max_cost - self.cost.total())
         made = plan(lanes, remaining, deadline, cap)
+        batch = self.batch
+        if batch is not None and batch.spec is not None:
+            if made.status is PlanStatus.STALLED:
+                batch.allowance = 0.0  # nothing known of it to send on
+            else:
+                batch.allowance = float(made.tokens[batch.spec.name])  # beyond its flights
+            lanes = lanes[: len(self.runner.servers)]
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
             if made.status is PlanStatus.STALLED:

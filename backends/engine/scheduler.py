@@ -96,7 +96,7 @@ class Scheduler(RunPart):
             self.settle(ds)  # behind a busy one still finishes (and hands on) on time
             self.allocator.hand_on_early(ds)
         for ds in candidates:
-            if ds.state.finished or ds.queue is None or ds.queue.empty():
+            if ds.state.finished or ds.queue is None or (ds.queue.empty() and not ds.given_back):
                 continue
             if ds.on_hold or ds.halted:  # paused or stopped alone
                 continue

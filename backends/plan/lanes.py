@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 
@@ -25,6 +26,10 @@ class Lane:
     second (a server slowing as answers lengthen is negative); `price` is dollars per
     completion token (0 for the box); `turnaround_s` is how long before its first tokens
     arrive (a batch lane's observed turnaround; 0 for a live server).
+
+    `wave` is what a batch lane delivers at once each turnaround (its batches in flight at
+    most, at its mean answer; 0 for a live server): its tokens come in whole waves, none
+    before its first turnaround, and `rate` is then only its pace (wave / turnaround).
     """
 
     name: str
@@ -33,9 +38,10 @@ class Lane:
     turnaround_s: float = 0.0
     trend: float = 0.0
     state: LaneState = LaneState.UP
+    wave: float = 0.0
 
     def __post_init__(self) -> None:
-        for what in ("rate", "price", "turnaround_s"):
+        for what in ("rate", "price", "turnaround_s", "wave"):
             value = getattr(self, what)
             if not value >= 0:  # NaN fails too
                 raise ValueError(f"lane {self.name}: {what} must be a number >= 0, got {value}")
@@ -52,6 +58,8 @@ class Lane:
         the planner's search for a finish time relies on)."""
         if not self.usable:
             return 0.0
+        if self.wave > 0 and self.turnaround_s > 0:
+            return self.wave * math.floor(window_s / self.turnaround_s)  # whole batches
         width = window_s - self.turnaround_s
         if width <= 0:
             return 0.0

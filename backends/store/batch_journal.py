@@ -17,12 +17,20 @@ between the create and step 2), and only if the provider has none are its sample
 again. A sample is in one open batch at most (`open_batch` refuses another). A torn last
 line (a crash mid-write) is skipped with one line saying so: whatever step it announced
 had not begun, because each step starts only after its line is on disk.
+
+Compaction: once `compact_after` closed batches are in the file, it is rewritten with only
+its open batches (their intent and id lines) and one `{"summary": {"closed": N}}` line.
+The new file is written beside it, fsynced, then renamed over it (and the folder fsynced):
+a crash before the rename leaves the old journal whole (the stray temporary file is
+removed by the next load), a crash after leaves the new one. Either says the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable
@@ -31,12 +39,16 @@ from pathlib import Path
 
 import orjson
 
+from gen_tui.backends.store.json_lines import json_lines
 from gen_tui.backends.store.records import BadFile, open_private
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 
 JOURNAL_FILE = "batches.jsonl"
 MAX_JOURNAL_BYTES = 1 << 30
 """The largest journal read: 20,000 batches of 50,000 sample ids (a line holds them all)."""
+COMPACT_AFTER = 500
+"""Closed batches in the journal before it is rewritten with only the open ones: a long
+run's journal stays small, and each closed batch's sample ids are its records' already."""
 
 
 class JournalError(Exception):
@@ -61,6 +73,9 @@ class JournalRead:
     open: dict[str, OpenBatch] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     closed: int = 0
+    """Batches closed, the summary's included."""
+    closed_lines: int = 0
+    """Close lines in the file (what compaction would take out)."""
 
 
 def _read(path: Path) -> JournalRead:
@@ -78,21 +93,16 @@ def _read(path: Path) -> JournalRead:
         data = handle.read(MAX_JOURNAL_BYTES + 1)
     if len(data) > MAX_JOURNAL_BYTES:
         raise JournalError(f"{path} is over {MAX_JOURNAL_BYTES >> 20} MB")
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            item = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            if number == len(lines):  # no newline after it: torn by a crash
-                found.problems.append(
-                    f"{path} line {number}: a torn last line ({len(raw):,} bytes) skipped: "
-                    "the step it announced never began"
-                )
-                continue
-            raise JournalError(f"{path} line {number}: not JSON") from None
-        _take(found, item, f"{path} line {number}")
+    for line in json_lines(data):
+        if line.torn:  # no newline after it: torn by a crash
+            found.problems.append(
+                f"{path} line {line.number}: a torn last line ({line.size:,} bytes) skipped: "
+                "the step it announced never began"
+            )
+        elif not line.parsed:
+            raise JournalError(f"{path} line {line.number}: not JSON")
+        else:
+            _take(found, line.value, f"{path} line {line.number}")
     return found
 
 
@@ -117,25 +127,40 @@ def _take(found: JournalRead, item: object, where: str) -> None:
             raise JournalError(f"{where}: an id for {shown}, which has no open intent")
         entry.batch_id = batch_id
     elif "closed" in item:
+        found.closed_lines += 1
         if found.open.pop(str(item.get("closed")), None) is not None:
             found.closed += 1
+    elif "summary" in item:
+        summary = item.get("summary")
+        closed = summary.get("closed") if isinstance(summary, dict) else None
+        if not isinstance(closed, int) or isinstance(closed, bool) or closed < 0:
+            raise JournalError(f"{where}: a summary needs its count of closed batches")
+        found.closed += closed
     else:
-        raise JournalError(f"{where}: neither an intent, an id nor a close")
+        raise JournalError(f"{where}: neither an intent, an id, a close nor a summary")
 
 
 class BatchJournal:
     """One dataset folder's journal; every write is flushed to disk before it returns."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, compact_after: int = COMPACT_AFTER) -> None:
         self.path = folder / JOURNAL_FILE
         self.open: dict[str, OpenBatch] = {}
         self.pending: set[str] = set()
         """Every sample in an open batch."""
+        self.compact_after = compact_after
+        self.closed = 0
+        """Batches closed over the journal's life (its summary's count included)."""
+        self.closed_lines = 0
 
     def load(self) -> list[str]:
         """Read the journal (in a worker thread); the lines it skipped, to be said."""
+        for stray in self.path.parent.glob(f".{JOURNAL_FILE}.*.tmp"):
+            with contextlib.suppress(OSError):  # a compaction a crash cut short
+                stray.unlink()
         found = _read(self.path)
         self.open = found.open
+        self.closed, self.closed_lines = found.closed, found.closed_lines
         self.pending = {sample for batch in self.open.values() for sample in batch.samples}
         return found.problems
 
@@ -165,8 +190,50 @@ class BatchJournal:
         self._append({"batch": batch.key, "id": batch_id})
         batch.batch_id = batch_id
 
-    def close(self, batch: OpenBatch, status: str) -> None:
-        """Close `batch`: its answers are records and its other samples are free again."""
+    def close(self, batch: OpenBatch, status: str) -> str | None:
+        """Close `batch`: its answers are records and its other samples are free again.
+        Returns why a compaction due now failed (the journal stands as it was; to be said),
+        else None."""
         self._append({"closed": batch.key, "status": status, "at": round(time.time(), 3)})
         self.open.pop(batch.key, None)
         self.pending.difference_update(batch.samples)
+        self.closed += 1
+        self.closed_lines += 1
+        if self.closed_lines >= self.compact_after:
+            try:
+                self.compact()
+            except JournalError as exc:
+                self.compact_after += COMPACT_AFTER  # not again at every close
+                return f"{exc}: it stays as it was, whole"
+        return None
+
+    def compact(self) -> None:
+        """Rewrite the journal with its open batches and a summary, atomically (see the
+        module's docstring); on an error the old journal stands and it is said."""
+        lines = [orjson.dumps({"summary": {"closed": self.closed, "at": round(time.time(), 3)}})]
+        for batch in self.open.values():
+            lines.append(
+                orjson.dumps(
+                    {"intent": batch.key, "samples": batch.samples, "created": batch.created}
+                )
+            )
+            if batch.batch_id is not None:
+                lines.append(orjson.dumps({"batch": batch.key, "id": batch.batch_id}))
+        folder = self.path.parent
+        fd, name = tempfile.mkstemp(prefix=f".{JOURNAL_FILE}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(b"".join(line + b"\n" for line in lines))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(name, self.path)
+            directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            raise JournalError(f"cannot compact {self.path}: {exc.strerror or exc}") from None
+        self.closed_lines = 0

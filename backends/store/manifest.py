@@ -103,9 +103,13 @@ class RunSetup:
         names = [entry.split("=", 1)[0] if ",api=" in entry else entry for entry in self.servers]
         if not names:
             return "an unnamed server"
-        fleet = any(",api=" in entry for entry in self.servers)
-        kind = ("lane" if fleet else "server") + ("s" if len(names) > 1 else "")
+        kind = ("lane" if self.fleet else "server") + ("s" if len(names) > 1 else "")
         return f"{kind} {', '.join(names)}"
+
+    @property
+    def fleet(self) -> bool:
+        """Whether it was a mixed fleet's run (`--lane`): each of its records names its API."""
+        return any(",api=" in entry for entry in self.servers)
 
     def differences(self, other: RunSetup) -> list[str]:
         """The fields in which `other` differs from this setup, servers aside: the same
@@ -164,6 +168,11 @@ class Manifest:
         first = setups[0]
         for later in setups[1:]:
             changed = first.differences(later)
+            if later.fleet:
+                # A mixed fleet's records each name their lane's API, and those without one
+                # are the earlier run's (its manifest's `api`): a box-only run resumed as a
+                # fleet (`sglang`, then `openai+sglang`) is one setup by every other field.
+                changed = [name for name in changed if name != "api"]
             if changed:
                 raise ManifestError(
                     f"{self.path}: the records come from runs with different "

@@ -16,6 +16,7 @@ from gen_tui.backends.clients.batch import BatchClient
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.store.batch_journal import JOURNAL_FILE, BatchJournal
+from tests.support.batch_sim import instant_batches
 from tests.support.engine import make_config, run
 from tests.support.records import read_records
 from tests.support.sim_http import reconfigure
@@ -50,12 +51,12 @@ async def test_waves_end_near_the_budget_with_one_record_per_sample(
     api_key: str,
 ) -> None:
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=0.05,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        default_profile=LengthProfile(mean=120.0),
-        cost_per_million=(1.0, 4.0),
+        **instant_batches(
+            KEY,
+            batch_delay_s=0.05,
+            default_profile=LengthProfile(mean=120.0),
+            cost_per_million=(1.0, 4.0),
+        )
     )
     prompts = prompts_dir(B=3000)
     budget = 60_000
@@ -88,12 +89,12 @@ async def test_an_expired_batch_keeps_its_finished_lines_and_requeues_the_rest(
 ) -> None:
     # 40% of the delay fits the window: the first batch expires with 4 of its 10 lines.
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=2.5,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        batch_window_s=1.0,
-        default_profile=LengthProfile(mean=60.0),
+        **instant_batches(
+            KEY,
+            batch_delay_s=2.5,
+            batch_window_s=1.0,
+            default_profile=LengthProfile(mean=60.0),
+        )
     )
     prompts = prompts_dir(E=10)
     config = batch_config(tokenizer_dir, prompts, tmp_path / "out", server.url)
@@ -125,12 +126,11 @@ async def test_a_torn_and_a_foreign_line_are_reconciled_line_by_line(
     api_key: str,
 ) -> None:
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=0.0,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        batch_damage=True,
-        default_profile=LengthProfile(mean=60.0),
+        **instant_batches(
+            KEY,
+            batch_damage=True,
+            default_profile=LengthProfile(mean=60.0),
+        )
     )
     prompts = prompts_dir(T=30)
     config = batch_config(
@@ -168,11 +168,10 @@ async def test_an_intent_whose_create_was_never_answered(
     # provider (its samples are free), one after (the batch exists: it is adopted, found by
     # the key in its metadata, never sent again).
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=0.0,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        default_profile=LengthProfile(mean=60.0),
+        **instant_batches(
+            KEY,
+            default_profile=LengthProfile(mean=60.0),
+        )
     )
     prompts = prompts_dir(I=12)
     keys = sample_keys(prompts, "I", 6)
@@ -209,11 +208,10 @@ async def test_a_line_that_always_fails_is_given_up_after_the_retries(
     api_key: str,
 ) -> None:
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=0.0,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        batch_fail_share=1.0,
+        **instant_batches(
+            KEY,
+            batch_fail_share=1.0,
+        )
     )
     prompts = prompts_dir(F=5)
     config = batch_config(tokenizer_dir, prompts, tmp_path / "out", server.url, max_retries=1)
@@ -236,12 +234,12 @@ async def test_a_precise_live_finish_ends_as_close_as_a_live_run(
 ) -> None:
     # No usage.cost from this simulator: --price prices the answers, batch ones at half.
     server = await sim(
-        api_key=KEY,
-        batch_delay_s=0.05,
-        batch_validate_s=0.0,
-        batch_finalize_s=0.0,
-        default_profile=LengthProfile(mean=120.0),
-        tokens_per_s=5000.0,
+        **instant_batches(
+            KEY,
+            batch_delay_s=0.05,
+            default_profile=LengthProfile(mean=120.0),
+            tokens_per_s=5000.0,
+        )
     )
     prompts = prompts_dir(P=3000)
     budget = 60_000

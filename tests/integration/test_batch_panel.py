@@ -20,7 +20,14 @@ import pytest
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.progress.batches import BATCH_WINDOW_S, batches_line
 from gen_tui.backends.store.progress_file import ProgressFile
-from tests.support.batch_sim import batch_args, sim_call, sim_process
+from tests.support.batch_sim import (
+    batch_args,
+    sim_call,
+    sim_process,
+    slow_batches,
+    three_batches_args,
+    with_url,
+)
 from tests.support.records import read_records
 from tests.support.runs import ENV, finish, spawn
 
@@ -54,14 +61,9 @@ async def test_progress_json_carries_each_batch_in_flight_and_the_watcher_passes
     prompts = tmp_path / "prompts"
     write_prompts(prompts / "P.jsonl", 2000)
     out = tmp_path / "out"
-    args = batch_args(
-        tokenizer_dir, prompts, out, "URL", "--max-tokens-per-dataset", "30000",
-        "--batch-max-requests", "20", "--batch-in-flight", "3",
-    )  # fmt: skip
     with sim_process(vocab_size) as url:
-        args[args.index("URL")] = url
-        sim_call(url, "/_sim/config", {"batch_delay_s": 8.0, "batch_validate_s": 0.0})
-        run = await spawn(*args)
+        slow_batches(url, 8.0)
+        run = await spawn(*with_url(three_batches_args(tokenizer_dir, prompts, out), url))
         try:
             deadline = time.monotonic() + 60
             seen: dict[str, Any] | None = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +14,15 @@ import pytest
 
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.store.batch_journal import BatchJournal
-from tests.support.batch_sim import batch_args, journal_lines, sim_call, sim_process
+from tests.support.batch_sim import (
+    batch_args,
+    sim_call,
+    sim_process,
+    slow_batches,
+    three_batches_args,
+    wait_for_batches,
+    with_url,
+)
 from tests.support.records import read_records
 from tests.support.runs import finish, spawn
 
@@ -63,18 +70,11 @@ async def test_kill_9_with_three_batches_in_flight_then_the_same_command(
     prompts = tmp_path / "prompts"
     write_prompts(prompts / "K.jsonl", 2000)
     out = tmp_path / "out"
-    args = batch_args(
-        tokenizer_dir, prompts, out, "URL", "--max-tokens-per-dataset", "30000",
-        "--batch-max-requests", "20", "--batch-in-flight", "3",
-    )  # fmt: skip
     with sim_process(vocab_size) as url:
-        args[args.index("URL")] = url
-        sim_call(url, "/_sim/config", {"batch_delay_s": 30.0, "batch_validate_s": 0.0})
+        args = with_url(three_batches_args(tokenizer_dir, prompts, out), url)
+        slow_batches(url, 30.0)
         first = await spawn(*args)
-        deadline = time.monotonic() + 60
-        while sum("batch" in line for line in journal_lines(out / "K")) < 3:
-            assert first.returncode is None and time.monotonic() < deadline, "no 3 batches"
-            await asyncio.sleep(0.05)
+        await wait_for_batches(first, out / "K")
         os.killpg(first.pid, signal.SIGKILL)
         await first.wait()
         before = BatchJournal(out / "K")
@@ -109,18 +109,11 @@ async def test_sigterm_cancels_the_batches_in_flight_and_keeps_what_they_finishe
     prompts = tmp_path / "prompts"
     write_prompts(prompts / "S.jsonl", 2000)
     out = tmp_path / "out"
-    args = batch_args(
-        tokenizer_dir, prompts, out, "URL", "--max-tokens-per-dataset", "30000",
-        "--batch-max-requests", "20", "--batch-in-flight", "3",
-    )  # fmt: skip
     with sim_process(vocab_size) as url:
-        args[args.index("URL")] = url
-        sim_call(url, "/_sim/config", {"batch_delay_s": 4.0, "batch_validate_s": 0.0})
+        args = with_url(three_batches_args(tokenizer_dir, prompts, out), url)
+        slow_batches(url, 4.0)
         first = await spawn(*args)
-        deadline = time.monotonic() + 60
-        while sum("batch" in line for line in journal_lines(out / "S")) < 3:
-            assert first.returncode is None and time.monotonic() < deadline, "no 3 batches"
-            await asyncio.sleep(0.05)
+        await wait_for_batches(first, out / "S")
         await asyncio.sleep(1.5)  # a part of each batch done
         os.killpg(first.pid, signal.SIGTERM)
         code, stdout, stderr = await finish(first, 60)

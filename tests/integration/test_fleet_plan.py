@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,48 +22,16 @@ from gen_tui.backends.export.verify import verify_dataset
 from gen_tui.backends.plan import Lane, plan
 from gen_tui.backends.store.records import seal
 from tests.support.batch_sim import sim_call
+from tests.support.fleet_sim import records as folder_records
+from tests.support.fleet_sim import sim, until_first_plan
 from tests.support.run_output import ENV, GEN_TUI
 
 pytestmark = pytest.mark.timeout(180)
 
 BOX = ("--slots", "4", "--tokens-per-s", "50")  # 200 tok/s, free
 API = ("--slots", "32", "--tokens-per-s", "200")  # 3,200 tok/s at 16 in flight, $10 per M out
-LENGTHS = ("--default-mean", "50", "--default-cv", "0.3")
 PRICE = 10e-6
 MAX_NEW = 200
-
-
-@contextmanager
-def sim(vocab_size: int, *flags: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    process = subprocess.Popen(
-        [*GEN_TUI, "sim", "--port", "0", "--vocab-size", str(vocab_size), *LENGTHS, *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "listening on" in line, line
-        yield line.split("listening on", 1)[1].strip(), process
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def until_planned(run: subprocess.Popen[str]) -> list[str]:
-    """`run`'s output up to its first plan line, and half a second more: early in the API's
-    share (paced over the plan's span, it has most of it still to go), where the tests
-    take the API away."""
-    assert run.stdout is not None
-    lines = []
-    for line in run.stdout:
-        lines.append(line)
-        if "info: plan: " in line:
-            break
-    time.sleep(0.5)
-    return lines
 
 
 def start_run(
@@ -86,8 +52,7 @@ def start_run(
 
 
 def records(tmp_path: Path) -> list[dict[str, Any]]:
-    raw = (tmp_path / "out" / "A" / "raw_responses.jsonl").read_bytes()
-    return [orjson.loads(line) for line in raw.splitlines()]
+    return folder_records(tmp_path / "out" / "A")
 
 
 def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
@@ -161,7 +126,9 @@ def test_the_api_gone_halfway_moves_the_rest_to_the_box_and_says_so(
     budget = 6_000
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, fast):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
-        lines = until_planned(run)
+        # Early in the API's share (paced over the plan's span, it has most of it to go).
+        lines = until_first_plan(run)
+        time.sleep(0.5)
         fast.kill()
         fast.wait(timeout=10)
         rest, _ = run.communicate(timeout=150)
@@ -184,7 +151,8 @@ def test_the_api_out_of_credits_halfway_gives_its_tokens_to_the_box_and_says_so(
     budget = 6_000
     with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
         run = start_run(tmp_path, tokenizer_dir, box, api, budget, "12s", "0.5")
-        lines = until_planned(run)
+        lines = until_first_plan(run)
+        time.sleep(0.5)
         sim_call(api, "/_sim/config", {"faults": {"payment_402": 1.0}})  # all 402 now
         rest, _ = run.communicate(timeout=150)
     out = "".join(lines) + rest

@@ -58,3 +58,47 @@ def journal_lines(folder: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.endswith(b"}")]
+
+
+def three_batches_args(tokenizer: Path, prompts: Path, out: Path) -> list[str]:
+    """A run of 30,000 tokens in batches of 20 requests, three in flight; its URL is the
+    placeholder "URL", set by `started_with_three_batches` once the simulator is up."""
+    return batch_args(
+        tokenizer, prompts, out, "URL", "--max-tokens-per-dataset", "30000",
+        "--batch-max-requests", "20", "--batch-in-flight", "3",
+    )  # fmt: skip
+
+
+def with_url(args: list[str], url: str) -> list[str]:
+    """`args` with the simulator's URL in place of "URL"."""
+    return [url if arg == "URL" else arg for arg in args]
+
+
+def slow_batches(url: str, delay_s: float) -> None:
+    """The simulator's batches take `delay_s` to run, with no validating step."""
+    sim_call(url, "/_sim/config", {"batch_delay_s": delay_s, "batch_validate_s": 0.0})
+
+
+def instant_batches(key: str, **more: Any) -> dict[str, Any]:
+    """The in-process simulator's options for batches that end as soon as they are polled
+    (no validating, running or finalizing time), with `key` as its API key."""
+    return {
+        "api_key": key,
+        "batch_delay_s": 0.0,
+        "batch_validate_s": 0.0,
+        "batch_finalize_s": 0.0,
+        **more,
+    }
+
+
+async def wait_for_batches(
+    process: Any, folder: Path, count: int = 3, timeout_s: float = 60.0
+) -> None:
+    """Until `folder`'s journal holds `count` batches with their ids (the run alive)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while sum("batch" in line for line in journal_lines(folder)) < count:
+        assert process.returncode is None and time.monotonic() < deadline, f"no {count} batches"
+        await asyncio.sleep(0.05)

@@ -62,3 +62,26 @@ def test_plain_servers_are_named_by_url(tmp_path: Path) -> None:
     record_setup(folder, "A", setup(["http://b:2"], "openai", {"temperature": 1}), 10)
     with pytest.raises(ManifestError, match=r"different api \(server http://a:1 and server"):
         read_manifest(folder).single_setup()
+
+
+def test_a_box_only_run_resumed_as_a_fleet_is_one_setup(tmp_path: Path) -> None:
+    """Issue 34: the box-only run's records carry no `api`: they are its manifest's
+    (`sglang`), and the fleet's name their own; only the api differs, so it is one setup."""
+    folder = tmp_path / "A"
+    folder.mkdir()
+    record_setup(folder, "A", setup(["http://10.0.0.5:30000"], "sglang", {"temperature": 1}), 0)
+    record_setup(folder, "A", setup(FLEET, "openai+sglang", {"temperature": 1}), 10)
+    first = read_manifest(folder).single_setup()
+    assert first.api == "sglang"  # a record without `api` is checked as the box's
+    assert native_ids({}, first.api) and not native_ids({"api": "openai"}, first.api)
+    # Anything else changed is still refused, and a plain run after a fleet too: its
+    # records name no API, so they could not be told from the fleet's.
+    record_setup(folder, "A", setup(FLEET, "openai+sglang", {"temperature": 0}), 20)
+    with pytest.raises(ManifestError, match="different sampling"):
+        read_manifest(folder).single_setup()
+    other = tmp_path / "B"
+    other.mkdir()
+    record_setup(other, "B", setup(FLEET, "openai+sglang", {"temperature": 1}), 0)
+    record_setup(other, "B", setup(["http://b:2"], "openai", {"temperature": 1}), 10)
+    with pytest.raises(ManifestError, match="different api"):
+        read_manifest(other).single_setup()

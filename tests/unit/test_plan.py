@@ -177,6 +177,28 @@ def test_a_batch_lane_takes_tokens_only_after_its_turnaround() -> None:
     assert made.tokens["api"] == SEED_TOKENS - made.tokens["box"] - made.tokens["batch"]
 
 
+def test_a_batch_lanes_tokens_come_in_whole_waves() -> None:
+    """A batch lane (issue 33 in the fleet) delivers its batches in flight at once, each
+    turnaround: nothing before the first, whole waves after, never a part of one."""
+    batch = Lane("batch", rate=2_000 / 4, price=5e-6, turnaround_s=4.0, wave=2_000)
+    assert [batch.capacity(w) for w in (3.9, 4.0, 7.9, 8.0, 17.0)] == [
+        0,
+        2_000,
+        2_000,
+        4_000,
+        8_000,
+    ]
+    box = Lane("box", rate=200.0)
+    api = Lane("api", rate=3_200.0, price=10e-6)
+    made = plan([box, api, batch], 20_000, deadline_s=17.0, max_cost=1)
+    # The free box at full speed, the cheaper batch lane's four waves, the API the rest.
+    assert made.tokens == {"box": 3_400, "batch": 8_000, "api": 8_600}, made
+    assert made.cost == pytest.approx(8_000 * 5e-6 + 8_600 * 10e-6)
+    # Its turnaround past the deadline: it gets nothing, the API takes its share.
+    late = Lane("batch", rate=2_000 / 18, price=5e-6, turnaround_s=18.0, wave=2_000)
+    assert plan([box, api, late], 20_000, deadline_s=17.0).tokens["batch"] == 0
+
+
 def test_a_lane_going_down_is_said_in_one_line() -> None:
     batch = Lane("batch", rate=10_000.0, price=0.47e-6, turnaround_s=600)
     before = plan([BOX, API, batch], 40_000_000, deadline_s=3600, max_cost=60)

@@ -34,8 +34,15 @@ def _prompts(tmp_path: Path) -> Path:
         (["--deadline", "7.30"], "--deadline '7.30': expected a time of day (07:30) or a dur"),
         (["--deadline", "24:00"], "--deadline '24:00': no such time of day (00:00 to 23:59)"),
         (["--max-cost", "-1"], "--max-cost must be at least 0, got -1"),
-        (["--lane", "box"], "--lane 'box': expected NAME=URL[,api=openai]"),
-        (["--lane", "box=http://h:1,price=0.2"], "'price=0.2' is not api=sglang|openai, price"),
+        (["--lane", "box"], "--lane 'box': expected NAME=URL[,api=sglang|openai|openai-batch]"),
+        (["--lane", "box=http://h:1,price=0.2"], "'price=0.2' is not api=sglang|openai|openai-b"),
+        (["--lane", "box=http://h:1,turnaround=2h"], "turnaround= is for a batch lane"),
+        (["--lane", "b=http://h:1,api=openai-batch,turnaround=07:30"], "turnaround=DURATION"),
+        (
+            ["--lane", "b=http://h:1,api=openai-batch", "--lane", "c=http://h:2,api=openai-batch"],
+            "lanes b and c are both api=openai-batch: a run takes one batch lane",
+        ),
+        (["--lane", "b=http://h:1,api=openai-batch"], "the only lane and a batch one"),
         (["--lane", "a=http://h:1", "--lane", "a=http://h:2"], "lane a given twice"),
         (
             ["--lane", "a=http://h:1", "--server-url", "http://h:2"],

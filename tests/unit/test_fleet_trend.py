@@ -1,0 +1,55 @@
+"""The engine hands the planner each lane's rate trend (issue 34): the slope of the rates
+it measured over the last minutes, none before they span two, and a lane slowing down is
+planned to go on slowing (it delivers less by the deadline than its rate now says)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.engine.context import RunContext
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.fleet import TREND_WINDOW_S, FleetPlanner, rate_trend
+from gen_tui.backends.engine.report import Reporter
+from gen_tui.backends.engine.runner import Server
+from gen_tui.backends.engine.signals import RunSignals
+from gen_tui.backends.plan import Lane
+
+
+def test_the_slope_of_the_recent_rates() -> None:
+    line = [(t, 1_000 - 2.0 * t) for t in range(0, 301, 60)]
+    assert rate_trend(line, now=300) == pytest.approx(-2.0)
+    # Older samples than the window are left out: a lane that has levelled off is flat.
+    levelled = [(t, 1_000 - 2.0 * t) for t in range(0, 301, 60)] + [
+        (t, 400.0) for t in range(360, 1000, 60)
+    ]
+    assert rate_trend(levelled, now=960) == pytest.approx(0.0)
+    # Fewer than three, or over less than two minutes: no trend yet.
+    assert rate_trend(line[:2], now=60) == 0.0
+    assert rate_trend([(0.0, 100.0), (30.0, 90.0), (60.0, 80.0)], now=60) == 0.0
+
+
+def test_the_planner_is_handed_each_lanes_trend(tmp_path: Path) -> None:
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
+        lanes=["box=http://box:1"],
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1")
+    now = time.monotonic()
+    box.first_sent, box.answers, box.request_s, box.tokens = now - 100, 10, 10.0, 9_900
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    planner = FleetPlanner(run, runner, CostMeter(config, []))
+    # Its rates of the last minutes, falling by 0.5 tok/s each second to its 100 now.
+    planner.rates["box"] = [(now - age, 100 + 0.5 * age) for age in (240, 180, 120, 60)]
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(100, rel=1e-3)
+    assert lane.trend == pytest.approx(-0.5, rel=1e-2)
+    # Slowing, it delivers less by a deadline than its rate now says, so less is planned on it.
+    assert lane.capacity(200) < Lane("box", lane.rate).capacity(200)
+    assert all(now - t <= TREND_WINDOW_S for t, _ in planner.rates["box"])
