@@ -445,3 +445,6 @@ class InFlight:
     """With `--turns all`: the turns its conversation still sends after this one, each
     counted at the mean answer by the expected rule (budget/expected.py): a conversation
     begun is finished, so the budget plans for all of it."""
+    crossing: bool = False
+    """Sent alone with its `max_new_tokens` cut to the room left plus one mean answer
+    (budget/crossing.py): the dataset's last until it is back (`rules.may_dispatch`)."""

@@ -209,6 +209,10 @@ def may_dispatch(
     ):
         return False
     if _survival_rule(mode):
+        if any(request.crossing for request in inflight):
+            # A cut crossing answer is out: its cap says what it adds at most, and an answer
+            # sent beside it could carry the dataset past it uncut (budget/crossing.py).
+            return False
         if mode is BudgetMode.PREDICTIVE:
             if not inflight:
                 return True  # predictive's promise: the budget is crossed, never stopped short
