@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.budget.crossing import CrossingAnswer, crossing_cap
+from gen_tui.backends.budget.crossing import CrossingAnswer, crossing_cap, one_mean_answer
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.budget.rules import Budget, BudgetMode, Lengths, length_model, may_dispatch
 from gen_tui.backends.clients.base import Request
@@ -43,7 +43,7 @@ def model_of(mode: BudgetMode, lengths: list[int]) -> Lengths:
 
 @pytest.mark.parametrize("mode", [BudgetMode.PREDICTIVE, BudgetMode.PRECISE])
 def test_the_lone_crossing_answer_gets_the_room_plus_one_mean_answer(mode: BudgetMode) -> None:
-    model = model_of(mode, [100, 300])  # a mean of 200
+    model = model_of(mode, [200] * 10)  # a mean of 200, no spread
     assert crossing_cap(CUT, mode, Budget(1500), 1000, [], model, CAP) == 500 + 200
     # Room enough that even a capped answer ends within a mean answer: the cap stands.
     assert crossing_cap(CUT, mode, Budget(5000), 1000, [], model, CAP) == CAP
@@ -52,8 +52,19 @@ def test_the_lone_crossing_answer_gets_the_room_plus_one_mean_answer(mode: Budge
 def test_before_any_answer_the_prior_is_the_mean_and_a_history_beats_it() -> None:
     fresh = length_model(BudgetMode.PREDICTIVE, CAP)
     assert crossing_cap(CUT, BudgetMode.PREDICTIVE, Budget(100), 0, [], fresh, CAP) == 100 + 512
-    resumed = length_model(BudgetMode.PREDICTIVE, CAP, [40, 60])
+    resumed = length_model(BudgetMode.PREDICTIVE, CAP, [50] * 4)
     assert crossing_cap(CUT, BudgetMode.PREDICTIVE, Budget(100), 0, [], resumed, CAP) == 150
+
+
+def test_the_mean_answer_is_taken_low_by_its_own_uncertainty() -> None:
+    """The bound is a mean answer of the lengths, not of the few back: two standard errors
+    below the sample mean, the true one is very likely above the cut's excess."""
+    few = model_of(BudgetMode.PREDICTIVE, [100, 300])  # mean 200, standard error 100
+    assert one_mean_answer(few) == 1.0  # 200 - 2 x 100, at least a token
+    assert crossing_cap(CUT, BudgetMode.PREDICTIVE, Budget(1500), 1000, [], few, CAP) == 501
+    many = model_of(BudgetMode.PREDICTIVE, [100, 300] * 200)  # standard error about 5
+    assert one_mean_answer(many) == pytest.approx(200 - 2 * 100 / 20, abs=0.2)
+    assert one_mean_answer(model_of(BudgetMode.PREDICTIVE, [120])) == 1.0  # cv 1: 120 - 240
 
 
 @pytest.mark.parametrize(
