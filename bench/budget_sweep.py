@@ -438,9 +438,11 @@ def cut_table(
     table.notes.append(
         "B2-like lengths (mean 3,793, cv 0.95), max_new_tokens 32,768, no history. Cut: the "
         "default, the answer a dataset sends with none of its own in flight gets "
-        "max_new_tokens = min(cap, room + one mean answer); whole: `--crossing-answer "
-        "whole`, today's behaviour, on the same seeds. Answers cut: over all the cell's runs, "
-        "those the server ended at a cut max_new_tokens. Rate = budget / time to the "
+        "max_new_tokens = min(cap, room + one mean answer), that mean taken two standard "
+        "errors low (`budget/crossing.py`); whole: `--crossing-answer whole`, the behaviour "
+        "before the cut, on the same seeds. Answers cut: over all the cell's runs, those "
+        "the server ended at a cut max_new_tokens (at most one a run). Runs over the "
+        "bound: of the cell's seeds, those past `allowed`. Rate = budget / time to the "
         "crossing, as a ratio to drain's on the same seeds."
     )
     return table
