@@ -33,6 +33,7 @@ from pathlib import Path
 from bench import budget_precision
 from bench.common import SCRATCH, Table, prompts, publish, simulator, verdict
 from bench.virtual_clock import run_virtual
+from gen_tui.backends.budget.crossing import DEFAULT_CROSSING_ANSWER, CrossingAnswer
 from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation
@@ -90,6 +91,8 @@ class Trace:
     answers: list[tuple[int, int, int, int]]
     in_flight: int = 0
     back: int = 0
+    cut: int = 0
+    """Answers ended at a `max_new_tokens` under CAP: the lone crossing answer's cut."""
 
 
 def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, Trace]:
@@ -102,7 +105,10 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, Trace]:
         loop = asyncio.get_running_loop()
         if not trace.first:
             trace.first.append(loop.time())
-        length = min(CAP, profile.draw(rng))
+        cap = request.max_new_tokens or CAP  # the lone crossing answer's may be cut
+        drawn = profile.draw(rng)
+        length = min(cap, drawn)
+        trace.cut += cap < CAP and drawn > cap
         latency = length / TOK_S
         company, back = trace.in_flight, trace.back
         trace.in_flight += 1
@@ -117,7 +123,7 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, Trace]:
             text="",
             prompt_tokens=1,
             completion_tokens=length,
-            finish_reason="stop",
+            finish_reason="stop" if drawn < cap else "length",
             latency_s=latency,
         )
 
@@ -125,7 +131,12 @@ def scripted_server(mean: float, seed: int) -> tuple[ScriptedClient, Trace]:
 
 
 def _config(
-    cell: Cell, mode: BudgetMode, output: Path, budget: int, concurrency: int
+    cell: Cell,
+    mode: BudgetMode,
+    output: Path,
+    budget: int,
+    concurrency: int,
+    crossing: CrossingAnswer = DEFAULT_CROSSING_ANSWER,
 ) -> EngineConfig:
     name = cell.profile.split("-")[0]
     return EngineConfig(
@@ -135,6 +146,7 @@ def _config(
         concurrency=concurrency,
         sampling={"max_new_tokens": CAP},
         budget_mode=mode,
+        crossing_answer=crossing,
         snapshot_interval_s=1.0,
     )
 
@@ -172,6 +184,8 @@ class Run:
     over: int
     seconds: float
     crossing: Crossing
+    cut: int = 0
+    """Answers the server ended at a cut `max_new_tokens` (the lone crossing answer's)."""
 
 
 def crossing_split(answers: list[tuple[int, int, int, int]], budget: int) -> Crossing:
@@ -185,7 +199,9 @@ def crossing_split(answers: list[tuple[int, int, int, int]], budget: int) -> Cro
     return Crossing()
 
 
-async def one(cell: Cell, mode: BudgetMode, seed: int) -> Run:
+async def one(
+    cell: Cell, mode: BudgetMode, seed: int, crossing: CrossingAnswer = DEFAULT_CROSSING_ANSWER
+) -> Run:
     """One virtual run (after its history, for a resumed cell)."""
     output = SCRATCH / "out-sweep" / f"{mode.value}-{os.getpid()}"  # one per pool worker
     shutil.rmtree(output, ignore_errors=True)
@@ -199,14 +215,14 @@ async def one(cell: Cell, mode: BudgetMode, seed: int) -> Run:
         if event.kind == "crossed" and not crossed:
             crossed.append(loop.time())
 
-    config = _config(cell, mode, output, before + cell.budget, cell.concurrency)
+    config = _config(cell, mode, output, before + cell.budget, cell.concurrency, crossing)
     engine = Engine(config, on_budget=budget_event, client=client)
     final = await engine.run()
     end = crossed[0] if crossed else loop.time()
     # Strict sends nothing when the budget is under max_new_tokens: no rate at all.
     over = final.datasets[0].tokens - before - cell.budget
     seconds = end - first[0] if first else math.inf
-    return Run(over, seconds, crossing_split(trace.answers, cell.budget))
+    return Run(over, seconds, crossing_split(trace.answers, cell.budget), trace.cut)
 
 
 def p95(values: list[float]) -> float:
@@ -214,25 +230,32 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def _job(job: tuple[Cell, BudgetMode, int]) -> Run:
-    cell, mode, seed = job
-    return run_virtual(one(cell, mode, seed))
+def _job(job: tuple[Cell, BudgetMode, int, CrossingAnswer]) -> Run:
+    cell, mode, seed, crossing = job
+    return run_virtual(one(cell, mode, seed, crossing))
 
 
 Key = tuple[str, int, float, float | None, BudgetMode]
 
 
-def sweep(cells: list[Cell], seeds: int, modes: tuple[BudgetMode, ...] = MODES) -> dict[Key, dict]:
+def sweep(
+    cells: list[Cell],
+    seeds: int,
+    modes: tuple[BudgetMode, ...] = MODES,
+    crossing: CrossingAnswer = DEFAULT_CROSSING_ANSWER,
+) -> dict[Key, dict]:
     """Every (cell, mode, seed) run, in one process per core: the runs are independent, each
     on its own virtual clock and output folder, so the figures do not depend on the split
-    (nor on which other modes run beside them)."""
+    (nor on which other modes run beside them). `crossing`: `--crossing-answer`."""
     for cell in cells:  # written once here, not raced by the workers
         prompts(cell.profile.split("-")[0], cell.prompt_count())
-    jobs = [(cell, mode, seed) for cell in cells for mode in modes for seed in range(seeds)]
+    jobs = [
+        (cell, mode, seed, crossing) for cell in cells for mode in modes for seed in range(seeds)
+    ]
     with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         outcomes = list(pool.map(_job, jobs, chunksize=1))
     runs: dict[Key, list[Run]] = {}
-    for (cell, mode, _), outcome in zip(jobs, outcomes, strict=True):
+    for (cell, mode, _, _), outcome in zip(jobs, outcomes, strict=True):
         key = (cell.profile, cell.concurrency, cell.ratio, cell.history, mode)
         runs.setdefault(key, []).append(outcome)
     results = {}
@@ -372,6 +395,77 @@ def crossing_table(cells: list[Cell], results: dict[Key, dict], seeds: int) -> T
     return table
 
 
+def allowed_for(cell: Cell) -> float:
+    """Issue 29's bound: 0.2%, one mean answer, or the cap when fewer than 3 answers fit."""
+    return max(cell.mean, 0.002 * cell.budget, CAP if cell.budget < 3 * cell.mean else 0)
+
+
+def cut_table(
+    cells: list[Cell], results: dict[Key, dict], whole: dict[Key, dict], seeds: int
+) -> Table:
+    """Predictive with its lone crossing answer cut (the default) beside it sent whole
+    (`--crossing-answer whole`), on the same seeds: overshoot, rate, answers cut."""
+    table = Table(
+        "budget_sweep_cut",
+        f"Predictive's lone crossing answer cut or whole ({seeds} seeds per cell)",
+        "python -m bench budget_sweep",
+        [
+            "concurrency",
+            "budget / in flight",
+            "allowed",
+            "cut: p95 over (rate)",
+            "cut: worst",
+            "cut: runs over the bound",
+            "answers cut",
+            "whole: p95 over (rate)",
+        ],
+    )
+    for cell in cells:
+        key = cell.profile, cell.concurrency, cell.ratio, None
+        drain = results[(*key, BudgetMode.DRAIN)]["rate"]
+        cut, kept = results[(*key, BudgetMode.PREDICTIVE)], whole[(*key, BudgetMode.PREDICTIVE)]
+        allowed = allowed_for(cell)
+        table.add(
+            f"{cell.concurrency}",
+            f"{cell.ratio:g}",
+            f"{allowed:,.0f}",
+            f"{cut['p95']:+,.0f} ({cut['rate'] / drain:.2f}x)",
+            f"{cut['worst']:+,.0f}",
+            f"{sum(run.over > allowed for run in cut['runs'])} of {len(cut['runs'])}",
+            f"{sum(run.cut for run in cut['runs'])}",
+            f"{kept['p95']:+,.0f} ({kept['rate'] / drain:.2f}x)",
+        )
+    table.notes.append(
+        "B2-like lengths (mean 3,793, cv 0.95), max_new_tokens 32,768, no history. Cut: the "
+        "default, the answer a dataset sends with none of its own in flight gets "
+        "max_new_tokens = min(cap, room + one mean answer), that mean taken two standard "
+        "errors low (`budget/crossing.py`); whole: `--crossing-answer whole`, the behaviour "
+        "before the cut, on the same seeds. Answers cut: over all the cell's runs, those "
+        "the server ended at a cut max_new_tokens (at most one a run). Runs over the "
+        "bound: of the cell's seeds, those past `allowed`. Rate = budget / time to the "
+        "crossing, as a ratio to drain's on the same seeds."
+    )
+    return table
+
+
+CUT_RATIOS = (
+    tuple(float(r) for r in os.environ.get("BUDGET_SWEEP_RATIOS", "").split(",") if r) or RATIO_AXIS
+)
+"""The ratios `cut_axis` runs (BUDGET_SWEEP_RATIOS=0.1,1,...: fewer when time is short)."""
+
+
+def cut_axis(smoke: bool, write: bool = False) -> Table:
+    """Only predictive (cut and whole) and drain (for the rate) at the ratio axis:
+    `BUDGET_SWEEP_PART=cut python -m bench budget_sweep`."""
+    seeds = 2 if smoke else RATIO_SEEDS
+    ratios = (0.1, 10.0) if smoke else CUT_RATIOS
+    concurrencies = (16,) if smoke else (16, 150)
+    cells = [Cell("B2-like", c, r) for c in concurrencies for r in ratios]
+    results = sweep(cells, seeds, (BudgetMode.DRAIN, BudgetMode.PREDICTIVE))
+    whole = sweep(cells, seeds, (BudgetMode.PREDICTIVE,), CrossingAnswer.WHOLE)
+    return cut_table(cells, results, whole, seeds)
+
+
 def ratio_axis(smoke: bool, write: bool = False) -> Table:
     """Every mode at every budget / in-flight ratio, each mode's p95 overshoot beside its
     rate (as a ratio to drain's in the same cell), without history (issue 29); publishes
@@ -382,6 +476,8 @@ def ratio_axis(smoke: bool, write: bool = False) -> Table:
     cells = [Cell("B2-like", c, r) for c in concurrencies for r in ratios]
     results = sweep(cells, seeds)
     publish(crossing_table(cells, results, seeds), write)
+    whole = sweep(cells, seeds, (BudgetMode.PREDICTIVE,), CrossingAnswer.WHOLE)
+    publish(cut_table(cells, results, whole, seeds), write)
     table = Table(
         "budget_sweep_ratio",
         f"Every mode at every budget / in flight ({seeds} seeds per cell)",
@@ -392,8 +488,7 @@ def ratio_axis(smoke: bool, write: bool = False) -> Table:
     for cell in cells:
         key = cell.profile, cell.concurrency, cell.ratio, None
         drain = results[(*key, BudgetMode.DRAIN)]
-        # Issue 29's bound: 0.2%, one mean answer, or the cap when fewer than 3 answers fit.
-        allowed = max(cell.mean, 0.002 * cell.budget, CAP if cell.budget < 3 * cell.mean else 0)
+        allowed = allowed_for(cell)
         row = [f"{cell.concurrency}", f"{cell.ratio:g}", f"{cell.budget:,}", f"{allowed:,.0f}"]
         for mode in MODES:
             got = results[(*key, mode)]
@@ -410,6 +505,9 @@ def ratio_axis(smoke: bool, write: bool = False) -> Table:
 
 def run(smoke: bool, write: bool) -> bool:
     started = time.monotonic()
+    if os.environ.get("BUDGET_SWEEP_PART") == "cut":  # issue 29's cut alone (see cut_axis)
+        publish(cut_axis(smoke, write), write)
+        return True
     publish(ratio_axis(smoke, write), write)
     seeds = 3 if smoke else 20
     ratios = (0.5, 2.0) if smoke else (0.5, 1.0, 2.0, 5.0, 20.0)

@@ -295,6 +295,22 @@ class LengthWindow:
         """The mean a person is shown: of lengths seen, never the prior's guess."""
         return self.mean if self._count else None
 
+    def mean_low(self, z: float) -> float:
+        """The mean of the finished lengths less `z` standard errors of it (at least 1): a
+        mean answer the true one is very likely above. With one answer its spread is taken
+        as its length (a coefficient of variation of 1, an exponential's); with none, the
+        prior."""
+        count = len(self._window)
+        if count == 0:
+            return self.prior_mean
+        mean = self._sum / count
+        if count == 1:
+            spread = mean
+        else:
+            squares = sum((length - mean) ** 2 for length in self._window)
+            spread = math.sqrt(squares / (count - 1))
+        return max(1.0, mean - z * spread / math.sqrt(count))
+
     def finished_quantile(self, share: float) -> float:
         """A length `share` of the finished answers in the window stay under (or equal)."""
         if not self._window:
@@ -445,3 +461,6 @@ class InFlight:
     """With `--turns all`: the turns its conversation still sends after this one, each
     counted at the mean answer by the expected rule (budget/expected.py): a conversation
     begun is finished, so the budget plans for all of it."""
+    crossing: bool = False
+    """Sent alone with its `max_new_tokens` cut to the room left plus one mean answer
+    (budget/crossing.py): the dataset's last until it is back (`rules.may_dispatch`)."""

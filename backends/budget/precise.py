@@ -40,6 +40,8 @@ The last answer cannot be truncated, so it lands past the budget by its length l
 room left, and lengths are long-tailed: sent with any room at all, it would overshoot by
 more than a mean answer about one time in six. Not sent, the dataset ends short by less
 than the answer would likely have overshot. A woken dataset with less room stays done.
+(With `--crossing-answer cut`, the default, a lone answer sent is cut at the room plus one
+mean answer, budget/crossing.py: the one in six then ends exactly a mean answer past.)
 """
 
 

@@ -8,7 +8,8 @@ Four modes trade precision against throughput at the end of a dataset:
   that counts those still running, so the short answers back first do not open the gate),
   with a narrower margin (PREDICTIVE_Z), and one more answer sent whenever nothing is in
   flight, so it always crosses its budget: the moment a user watches for. All it passes
-  the budget by is that crossing answer's length less the room it was sent into.
+  the budget by is that crossing answer's length less the room it was sent into, at most
+  one mean answer: sent alone, it is cut there (budget/crossing.py, `--crossing-answer`).
 - ``strict``: reserve each in-flight request's ``max_new_tokens``, so the committed total can
   never pass the budget. We reserve rather than abort in flight: aborting throws away GPU
   work already done, while a reservation only idles slots at the very end (and with several
@@ -209,6 +210,10 @@ def may_dispatch(
     ):
         return False
     if _survival_rule(mode):
+        if any(request.crossing for request in inflight):
+            # A cut crossing answer is out: its cap says what it adds at most, and an answer
+            # sent beside it could carry the dataset past it uncut (budget/crossing.py).
+            return False
         if mode is BudgetMode.PREDICTIVE:
             if not inflight:
                 return True  # predictive's promise: the budget is crossed, never stopped short

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from gen_tui.backends.budget.crossing import crossing_cap
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients import BatchClient, FleetClient, InferenceClient, client_for
 from gen_tui.backends.config.commands import (
@@ -92,6 +93,8 @@ class Engine:
             DatasetRun(spec, config.output_dir / spec.name, cap, mode, config.turns is Turns.ALL)
             for spec in config.datasets
         ]
+        self._cut_said: set[str] = set()
+        """Datasets whose lone crossing answer's cut has been said (once each)."""
         self._signals = RunSignals()
         self._report = Reporter(on_event, on_budget, self._signals.request_stop, on_alert)
         run = RunContext(config, self._datasets, self._signals, self._report, self._limit)
@@ -307,6 +310,29 @@ class Engine:
             tokens = prompt_bound(prompt.messages)
         return self._caps.for_prompt(tokens)
 
+    def _crossing_cap(self, ds: DatasetRun, cap: int) -> int:
+        """`cap`, or the lone crossing answer's cut (budget/crossing.py), said once."""
+        config = self.config
+        cut = crossing_cap(
+            config.crossing_answer,
+            config.budget_mode,
+            ds.budget,
+            ds.tokens,
+            ds.inflight,
+            ds.model,
+            cap,
+        )
+        if cut < cap and ds.name not in self._cut_said:
+            self._cut_said.add(ds.name)
+            room = (ds.budget.max_tokens or 0) - ds.tokens
+            self._report.event(
+                "info",
+                f"{ds.name}: its answers sent alone now stop at the room left + one mean "
+                f"answer ({cut:,} tokens of {cap:,} now, {room:,} of room), so it crosses "
+                "its budget by at most that (--crossing-answer whole: never cut)",
+            )
+        return cut
+
     async def _open_all(self) -> None:
         await self._sink.open_all(self._executor, template_sha256(self._feeder.tokenizer))
         self._allocator.rebalance()
@@ -386,14 +412,15 @@ class Engine:
         dispatcher took (`RequestRunner.reserve`); None: the runner picks."""
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
-        entry = InFlight(time.monotonic(), cap)
+        cut = cap if self.config.turns is Turns.ALL else self._crossing_cap(ds, cap)
+        entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
             if server is not None:  # its turns pick their servers themselves
                 server.outstanding -= 1
             task = asyncio.create_task(self._conversations.run(ds, entry, prompt))
         else:
-            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cap, server))
+            task = asyncio.create_task(self._runner.run(ds, entry, prompt, ids, cut, server))
         self._pool.add(task, ds.name)
         task.add_done_callback(self._task_done)
 

@@ -1,13 +1,14 @@
 """Issue 29's property: no mode but drain passes its budget by more than max(0.2%, one mean
 answer, the cap when fewer than 3 answers fit) at p95, and strict never passes it.
 
-Predictive is held to the bound before its last answer: it always sends one more when
-nothing is in flight (the crossing a user watches for), and that answer lands its length
-less the room left, which no rule can bound below one answer's excess (on lognormal lengths
-of cv 0.95 it passes one mean answer about one time in four). Everything before it is held
-to the bound, and for predictive within the budget itself: its crossing answer is the only
-one past the budget (none in flight beside it adds to the overshoot); the whole
-overshoot's p95 is measured beside it (BENCHMARKS.md).
+Predictive always sends one more when nothing is in flight (the crossing a user watches
+for). Sent whole (`--crossing-answer whole`), that answer lands its length less the room
+left, which no rule can bound below one answer's excess (on lognormal lengths of cv 0.95 it
+passes one mean answer about one time in four): its p95 is over the bound, as before. Cut
+(the default, budget/crossing.py: max_new_tokens = room + one mean answer), the whole
+overshoot's p95 is within it. Everything before the last answer is held to the bound, and
+in all but a few runs (at most 5%) predictive's crossing answer is the only one past the
+budget: the one it sends alone, which the cut bounds.
 
 The real Engine (scheduler, allocator, sink, records on disk) against a scripted server
 under a virtual clock (bench/virtual_clock.py): lognormal lengths of any mean from 1 to
@@ -30,6 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bench.virtual_clock import run_virtual
+from gen_tui.backends.budget.crossing import CrossingAnswer
 from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.clients.base import Request
 from gen_tui.backends.clients.results import Generation
@@ -40,12 +42,20 @@ from gen_tui.backends.engine import Engine
 from gen_tui.backends.sim.config import LengthProfile
 from gen_tui.backends.store.records import RAW_FILE
 
-MODES = (BudgetMode.PREDICTIVE, BudgetMode.STRICT, BudgetMode.PRECISE)
+Variant = tuple[BudgetMode, CrossingAnswer]
+PREDICTIVE = (BudgetMode.PREDICTIVE, CrossingAnswer.CUT)
+WHOLE = (BudgetMode.PREDICTIVE, CrossingAnswer.WHOLE)
+STRICT = (BudgetMode.STRICT, CrossingAnswer.CUT)
+PRECISE = (BudgetMode.PRECISE, CrossingAnswer.CUT)
+VARIANTS: tuple[Variant, ...] = (PREDICTIVE, WHOLE, STRICT, PRECISE)
+"""Each mode at its default crossing answer (cut), and predictive's sent whole as well."""
 SCRATCH = Path(tempfile.gettempdir()) / f"gen-tui-fuzz-first-wave-{os.getpid()}"
-ratios: dict[BudgetMode, list[float]] = {mode: [] for mode in MODES}
-"""Each run's overshoot as a share of its bound, by mode."""
-before_last: dict[BudgetMode, list[float]] = {mode: [] for mode in MODES}
+ratios: dict[Variant, list[float]] = {variant: [] for variant in VARIANTS}
+"""Each run's overshoot as a share of its bound, by mode and crossing answer."""
+before_last: dict[Variant, list[float]] = {variant: [] for variant in VARIANTS}
 """The same without the run's last answer: what it had passed the budget by before it."""
+beside: dict[Variant, list[bool]] = {variant: [] for variant in VARIANTS}
+"""Whether an answer before the last one had already passed the budget (not sent alone)."""
 
 
 def write_history(folder: Path, lengths: list[int]) -> None:
@@ -57,7 +67,7 @@ def write_history(folder: Path, lengths: list[int]) -> None:
 
 
 async def one_run(
-    mode: BudgetMode,
+    variant: Variant,
     mean: float,
     cap: int,
     slots: int,
@@ -67,7 +77,8 @@ async def one_run(
 ) -> list[tuple[int, int, float, int]]:
     """(final tokens, budget, true mean, last answer's length) of each dataset of one run
     of two in one pool."""
-    root = SCRATCH / f"{mode.value}"
+    mode, crossing = variant
+    root = SCRATCH / f"{mode.value}-{crossing.value}"
     shutil.rmtree(root, ignore_errors=True)
     rng = random.Random(seed)
     profile = LengthProfile(mean=mean)
@@ -84,10 +95,11 @@ async def one_run(
         specs.append(DatasetSpec(name, prompts, before.get(name, 0) + budget))
 
     async def script(url: str, request: Request) -> Generation:
-        length = min(cap, profile.draw(rng))
+        limit = request.max_new_tokens or cap  # the lone crossing answer's may be cut
+        length = min(limit, profile.draw(rng))
         latency = 0.01 + length / 2000  # a client measures it: the model's clock
         await asyncio.sleep(latency)
-        return Generation(None, "", 1, length, "stop" if length < cap else "length", latency)
+        return Generation(None, "", 1, length, "stop" if length < limit else "length", latency)
 
     config = EngineConfig(
         datasets=specs,
@@ -96,6 +108,7 @@ async def one_run(
         concurrency=slots,
         sampling={"max_new_tokens": cap},
         budget_mode=mode,
+        crossing_answer=crossing,
         snapshot_interval_s=10.0,
     )
     final = await Engine(config, client=ScriptedClient(script)).run()
@@ -138,23 +151,23 @@ def last_answer(folder: Path) -> int:
 def test_no_mode_but_drain_passes_its_budget_by_more_than_the_bound(
     mean: float, cap: int, slots: int, answers: float, lie: float | None, seed: int
 ) -> None:
-    for mode in MODES:
+    for variant in VARIANTS:
+        mode = variant[0]
         for tokens, budget, true_mean, last in run_virtual(
-            one_run(mode, mean, cap, slots, answers, lie, seed)
+            one_run(variant, mean, cap, slots, answers, lie, seed)
         ):
             if mode is BudgetMode.STRICT:
                 assert tokens <= budget, (tokens, budget)
             bound = max(0.002 * budget, true_mean, cap if answers < 3 else 0)
-            ratios[mode].append(max(0, tokens - budget) / bound)
-            before_last[mode].append(max(0, tokens - last - budget) / bound)
+            ratios[variant].append(max(0, tokens - budget) / bound)
+            before_last[variant].append(max(0, tokens - last - budget) / bound)
             # Before its last answer no run passes the bound at all (1,800 runs: at most
             # 0.85 of it); the last answer is the crossing, measured at p95 below.
             assert tokens - last - budget <= bound, (mode, tokens, last, budget, bound)
-            if mode is BudgetMode.PREDICTIVE:
-                # And the crossing answer is the only one past the budget: none still in
-                # flight beside it adds to the overshoot (issue 29; BENCHMARKS.md's
-                # crossing table shows it sent alone, into under two mean answers of room).
-                assert tokens - last <= budget, (tokens, last, budget)
+            # Whether an answer beside the crossing one lands past the budget too: rare
+            # (BENCHMARKS.md's crossing table: 4 of 240 sent beside others), so the cut of
+            # the lone one is what the bound rests on; measured below.
+            beside[variant].append(tokens - last > budget)
 
 
 def p95(values: list[float]) -> float:
@@ -164,12 +177,23 @@ def p95(values: list[float]) -> float:
 
 def test_the_95th_percentile_is_within_the_bound() -> None:
     """Runs after the property above (pytest keeps a module's order): each mode's 95th
-    percentile of overshoot against its bound at most 1; predictive's before its crossing
-    answer (see the module docstring)."""
-    for mode in MODES:
-        assert ratios[mode], "the property test runs first"
-    assert p95(ratios[BudgetMode.PRECISE]) <= 1.0, sorted(ratios[BudgetMode.PRECISE])[-8:]
-    assert p95(ratios[BudgetMode.STRICT]) == 0.0
-    # Predictive's crossing answer: 1.3 to 1.5 bounds at p95 over 600 runs of these
-    # draws (BENCHMARKS.md); 2 guards against a return to the old rule's 3.1.
-    assert p95(ratios[BudgetMode.PREDICTIVE]) <= 2.0, sorted(ratios[BudgetMode.PREDICTIVE])[-8:]
+    percentile of overshoot against its bound at most 1, predictive's with its lone crossing
+    answer cut (the default); sent whole, as before the cut, it is not (see the module
+    docstring)."""
+    for variant in VARIANTS:
+        assert ratios[variant], "the property test runs first"
+    shown = {variant: round(p95(ratios[variant]), 2) for variant in VARIANTS}
+    besides = {variant: sum(beside[variant]) for variant in (PREDICTIVE, WHOLE)}
+    print(f"p95 in bounds: {shown}; runs {len(ratios[PREDICTIVE])}; beside: {besides}")
+    print("highest, cut:", [round(r, 3) for r in sorted(ratios[PREDICTIVE])[-10:]])
+    assert p95(ratios[PRECISE]) <= 1.0, shown
+    assert p95(ratios[STRICT]) == 0.0
+    assert p95(ratios[PREDICTIVE]) <= 1.0, (shown, sorted(ratios[PREDICTIVE])[-8:])
+    # Whole, predictive's crossing answer keeps today's figures: 1.13 bounds at p95 over
+    # these draws (BENCHMARKS.md), the excess of one uncut answer; 2 guards against a
+    # return to the old rule's 3.1. Over 1 shows the cut is what brings the default in.
+    assert 1.0 < p95(ratios[WHOLE]) <= 2.0, shown
+    # The crossing answer goes alone in nearly every run: one of 126 (two datasets x 63
+    # examples) had another answer past the budget before its last, cut or whole alike.
+    for variant in (PREDICTIVE, WHOLE):
+        assert sum(beside[variant]) <= 0.05 * len(beside[variant]), sum(beside[variant])
