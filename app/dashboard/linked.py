@@ -186,8 +186,18 @@ class HostLinks(PanelSource):
                 continue
             snap = monitor.snapshot(name, now)
             if snap is not None and snap.state is DatasetState.ACTIVE:
-                return Activity("running", (name,), ())
+                return Activity("running", (name,), (), watched_flight=self.watched_flight())
         return None
+
+    def watched_flight(self) -> tuple[int, int] | None:
+        """The watched runs' requests in flight and their limits, summed once per run (a
+        run writes several datasets; each file carries its one pool): the header's
+        "in flight N/LIMIT" for runs of other processes. None: no live writer says it."""
+        monitors = {id(link.monitor): link.monitor for link in self.links if link.monitor}
+        pools = [pool for monitor in monitors.values() for pool in monitor.pools().values()]
+        if not pools:
+            return None
+        return sum(p.inflight for p in pools), sum(p.concurrency for p in pools)
 
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote

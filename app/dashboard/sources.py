@@ -84,6 +84,9 @@ class Activity:
     names: Sequence[str]
     pools: Sequence[RunSnapshot]
     countdowns: Sequence[float] = ()
+    watched_flight: tuple[int, int] | None = None
+    """Watched runs (no pool of this process): their requests in flight and their limits,
+    summed over the runs as their progress.json files say them (None: none says)."""
 
 
 class PanelSource(ABC):

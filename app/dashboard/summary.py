@@ -47,14 +47,18 @@ def header_view(
     if first is not None:
         where = f"pid {first.pid} on {first.host}"
     running, queued = server_requests(latest)
+    inflight = sum(s.inflight for s in latest)
+    concurrency = sum(s.concurrency for s in latest)
+    if not latest and activity is not None and activity.watched_flight is not None:
+        inflight, concurrency = activity.watched_flight  # runs of other processes
     return HeaderView(
         state=state,
         tokens=sum(s.tokens for s in snaps),
         tok_s=sum(s.tok_s for s in snaps if not s.state.finished),
         done=sum(1 for s in snaps if s.state in (DatasetState.DONE, DatasetState.EXHAUSTED)),
         total=len(views),
-        inflight=sum(s.inflight for s in latest),
-        concurrency=sum(s.concurrency for s in latest),
+        inflight=inflight,
+        concurrency=concurrency,
         utilisation=(sum(s.utilisation for s in latest) / len(latest)) if latest else None,
         server_running=running,
         server_queued=queued,

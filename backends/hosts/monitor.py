@@ -46,7 +46,11 @@ from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.telemetry import HostTelemetry
 from gen_tui.backends.hosts.watched import watched_snapshot
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
-from gen_tui.backends.store.progress_file import ServerReport, merge_writer_reports
+from gen_tui.backends.store.progress_file import (
+    PoolFigures,
+    ServerReport,
+    merge_writer_reports,
+)
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
@@ -340,6 +344,21 @@ class HostMonitor:
             if writer is None or progress.pid != writer.pid:
                 continue
             merge_writer_reports(found, progress.servers)
+        return found
+
+    def pools(self) -> dict[int, PoolFigures]:
+        """The pool of each live run writing here (by pid), as its writer's fresh
+        progress.json last said it: every dataset file of a run carries the same pool, so
+        it is counted once per run. A stale file or one of another pid says nothing."""
+        found: dict[int, PoolFigures] = {}
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or progress.pool is None or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            found.setdefault(writer.pid, progress.pool)
         return found
 
     # what the UI does

@@ -38,6 +38,7 @@ DEFAULT_BUDGET_MODE = str(BudgetMode.PREDICTIVE)
 __all__ = [
     "DEFAULT_BUDGET_MODE",
     "PROGRESS_FILE",
+    "PoolFigures",
     "ProgressFile",
     "ServerReport",
     "merge_writer_reports",
@@ -71,6 +72,32 @@ def merge_writer_reports(found: dict[str, ServerReport], said: Mapping[str, Serv
         known = found.get(url)
         if known is None or (report.workers is not None and known.workers is None):
             found[url] = report
+
+
+@dataclass(frozen=True)
+class PoolFigures:
+    """The run's shared pool as its writer last said it: requests in flight of its limit.
+
+    The same in each dataset's file of one run, so a reader counts it once per writer."""
+
+    inflight: int
+    concurrency: int
+
+
+def _pool(value: Any) -> PoolFigures | None:
+    """progress.json's `pool`: its `inflight` and `concurrency` counts, both or neither
+    (None also for a writer that predates the field, or odd values: no made-up figure)."""
+    if not isinstance(value, Mapping):
+        return None
+    inflight, concurrency = value.get("inflight"), value.get("concurrency")
+    counts = [
+        n
+        for n in (inflight, concurrency)
+        if isinstance(n, int) and not isinstance(n, bool) and COUNT.check(n) is not None
+    ]
+    if len(counts) != 2:
+        return None
+    return PoolFigures(counts[0], counts[1])
 
 
 def _servers(value: Any) -> dict[str, ServerReport] | None:
@@ -137,6 +164,8 @@ class ProgressFile:
     that predates it."""
     lanes: dict[str, int] | None = None
     """The dataset's tokens of this run per fleet lane."""
+    pool: PoolFigures | None = None
+    """The run's pool: in flight of its limit (None: absent, odd, or an older writer)."""
     ignored: tuple[str, ...] = ()
     """The fields that were present but of the wrong type or out of their range (bounds.py):
     for a note, never an error."""
@@ -215,6 +244,9 @@ class ProgressFile:
         plan = PlanView.from_json(value.get("plan"))
         if plan is None and value.get("plan") is not None:
             ignored.append("plan")
+        pool = _pool(value.get("pool"))
+        if pool is None and value.get("pool") is not None:
+            ignored.append("pool")
         lanes = lane_split(value.get("lanes"))
         if lanes is None and value.get("lanes") is not None:
             ignored.append("lanes")
@@ -241,6 +273,7 @@ class ProgressFile:
             servers=servers,
             plan=plan,
             lanes=lanes or None,
+            pool=pool,
             ignored=tuple(ignored),
         )
 

@@ -1,6 +1,7 @@
 """Issue 31, point 7's residual: the header said IDLE (done 8/9) while a detached local run,
 started with `r` and still writing, had answers in flight: the header read only the runs of
-this process. A live run writing a watched dataset now makes it RUNNING, with its pid.
+this process. A live run writing a watched dataset now makes it RUNNING, with its pid and
+its requests in flight of its limit (its progress.json's pool).
 
 The real app over a real config file, a real detached `gen-tui run` against the simulator
 (slow enough to stay up), the panel's local link watching the config's output folder.
@@ -15,11 +16,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
+
 from gen_tui.app.cli.launch import config_source, run_command
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.sim import SimServer
-from gen_tui.widgets.header import RunHeader
+from gen_tui.widgets.header import RunHeader, header_parts
 from tests.support.polling import wait_until
 from tests.support.tui import SIZE
 
@@ -63,6 +66,17 @@ async def test_a_detached_run_writing_a_watched_dataset_makes_the_header_running
                 pause=pilot.pause, detail=lambda: (link.state, header.view),
             )  # fmt: skip
             assert f"pid {run.pid} on " in header.view.where, header.view
+            # Its requests in flight of its limit, as its progress.json's pool says them:
+            # the header said RUNNING and the pid but no "in flight" (issue 31, panel).
+            await wait_until(
+                lambda: header.view.concurrency > 0, 60, "the header says the run's pool",
+                pause=pilot.pause, detail=lambda: header.view,
+            )  # fmt: skip
+            pool = orjson.loads((out / "A" / "progress.json").read_bytes())["pool"]
+            assert header.view.concurrency == pool["concurrency"], (header.view, pool)
+            assert 0 <= header.view.inflight <= header.view.concurrency, header.view
+            shown = header_parts(header.view)
+            assert any(part.startswith("in flight ") for part in shown), shown
             assert not app.runs, "the run is the detached process's, not this one's"
             assert run.poll() is None, "the detached run goes on"
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
-from gen_tui.backends.store.progress_file import ProgressFile, ServerReport
+from gen_tui.backends.store.progress_file import PoolFigures, ProgressFile, ServerReport
 
 
 def snapshot(name: str = "B1", **changes: Any) -> DatasetSnapshot:
@@ -69,7 +69,31 @@ def test_the_reader_gets_back_what_the_writer_wrote(tmp_path: Path) -> None:
         truncated_warn=5.0,
         batches=(),  # none in flight (a run that is no batch run writes the empty list)
         servers={"http://a": ServerReport("ok")},
+        pool=PoolFigures(inflight=3, concurrency=8),
     )
+
+
+@pytest.mark.parametrize(
+    ("pool", "expected", "ignored"),
+    [
+        (None, None, ()),  # a writer that predates the field: still read, no figure
+        ({"inflight": 5, "concurrency": 64, "states": {}}, PoolFigures(5, 64), ()),
+        ({"inflight": 5}, None, ("pool",)),  # both or neither
+        ({"inflight": True, "concurrency": 64}, None, ("pool",)),
+        ({"inflight": 1e300, "concurrency": 64}, None, ("pool",)),
+        ({"inflight": -1, "concurrency": 64}, None, ("pool",)),
+        ("64/64", None, ("pool",)),
+    ],
+)
+def test_the_pool_is_read_when_whole_and_in_range_and_an_older_file_still_reads(
+    pool: object, expected: PoolFigures | None, ignored: tuple[str, ...]
+) -> None:
+    value: dict[str, object] = {"pid": 42, "inflight": 2}
+    if pool is not None:
+        value["pool"] = pool
+    read = ProgressFile.parse(value)
+    assert read is not None
+    assert (read.pool, read.ignored, read.inflight) == (expected, ignored, 2)
 
 
 @pytest.mark.parametrize(
