@@ -54,40 +54,79 @@ def state_text(view: HeaderView) -> str:
     return view.state
 
 
+@dataclass(frozen=True)
+class Part:
+    """One figure of the header, with what it may become on a narrow screen.
+
+    `steps`: (rank, shorter form) pairs, shortest last; "" drops the part. Across all the
+    parts, the step of highest rank is taken first, so the least important figure gives
+    way first (a pid before the servers' figures, those shortened before the demo's note is
+    cut, and dropped only after), instead of whichever comes last on the line.
+    """
+
+    text: str
+    steps: tuple[tuple[int, str], ...] = ()
+
+
+# What gives way first on a narrow header, highest first (see Part).
+DROP_HOST_OK = 90
+DROP_WHERE = 80
+SHORT_SERVERS = 70
+SHORT_COST = 60
+SHORT_FLIGHT = 55
+CUT_NOTE = 50
+DROP_SERVERS = 40
+NOTE_ROOM = 12
+"""The note's length once cut (with its "…"): its first words, enough to say what it is."""
+
+
 def header_parts(view: HeaderView) -> list[str]:
     """The figures after the state, in priority order (the first ones survive a narrow screen).
 
     A host's state quotes its SSH or survey failure: one line, control characters visible.
     """
+    return [part.text for part in parts_of(view)]
+
+
+def parts_of(view: HeaderView) -> list[Part]:
+    """:func:`header_parts` with each part's shorter forms."""
     parts = []
     for name, state in view.hosts:
         if state != "connected":
-            parts.append(one_line(f"{name}: {state}"))
+            parts.append(Part(one_line(f"{name}: {state}")))
     if view.servers_down:
-        parts.append(f"{view.servers_down}/{view.servers} server(s) unreachable")
+        parts.append(Part(f"{view.servers_down}/{view.servers} server(s) unreachable"))
     if view.note:
-        parts.append(one_line(view.note))
+        note = one_line(view.note)
+        cut = note[: NOTE_ROOM - 1] + "…" if len(note) > NOTE_ROOM else note
+        parts.append(Part(note, ((CUT_NOTE, cut),)))
     parts += [
-        f"{format_count(view.tokens)} tok",
-        f"{format_count(view.tok_s)} tok/s",
-        f"done {view.done}/{view.total}",
+        Part(f"{format_count(view.tokens)} tok"),
+        Part(f"{format_count(view.tok_s)} tok/s"),
+        Part(f"done {view.done}/{view.total}"),
     ]
     if view.cost is not None:
         spend = f"{format_dollars(view.cost)}"
         if view.cost_per_hour:
-            spend += f" ({format_dollars(view.cost_per_hour)}/h)"
-        parts.append(spend)
+            full = f"{spend} ({format_dollars(view.cost_per_hour)}/h)"
+            parts.append(Part(full, ((SHORT_COST, spend),)))
+        else:
+            parts.append(Part(spend))
     if view.concurrency:
         parts += in_flight_parts(view)
     if view.filter:
-        parts.append(one_line(f"filter: {view.filter}"))
+        parts.append(Part(one_line(f"filter: {view.filter}")))
     if view.where:
-        parts.append(one_line(view.where))
-    parts += [one_line(f"{name} ✓") for name, state in view.hosts if state == "connected"]
+        parts.append(Part(one_line(view.where), ((DROP_WHERE, ""),)))
+    parts += [
+        Part(one_line(f"{name} ✓"), ((DROP_HOST_OK, ""),))
+        for name, state in view.hosts
+        if state == "connected"
+    ]
     return parts
 
 
-def in_flight_parts(view: HeaderView) -> list[str]:
+def in_flight_parts(view: HeaderView) -> list[Part]:
     """What the run has asked and not had answered yet, then what its servers say of it.
 
     The two counts differ, and must not seem to disagree (issue 31, point 7): a request
@@ -96,19 +135,45 @@ def in_flight_parts(view: HeaderView) -> list[str]:
     do not is said as such: requests "in transit" (sent, not admitted yet, or answered and
     not read yet); more at the servers than sent: other clients share them.
     """
-    flight = f"in flight {view.inflight}/{view.concurrency}"
+    bare = f"in flight {view.inflight}/{view.concurrency}"
+    flight = Part(bare)
     if view.utilisation is not None:
-        flight += f" {view.utilisation * 100:.0f}%"
+        flight = Part(f"{bare} {view.utilisation * 100:.0f}%", ((SHORT_FLIGHT, bare),))
     if view.server_running is None or view.server_queued is None:
         return [flight]
     running, queued = round(view.server_running), round(view.server_queued)
-    said = f"server: {format_count(running)} run, {format_count(queued)} queued"
+    run_s, queued_s = format_count(running), format_count(queued)
+    said = f"server: {run_s} run, {queued_s} queued"
+    short = f"srv {run_s} run · {queued_s} q"
     gap = view.inflight - running - queued
     if gap > 0:
         said += f", {format_count(gap)} in transit"
+        short += f" · {format_count(gap)} transit"
     elif gap < 0:
         said += ", incl. other clients'"
-    return [flight, f"({said})"]
+        short += " · +others"
+    steps = ((SHORT_SERVERS, f"({short})"), (DROP_SERVERS, ""))
+    return [flight, Part(f"({said})", steps)]
+
+
+def fit_parts(parts: list[Part], room: int) -> list[str]:
+    """`parts` shortened, least important first (see Part), until they fit `room` columns
+    (two spaces before each); what still does not fit is left to the caller to skip."""
+    texts = [part.text for part in parts]
+
+    def width() -> int:
+        return sum(2 + len(text) for text in texts if text)
+
+    steps = sorted(
+        ((rank, index, form) for index, part in enumerate(parts) for rank, form in part.steps),
+        key=lambda step: -step[0],
+    )
+    for _, index, form in steps:
+        if width() <= room:
+            break
+        if len(form) < len(texts[index]):
+            texts[index] = form
+    return [text for text in texts if text]
 
 
 class RunHeader(Widget):
@@ -134,15 +199,17 @@ class RunHeader(Widget):
             text.append(" ")
             text.append(" READ-ONLY ", style=self.get_component_rich_style("header--paused"))
         used = len(text)
+        parts = parts_of(view)
         troubled = sum(1 for _, state in view.hosts if state != "connected")
-        for index, part in enumerate(header_parts(view)):
-            if index < troubled:
-                # A host's problem must be seen: cut, never dropped, and to at most a third of
-                # what is left so the figures still fit (the board, the events log and `l`
-                # give it in full).
-                room = max(12, (width - used - 2) // 3)
-                if len(part) > room:
-                    part = part[: room - 1] + "…"
+        for index in range(troubled):
+            # A host's problem must be seen: cut, never dropped, and to at most a third of
+            # what is left so the figures still fit (the board, the events log and `l`
+            # give it in full).
+            room = max(12, (width - used - 2) // 3)
+            part = parts[index].text
+            if len(part) > room:
+                parts[index] = Part(part[: room - 1] + "…")
+        for part in fit_parts(parts, width - used):
             if used + 2 + len(part) > width:
                 continue
             text.append("  " + part)

@@ -125,12 +125,13 @@ class DemoUp:
 
 
 @contextlib.asynccontextmanager
-async def demo_up(tmp_path: Path) -> AsyncIterator[DemoUp]:
-    """The whole demo (`gen-tui --demo` in `tmp_path`) under Pilot at SIZE; its stale run is
-    SIGKILLed on the way out (:func:`end_started_runs`: these tests are not about the quit)."""
+async def demo_up(tmp_path: Path, size: tuple[int, int] = SIZE) -> AsyncIterator[DemoUp]:
+    """The whole demo (`gen-tui --demo` in `tmp_path`) under Pilot at `size`; its stale run
+    is SIGKILLed on the way out (:func:`end_started_runs`: these tests are not about the
+    quit)."""
     app = demo_app(tmp_path)
     stale = app.links[0]
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         try:
             dashboard = app.dashboard
             assert dashboard is not None
