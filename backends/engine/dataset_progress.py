@@ -64,7 +64,9 @@ def dataset_snapshot(
         quality=ds.quality.published(),
         prompts_left=ds.prompts_left,
         budget_note=ds.budget_note,
-        batches=ds.batches,
+        # The provider's words (ids, statuses), cleaned as a progress.json reader cleans
+        # them: the hosted panel of a fleet run got them raw.
+        batches=tuple(batch.shown() for batch in ds.batches),
         cost_saved=ds.cost_saved,
         conversations=ds.conversations_done if config.turns is Turns.ALL else None,
         turns_mean=ds.turns_mean if config.turns is Turns.ALL else None,

@@ -27,6 +27,8 @@ BATCH_COUNTS_SAID = "requests done"
 shows `batches` leaves that message out, as the batches line says it and more."""
 ID_CHARS = 80
 """A batch id is shown and carried at most this long (OpenAI's are ~30)."""
+STATUS_CHARS = 40
+"""A batch status is shown and carried at most this long (`in_progress` is 11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,21 @@ class BatchView:
             "eta_s": self.eta_s(now),
         }
 
+    def shown(self) -> BatchView:
+        """What a panel and progress.json carry of it: the provider's id and status are
+        its words (untrusted: cleaned and cut as :meth:`parse` cleans a file's), a
+        `BatchState`'s files and metadata left out. The lane keeps the raw id to poll."""
+        return BatchView(
+            id=shown_id(self.id),
+            status=shown_status(self.status),
+            completed=self.completed,
+            failed=self.failed,
+            total=self.total,
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            in_progress_at=self.in_progress_at,
+        )
+
     @classmethod
     def parse(cls, value: Any) -> BatchView | None:
         """One entry of progress.json's `batches`; None when it has no id or status."""
@@ -110,8 +127,8 @@ class BatchView:
             return float(field) if 0 <= field < 1e11 else None
 
         return cls(
-            id=one_line(batch_id, ID_CHARS),
-            status=one_line(status, 40),
+            id=shown_id(batch_id),
+            status=shown_status(status),
             completed=count("completed"),
             failed=count("failed"),
             total=count("total"),
@@ -119,6 +136,16 @@ class BatchView:
             expires_at=moment("expires_at"),
             in_progress_at=moment("in_progress_at"),
         )
+
+
+def shown_id(batch_id: str) -> str:
+    """A provider's batch id as shown: one line, control characters visible, cut."""
+    return one_line(batch_id, ID_CHARS)
+
+
+def shown_status(status: str) -> str:
+    """A provider's batch status as shown (its known ones are a word: `in_progress`)."""
+    return one_line(status, STATUS_CHARS)
 
 
 def parse_batches(value: Any) -> tuple[BatchView, ...] | None:
