@@ -1,0 +1,106 @@
+"""Fuzz what issue 31's panel fixes read and draw: a progress.json's `pool` (another run's,
+another version's, an attacker's), a provider's batch id and status on the hosted path, and
+the header fitted to any width.
+
+Property: progress.json always reads (a bad pool alone is dropped, the rest stays) and a
+pool read is two counts in range; a batch shown carries no escape and is bounded; the
+header never draws past its width, and the servers' figures are never dropped while a
+part that gives way before them (the pid, a connected host's tick) is still drawn.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from gen_tui.backends.bounds import COUNT
+from gen_tui.backends.clients.batch import batch_state
+from gen_tui.backends.progress.batches import ID_CHARS, STATUS_CHARS
+from gen_tui.backends.store.progress_file import ProgressFile
+from gen_tui.widgets.header import HeaderView, fit_parts, parts_of
+
+from .conftest import Examples
+from .fuzzing import dump, escapes, hostile_numbers, json_values, timed
+
+numbers = st.one_of(hostile_numbers, st.integers(0, 10**6), st.floats(0, 1e6))
+
+
+@st.composite
+def pools(draw: st.DrawFn) -> str:
+    pool = {"inflight": draw(numbers), "concurrency": draw(numbers), "states": draw(json_values)}
+    shown = draw(st.one_of(st.just(pool), json_values))
+    return "{" + f'"state": "active", "errors": 2, "pool": {dump(shown)}' + "}"
+
+
+@given(pools())
+def test_a_hostile_pool_in_progress_json_reads_bounded(examples: Examples, text: str) -> None:
+    examples()
+    note(text[:500])
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return  # not JSON at all: the watcher's reader refuses it before this
+    progress = timed(ProgressFile.parse, value)
+    assert progress is not None and progress.errors == 2  # the rest of the file reads
+    if progress.pool is not None:
+        for count in (progress.pool.inflight, progress.pool.concurrency):
+            assert isinstance(count, int) and COUNT.check(count) is not None
+
+
+@given(
+    st.text(min_size=1, max_size=12_000).map(lambda t: "batch_" + t),
+    st.text(min_size=1, max_size=12_000),
+    escapes,
+)
+def test_a_hostile_batch_id_and_status_are_shown_clean_and_bounded(
+    examples: Examples, batch_id: str, status: str, escape: str
+) -> None:
+    examples()
+    raw = batch_state({"id": batch_id + escape, "status": escape + status})
+    shown = timed(raw.shown)
+    assert raw.id == batch_id + escape  # the lane's copy, to poll and cancel with
+    for text, limit in ((shown.id, ID_CHARS), (shown.status, STATUS_CHARS)):
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e\n"), text[:200]
+        assert len(text) <= limit + 40
+
+
+@st.composite
+def views(draw: st.DrawFn) -> HeaderView:
+    inflight = draw(st.integers(0, 10**6))
+    return HeaderView(
+        state="running",
+        tokens=draw(st.integers(0, 10**15)),
+        tok_s=draw(st.floats(0, 1e9)),
+        done=draw(st.integers(0, 99)),
+        total=99,
+        inflight=inflight,
+        concurrency=draw(st.integers(max(1, inflight), 10**6)),
+        utilisation=draw(st.one_of(st.none(), st.floats(0, 1))),
+        server_running=draw(st.integers(0, 10**6)),
+        server_queued=draw(st.integers(0, 10**6)),
+        note=draw(st.text(max_size=80).filter(lambda t: "gpu-box" not in t)),
+        where=draw(st.sampled_from(["", "pid 4242 on gpu-box"])),
+        cost=draw(st.one_of(st.none(), st.floats(0, 1e6))),
+        cost_per_hour=draw(st.one_of(st.none(), st.floats(0, 1e4))),
+        hosts=(("gpu-box", "connected"),) if draw(st.booleans()) else (),
+    )
+
+
+@given(views(), st.integers(0, 240))
+def test_the_header_fits_and_gives_way_least_important_first(
+    examples: Examples, view: HeaderView, room: int
+) -> None:
+    examples()
+    shown = timed(fit_parts, parts_of(view), room)
+    drawn: list[str] = []
+    used = 0
+    for part in shown:  # as RunHeader.render draws them
+        if used + 2 + len(part) <= room:
+            drawn.append(part)
+            used += 2 + len(part)
+    assert used <= room
+    servers = any(p.startswith(("(server: ", "(srv ")) for p in drawn)
+    later = [p for p in drawn if p == view.where or p.endswith(" ✓")]
+    assert servers or not later, (drawn, room)
