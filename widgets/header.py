@@ -157,8 +157,13 @@ def in_flight_parts(view: HeaderView) -> list[Part]:
 
 
 def fit_parts(parts: list[Part], room: int) -> list[str]:
-    """`parts` shortened, least important first (see Part), until they fit `room` columns
-    (two spaces before each); what still does not fit is left to the caller to skip."""
+    """What the header draws of `parts` in `room` columns (two spaces before each).
+
+    Shortened least important first (see Part) until they fit; then each shortening is
+    undone, the most important first, where the longer form costs no part its place: a
+    note cut for servers' figures that do not fit even so is said whole. What still does
+    not fit is skipped, as it always was (a later, shorter part may take the room).
+    """
     texts = [part.text for part in parts]
 
     def width() -> int:
@@ -168,12 +173,30 @@ def fit_parts(parts: list[Part], room: int) -> list[str]:
         ((rank, index, form) for index, part in enumerate(parts) for rank, form in part.steps),
         key=lambda step: -step[0],
     )
+    taken: list[tuple[int, str]] = []
     for _, index, form in steps:
         if width() <= room:
             break
         if len(form) < len(texts[index]):
+            taken.append((index, texts[index]))
             texts[index] = form
-    return [text for text in texts if text]
+    for index, longer in reversed(taken):
+        before = drawn(texts, room)
+        shorter, texts[index] = texts[index], longer
+        if not before <= drawn(texts, room):
+            texts[index] = shorter
+    return [texts[index] for index in sorted(drawn(texts, room))]
+
+
+def drawn(texts: list[str], room: int) -> set[int]:
+    """The indices of `texts` drawn in `room` columns: each in turn when it fits (two
+    spaces before it), else skipped; "" is no part."""
+    shown, used = set(), 0
+    for index, text in enumerate(texts):
+        if text and used + 2 + len(text) <= room:
+            shown.add(index)
+            used += 2 + len(text)
+    return shown
 
 
 class RunHeader(Widget):
