@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 from gen_tui.backends.config.run import queued_concurrency
 from gen_tui.backends.engine.slots import SlotPool
+from gen_tui.backends.figures import counted
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 
 START = 16
@@ -117,7 +118,7 @@ class ConcurrencyTuner:
             self._by_rate(tokens, now)
         if budget_room is not None and self.target > max(MIN_TARGET, budget_room):
             self.target = float(max(MIN_TARGET, budget_room))
-            self.reason = f"the budgets have room for about {budget_room:,} answers"
+            self.reason = f"the budgets have room for about {counted(budget_room, 'answer')}"
         self._apply()
 
     def _by_metrics(self, loads: list[ServerMetrics], now: float) -> None:

@@ -125,3 +125,11 @@ def test_it_never_climbs_past_what_the_budgets_have_room_for() -> None:
     assert "room for about 31 answers" in tuner.reason
     tuner.observe([server.look(len(pool))], 0, 21.0, budget_room=None)
     assert pool.concurrency > 31  # no token budget: the servers alone decide
+
+
+def test_room_for_one_answer_is_said_in_the_singular() -> None:
+    pool = SlotPool(512)
+    tuner = ConcurrencyTuner(pool, 512, start=16)
+    _fill(pool)
+    tuner.observe([ModelServer(slots=512, knee=None).look(len(pool))], 0, 0.0, budget_room=1)
+    assert tuner.reason == "the budgets have room for about 1 answer"  # it said "1 answers"
