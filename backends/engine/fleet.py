@@ -225,24 +225,7 @@ class FleetPlanner(RunPart):
     def _view(self, made: Plan, now: float) -> PlanView:
         """`made` in wall-clock terms, with what was spent before it."""
         wall = time.time()
-        lanes = []
-        for lane in made.lanes:
-            tokens = made.tokens.get(lane.name, 0)
-            finish = None
-            if tokens > 0 and lane.rate > 0:
-                finish = wall_time(lane.turnaround_s + tokens / lane.rate, wall)
-            lanes.append(
-                LanePlan(
-                    lane.name,
-                    tokens,
-                    tokens * lane.price,
-                    finish,
-                    lane.rate,
-                    lane.price,
-                    lane.turnaround_s,
-                    str(lane.state),
-                )
-            )
+        lanes = [LanePlan.share(lane, made.tokens.get(lane.name, 0), wall) for lane in made.lanes]
         deadline = None
         if self.deadline_at is not None:
             deadline = wall + max(0.0, self.deadline_at - now)

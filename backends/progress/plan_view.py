@@ -47,6 +47,24 @@ class LanePlan:
     turnaround_s: float = 0.0
     state: str = "up"
 
+    @classmethod
+    def share(cls, lane: Lane, tokens: int, wall: float) -> LanePlan:
+        """`lane`'s share of a plan made at wall-clock `wall`: its finish is its answer
+        time plus its tokens at its rate (the engine's plan and a panel's preview alike)."""
+        finish = None
+        if tokens > 0 and lane.rate > 0:
+            finish = wall_time(lane.turnaround_s + tokens / lane.rate, wall)
+        return cls(
+            lane.name,
+            tokens,
+            tokens * lane.price,
+            finish,
+            lane.rate,
+            lane.price,
+            lane.turnaround_s,
+            str(lane.state),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class PlanView:
@@ -202,24 +220,7 @@ def replanned(
     ]
     cap = None if max_cost is None else max(0.0, max_cost - view.spent)
     made = plan(lanes, view.remaining, deadline_s, cap)
-    shares = []
-    for lane in lanes:
-        tokens = made.tokens.get(lane.name, 0)
-        finish = None
-        if tokens > 0 and lane.rate > 0:
-            finish = wall_time(lane.turnaround_s + tokens / lane.rate, wall)
-        shares.append(
-            LanePlan(
-                lane.name,
-                tokens,
-                tokens * lane.price,
-                finish,
-                lane.rate,
-                lane.price,
-                lane.turnaround_s,
-                str(lane.state),
-            )
-        )
+    shares = [LanePlan.share(lane, made.tokens.get(lane.name, 0), wall) for lane in lanes]
     return PlanView(
         made_at=wall,
         status=str(made.status),
