@@ -17,7 +17,6 @@ import aiohttp
 import pytest
 
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.router import listed
@@ -30,8 +29,8 @@ from tests.support.real_sglang import (
     server_env,
     tiny_model,
 )
-from tests.support.router import ROUTER_PYTHON, get_json, router_problem
-from tests.support.servers import Recorder, kill_servers, launcher_in
+from tests.support.router import get_json, router_problem, router_recipe
+from tests.support.servers import kill_servers, routed_fleet
 
 S = ServerState
 LOAD_S = 400.0
@@ -74,32 +73,8 @@ async def test_two_real_sglang_servers_a_kill_9_and_the_router(
 ) -> None:
     model = tiny_model(model_cache())
     workers = [sglang_recipe(f"cpu{i}", model) for i in range(2)]
-    port = free_port()
-    router = ServerRecipe(
-        "router",
-        (
-            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
-            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
-            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
-            *("--log-level", "warn", "--worker-urls", "{workers}"),
-        ),
-        port,
-        startup_s=120.0,
-    )
-    launcher = launcher_in(folder)
-    recorder = Recorder()
-    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
-    fleet = Fleet(
-        workers,
-        urls,
-        {"process": launcher},
-        launcher.state,
-        http,
-        [recorder],
-        router=router,
-        check_s=0.5,
-        grace_s=20.0,
-    )
+    router = router_recipe(startup_s=120.0)
+    fleet, recorder, urls = routed_fleet(workers, router, folder, http, check_s=0.5, grace_s=20.0)
     killed_group: int | None = None
 
     def listing() -> set[str]:

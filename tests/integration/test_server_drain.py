@@ -19,19 +19,18 @@ import pytest
 
 from gen_tui.backends.servers.drain import in_flight
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.router import ROUTER_PYTHON, get_json, router_problem
+from tests.support.router import get_json, router_problem, router_recipe
 from tests.support.runs import finish
 from tests.support.servers import (
     Recorder,
     gen_tui_in,
     kill_servers,
-    launcher_in,
+    routed_fleet,
     sim_recipe,
     supervisor_of,
 )
@@ -80,32 +79,8 @@ async def test_a_stopped_worker_leaves_the_router_then_finishes_its_request(
     if problem:
         pytest.skip(problem)
     workers = [sim_recipe(f"w{i}", free_port(), *SLOW, drain_s=30.0) for i in range(2)]
-    port = free_port()
-    router = ServerRecipe(
-        "router",
-        (
-            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
-            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
-            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
-            *("--log-level", "warn", "--worker-urls", "{workers}"),
-        ),
-        port,
-        startup_s=60.0,
-    )
-    launcher = launcher_in(folder)
-    recorder = Recorder()
-    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
-    fleet = Fleet(
-        workers,
-        urls,
-        {"process": launcher},
-        launcher.state,
-        http,
-        [recorder],
-        router=router,
-        check_s=0.2,
-        grace_s=3.0,
-    )
+    router = router_recipe()
+    fleet, recorder, urls = routed_fleet(workers, router, folder, http)
     await fleet.up()
     try:
         await recorder.reach(S.HEALTHY, 3, timeout=90)
@@ -213,27 +188,12 @@ async def test_servers_stop_takes_it_off_the_router_first(
     state = tmp_path / "state"
     folder = state / "gen-tui" / "servers"
     workers = [sim_recipe(f"w{i}", free_port(), *SLOW, drain_s=30.0) for i in range(2)]
-    port = free_port()
-    router = ServerRecipe(
-        "router",
-        (
-            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
-            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
-            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
-            *("--log-level", "warn", "--worker-urls", "{workers}"),
-        ),
-        port,
-        startup_s=60.0,
-    )
+    router = router_recipe()
     config = tmp_path / "gen-tui.toml"
     config.write_text(
         "".join([*(_toml(w, "[[servers]]") for w in workers), _toml(router, "[router]")])
     )
-    launcher = launcher_in(folder)
-    recorder = Recorder()
-    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
-    fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
-                  router=router, check_s=0.2, grace_s=3.0)  # fmt: skip
+    fleet, recorder, urls = routed_fleet(workers, router, folder, http)
     await fleet.up()
     try:
         await recorder.reach(S.HEALTHY, 3, timeout=90)

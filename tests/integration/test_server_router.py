@@ -14,13 +14,11 @@ import aiohttp
 import pytest
 
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.fleet import Fleet
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.router import ROUTER_PYTHON, get_json, router_problem
-from tests.support.servers import Recorder, kill_servers, launcher_in, sim_recipe
+from tests.support.router import get_json, router_problem, router_recipe
+from tests.support.servers import kill_servers, routed_fleet, sim_recipe
 
 S = ServerState
 
@@ -38,32 +36,8 @@ async def test_a_killed_worker_leaves_the_router_and_comes_back(
     folder: Path, http: aiohttp.ClientSession
 ) -> None:
     workers = [sim_recipe(f"w{i}", free_port()) for i in range(2)]
-    port = free_port()
-    router = ServerRecipe(
-        "router",
-        (
-            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
-            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
-            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
-            *("--log-level", "warn", "--worker-urls", "{workers}"),
-        ),
-        port,
-        startup_s=60.0,
-    )
-    launcher = launcher_in(folder)
-    recorder = Recorder()
-    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
-    fleet = Fleet(
-        workers,
-        urls,
-        {"process": launcher},
-        launcher.state,
-        http,
-        [recorder],
-        router=router,
-        check_s=0.2,
-        grace_s=3.0,
-    )
+    router = router_recipe()
+    fleet, recorder, urls = routed_fleet(workers, router, folder, http)
     await fleet.up()
     await recorder.reach(S.HEALTHY, 3, timeout=90)
 

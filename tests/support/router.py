@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from gen_tui.backends.servers.recipe import ServerRecipe
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.side_python import side_python_problem
@@ -109,3 +110,20 @@ async def start_router(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def router_recipe(startup_s: float = 60.0) -> ServerRecipe:
+    """The `[router]` recipe of the servers tests: the real sglang-router on a free port,
+    round robin over the workers its supervisor fills in (`{workers}`)."""
+    port = free_port()
+    return ServerRecipe(
+        "router",
+        (
+            *(ROUTER_PYTHON, "-m", "sglang_router.launch_router"),
+            *("--host", "127.0.0.1", "--port", str(port), "--policy", "round_robin"),
+            *("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())),
+            *("--log-level", "warn", "--worker-urls", "{workers}"),
+        ),
+        port,
+        startup_s=startup_s,
+    )

@@ -14,6 +14,7 @@ import psutil
 
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.servers.events import ServerEvent, ServerState
+from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.process import ProcessLauncher
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
@@ -137,3 +138,22 @@ async def gen_tui_in(state: Path, *args: str) -> asyncio.subprocess.Process:
         env={**ENV, "XDG_STATE_HOME": str(state)},
         start_new_session=True,
     )
+
+
+def routed_fleet(
+    workers: list[ServerRecipe],
+    router: ServerRecipe,
+    folder: Path,
+    http: aiohttp.ClientSession,
+    *,
+    check_s: float = 0.2,
+    grace_s: float = 3.0,
+) -> tuple[Fleet, Recorder, dict[str, str]]:
+    """`workers` and `router` as one fleet of local processes supervised from `folder`,
+    with a recorder of its events and each server's URL by name (not started yet)."""
+    launcher = launcher_in(folder)
+    recorder = Recorder()
+    urls = {recipe.name: recipe.url() for recipe in [*workers, router]}
+    fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
+                  router=router, check_s=check_s, grace_s=grace_s)  # fmt: skip
+    return fleet, recorder, urls
