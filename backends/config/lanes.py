@@ -23,6 +23,8 @@ from gen_tui.backends.plan.deadline import DeadlineError, parse_deadline
 
 APIS = ("sglang", "openai", "openai-batch")
 BATCH_API = "openai-batch"
+SGLANG_API = "sglang"
+"""The native API, the one a lane names without `api=`: an SGLang server and its /metrics."""
 DEFAULT_TURNAROUND_S = 24 * 3600.0
 """A batch lane's turnaround until one of its batches has come back: the providers' window
 (24 h), so nothing is planned on it that it may not deliver; `turnaround=` says better."""
@@ -34,7 +36,7 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 class LaneSpec:
     name: str
     url: str
-    api: str = "sglang"
+    api: str = SGLANG_API
     price_per_million: tuple[float, float] = (0.0, 0.0)
     concurrency: int | None = None
     """Requests in flight on this lane; None: the run's --concurrency."""

@@ -12,6 +12,7 @@ import posixpath
 from collections.abc import Sequence
 
 from gen_tui.backends import watcher
+from gen_tui.backends.config.lanes import SGLANG_API, parse_lane
 from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_SERVER
 from gen_tui.backends.telemetry.server_url import plain_url
 
@@ -118,17 +119,38 @@ def own_grace(argv: Sequence[str]) -> float | None:
 
 
 SERVER_FLAG = "--server-url"
+LANE_FLAG = "--lane"
 
 
 def server_urls(argv: Sequence[str]) -> list[str]:
-    """The servers a run's command line names (every `--server-url`; gen-tui's default for a
-    gen-tui run that names none and no config file, which could name them), plain URLs only."""
+    """The servers a run's command line names (every `--server-url`, and each `--lane`
+    served by SGLang's native API: an OpenAI-compatible or batch lane is a provider's API,
+    with no /metrics to read; gen-tui's default for a gen-tui run that names none and no
+    config file, which could name them), plain URLs only."""
     urls: list[str] = []
+    lanes = 0
     for index, word in enumerate(argv):
-        if word == SERVER_FLAG and index + 1 < len(argv):
-            urls.append(argv[index + 1])
-        elif word.startswith(SERVER_FLAG + "="):
-            urls.append(word[len(SERVER_FLAG) + 1 :])
-    if not urls and is_gen_tui(argv) and watcher.flag_value(list(argv), "--config") is None:
+        flag, eq, inline = word.partition("=")
+        if flag not in (SERVER_FLAG, LANE_FLAG):
+            continue
+        value = inline if eq else (argv[index + 1] if index + 1 < len(argv) else None)
+        if value is None:
+            continue
+        if flag == SERVER_FLAG:
+            urls.append(value)
+            continue
+        lanes += 1
+        try:
+            lane = parse_lane(value)
+        except ValueError:
+            continue  # the run refused it itself
+        if lane.api == SGLANG_API:
+            urls.append(lane.url)
+    if (
+        not urls
+        and not lanes
+        and is_gen_tui(argv)
+        and watcher.flag_value(list(argv), "--config") is None
+    ):
         urls.append(DEFAULT_SERVER)
     return [plain for url in urls if (plain := plain_url(url)) is not None]
