@@ -67,6 +67,9 @@ class Server:
         self.request_s = 0.0
         self.first_sent: float | None = None
         """When its first request went (a free lane's rate is its tokens since then)."""
+        self.first_answered: float | None = None
+        """When its first answer came back: the pipe's filling time is the span from
+        `first_sent` (its mean request time is not, once requests queue at the server)."""
         """Completion tokens, answers, dollars and request-seconds of its answers so far:
         its rate per request and its price per token, as the planner measures them."""
 
@@ -367,6 +370,8 @@ class RequestRunner(RunPart):
                 self.reporter.event("info", f"{server.url} answers again: its credits are back")
                 if self.on_stall is not None:
                     self.on_stall()  # re-plan now, with it
+            if server.first_answered is None:
+                server.first_answered = time.monotonic()
             server.tokens += generation.completion_tokens
             server.answers += 1
             server.allowance -= generation.completion_tokens

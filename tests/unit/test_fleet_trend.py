@@ -53,3 +53,22 @@ def test_the_planner_is_handed_each_lanes_trend(tmp_path: Path) -> None:
     # Slowing, it delivers less by a deadline than its rate now says, so less is planned on it.
     assert lane.capacity(200) < Lane("box", lane.rate).capacity(200)
     assert all(now - t <= TREND_WINDOW_S for t, _ in planner.rates["box"])
+
+
+def test_a_free_lanes_rate_is_not_stretched_by_its_queue(tmp_path: Path) -> None:
+    # A box of 8 slots at 30 tok/s each (240 tok/s) sent 64: each request waits ~80 s
+    # though an answer takes 10 s. Its delivered rate, less the pipe's filling (its first
+    # answer, 10 s in), is its pace; less its mean request time it was 327 tok/s.
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
+        lanes=["box=http://box:1"],
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1")
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 300, now - 290
+    box.answers, box.tokens = 240, 72_000  # 300 tokens each, 240 tok/s for 300 s
+    box.request_s = 240 * 80.0
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
+    assert lane.rate == pytest.approx(72_000 / 290, rel=1e-3)  # 248, within 4% of 240
