@@ -45,8 +45,9 @@ FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
 lane sends one wave meanwhile, a free one runs)."""
 SETTLED_ANSWERS = 3
-"""A free lane's rate is its delivered tokens over its time once it has run this many
-answers' time (before, a first answer or two say little of its pace)."""
+"""A free lane's rate is its delivered tokens over its time once it has this many answers and
+has run this many times as long as its first answer took (before, a first answer or two say
+little of its pace)."""
 CHECK_S = 0.5
 """How often the first plan looks whether every lane has answered."""
 TREND_WINDOW_S = 300.0
@@ -126,15 +127,16 @@ class FleetPlanner(RunPart):
                 price = self.config.price_per_million[1] / 1e6
             latency = server.request_s / server.answers if server.answers else 0.0
             running_s = now - server.first_sent if server.first_sent is not None else 0.0
-            if price == 0 and running_s > SETTLED_ANSWERS * latency > 0:
+            fill = latency
+            if server.first_answered is not None and server.first_sent is not None:
+                fill = server.first_answered - server.first_sent
+            settled = server.answers >= SETTLED_ANSWERS and running_s > SETTLED_ANSWERS * fill > 0
+            if price == 0 and settled:
                 # A free lane is never held back: what it delivered since its first request
                 # is its rate (round trips and idle slots included, unlike per request),
                 # less the pipe's filling: until its first answer, not its mean request
                 # time, which requests queued at the server stretch (a box of 8 slots sent
-                # 64 was measured at 3x its pace).
-                fill = latency
-                if server.first_answered is not None and server.first_sent is not None:
-                    fill = server.first_answered - server.first_sent
+                # 64 was planned at 2.7x its pace a minute in, 1.4x after five).
                 rate = server.tokens / (running_s - fill)
             else:
                 # A priced lane is held to its share (and a free one has not run long enough

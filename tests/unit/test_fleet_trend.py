@@ -72,3 +72,23 @@ def test_a_free_lanes_rate_is_not_stretched_by_its_queue(tmp_path: Path) -> None
     runner: Any = SimpleNamespace(servers=[box], on_stall=None)
     (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
     assert lane.rate == pytest.approx(72_000 / 290, rel=1e-3)  # 248, within 4% of 240
+
+
+def test_a_free_lane_settles_after_its_first_answers_time_not_its_queues(
+    tmp_path: Path,
+) -> None:
+    # A minute in, requests have waited 40 s on average behind the box's 8 slots: its rate
+    # per request times the lane's 64 said 2.7x its pace. Three first-answer times in, what
+    # it delivered is its rate.
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
+        lanes=["box=http://box:1"],
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1")
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 60, now - 50
+    box.answers, box.tokens, box.request_s = 40, 12_000, 40 * 40.0
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
+    assert lane.rate == pytest.approx(12_000 / 50, rel=1e-3)
