@@ -37,6 +37,17 @@ _CONTROLS_AND_BREAKS = re.compile(
 )
 
 
+_COLOURS = re.compile("\x1b\\[[0-9;]*m")
+"""SGR sequences: a log's colours (sglang-router, uvicorn and tqdm colour theirs)."""
+
+
+def without_colours(text: str) -> str:
+    """`text` without its colour sequences: harmless formatting a log's writer added, dropped
+    so the line reads (every other escape still goes through :func:`clean`/:func:`one_line`
+    and shows as a symbol)."""
+    return _COLOURS.sub("", text)
+
+
 def truncate(text: str, limit: int) -> str:
     """`text` cut to about `limit` characters, the head kept and the cut said."""
     if len(text) <= limit:

@@ -21,7 +21,7 @@ from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
-from gen_tui.backends.untrusted import one_line
+from gen_tui.backends.untrusted import one_line, without_colours
 
 MARKER = "GEN_TUI_SERVER"
 """In the environment of every server gen-tui starts: its recipe's name."""
@@ -36,7 +36,7 @@ def last_of(lines: list[str]) -> str:
     """The last non-blank line of `lines`, one line, bounded ("" for none)."""
     for line in reversed(lines):
         if line.strip():
-            return one_line(line.strip(), LINE_CHARS)
+            return one_line(without_colours(line).strip(), LINE_CHARS)
     return ""
 
 
