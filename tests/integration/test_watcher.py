@@ -95,6 +95,7 @@ def test_source_is_python38_and_stdlib_only() -> None:
         "sys",
         "time",
         "pwd",  # stdlib: the login names of run and file owners
+        "signal",  # stdlib: the servers' exit wrapper (starts.EXIT_WRAPPER, its own program)
         "shutil",  # stdlib: which nvidia-smi
         "threading",  # stdlib: telemetry beside the watch loop
         "urllib",  # stdlib: the servers' /metrics read on the box
