@@ -34,7 +34,8 @@ async def strip_and_log_agree(app: GenTuiApp, stale: HostLink, pilot: Pilot[int]
         host = "not surveyed yet"
         if monitor is not None:
             telemetry = monitor.telemetry
-            host = f"watch {monitor.watch_state!r}, GPU problem {telemetry.gpu_problem!r}, "
+            host = f"watch {monitor.watch_state!r}, GPUs absent {telemetry.gpus_absent!r}, "
+            host += f"read at {telemetry.gpus_at!r}, "
             host += f"{len(telemetry.board.gpus)} GPUs read"
         events = "\n".join(dashboard.events)
         return f"the stale run's host: {host}; started {stale.started}\nevents:\n{events}"
