@@ -133,7 +133,7 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
     # turn's reasoning from the history, so turn k+1's prompt does not start with turn k's
     # answer ids; the row is the whole conversation as the template renders it, and each
     # assistant turn's span of it is in the loss mask (this template keeps no reasoning),
-    # up to the end of the last answer.
+    # up to the last turn's end-of-turn markup (in the mask after each answer).
     ids = gen_tui("export", "--output-dir", str(out), "--format", "specforge", "--to", "-")
     assert ids.returncode == 0, ids.stderr.decode()
     flat = {row["id"]: row for row in map(json.loads, ids.stdout.splitlines())}
@@ -143,13 +143,12 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
         one = flat[row["id"]]
         plain = [{"role": m["role"], "content": m["content"]} for m in row["conversations"]]
         rendered = list(tokenizer.apply_chat_template(plain, tokenize=True, return_dict=False))
-        # The render, ended with the last answer (as a row built from prompt and answer
-        # ids is): the end-of-turn markup after it is not written.
-        assert one["input_ids"] == rendered[: len(one["input_ids"])]
-        assert tokenizer.decode(rendered[len(one["input_ids"]) :]).strip() == "<|end|>"
+        # The whole render, ended with the last turn's end-of-turn markup (as a row built
+        # from prompt and answer ids is).
+        assert one["input_ids"] == rendered
         assert len(one["loss_mask"]) == len(one["input_ids"])
         answers = [m["content"] for m in row["conversations"] if m["role"] == "assistant"]
-        assert mask_runs(tokenizer, one) == answers
+        assert mask_runs(tokenizer, one) == [answer + "<|end|>\n" for answer in answers]
 
 
 def test_max_samples_counts_whole_conversations(

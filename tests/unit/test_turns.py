@@ -242,6 +242,8 @@ async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whol
 
     rows, tally = export("specforge")
     assert (tally.records, tally.exported) == (7, 7)
+    end = tokenizer.encode("<|end|>\n", add_special_tokens=False)
+    assert len(end) == 2
     for row, count in zip(rows, turns, strict=True):
         ids, mask = row["input_ids"], row["loss_mask"]
         assert len(ids) == len(mask) and set(mask) == {0, 1}  # SpecForge's prompts_path rows
@@ -253,7 +255,8 @@ async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whol
                 spans.append(ids[start:at])
                 start = None
         sample = row["metadata"]["sample_id"]
-        assert spans == [written[(sample, t)]["output_ids"] for t in range(1, count + 1)]
+        # Each turn's answer, then the template's end-of-turn markup, as the trainers mask it.
+        assert spans == [written[(sample, t)]["output_ids"] + end for t in range(1, count + 1)]
         first = client.sent[
             [r.messages[-1]["content"] for _, r in client.sent].index(f"{sample} q1")
         ][1]
