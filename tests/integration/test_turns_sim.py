@@ -58,6 +58,35 @@ def test_a_budget_ends_within_precision_with_every_conversation_begun_finished(
     assert verify_dataset(out / "chat", {}).ok
 
 
+@pytest.mark.parametrize("budget", [3_000, 5_000])
+def test_strict_ends_at_its_budget_with_every_conversation_begun_finished(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int, budget: int
+) -> None:
+    """Strict with every answer at its cap (the simulator's answers run to 200): it never
+    passes its budget and sends no turn it has no room for. It used to plan a conversation
+    at the mean turn count, and count the ones begun in the same pass as one turn: at 5,000
+    it sent turns that passed the budget, dropped them ("the server exceeded
+    max_new_tokens") and ended with 5 of 8 conversations unfinished (3,000: all 8)."""
+    turns = write_conversations(tmp_path / "prompts" / "chat.jsonl", 120)
+    out = tmp_path / "out"
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size), "--slots", "16",
+        "--profile", "chat=1000:0.6",
+    ) as url:  # fmt: skip
+        args = run_args(tmp_path / "prompts", out, url, tokenizer_dir, budget)
+        done = gen_tui(*args, "--budget-mode", "strict")
+        received = ledger(url)
+    assert done.returncode == 0, done.stderr.decode()
+    records = turn_records(out)
+    tokens = check_whole(records, turns)  # every conversation begun is finished
+    assert {record["completion_tokens"] for record in records} == {200}
+    assert tokens <= budget, (tokens, budget)
+    # Sent, each once, exactly the turns on disk: none thrown away at the budget.
+    assert received == {(r["sample_id"], r["turn"]): 1 for r in records}
+    assert b"dropped" not in done.stdout + done.stderr
+    assert verify_dataset(out / "chat", {}).ok
+
+
 def test_kill_9_mid_run_and_the_same_command_regenerate_no_turn_and_leave_no_gap(
     tmp_path: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
