@@ -111,7 +111,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
                 tail = encode_text(tokenizer, end_of_turn(tokenizer, history, answers[turn - 1]))
             except Exception:  # a template can raise anything on odd input
                 return "prompt untokenizable"
-            output_ids = answer_ids(output_ids, tail) + tail
+            output_ids = answer_ids(tokenizer, output_ids, tail) + tail
         length = (
             len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
         )
@@ -135,11 +135,15 @@ def end_of_turn(tokenizer: Any, history: list[dict[str, str]], answer: str) -> s
     return text[at + len(_MARK) :] if at >= 0 else ""
 
 
-def answer_ids(output_ids: list[int], tail: list[int]) -> list[int]:
-    """A turn's answer ids without the stop token SGLang leaves at their end (`<|im_end|>`
-    where the template's end-of-turn markup `tail` starts with it): the markup is added
-    whole from the template, once."""
+def answer_ids(tokenizer: Any, output_ids: list[int], tail: list[int]) -> list[int]:
+    """A turn's answer ids without the stop token SGLang leaves at their end (0.5.23's
+    `finished_len` counts the token it matched): the template's end-of-turn markup `tail`
+    is added whole, once. The stop is the markup's first token (Qwen's `<|im_end|>`) or
+    another special token the model may also stop on (`<|endoftext|>`), which the
+    template, rendering the answer's text, would not write either."""
     if output_ids and tail and output_ids[-1] == tail[0]:
+        return output_ids[:-1]
+    if output_ids and output_ids[-1] in set(getattr(tokenizer, "all_special_ids", ())):
         return output_ids[:-1]
     return output_ids
 

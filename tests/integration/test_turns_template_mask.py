@@ -132,15 +132,17 @@ def test_both_paths_give_one_row_for_one_conversation(
     assert (cut_ids.input_ids, cut_ids.loss_mask) == (cut_render.input_ids, cut_render.loss_mask)
 
 
+@pytest.mark.parametrize("stop_token", ["<|end|>", "<|pad|>"])
 def test_an_answer_ending_with_the_stop_token_sglang_matched_gives_the_same_row(
-    tokenizer_dir: Path,
+    tokenizer_dir: Path, stop_token: str
 ) -> None:
     """SGLang's `output_ids` end with the stop token it matched (`<|end|>` here, Qwen's
-    `<|im_end|>`), the simulator's and an OpenAI path's do not: the row is the same, its
-    end-of-turn markup in the mask once per turn."""
+    `<|im_end|>`; or another special token it stops on, as Qwen's `<|endoftext|>`), the
+    simulator's and an OpenAI path's do not: the row is the same, its end-of-turn markup
+    in the mask once per turn."""
     tokenizer = load_tokenizer(str(tokenizer_dir))
     plain = conversation(tokenizer, reasoning_from=4)
-    stop = tokenizer.convert_tokens_to_ids("<|end|>")
+    stop = tokenizer.convert_tokens_to_ids(stop_token)
     stopped = Conversation(
         plain.dataset,
         plain.prompt,
@@ -151,4 +153,6 @@ def test_an_answer_ending_with_the_stop_token_sglang_matched_gives_the_same_row(
     assert (with_stop.input_ids, with_stop.loss_mask) == (without.input_ids, without.loss_mask)
     row = {"input_ids": without.input_ids, "loss_mask": without.loss_mask}
     assert mask_runs(tokenizer, row) == [answer + END for answer in ANSWERS]
-    assert without.input_ids.count(stop) == len(USERS) * 2 + 1  # system, users, answers
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    assert without.input_ids.count(end) == len(USERS) * 2 + 1  # system, users, answers
+    assert stop == end or stop not in without.input_ids
