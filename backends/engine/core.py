@@ -52,7 +52,7 @@ from gen_tui.backends.engine.tuning import AutoConcurrency
 from gen_tui.backends.figures import counted
 from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.snapshot import BudgetEvent, DatasetState, RunSnapshot
-from gen_tui.backends.store.conversations import Turns
+from gen_tui.backends.store.conversations import Turns, turn_count, turn_key
 from gen_tui.backends.store.manifest import template_sha256
 from gen_tui.backends.store.prompts import Prompt
 
@@ -416,6 +416,13 @@ class Engine:
         entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
+            # Its turns to come count from now, not once its task first runs: conversations
+            # launched in one pass of the dispatch loop each saw the others as one turn.
+            turns = turn_count(prompt.messages)
+            on_disk = sum(
+                1 for turn in range(1, turns + 1) if turn_key(prompt.key, turn) in ds.done
+            )
+            entry.turns_left = max(0, turns - on_disk - 1)
             if server is not None:  # its turns pick their servers themselves
                 server.outstanding -= 1
             task = asyncio.create_task(self._conversations.run(ds, entry, prompt))

@@ -118,6 +118,9 @@ class DatasetRun:
         self.turns_fed = 0
         """With `--turns all`: conversations queued and their turns, for the mean a
         conversation not begun yet is planned at (`turns_mean`)."""
+        self.turns_max = 1
+        """With `--turns all`: the most turns of a conversation queued so far, what the strict
+        budget reserves for the next one (whichever it is, it has no more)."""
         self.prompt_lines: int | None = None
         """Non-empty lines of its prompt file, once counted (the feeder counts them)."""
 

@@ -180,8 +180,10 @@ class Feeder(RunPart):
                     if prompt.key in ds.history:
                         ds.begun_queued += 1
                     if self.config.turns is Turns.ALL:
+                        turns = turn_count(prompt.messages)
                         ds.conversations_fed += 1
-                        ds.turns_fed += turn_count(prompt.messages)
+                        ds.turns_fed += turns
+                        ds.turns_max = max(ds.turns_max, turns)
                     await ds.queue.put(item)
                     self.signals.wake.set()
                 if begun_read:

@@ -34,9 +34,16 @@ class Scheduler(RunPart):
         """How many slots the pool has right now (for the small-budget note)."""
 
     def may_send(self, ds: DatasetRun, inflight: list[InFlight]) -> bool:
-        """Whether `ds`'s budget allows one more request beside `inflight`."""
+        """Whether `ds`'s budget allows one more request beside `inflight`.
+
+        With `--turns all` the request is a whole conversation: planned at the mean turns
+        (`turns_mean`), but strict reserves the most turns of any conversation queued
+        (`turns_max`), each at its cap: the next one may be the longest, and strict's
+        promise is that the budget is never passed, which a conversation planned at the
+        mean broke (it was either cut at the budget, a turn dropped, or not finished)."""
+        mode = self.config.budget_mode
         return may_dispatch(
-            self.config.budget_mode,
+            mode,
             ds.budget,
             ds.tokens,
             ds.budget_samples,
@@ -44,7 +51,7 @@ class Scheduler(RunPart):
             ds.model,
             self.answer_limit.tokens,
             expected=ds.expected,
-            turns=ds.turns_mean,
+            turns=ds.turns_max if mode is BudgetMode.STRICT else ds.turns_mean,
         )
 
     def note_small_budget(self, ds: DatasetRun) -> None:

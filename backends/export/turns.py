@@ -3,10 +3,12 @@ assistant turn in the loss mask (issue 35).
 
 How the ids are built: turn k's request was turn 1..k's history rendered by the run's chat
 template (`conversations.turn_messages`), so the row is turn 1's prompt ids, then each
-turn's answer ids (mask 1) and the template's ids between that answer and the next turn's
-generation prompt (mask 0): the part of turn k+1's rendered prompt that follows everything
-before it. That holds only if turn k+1's prompt starts with turn k's prompt and answer ids,
-which a template that re-renders the earlier turns otherwise breaks. A thinking model's
+turn's answer ids and the template's end-of-turn markup after it (`<|im_end|>\\n`; mask 1),
+and the template's ids between that and the next turn's generation prompt (mask 0): the part
+of turn k+1's rendered prompt that follows everything before it.
+
+That holds only if turn k+1's prompt starts with turn k's prompt, answer and end-of-turn
+ids, which a template that re-renders the earlier turns otherwise breaks. A thinking model's
 does: its template drops an earlier turn's reasoning from the history, where the answer's
 ids hold it. Such a conversation's row is built as the template renders the whole
 conversation instead (`rendered`: template-aware masking, what SpecForge itself does with
@@ -15,6 +17,17 @@ where the template keeps it. Only a conversation the template renders in no stab
 earlier turn rendered differently once a later one follows) is skipped as an ids mismatch,
 never exported with a mask off by a token. `sharegpt` and `text`, which carry messages,
 export each turn with its `reasoning_content`.
+
+Why the end-of-turn markup is in the mask: both trainers put it there when they prepare the
+same conversation themselves. SpecForge 0.2.0's `GeneralParser` masks from after the
+assistant header through its template's `end_of_turn_token` (`<|im_end|>\\n` for qwen, 2
+tokens), speculators 0.9.0's `_render_boundary_rows` everything the render of the
+conversation up to that turn adds after its generation prompt (the same `<|im_end|>\\n`).
+A drafter trained without it never learns to propose the end of a turn. SGLang's own
+`output_ids` end with the stop token it matched (`<|im_end|>`), the simulator's and an
+OpenAI path's do not: the answer's ids are taken without it and the markup is added from
+the template, so the row is the same on every path. The row ends with the last turn's
+markup, as the trainers' renders do.
 
 `--max-length` cuts whole turns: the row keeps the turns whose ids fit, and a conversation
 whose first turn does not fit is skipped as over the length.
@@ -31,7 +44,7 @@ from gen_tui.backends.export.formats import RunFacts
 from gen_tui.backends.store.conversations import turn_messages
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import sample_key
-from gen_tui.backends.tokenizer import encode_many
+from gen_tui.backends.tokenizer import encode_many, encode_text
 
 _MARK = "\ue000gen-tui:end-of-turn\ue000"
 """Put after each assistant answer to find where its rendered span ends (a private-use
@@ -83,7 +96,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
     row: list[int] = []
     mask: list[int] = []
     kept = 0
-    for record, prompt_ids in zip(item.records, prompts, strict=True):
+    for turn, (record, prompt_ids) in enumerate(zip(item.records, prompts, strict=True), 1):
         output_ids = record.get("output_ids")
         if isinstance(prompt_ids, Exception):
             return "prompt untokenizable"
@@ -92,6 +105,13 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         if ids and prompt_ids[: len(row)] != row:
             return rendered(item, tokenizer, max_length, answers)
         bridge = prompt_ids[len(row) :] if ids else []
+        if ids:
+            history = turn_messages(item.prompt.messages, turn, answers)
+            try:
+                tail = encode_text(tokenizer, end_of_turn(tokenizer, history, answers[turn - 1]))
+            except Exception:  # a template can raise anything on odd input
+                return "prompt untokenizable"
+            output_ids = answer_ids(tokenizer, output_ids, tail) + tail
         length = (
             len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
         )
@@ -103,6 +123,29 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
     if kept == 0:
         return "over --max-length"
     return Built(kept, row, mask, _conversation(item, kept, answers))
+
+
+def end_of_turn(tokenizer: Any, history: list[dict[str, str]], answer: str) -> str:
+    """The template's markup after an assistant answer that ends the conversation (Qwen's
+    `<|im_end|>\\n`, Llama 3's `<|eot_id|>`): what follows the answer in the render of
+    `history` and the answer, empty when the template renders nothing after it."""
+    turn = {"role": "assistant", "content": answer + _MARK}
+    text = str(tokenizer.apply_chat_template([*history, turn], tokenize=False))
+    at = text.rfind(_MARK)
+    return text[at + len(_MARK) :] if at >= 0 else ""
+
+
+def answer_ids(tokenizer: Any, output_ids: list[int], tail: list[int]) -> list[int]:
+    """A turn's answer ids without the stop token SGLang leaves at their end (0.5.23's
+    `finished_len` counts the token it matched): the template's end-of-turn markup `tail`
+    is added whole, once. The stop is the markup's first token (Qwen's `<|im_end|>`) or
+    another special token the model may also stop on (`<|endoftext|>`), which the
+    template, rendering the answer's text, would not write either."""
+    if output_ids and tail and output_ids[-1] == tail[0]:
+        return output_ids[:-1]
+    if output_ids and output_ids[-1] in set(getattr(tokenizer, "all_special_ids", ())):
+        return output_ids[:-1]
+    return output_ids
 
 
 def _conversation(item: Conversation, kept: int, answers: list[str]) -> list[dict[str, str]]:
@@ -144,15 +187,16 @@ def _render_masked(
     """Ids of `conversation` rendered whole by the chat template, and a mask of 1 on each
     assistant turn's span: from the end of the generation prompt the template renders for
     that turn (the conversation before it, `add_generation_prompt=True`) to the end of its
-    answer; the end-of-turn markup between turns stays 0 and the render is cut after the
-    last answer, as in the prefix rows (`build`). None when the render
-    before a turn is not a prefix of the whole render, or the tokenizer gives no offsets."""
+    answer and the template's end-of-turn markup after it (`end_of_turn`), as in the prefix
+    rows (`build`); the render is cut after the last turn's markup. None when the render
+    before a turn is not a prefix of the whole render, the markup after an answer is not
+    the one the template ends a conversation with, or the tokenizer gives no offsets."""
     marked = [
         {**m, "content": m["content"] + _MARK} if m["role"] == "assistant" else m
         for m in conversation
     ]
     whole = str(tokenizer.apply_chat_template(marked, tokenize=False))
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, int]] = []
     for index, message in enumerate(marked):
         if message["role"] != "assistant":
             continue
@@ -164,16 +208,21 @@ def _render_masked(
         end = whole.find(_MARK, len(head))
         if not whole.startswith(head) or end < 0 or (spans and len(head) < spans[-1][1]):
             return None
-        spans.append((len(head), end))
+        partial = str(tokenizer.apply_chat_template(marked[: index + 1], tokenize=False))
+        tail = partial[partial.rfind(_MARK) + len(_MARK) :]
+        if not whole.startswith(tail, end + len(_MARK)):
+            return None
+        spans.append((len(head), end, len(tail)))
     if whole.count(_MARK) != len(spans):
         return None
-    # Offsets in the text without the marks: each mark before a point shifts it left.
+    # Offsets in the text without the marks: each mark before a point shifts it left; a
+    # span goes on over the end-of-turn markup after its mark.
     clean_spans = [
         (
             start - whole.count(_MARK, 0, start) * len(_MARK),
-            end - whole.count(_MARK, 0, end) * len(_MARK),
+            end - whole.count(_MARK, 0, end) * len(_MARK) + tail,
         )
-        for start, end in spans
+        for start, end, tail in spans
     ]
     text = whole.replace(_MARK, "")
     try:
@@ -183,9 +232,8 @@ def _render_masked(
     ids = list(encoded["input_ids"])
     starts = [first for first, _ in encoded["offset_mapping"]]
     mask = [int(any(start <= first < end for start, end in clean_spans)) for first in starts]
-    # The row ends with the last answer, as the prefix rows (and `--turns last`'s) do: the
-    # template's end-of-turn markup after it would be a tail of mask 0 only the rendered
-    # rows had, so the same conversation gave two rows by the path it took.
+    # The row ends with the last turn's end-of-turn markup, as the prefix rows do: anything
+    # a template renders after it would be a tail of mask 0 only the rendered rows had.
     last_end = clean_spans[-1][1]
     kept = sum(1 for first in starts if first < last_end)
     return ids[:kept], mask[:kept]

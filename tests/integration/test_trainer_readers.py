@@ -170,19 +170,23 @@ def test_both_trainers_keep_every_turns_all_row_with_every_turn_in_the_mask(
     assert Counter(kept["speculators/specforge"]) == Counter(rows)
 
 
-def test_specforge_masks_every_turn_of_a_turns_all_conversation_it_renders(
+def test_specforge_masks_a_turns_all_conversation_it_renders_exactly_as_exported(
     read_back_turns: tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]],
 ) -> None:
     """SpecForge renders a `sharegpt`/`text` conversation itself and masks each assistant
-    turn by the template's markers: its ids begin with the `specforge` row's (which may end
-    before the last end-of-turn markup), and every token of that row's mask is also in
-    SpecForge's (which adds the end-of-turn marker)."""
+    turn by the template's markers, from after the assistant header through the template's
+    end-of-turn token (`<|end|>\\n` here, Qwen's `<|im_end|>\\n`): it must get the
+    `specforge` row's ids and mask token for token, turn boundaries included (the row once
+    left each turn's end-of-turn markup out: 2 tokens a turn fewer than SpecForge's mask,
+    and the last turn's markup out of the ids)."""
     exported, kept = read_back_turns
-    ours = {tuple(row["input_ids"]): tuple(row["loss_mask"]) for row in exported["specforge"]}
+    rows = Counter(pair(row) for row in exported["specforge"])
     for name in ("sharegpt", "text"):
         theirs = kept[f"specforge/{name}"]
         assert len(theirs) == TURN_CONVERSATIONS, name
-        for ids, mask in theirs:
-            match = [row for row in ours if ids[: len(row)] == row]
-            assert len(match) == 1, name
-            assert all(b for a, b in zip(ours[match[0]], mask, strict=False) if a), name
+        for ids, mask in theirs:  # the first disagreement, named, before the whole
+            ours = next((row for row in rows if row[0] == ids), None)
+            assert ours is not None, f"{name}: SpecForge's ids are no exported row's"
+            diff = [at for at, (a, b) in enumerate(zip(ours[1], mask, strict=True)) if a != b]
+            assert not diff, f"{name}: masks differ at {diff[:5]} of {len(ids)}"
+        assert Counter(theirs) == rows, name

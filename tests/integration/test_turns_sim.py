@@ -58,6 +58,35 @@ def test_a_budget_ends_within_precision_with_every_conversation_begun_finished(
     assert verify_dataset(out / "chat", {}).ok
 
 
+@pytest.mark.parametrize("budget", [3_000, 5_000])
+def test_strict_ends_at_its_budget_with_every_conversation_begun_finished(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int, budget: int
+) -> None:
+    """Strict with every answer at its cap (the simulator's answers run to 200): it never
+    passes its budget and sends no turn it has no room for. It used to plan a conversation
+    at the mean turn count, and count the ones begun in the same pass as one turn: at 5,000
+    it sent turns that passed the budget, dropped them ("the server exceeded
+    max_new_tokens") and ended with 5 of 8 conversations unfinished (3,000: all 8)."""
+    turns = write_conversations(tmp_path / "prompts" / "chat.jsonl", 120)
+    out = tmp_path / "out"
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size), "--slots", "16",
+        "--profile", "chat=1000:0.6",
+    ) as url:  # fmt: skip
+        args = run_args(tmp_path / "prompts", out, url, tokenizer_dir, budget)
+        done = gen_tui(*args, "--budget-mode", "strict")
+        received = ledger(url)
+    assert done.returncode == 0, done.stderr.decode()
+    records = turn_records(out)
+    tokens = check_whole(records, turns)  # every conversation begun is finished
+    assert {record["completion_tokens"] for record in records} == {200}
+    assert tokens <= budget, (tokens, budget)
+    # Sent, each once, exactly the turns on disk: none thrown away at the budget.
+    assert received == {(r["sample_id"], r["turn"]): 1 for r in records}
+    assert b"dropped" not in done.stdout + done.stderr
+    assert verify_dataset(out / "chat", {}).ok
+
+
 def test_kill_9_mid_run_and_the_same_command_regenerate_no_turn_and_leave_no_gap(
     tmp_path: Path, tokenizer_dir: Path, vocab_size: int
 ) -> None:
@@ -133,7 +162,7 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
     # turn's reasoning from the history, so turn k+1's prompt does not start with turn k's
     # answer ids; the row is the whole conversation as the template renders it, and each
     # assistant turn's span of it is in the loss mask (this template keeps no reasoning),
-    # up to the end of the last answer.
+    # up to the last turn's end-of-turn markup (in the mask after each answer).
     ids = gen_tui("export", "--output-dir", str(out), "--format", "specforge", "--to", "-")
     assert ids.returncode == 0, ids.stderr.decode()
     flat = {row["id"]: row for row in map(json.loads, ids.stdout.splitlines())}
@@ -143,13 +172,12 @@ def test_the_openai_path_regenerates_every_turn_with_its_reasoning_kept(
         one = flat[row["id"]]
         plain = [{"role": m["role"], "content": m["content"]} for m in row["conversations"]]
         rendered = list(tokenizer.apply_chat_template(plain, tokenize=True, return_dict=False))
-        # The render, ended with the last answer (as a row built from prompt and answer
-        # ids is): the end-of-turn markup after it is not written.
-        assert one["input_ids"] == rendered[: len(one["input_ids"])]
-        assert tokenizer.decode(rendered[len(one["input_ids"]) :]).strip() == "<|end|>"
+        # The whole render, ended with the last turn's end-of-turn markup (as a row built
+        # from prompt and answer ids is).
+        assert one["input_ids"] == rendered
         assert len(one["loss_mask"]) == len(one["input_ids"])
         answers = [m["content"] for m in row["conversations"] if m["role"] == "assistant"]
-        assert mask_runs(tokenizer, one) == answers
+        assert mask_runs(tokenizer, one) == [answer + "<|end|>\n" for answer in answers]
 
 
 def test_max_samples_counts_whole_conversations(

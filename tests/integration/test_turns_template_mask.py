@@ -34,6 +34,9 @@ LAST_REASONING = (
 USERS = ["write a function", "explain how binary search works", "parse a json file"]
 ANSWERS = ["the sum of two numbers", "describe the time complexity", "count the keys"]
 REASONING = ["implement quicksort", "convert this sql query", "summarize the document"]
+END = "<|end|>\n"
+"""The template's end-of-turn markup: in each turn's run of mask 1, after its answer, as
+SpecForge's and speculators' own preparation put it (backends/export/turns.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +70,11 @@ def test_every_turn_is_in_the_mask_as_the_template_renders_the_whole(thinking: A
     assert isinstance(built, Built), built
     assert built.turns == 3
     whole = list(thinking.apply_chat_template(built.conversation, tokenize=True, return_dict=False))
-    # The template's render, ended with the last answer as every row is (no end-of-turn
-    # markup after it: see test_both_paths_give_one_row_for_one_conversation).
-    assert built.input_ids == whole[: len(built.input_ids)]
-    assert thinking.decode(whole[len(built.input_ids) :]).strip() == "<|end|>"
-    last = f"<think>\n{REASONING[-1]}\n</think>\n\n{ANSWERS[-1]}"
+    # The template's whole render, ended with the last turn's end-of-turn markup.
+    assert built.input_ids == whole
+    last = f"<think>\n{REASONING[-1]}\n</think>\n\n{ANSWERS[-1]}{END}"
     assert mask_runs(thinking, {"input_ids": built.input_ids, "loss_mask": built.loss_mask}) == [
-        *ANSWERS[:-1],
+        *(answer + END for answer in ANSWERS[:-1]),
         last,
     ]
     # Everything else (system, users, headers, end-of-turn markup) is out of the mask.
@@ -92,8 +93,8 @@ def test_max_length_cuts_whole_turns_and_the_kept_last_turn_has_its_reasoning(
     assert cut.turns == 2 and len(cut.input_ids) < len(whole.input_ids)
     row = {"input_ids": cut.input_ids, "loss_mask": cut.loss_mask}
     assert mask_runs(thinking, row) == [
-        ANSWERS[0],
-        f"<think>\n{REASONING[1]}\n</think>\n\n{ANSWERS[1]}",
+        ANSWERS[0] + END,
+        f"<think>\n{REASONING[1]}\n</think>\n\n{ANSWERS[1]}{END}",
     ]
     assert build(conversation(thinking), thinking, 5, ids=True) == "over --max-length"
 
@@ -105,9 +106,9 @@ def test_both_paths_give_one_row_for_one_conversation(
     """A conversation whose turn prompts continue each other (the plain template; the
     thinking one when only the last turn has reasoning, which the template keeps) is built
     from its prompt and answer ids; the same conversation rendered whole by the template
-    gives the same ids and mask: both end with the last answer (the render once kept the
-    end-of-turn markup after it, mask 0, so the row depended on the path taken), and
-    --max-length cuts the same turns."""
+    gives the same ids and mask: both end with the last turn's end-of-turn markup, in the
+    mask as every turn's is (the render once kept it as mask 0 where the prefix rows had
+    none, so the row depended on the path taken), and --max-length cuts the same turns."""
     tokenizer = thinking if template == "thinking" else load_tokenizer(str(tokenizer_dir))
     item = conversation(tokenizer, reasoning_from=3 if template == "thinking" else 4)
     answers = item.answers(tokenizer)
@@ -115,17 +116,43 @@ def test_both_paths_give_one_row_for_one_conversation(
     by_render = rendered(item, tokenizer, None, answers)
     assert isinstance(by_ids, Built) and isinstance(by_render, Built), (by_ids, by_render)
     assert (by_ids.input_ids, by_ids.loss_mask) == (by_render.input_ids, by_render.loss_mask)
-    assert by_ids.loss_mask[-1] == 1  # the row's last token is the last answer's
+    assert by_ids.loss_mask[-1] == 1  # the row's last token is the last turn's markup
     row = {"input_ids": by_ids.input_ids, "loss_mask": by_ids.loss_mask}
     last = (
         ANSWERS[-1]
         if template == "plain"
         else f"<think>\n{REASONING[-1]}\n</think>\n\n{ANSWERS[-1]}"
     )
-    assert mask_runs(tokenizer, row) == [*ANSWERS[:-1], last]
+    assert mask_runs(tokenizer, row) == [*(answer + END for answer in ANSWERS[:-1]), last + END]
     cap = len(by_ids.input_ids) - 1
     cut_ids = build(item, tokenizer, cap, ids=True)
     cut_render = rendered(item, tokenizer, cap, answers)
     assert isinstance(cut_ids, Built) and isinstance(cut_render, Built)
     assert cut_ids.turns == cut_render.turns == 2
     assert (cut_ids.input_ids, cut_ids.loss_mask) == (cut_render.input_ids, cut_render.loss_mask)
+
+
+@pytest.mark.parametrize("stop_token", ["<|end|>", "<|pad|>"])
+def test_an_answer_ending_with_the_stop_token_sglang_matched_gives_the_same_row(
+    tokenizer_dir: Path, stop_token: str
+) -> None:
+    """SGLang's `output_ids` end with the stop token it matched (`<|end|>` here, Qwen's
+    `<|im_end|>`; or another special token it stops on, as Qwen's `<|endoftext|>`), the
+    simulator's and an OpenAI path's do not: the row is the same, its end-of-turn markup
+    in the mask once per turn."""
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    plain = conversation(tokenizer, reasoning_from=4)
+    stop = tokenizer.convert_tokens_to_ids(stop_token)
+    stopped = Conversation(
+        plain.dataset,
+        plain.prompt,
+        [{**record, "output_ids": [*record["output_ids"], stop]} for record in plain.records],
+    )
+    without, with_stop = build(plain, tokenizer, None, True), build(stopped, tokenizer, None, True)
+    assert isinstance(without, Built) and isinstance(with_stop, Built), (without, with_stop)
+    assert (with_stop.input_ids, with_stop.loss_mask) == (without.input_ids, without.loss_mask)
+    row = {"input_ids": without.input_ids, "loss_mask": without.loss_mask}
+    assert mask_runs(tokenizer, row) == [answer + END for answer in ANSWERS]
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    assert without.input_ids.count(end) == len(USERS) * 2 + 1  # system, users, answers
+    assert stop == end or stop not in without.input_ids

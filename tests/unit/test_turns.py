@@ -242,6 +242,8 @@ async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whol
 
     rows, tally = export("specforge")
     assert (tally.records, tally.exported) == (7, 7)
+    end = tokenizer.encode("<|end|>\n", add_special_tokens=False)
+    assert len(end) == 2
     for row, count in zip(rows, turns, strict=True):
         ids, mask = row["input_ids"], row["loss_mask"]
         assert len(ids) == len(mask) and set(mask) == {0, 1}  # SpecForge's prompts_path rows
@@ -253,7 +255,8 @@ async def test_export_puts_every_regenerated_turn_in_the_loss_mask_and_cuts_whol
                 spans.append(ids[start:at])
                 start = None
         sample = row["metadata"]["sample_id"]
-        assert spans == [written[(sample, t)]["output_ids"] for t in range(1, count + 1)]
+        # Each turn's answer, then the template's end-of-turn markup, as the trainers mask it.
+        assert spans == [written[(sample, t)]["output_ids"] + end for t in range(1, count + 1)]
         first = client.sent[
             [r.messages[-1]["content"] for _, r in client.sent].index(f"{sample} q1")
         ][1]
@@ -284,6 +287,46 @@ def test_the_budget_counts_a_begun_conversations_turns_to_come_and_plans_a_new_o
     assert expected.allows(room, 0, alone, 100)
     assert not expected.allows(room, 0, begun, 100)
     assert not expected.allows(room, 0, alone, 100, turns=4)
+
+
+@pytest.mark.parametrize(
+    ("turns", "tokens"),
+    [([2, 8, 2, 2], 500), ([2, 2, 8, 2], 200)],
+    ids=["long-second", "long-third"],
+)
+async def test_strict_reserves_the_longest_conversation_whole_and_never_cuts_one(
+    tmp_path: Path, turns: list[int], tokens: int
+) -> None:
+    """Strict with every answer at its cap (50), a budget of 500. Conversations of 2, 8, 2
+    and 2 turns: planned at the mean (round(3.5) = 4 turns), the begun ones counted as one
+    turn until their task first ran, all four went out at once (700 tokens' worth) and the
+    turns that would pass 500 were sent and dropped: conversations left unfinished at the
+    budget (against the simulator, 5 of 8 at a budget of 5,000). Now a new conversation is
+    reserved at the most turns queued (8 x 50), a begun one at all its turns from its
+    dispatch: the first two, whole, and no request sent that the budget had no room for.
+    With the 8-turn one third, the mean let it out beside the two begun (100 + 100 + 4 x 50
+    <= 500) and it was cut at 6 turns; reserved at 8 it stays out, and with it the rest
+    (strict cannot know a later one is shorter): 200 tokens, short but never past."""
+
+    def capped(url: str, request: Request) -> Generation:
+        return dataclasses.replace(reply(request), output_ids=list(range(50)), completion_tokens=50)
+
+    cfg = config(tmp_path, turns, budget_mode="strict", datasets=[])
+    prompts = tmp_path / "prompts" / "chat.jsonl"
+    cfg.datasets = [DatasetSpec("chat", prompts, 500)]
+    client = ScriptedClient(capped)
+    final = await asyncio.wait_for(Engine(cfg, client=client).run(), 30)
+    written = records(tmp_path)
+    on_disk: dict[object, list[object]] = {}
+    for record in written:
+        on_disk.setdefault(record["sample_id"], []).append(record["turn"])
+    assert on_disk == {"c0": list(range(1, turns[0] + 1)), "c1": list(range(1, turns[1] + 1))}
+    # No turn sent whose answer the strict budget then threw away (the others' first turns
+    # were, and the run said the server had exceeded max_new_tokens).
+    assert len(client.sent) == len(written) == tokens // 50
+    assert sum(int(str(record["completion_tokens"])) for record in written) == tokens
+    assert final.datasets[0].state is DatasetState.DONE
+    assert verify_dataset(tmp_path / "out" / "chat", {}).ok
 
 
 async def test_a_conversations_turns_go_to_the_server_that_answered_its_first(
