@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from gen_tui.backends.demo import write_prompts
+from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.records import budget_end, precision_or_xfail
 from tests.support.router import router_problem, router_recipe
 from tests.support.runs import run_args
 from tests.support.server_story import check_once, play, story_config
-from tests.support.servers import sim_recipe
+from tests.support.servers import sim_recipe, still_running
 
 BUDGET = 40_000
 PROMPTS = 2000
@@ -56,6 +57,9 @@ async def test_a_worker_killed_under_a_routed_run_comes_back_and_nothing_is_lost
         ledger=lambda: completed(workers[0].url()) + completed(workers[1].url()),
     )  # fmt: skip
     assert end.code == 0, end.stderr[-2000:]
+    servers = tmp_path / "state" / "gen-tui" / "servers"  # the router too (retitled)
+    await wait_until(lambda: not still_running(servers), 10, "no server left running",
+                     detail=lambda: str(still_running(servers)))  # fmt: skip
     written = check_once(out / "A", ids)
     live = end.ledger
     assert live, "the workers answered nothing after the restart"
