@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ class StoryEnd:
     stdout: str
     stderr: str
     killed_pid: int
+    killed_at: float
+    """Wall-clock time (time.time()) of the kill."""
     records_at_kill: int
     exited_after_s: float
     """From the kill to the `exited` line of `gen-tui servers up`."""
@@ -168,7 +171,7 @@ async def play(
         pid = server_pid(folder, victim)
         assert pid is not None, said()
         at_kill = record_lines(out)
-        signal_at = time.monotonic()
+        signal_at, killed_at = time.monotonic(), time.time()
         os.kill(pid, signal.SIGKILL)  # the server's own process, as an OOM kill would
         exited = await lines.wait(f"server {victim} exited", timeout=EXITED_WITHIN_S)
         exited_after = time.monotonic() - signal_at
@@ -193,8 +196,8 @@ async def play(
             detail=lambda: json.dumps(alerts, indent=1)[-3000:],
         )
         return StoryEnd(
-            code, stdout, stderr, pid, at_kill, exited_after, healthy_after, relisted_after,
-            took, list(lines.lines), list(alerts), ledger(),
+            code, stdout, stderr, pid, killed_at, at_kill, exited_after, healthy_after,
+            relisted_after, took, list(lines.lines), list(alerts), ledger(),
         )  # fmt: skip
     finally:
         if finishing is not None and not finishing.done():
@@ -236,15 +239,18 @@ def check_once(folder: Path, prompts: set[str]) -> Counter[str]:
     return ids
 
 
-def sample_of(rid: str) -> str:
-    """The sample id of an engine rid `DATASET/SAMPLE/HEX`."""
-    return "/".join(rid.split("/")[1:-1])
+def sample_of(rid: str) -> str | None:
+    """The sample id of an engine rid `DATASET/SAMPLE/HEX` (None for another's rid, such
+    as the 1-token generation SGLang's own /health runs, `HEALTH_CHECK_...`)."""
+    parts = rid.split("/")
+    return "/".join(parts[1:-1]) if len(parts) >= 3 else None
 
 
-def finished_in_sglang_log(folder: Path) -> Counter[str]:
+def finished_in_sglang_log(folder: Path, before: float | None = None) -> Counter[str]:
     """The samples a real SGLang server finished (not aborted), counted, from its JSON
     request log (`--log-requests --log-requests-format json --log-requests-target FOLDER`:
-    one `[time] {...}` line per event, "request.finished" with the rid and meta_info)."""
+    one `[time] {...}` line per event, "request.finished" with the rid and meta_info);
+    only those finished before the wall-clock time `before` when it is given."""
     done: Counter[str] = Counter()
     for path in sorted(folder.glob("*.log*")):
         for line in path.read_text(errors="replace").splitlines():
@@ -257,6 +263,12 @@ def finished_in_sglang_log(folder: Path) -> Counter[str]:
                 continue
             reason = (event.get("out") or {}).get("meta_info", {}).get("finish_reason")
             kind = reason.get("type") if isinstance(reason, dict) else reason
-            if kind in ("length", "stop") and isinstance(event.get("rid"), str):
-                done[sample_of(event["rid"])] += 1
+            sample = sample_of(event["rid"]) if isinstance(event.get("rid"), str) else None
+            if kind not in ("length", "stop") or sample is None:
+                continue
+            if before is not None and datetime.fromisoformat(event["timestamp"]) >= (
+                datetime.fromtimestamp(before)
+            ):  # SGLang's stamp: datetime.now(), local and naive
+                continue
+            done[sample] += 1
     return done
