@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gen_tui.backends.hosts import quiet_ssh  # noqa: F401 (first: before asyncssh loads)
 from gen_tui.backends.hosts.argv import (
     DATASET_FLAGS,
     PATH_FLAGS,

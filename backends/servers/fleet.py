@@ -20,7 +20,7 @@ from gen_tui.backends.servers.launcher import Launcher
 from gen_tui.backends.servers.recipe import ServerRecipe, router_argv
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
-from gen_tui.backends.servers.supervisor import CHECK_S, ENDED, STOP_GRACE_S, ServerSupervisor
+from gen_tui.backends.servers.supervisor import CHECK_S, STOP_GRACE_S, ServerSupervisor
 
 
 class Fleet:
@@ -104,7 +104,9 @@ class Fleet:
         exits). Its argv names the healthy ones; the others join through its worker API
         when they come up."""
         workers = [self.supervisors[r.name] for r in self.servers if r.name in self.supervisors]
-        while not all(s.state is ServerState.HEALTHY or s.state in ENDED for s in workers):
+        # Healthy, or left for good: a state in ENDED alone would pass a supervisor that
+        # has not begun (its first state is "stopped") and start the router without them.
+        while not all(s.state is ServerState.HEALTHY or s.left for s in workers):
             await asyncio.sleep(self.check_s)
         healthy = [s.base_url for s in workers if s.state is ServerState.HEALTHY]
         supervisor = self.supervisors[router.name]

@@ -92,6 +92,12 @@ class ServerSupervisor:
         return self.state_file.entry(self.recipe.name, self.kind).recent()
 
     @property
+    def left(self) -> bool:
+        """Whether its life here is over (failed, down, not ours, stopped): its task ended.
+        Not its state alone: a supervisor not yet begun says "stopped" too."""
+        return self._task is not None and self._task.done()
+
+    @property
     def base_url(self) -> str:
         """Where the server answers now: a batch job without an `address` in its recipe
         answers on the node it runs on (known once it runs), anything else on `url`."""

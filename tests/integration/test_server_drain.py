@@ -7,6 +7,7 @@ killed after the grace."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -17,19 +18,24 @@ import aiohttp
 import psutil
 import pytest
 
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.drain import in_flight
 from gen_tui.backends.servers.events import ServerState
+from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.records import record_lines
 from tests.support.router import get_json, router_problem, router_recipe
-from tests.support.runs import finish
+from tests.support.runs import finish, run_args, spawn
+from tests.support.server_story import check_once
 from tests.support.servers import (
     Recorder,
     gen_tui_in,
     kill_servers,
+    launcher_in,
     routed_fleet,
     sim_recipe,
     supervisor_of,
@@ -38,6 +44,7 @@ from tests.support.servers import (
 S = ServerState
 SLOW = ("--tokens-per-s", "40")
 """A sim slow enough that a 160-token answer is in flight for about 4 s."""
+PROMPTS = 300
 
 
 @pytest.fixture
@@ -219,3 +226,46 @@ async def test_servers_stop_takes_it_off_the_router_first(
     finally:
         await fleet.stop()
         kill_servers(folder)
+
+
+async def test_a_run_sent_straight_to_a_stopped_server_goes_on_with_the_other(
+    folder: Path, http: aiohttp.ClientSession, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """A run that names both servers (no router): nobody tells it of w0's drain, so it keeps
+    sending there until the stop; its requests cut by the stop are asked again of w1, and
+    the run ends with every prompt answered once, none given up on."""
+    flags = ("--slots", "8", "--tokens-per-s", "200", "--default-mean", "200")
+    workers = [sim_recipe(f"w{i}", free_port(), *flags, drain_s=2.0) for i in range(2)]
+    launcher = launcher_in(folder)
+    recorder = Recorder()
+    urls = {recipe.name: recipe.url() for recipe in workers}
+    fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
+                  check_s=0.2, grace_s=3.0)  # fmt: skip
+    await fleet.up()
+    prompts = tmp_path / "prompts"
+    write_prompts(prompts / "A.jsonl", PROMPTS)
+    ids = {str(json.loads(line)["id"]) for line in (prompts / "A.jsonl").open()}
+    out = tmp_path / "out"
+    try:
+        await recorder.reach(S.HEALTHY, 2, timeout=60)
+        run = await spawn(
+            *run_args(tokenizer_dir, prompts, out, urls["w0"], "--server-url", urls["w1"]),
+            *("--concurrency", "16"),
+        )
+        finishing = asyncio.create_task(finish(run, 180))
+        await wait_until(lambda: record_lines(out / "A") >= 40 or finishing.done(), 60, "40")
+        assert not finishing.done(), finishing.result()
+        await _busy(http, urls["w0"])
+        said = await fleet.stop(["w0"])  # what the servers view's stop does
+        assert recorder.states("w0")[-2:] == [S.DRAINING, S.STOPPED], recorder.states("w0")
+        at_stop = record_lines(out / "A")
+        assert not finishing.done(), "the run ended before the stop"
+        code, stdout, stderr = await finishing
+    finally:
+        await fleet.stop()
+    assert code == 0, stderr[-2000:]
+    written = check_once(out / "A", ids)
+    assert set(written) == ids, f"{len(ids - set(written))} prompt(s) never written"
+    assert not (out / "A" / "errors.jsonl").exists() or not (out / "A" / "errors.jsonl").read_text()
+    retried = [line for line in stdout.splitlines() if "retry" in line]
+    print(f"stopped w0 at {at_stop} of {PROMPTS} records: {said}; {len(retried)} retry lines")

@@ -44,15 +44,34 @@ def launcher_in(folder: Path) -> ProcessLauncher:
 
 
 def kill_servers(folder: Path) -> None:
-    """SIGKILL every server the state file in `folder` names that still runs as started."""
+    """SIGKILL every server the state file in `folder` names that still runs as started:
+    the same pid started at the same time. Not by its command line: sglang-router retitles
+    itself `sglang::router` (as the launcher's own `same_start` knows), and a check by
+    command line left every router of these tests running after them."""
     for entry in StateFile(folder).read().values():
         launched = entry.launched
         if launched is None or launched.identity is None:
             continue
         with contextlib.suppress(psutil.Error, ProcessLookupError):
             proc = psutil.Process(launched.identity.pid)
-            if proc.cmdline() == list(launched.identity.cmdline):
+            if abs(proc.create_time() - launched.identity.start_time) < 1.0:
                 os.killpg(launched.identity.pid, signal.SIGKILL)
+
+
+def still_running(folder: Path) -> list[str]:
+    """The servers of the state file in `folder` whose process still runs (as started)."""
+    left = []
+    for name, entry in StateFile(folder).read().items():
+        launched = entry.launched
+        if launched is None or launched.identity is None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(launched.identity.pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and (
+                abs(proc.create_time() - launched.identity.start_time) < 1.0
+            ):
+                left.append(f"{name} (pid {launched.identity.pid})")
+    return left
 
 
 class Recorder:
