@@ -22,6 +22,7 @@ from gen_tui.app.dashboard.sources import (
     Confirm,
     Note,
     PanelSource,
+    WatchedFlight,
 )
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.host_links import (
@@ -41,6 +42,7 @@ from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.tails import Peek, Tail
+from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
@@ -189,15 +191,29 @@ class HostLinks(PanelSource):
                 return Activity("running", (name,), (), watched_flight=self.watched_flight())
         return None
 
-    def watched_flight(self) -> tuple[int, int] | None:
+    def watched_flight(self) -> WatchedFlight | None:
         """The watched runs' requests in flight and their limits, summed once per run (a
-        run writes several datasets; each file carries its one pool): the header's
-        "in flight N/LIMIT" for runs of other processes. None: no live writer says it."""
+        run writes several datasets; each file carries its one pool), and the load of the
+        servers those runs use, once per server of each host: the header's "in flight
+        N/LIMIT (server: ...)" for runs of other processes. None: no live writer says it."""
         monitors = {id(link.monitor): link.monitor for link in self.links if link.monitor}
         pools = [pool for monitor in monitors.values() for pool in monitor.pools().values()]
         if not pools:
             return None
-        return sum(p.inflight for p in pools), sum(p.concurrency for p in pools)
+        loads: dict[tuple[int, str], ServerMetrics | None] = {}
+        for key, monitor in monitors.items():
+            urls = monitor.pool_servers()
+            if not urls:
+                continue
+            reports = monitor.servers()  # one host's 127.0.0.1:30000 is not another's
+            for url in urls:
+                report = reports.get(url)
+                loads[(key, url.rstrip("/"))] = report.metrics if report is not None else None
+        return WatchedFlight(
+            sum(p.inflight for p in pools),
+            sum(p.concurrency for p in pools),
+            tuple(loads.values()),
+        )
 
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote

@@ -361,6 +361,20 @@ class HostMonitor:
             found.setdefault(writer.pid, progress.pool)
         return found
 
+    def pool_servers(self) -> set[str]:
+        """The servers (URLs) the live runs counted in :meth:`pools` use, as each writer's
+        fresh progress.json names them: whose load the header sets beside their pools'."""
+        found: set[str] = set()
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or progress.pool is None or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            found.update(progress.servers or ())
+        return found
+
     # what the UI does
 
     async def kill(
