@@ -201,18 +201,22 @@ class HostLinks(PanelSource):
         if not pools:
             return None
         loads: dict[tuple[int, str], ServerMetrics | None] = {}
+        down: set[tuple[int, str]] = set()
         for key, monitor in monitors.items():
-            urls = monitor.pool_servers()
-            if not urls:
+            said = monitor.pool_servers()
+            if not said:
                 continue
             reports = monitor.servers()  # one host's 127.0.0.1:30000 is not another's
-            for url in urls:
+            for url, state in said.items():
                 report = reports.get(url)
                 loads[(key, url.rstrip("/"))] = report.metrics if report is not None else None
+                if state and state != "ok":  # no word (an odd field) is no alarm
+                    down.add((key, url.rstrip("/")))
         return WatchedFlight(
             sum(p.inflight for p in pools),
             sum(p.concurrency for p in pools),
             tuple(loads.values()),
+            servers_down=len(down),
         )
 
     def claims(self, name: str, action: Action) -> bool:

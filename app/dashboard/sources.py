@@ -102,6 +102,9 @@ class WatchedFlight:
     """The load of each server those runs use, once per server of each host (as its
     watcher read it there, else as the run's writer said it); None: not known (down,
     stale, no /metrics). The header's "(server: ...)" beside the pools' in flight."""
+    servers_down: int = 0
+    """Those servers the runs' writers say are not ok (their engines' own health, as a
+    hosted run's header counts them): the header's "N/M server(s) unreachable"."""
 
 
 class PanelSource(ABC):

@@ -49,10 +49,13 @@ def header_view(
     running, queued = server_requests(latest)
     inflight = sum(s.inflight for s in latest)
     concurrency = sum(s.concurrency for s in latest)
+    servers = sum(len(s.servers) for s in latest)
+    down = sum(1 for s in latest for status in s.servers.values() if status != "ok")
     if not latest and activity is not None and (watched := activity.watched_flight):
         # runs of other processes: their progress.json's pools, their servers' /metrics
         inflight, concurrency = watched.inflight, watched.concurrency
         running, queued = requests_of(watched.servers)
+        servers, down = len(watched.servers), watched.servers_down
     return HeaderView(
         state=state,
         tokens=sum(s.tokens for s in snaps),
@@ -67,8 +70,8 @@ def header_view(
         countdown_s=min(countdowns) if countdowns else None,
         where=where,
         filter=filter_text,
-        servers=sum(len(s.servers) for s in latest),
-        servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
+        servers=servers,
+        servers_down=down,
         hosts=hosts,
         readonly=readonly,
         note=note,

@@ -46,3 +46,9 @@ def test_a_hostile_progress_json_figure_is_no_figure() -> None:
         metrics = progress.servers["http://s"].metrics
         shown = _header(WatchedFlight(8, 8, (metrics,)))
         assert not any(part.startswith("(server") for part in shown), (hostile, shown)
+
+
+def test_a_server_its_writer_says_is_down_is_said_in_the_header() -> None:
+    # As a hosted run's header counts its engine's server states (issue 31).
+    shown = _header(WatchedFlight(24, 24, (None, ServerMetrics(running=1, queued=0)), 1))
+    assert shown[0] == "1/2 server(s) unreachable", shown
