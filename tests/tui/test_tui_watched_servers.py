@@ -68,6 +68,8 @@ async def test_a_watched_runs_header_says_its_servers_run_and_queued(
                         and view.inflight == CONCURRENCY
                         and view.server_running == SLOTS
                         and view.server_queued == CONCURRENCY - SLOTS
+                        # the folder the run creates, seen by a survey since (2 s)
+                        and all(state == "connected" for _, state in view.hosts)
                     )
 
                 # Its 8 requests: the simulator's 4 slots run 4, it queues the other 4.
