@@ -22,6 +22,7 @@ from gen_tui.app.dashboard.sources import (
     Confirm,
     Note,
     PanelSource,
+    WatchedFlight,
 )
 from gen_tui.app.dialogs.modals import ResumeTarget, resume_shown
 from gen_tui.app.host_links import (
@@ -41,6 +42,7 @@ from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.tails import Peek, Tail
+from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import PanelView
 from gen_tui.widgets.gpu_strip import GpuLine
@@ -189,15 +191,33 @@ class HostLinks(PanelSource):
                 return Activity("running", (name,), (), watched_flight=self.watched_flight())
         return None
 
-    def watched_flight(self) -> tuple[int, int] | None:
+    def watched_flight(self) -> WatchedFlight | None:
         """The watched runs' requests in flight and their limits, summed once per run (a
-        run writes several datasets; each file carries its one pool): the header's
-        "in flight N/LIMIT" for runs of other processes. None: no live writer says it."""
+        run writes several datasets; each file carries its one pool), and the load of the
+        servers those runs use, once per server of each host: the header's "in flight
+        N/LIMIT (server: ...)" for runs of other processes. None: no live writer says it."""
         monitors = {id(link.monitor): link.monitor for link in self.links if link.monitor}
         pools = [pool for monitor in monitors.values() for pool in monitor.pools().values()]
         if not pools:
             return None
-        return sum(p.inflight for p in pools), sum(p.concurrency for p in pools)
+        loads: dict[tuple[int, str], ServerMetrics | None] = {}
+        down: set[tuple[int, str]] = set()
+        for key, monitor in monitors.items():
+            said = monitor.pool_servers()
+            if not said:
+                continue
+            reports = monitor.servers()  # one host's 127.0.0.1:30000 is not another's
+            for url, state in said.items():
+                report = reports.get(url)
+                loads[(key, url.rstrip("/"))] = report.metrics if report is not None else None
+                if state and state != "ok":  # no word (an odd field) is no alarm
+                    down.add((key, url.rstrip("/")))
+        return WatchedFlight(
+            sum(p.inflight for p in pools),
+            sum(p.concurrency for p in pools),
+            tuple(loads.values()),
+            servers_down=len(down),
+        )
 
     def claims(self, name: str, action: Action) -> bool:
         return name in self.remote

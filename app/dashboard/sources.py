@@ -19,6 +19,7 @@ from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.plan_view import PlanView
 from gen_tui.backends.progress.snapshot import RunSnapshot
 from gen_tui.backends.store.tails import Peek
+from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.widgets.dataset_panel import PanelView
 
 Action = Literal["kill", "resume"]
@@ -84,9 +85,26 @@ class Activity:
     names: Sequence[str]
     pools: Sequence[RunSnapshot]
     countdowns: Sequence[float] = ()
-    watched_flight: tuple[int, int] | None = None
-    """Watched runs (no pool of this process): their requests in flight and their limits,
-    summed over the runs as their progress.json files say them (None: none says)."""
+    watched_flight: WatchedFlight | None = None
+    """Watched runs (no pool of this process): their pools and their servers' loads (None:
+    no live writer says its pool)."""
+
+
+@dataclass(frozen=True)
+class WatchedFlight:
+    """The pools of the runs of other processes that a panel watches, and their servers."""
+
+    inflight: int
+    concurrency: int
+    """Requests in flight and their limits, summed once per run (each dataset's
+    progress.json of a run carries the same pool)."""
+    servers: tuple[ServerMetrics | None, ...] = ()
+    """The load of each server those runs use, once per server of each host (as its
+    watcher read it there, else as the run's writer said it); None: not known (down,
+    stale, no /metrics). The header's "(server: ...)" beside the pools' in flight."""
+    servers_down: int = 0
+    """Those servers the runs' writers say are not ok (their engines' own health, as a
+    hosted run's header counts them): the header's "N/M server(s) unreachable"."""
 
 
 class PanelSource(ABC):

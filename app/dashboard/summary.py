@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from gen_tui.app.dashboard.sources import Activity
@@ -49,8 +49,13 @@ def header_view(
     running, queued = server_requests(latest)
     inflight = sum(s.inflight for s in latest)
     concurrency = sum(s.concurrency for s in latest)
-    if not latest and activity is not None and activity.watched_flight is not None:
-        inflight, concurrency = activity.watched_flight  # runs of other processes
+    servers = sum(len(s.servers) for s in latest)
+    down = sum(1 for s in latest for status in s.servers.values() if status != "ok")
+    if not latest and activity is not None and (watched := activity.watched_flight):
+        # runs of other processes: their progress.json's pools, their servers' /metrics
+        inflight, concurrency = watched.inflight, watched.concurrency
+        running, queued = requests_of(watched.servers)
+        servers, down = len(watched.servers), watched.servers_down
     return HeaderView(
         state=state,
         tokens=sum(s.tokens for s in snaps),
@@ -65,8 +70,8 @@ def header_view(
         countdown_s=min(countdowns) if countdowns else None,
         where=where,
         filter=filter_text,
-        servers=sum(len(s.servers) for s in latest),
-        servers_down=sum(1 for s in latest for status in s.servers.values() if status != "ok"),
+        servers=servers,
+        servers_down=down,
         hosts=hosts,
         readonly=readonly,
         note=note,
@@ -85,8 +90,17 @@ def server_requests(pools: Sequence[RunSnapshot]) -> tuple[float | None, float |
     for pool in pools:
         for url in pool.servers:
             loads[_same(url)] = pool.server_metrics.get(url)
-    known = [m for m in loads.values() if m is not None and None not in (m.running, m.queued)]
-    if not loads or len(known) != len(loads):
+    return requests_of(loads.values())
+
+
+def requests_of(
+    loads: Iterable[ServerMetrics | None],
+) -> tuple[float | None, float | None]:
+    """The requests `loads` (one per server) run and queue, summed; (None, None) for no
+    server, or unless each one says both (a part of the servers would pass for all)."""
+    each = list(loads)
+    known = [m for m in each if m is not None and None not in (m.running, m.queued)]
+    if not each or len(known) != len(each):
         return None, None
     return sum(m.running or 0 for m in known), sum(m.queued or 0 for m in known)
 

@@ -51,6 +51,7 @@ from gen_tui.backends.store.progress_file import (
     ServerReport,
     merge_writer_reports,
 )
+from gen_tui.backends.telemetry.workers import OK
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
@@ -359,6 +360,24 @@ class HostMonitor:
             if writer is None or progress.pid != writer.pid:
                 continue
             found.setdefault(writer.pid, progress.pool)
+        return found
+
+    def pool_servers(self) -> dict[str, str]:
+        """The servers the live runs counted in :meth:`pools` use, as each writer's fresh
+        progress.json names them, with the state it says of each ("ok" or why not, its
+        engine's own health: untrusted words): whose load and health the header sets beside
+        their pools'. A server two runs name is down if either says so."""
+        found: dict[str, str] = {}
+        for dataset, totals in self.totals.items():
+            progress = totals.progress
+            if progress is None or progress.pool is None or not totals.progress_fresh:
+                continue
+            writer = self.writer(dataset)
+            if writer is None or progress.pid != writer.pid:
+                continue
+            for url, report in (progress.servers or {}).items():
+                if found.get(url, OK) == OK:
+                    found[url] = report.state
         return found
 
     # what the UI does

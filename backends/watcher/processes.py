@@ -292,6 +292,22 @@ def folder_missing(path: str) -> str | None:
     return None
 
 
+def _written_folder(writes: list[str] | None, asked: str | None) -> str | None:
+    """The output folder of a process whose command line names none (a script's own flags,
+    a `--config`), from the record files it holds open for writing: `asked` when one is
+    there, else the first one's. None: it writes none (yet). Taken for the watched folder,
+    another user's script naming `--datasets D0` while writing its own folder made a "not
+    started" D0 panel there (issue 31, point 1)."""
+    folders = [os.path.dirname(os.path.dirname(target)) for target in writes or []]
+    if not folders:
+        return None
+    if asked:
+        here = os.path.realpath(os.path.expanduser(asked))
+        if here in folders:
+            return os.path.normpath(os.path.expanduser(asked))
+    return folders[0]
+
+
 def ps(
     pattern: str, output_dir: str | None, pids: list[int] | None = None
 ) -> dict[str, typing.Any]:
@@ -326,7 +342,9 @@ def ps(
             info["writes"] = info["writes"][:OTHERS_WRITES]
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts)[:MAX_NAMES] if prompts else []
-        info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"])
+        info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"]) or _written_folder(
+            info["writes"], output_dir
+        )
         procs.append(info)
     if pids is None:
         procs = writers_only(procs)
