@@ -89,6 +89,22 @@ class Server:
             return self.probe_left > 0
         return self.allowance - self.outstanding * self.mean_answer > 0
 
+    def has_slot(self) -> bool:
+        """Whether it could take one more request now, its planned share aside: up, paid and
+        under its lane's limit (a request the deadline hurries may pass its share)."""
+        if self.down_until > time.monotonic() or self.unpaid:
+            return False
+        return self.limit is None or self.outstanding < self.limit
+
+    def expected_s(self, tokens: float | None = None) -> float | None:
+        """How long a request takes here: its mean request time so far, or, for an answer of
+        `tokens`, that many of its mean seconds per token (None: no answer yet)."""
+        if not self.answers:
+            return None
+        if tokens is None or self.tokens <= 0:
+            return self.request_s / self.answers
+        return self.request_s / self.tokens * tokens
+
     @property
     def status(self) -> str:
         if self.unpaid:
@@ -245,6 +261,13 @@ class RequestRunner(RunPart):
         server.outstanding += 1
         if server.probe_left is not None:
             server.probe_left = max(0, server.probe_left - 1)
+
+    def move(self, taken: Server, to: Server) -> None:
+        """The slot `reserve` took on `taken` taken on `to` instead."""
+        taken.outstanding -= 1
+        if taken.probe_left is not None:
+            taken.probe_left += 1
+        self._take(to)
 
     def _pick_server(self, prefer: Server | None = None) -> Server:
         """A server with room (under its lane's limit and planned share), the least loaded
