@@ -217,6 +217,13 @@ class FleetPlanner(RunPart):
                 # time, which requests queued at the server stretch (a box of 8 slots sent
                 # 64 was planned at 2.7x its pace a minute in, 1.4x after five).
                 rate = server.tokens / (running_s - fill)
+            elif price == 0 and server.capacity and server.first_tokens and fill > 0:
+                # A free lane not settled yet, whose server says how many it runs at once:
+                # that many slots at its first answer's pace (which never waited for a
+                # slot). Its rate per request times the lane's width said 8x its pace for a
+                # box of 8 slots sent 64, whose first answers had not queued.
+                slots = min(server.limit or self.config.max_concurrency, server.capacity)
+                rate = slots * server.first_tokens / fill
             else:
                 # A priced lane is held to its share (and a free one has not run long enough
                 # to tell): its rate per request, at full width.

@@ -70,6 +70,12 @@ class Server:
         self.first_answered: float | None = None
         """When its first answer came back: the pipe's filling time is the span from
         `first_sent` (its mean request time is not, once requests queue at the server)."""
+        self.first_tokens = 0
+        """Its first answer's completion tokens: over the filling time, a slot's pace with
+        no queue before it (the first answer back never waited for a slot)."""
+        self.capacity: int | None = None
+        """The requests it runs at once, as it said at the start (SGLang's
+        max_running_requests; None: it does not say, as an API does not)."""
         """Completion tokens, answers, dollars and request-seconds of its answers so far:
         its rate per request and its price per token, as the planner measures them."""
 
@@ -203,6 +209,8 @@ class RequestRunner(RunPart):
         tells its capacity.
         """
         batches = await self.capacities()
+        for server, batch in zip(self.servers, batches, strict=True):
+            server.capacity = batch
         if None in batches or self.config.auto_concurrency:
             return
         running = sum(b for b in batches if b is not None)
@@ -395,6 +403,7 @@ class RequestRunner(RunPart):
                     self.on_stall()  # re-plan now, with it
             if server.first_answered is None:
                 server.first_answered = time.monotonic()
+                server.first_tokens = generation.completion_tokens
             server.tokens += generation.completion_tokens
             server.answers += 1
             server.allowance -= generation.completion_tokens
