@@ -413,6 +413,13 @@ class Engine:
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         cut = cap if self.config.turns is Turns.ALL else self._crossing_cap(ds, cap)
+        if server is not None and self.planner is not None and self.config.turns is not Turns.ALL:
+            # Its dataset's last answer, sent alone (nothing else of it out, and the room
+            # left within its cap), or any request near the deadline: the lane that delivers
+            # it soonest under the cap, not the slow box (backends/engine/fleet.py `route`).
+            room = None if ds.budget.max_tokens is None else ds.budget.max_tokens - ds.tokens
+            lone = not ds.inflight and room is not None and room <= cap
+            server = self.planner.route(server, cut, lone)
         entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn

@@ -24,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gen_tui.backends.aio import within
 from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
+from gen_tui.backends.figures import format_duration
 from gen_tui.backends.plan import Lane, LaneState, Plan, PlanStatus, explain, parse_deadline, plan
 from gen_tui.backends.plan.control import (
     CONTROL_FILE,
@@ -76,6 +77,28 @@ def rate_trend(
     return sum((t - mean_t) * (rate - mean_r) for t, rate in recent) / spread
 
 
+def soonest(
+    servers: Sequence[Server],
+    chosen: Server,
+    tokens: float,
+    room: float,
+    price: Callable[[Server], float],
+) -> Server:
+    """The server that delivers an answer of up to `tokens` soonest, of `chosen` and those
+    with a free slot whose price for it stays within `room` dollars (free ones always
+    do); `chosen` when none is faster or its speed is not known yet."""
+    best, best_s = chosen, chosen.expected_s(tokens)
+    for server in servers:
+        if server is chosen or not server.has_slot():
+            continue
+        if price(server) * tokens > room:
+            continue
+        expected = server.expected_s(tokens)
+        if expected is not None and (best_s is None or expected < best_s):
+            best, best_s = server, expected
+    return best
+
+
 class FleetPlanner(RunPart):
     """Re-plans the lanes' shares from their measured rates while the run goes."""
 
@@ -106,6 +129,9 @@ class FleetPlanner(RunPart):
         runner.on_stall = self.stalled.set
         self.batch: BatchLane | None = None
         """The fleet's batch lane, planned beside the live servers (set by the engine)."""
+        self._routed: set[tuple[bool, str, str]] = set()
+        """The reroutes said once (lone or not, from, to): a deadline's last seconds may
+        hurry many requests."""
         self.rates: dict[str, list[tuple[float, float]]] = {}
         """Each live lane's measured rates, (when, tok/s), over the last TREND_WINDOW_S."""
 
@@ -113,18 +139,71 @@ class FleetPlanner(RunPart):
         lane = self.lanes.get(server.url)
         return lane.name if lane is not None else server.url
 
+    def price(self, server: Server) -> float:
+        """Its dollars per completion token: as measured, else as its lane says."""
+        spec = self.lanes.get(server.url)
+        if server.tokens > 0 and server.cost > 0:
+            price = server.cost / server.tokens
+        else:
+            price = spec.price_per_token if spec is not None else 0.0
+        if spec is None and self.config.price_per_million is not None:
+            price = self.config.price_per_million[1] / 1e6
+        return price
+
+    def committed(self) -> float:
+        """Dollars spent, and expected for the answers in flight."""
+        flying = sum(s.outstanding * s.mean_answer * self.price(s) for s in self.runner.servers)
+        batch = self.batch
+        if batch is not None and batch.spec is not None:
+            flying += batch.outstanding() * batch.planned(time.monotonic()).price
+        return self.cost.total() + flying
+
+    def route(self, server: Server, tokens: int, lone: bool) -> Server:
+        """Where a request the dispatcher took a slot on `server` for goes, its answer of up
+        to `tokens`: `server`, unless the plan has a deadline and either the request is
+        its dataset's last, sent alone (`lone`) while the plan buys tokens to meet the
+        deadline or lands past it on `server`, or less time is left to the deadline than
+        a request takes on `server`. Then the lane that delivers it soonest, whose price
+        for it stays under the cap (`soonest`): the slow free box must not hold the run's
+        last answer past the deadline (the rehearsal saw it land 0.37 s late)."""
+        made = self.current
+        if self.deadline_at is None or made is None or made.status is PlanStatus.STALLED:
+            return server
+        left = self.deadline_at - time.monotonic()
+        if lone:
+            late = server.expected_s(tokens)
+            hurry = made.cost > 0 or (late is not None and left < late)
+        else:
+            mean = server.expected_s()
+            hurry = mean is not None and left < mean
+        if not hurry:
+            return server
+        room = math.inf if self.max_cost is None else self.max_cost - self.committed()
+        best = soonest(self.runner.servers, server, tokens, room, self.price)
+        if best is server:
+            return server
+        self.runner.move(server, best)
+        what = "its last answer, sent alone," if lone else "a request"
+        key = (lone, self._name(server), self._name(best))
+        if key not in self._routed:
+            self._routed.add(key)
+            took, takes = server.expected_s(tokens), best.expected_s(tokens)
+            to_go = max(0.0, left)
+            said = f"{to_go:.1f} s" if to_go < 60 else format_duration(to_go)
+            self.reporter.event(
+                "info",
+                f"{said} to the deadline: {what} goes to "
+                f"{self._name(best)} ({takes or 0:.1f} s), not {self._name(server)} "
+                f"({took or 0:.1f} s)",
+            )
+        return best
+
     def measured(self) -> list[Lane]:
         """Each server as the planner sees it now."""
         now = time.monotonic()
         lanes = []
         for server in self.runner.servers:
-            spec = self.lanes.get(server.url)
-            if server.tokens > 0 and server.cost > 0:
-                price = server.cost / server.tokens
-            else:
-                price = spec.price_per_token if spec is not None else 0.0
-            if spec is None and self.config.price_per_million is not None:
-                price = self.config.price_per_million[1] / 1e6
+            price = self.price(server)
             latency = server.request_s / server.answers if server.answers else 0.0
             running_s = now - server.first_sent if server.first_sent is not None else 0.0
             fill = latency
@@ -138,6 +217,13 @@ class FleetPlanner(RunPart):
                 # time, which requests queued at the server stretch (a box of 8 slots sent
                 # 64 was planned at 2.7x its pace a minute in, 1.4x after five).
                 rate = server.tokens / (running_s - fill)
+            elif price == 0 and server.capacity and server.first_tokens and fill > 0:
+                # A free lane not settled yet, whose server says how many it runs at once:
+                # that many slots at its first answer's pace (which never waited for a
+                # slot). Its rate per request times the lane's width said 8x its pace for a
+                # box of 8 slots sent 64, whose first answers had not queued.
+                slots = min(server.limit or self.config.max_concurrency, server.capacity)
+                rate = slots * server.first_tokens / fill
             else:
                 # A priced lane is held to its share (and a free one has not run long enough
                 # to tell): its rate per request, at full width.

@@ -70,6 +70,12 @@ class Server:
         self.first_answered: float | None = None
         """When its first answer came back: the pipe's filling time is the span from
         `first_sent` (its mean request time is not, once requests queue at the server)."""
+        self.first_tokens = 0
+        """Its first answer's completion tokens: over the filling time, a slot's pace with
+        no queue before it (the first answer back never waited for a slot)."""
+        self.capacity: int | None = None
+        """The requests it runs at once, as it said at the start (SGLang's
+        max_running_requests; None: it does not say, as an API does not)."""
         """Completion tokens, answers, dollars and request-seconds of its answers so far:
         its rate per request and its price per token, as the planner measures them."""
 
@@ -88,6 +94,22 @@ class Server:
         if self.probe_left is not None:
             return self.probe_left > 0
         return self.allowance - self.outstanding * self.mean_answer > 0
+
+    def has_slot(self) -> bool:
+        """Whether it could take one more request now, its planned share aside: up, paid and
+        under its lane's limit (a request the deadline hurries may pass its share)."""
+        if self.down_until > time.monotonic() or self.unpaid:
+            return False
+        return self.limit is None or self.outstanding < self.limit
+
+    def expected_s(self, tokens: float | None = None) -> float | None:
+        """How long a request takes here: its mean request time so far, or, for an answer of
+        `tokens`, that many of its mean seconds per token (None: no answer yet)."""
+        if not self.answers:
+            return None
+        if tokens is None or self.tokens <= 0:
+            return self.request_s / self.answers
+        return self.request_s / self.tokens * tokens
 
     @property
     def status(self) -> str:
@@ -187,6 +209,8 @@ class RequestRunner(RunPart):
         tells its capacity.
         """
         batches = await self.capacities()
+        for server, batch in zip(self.servers, batches, strict=True):
+            server.capacity = batch
         if None in batches or self.config.auto_concurrency:
             return
         running = sum(b for b in batches if b is not None)
@@ -245,6 +269,13 @@ class RequestRunner(RunPart):
         server.outstanding += 1
         if server.probe_left is not None:
             server.probe_left = max(0, server.probe_left - 1)
+
+    def move(self, taken: Server, to: Server) -> None:
+        """The slot `reserve` took on `taken` taken on `to` instead."""
+        taken.outstanding -= 1
+        if taken.probe_left is not None:
+            taken.probe_left += 1
+        self._take(to)
 
     def _pick_server(self, prefer: Server | None = None) -> Server:
         """A server with room (under its lane's limit and planned share), the least loaded
@@ -372,6 +403,7 @@ class RequestRunner(RunPart):
                     self.on_stall()  # re-plan now, with it
             if server.first_answered is None:
                 server.first_answered = time.monotonic()
+                server.first_tokens = generation.completion_tokens
             server.tokens += generation.completion_tokens
             server.answers += 1
             server.allowance -= generation.completion_tokens

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from gen_tui.backends.demo import write_prompts
@@ -316,3 +317,56 @@ def test_a_box_only_run_resumed_as_a_fleet_verifies_and_exports_as_one(
     rows: list[bytes] = []
     tally = export_run(tmp_path / "out", None, ExportOptions("sharegpt"), rows.append, print)
     assert tally.exported == len(made) and not tally.skipped, tally
+
+
+def test_the_api_out_of_credits_halfway_moves_the_rest_to_the_box_and_the_batch_lane(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """Issue 34's Done-when, its second half, with the three lanes: the fast priced API
+    answers 402 (out of credits) from early in its share on. The run finishes without
+    pausing; the plan moves the API's rest to the box and the batch lane and says so and
+    why; no sample is lost or made twice (records, the batch simulator's ledger, no errors
+    noted), the budget is kept within its precision and the cap never passed; progress.json's
+    plan carries the API as out of credits."""
+    budget = 20_000
+    with (
+        sim(vocab_size, *BOX) as (box, _),
+        sim(vocab_size, *API) as (api, _),
+        sim(vocab_size, *BATCH) as (batch, _),
+    ):
+        sim_call(batch, "/_sim/config", {"batch_delay_s": BATCH_DELAY_S})
+        run = start_run(tmp_path, tokenizer_dir, box, api, batch, budget)
+        lines = until_first_plan(run)
+        time.sleep(0.5)
+        sim_call(api, "/_sim/config", {"faults": {"payment_402": 1.0}})  # every request now
+        rest, _ = run.communicate(timeout=150)
+        ledger = sim_call(batch, "/_sim/batches")["ledger"]
+    out = "".join(lines) + rest
+    assert run.returncode == 0, out
+    folder = tmp_path / "out" / "A"
+    made = records(folder)
+    ids = [r["sample_id"] for r in made]
+    assert len(set(ids)) == len(ids), out  # none twice
+    assert set(ledger.values()) == {1}, ledger  # no batch line sent twice
+    by_lane = {lane: [r for r in made if r["lane"] == lane] for lane in ("box", "api", "batch")}
+    assert len(by_lane["batch"]) == len(ledger)  # every line the batches answered is a record
+    assert not (folder / "errors.jsonl").exists(), out  # none given up to the 402s
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out  # the budget, within its precision
+    # The API answered before its credits ran out and never after; the others did the rest.
+    assert all(by_lane.values()), {lane: len(rows) for lane, rows in by_lane.items()}
+    assert sum(r["cost"] for r in made) <= 0.5  # the cap
+    # Said: the 402 takes the API alone out, and the plan moves its rest, saying why.
+    assert "its tokens go to the other lanes" in out, out
+    said = [line for line in out.splitlines() if "plan changed: api lane " in line]
+    assert said and "plan changed: api lane out of credits: " in said[0], out
+    moved_to = said[0].split(" moved to ", 1)[1]
+    assert "batch" in moved_to or "box" in moved_to, said[0]
+    assert "dispatch paused" not in out, out  # the box and the batch lane went on
+    # Every plan after it gives the API nothing.
+    after = out.split(said[0], 1)[1]
+    later = [line for line in after.splitlines() if "plan changed: " in line]
+    assert all(" api " not in line.split("now ", 1)[-1] for line in later), later
+    progress = orjson.loads((folder / "progress.json").read_bytes())
+    lanes = {lane["name"]: lane for lane in progress["plan"]["lanes"]}
+    assert lanes["api"]["state"] == "out of credits" and lanes["api"]["tokens"] == 0, lanes

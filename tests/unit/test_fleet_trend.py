@@ -92,3 +92,31 @@ def test_a_free_lane_settles_after_its_first_answers_time_not_its_queues(
     runner: Any = SimpleNamespace(servers=[box], on_stall=None)
     (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
     assert lane.rate == pytest.approx(12_000 / 50, rel=1e-3)
+
+
+def test_a_free_lane_is_first_planned_at_the_slots_its_server_runs(tmp_path: Path) -> None:
+    # A box of 8 slots at 30 tok/s each (240 tok/s) sent 64: its first answer (300 tokens
+    # in 10 s) never waited for a slot, and its rate per request times the lane's 64 said
+    # 1,920 tok/s, so the first plan had the box meet any deadline. Its server says it runs
+    # 8 at once: 8 slots at that answer's pace.
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
+        lanes=["box=http://box:1,concurrency=64"],
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1", limit=64)
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 10.5, now - 0.5
+    box.answers, box.tokens, box.request_s, box.first_tokens = 1, 300, 10.0, 300
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    planner = FleetPlanner(run, runner, CostMeter(config, []))
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(64 * 30.0)  # a server that does not say: as before
+    box.capacity = 8
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(8 * 30.0)
+    # Queued answers later stretch its mean request time, not its first answer's pace.
+    box.answers, box.tokens, box.request_s = 16, 16 * 300, 8 * 10.0 + 8 * 20.0
+    box.first_sent, box.first_answered = now - 20.5, now - 10.5
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(8 * 30.0)
