@@ -84,9 +84,13 @@ def counted(count: int, word: str) -> str:
     return f"{count:,} {word}{'es' if word.endswith(('ch', 'sh', 'ss', 'x')) else 's'}"
 
 
-def format_count(value: float) -> str:
+def format_count(value: float, digits: int | None = None) -> str:
     """Short human form used in logs and panels: 9.87M, 512k, 950 (at most 10 characters:
-    `?` for NaN and infinities, `1.2e+20` past SHOWN_MAX)."""
+    `?` for NaN and infinities, `1.2e+20` past SHOWN_MAX).
+
+    `digits`: at most that many significant digits once scaled (3: 931.88k is 932k, 10.62M
+    is 10.6M), for a line too narrow for two decimals; a count under 1,000 stays whole.
+    """
     if not math.isfinite(value):
         return "?"
     sign = "-" if value < 0 else ""
@@ -95,7 +99,11 @@ def format_count(value: float) -> str:
         return f"{sign}{value:.2g}"
     for scale, suffix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
         if value >= scale:
-            shown = f"{value / scale:.2f}".rstrip("0").rstrip(".")
+            scaled = value / scale
+            places = 2 if digits is None else max(0, digits - len(str(int(scaled))))
+            shown = f"{scaled:.{places}f}"
+            if "." in shown:
+                shown = shown.rstrip("0").rstrip(".")
             return f"{sign}{shown}{suffix}"
     return f"{sign}{int(value)}"
 

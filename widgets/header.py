@@ -70,6 +70,7 @@ class Part:
 
 # What gives way first on a narrow header, highest first (see Part).
 DROP_HOST_OK = 90
+SHORT_FIGURES = 85
 DROP_WHERE = 80
 SHORT_SERVERS = 70
 SHORT_COST = 60
@@ -101,8 +102,8 @@ def parts_of(view: HeaderView) -> list[Part]:
         cut = note[: NOTE_ROOM - 1] + "…" if len(note) > NOTE_ROOM else note
         parts.append(Part(note, ((CUT_NOTE, cut),)))
     parts += [
-        Part(f"{format_count(view.tokens)} tok"),
-        Part(f"{format_count(view.tok_s)} tok/s"),
+        figure_part(view.tokens, "tok"),
+        figure_part(view.tok_s, "tok/s"),
         Part(f"done {view.done}/{view.total}"),
     ]
     if view.cost is not None:
@@ -124,6 +125,16 @@ def parts_of(view: HeaderView) -> list[Part]:
         if state == "connected"
     ]
     return parts
+
+
+def figure_part(value: float, unit: str) -> Part:
+    """A total with its unit, to three significant digits where room is short: the figures'
+    width grows with the machine's speed (931.88k tok/s), and a decimal is what gives way
+    first, before a pid, the servers' figures or the demo's note (both seen cut at 80 and 120
+    columns on a fast machine)."""
+    full = f"{format_count(value)} {unit}"
+    short = f"{format_count(value, digits=3)} {unit}"
+    return Part(full, ((SHORT_FIGURES, short),) if short != full else ())
 
 
 def in_flight_parts(view: HeaderView) -> list[Part]:
