@@ -93,18 +93,26 @@ class Closer:
         return encode_text(self.tokenizer, end_of_turn(self.tokenizer, history, text))
 
     def closed(
-        self, history: list[dict[str, str]], answer: Answer, output_ids: list[int]
+        self,
+        history: list[dict[str, str]],
+        answer: Answer,
+        output_ids: list[int],
+        before: list[int] | None = None,
     ) -> list[int]:
-        """`output_ids` of `answer` (a reply to `history`) as the row trains them: without
-        the stop token SGLang leaves at their end (0.5.23's `finished_len` counts the token
-        it matched), then the template's end-of-turn markup, whole and once. The stop is
-        the markup's first token (Qwen's `<|im_end|>`) or another special token the model
-        may also stop on (`<|endoftext|>`), which the template, rendering the answer's
-        text, would not write either. Raises what the template raises."""
+        """`output_ids` of `answer` (a reply to `history`) as the row trains them, after
+        `before` (the row's ids before the answer, joined in the same copy: an answer's
+        ids run to thousands): without the stop token SGLang leaves at their end (0.5.23's
+        `finished_len` counts the token it matched), then the template's end-of-turn
+        markup, whole and once. The stop is the markup's first token (Qwen's `<|im_end|>`)
+        or another special token the model may also stop on (`<|endoftext|>`), which the
+        template, rendering the answer's text, would not write either. Raises what the
+        template raises."""
         tail = self.tail(history, answer)
+        ids = (before or []) + output_ids
         if output_ids and ((tail and output_ids[-1] == tail[0]) or output_ids[-1] in self._special):
-            output_ids = output_ids[:-1]
-        return [*output_ids, *tail]
+            ids.pop()
+        ids += tail
+        return ids
 
 
 _CLOSERS: weakref.WeakKeyDictionary[Any, Closer] = weakref.WeakKeyDictionary()

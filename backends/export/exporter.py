@@ -250,20 +250,23 @@ def _flush(
             raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
         sent_ids = native_ids(record, ds.setup.api)  # by the record's own lane's API
         reason = _skip_reason(record, prompt_ids, ds.options, sent_ids)
-        answer = record["output_ids"]
+        row_ids = None
         if reason is None and ds.options.format == "specforge":
             try:  # the answer as the row trains it: the template's end-of-turn markup after
                 text = functools.partial(answer_text, record, ds.tokenizer)
-                answer = closing.closed(prompt.messages, text, answer)
+                row_ids = closing.closed(prompt.messages, text, record["output_ids"], prompt_ids)
             except Exception:  # a template can raise anything on odd input
                 reason = UNTOKENIZABLE
-        max_length = ds.options.max_length
-        if reason is None and max_length is not None and len(prompt_ids) + len(answer) > max_length:
-            reason = OVER_LENGTH
+        if reason is None and ds.options.max_length is not None:
+            length = (
+                len(prompt_ids) + len(record["output_ids"]) if row_ids is None else len(row_ids)
+            )
+            if length > ds.options.max_length:
+                reason = OVER_LENGTH
         if reason is not None:
             ds.tally.skipped[reason] += 1
             continue
-        item = Item(ds.name, record, prompt.messages, prompt_ids, answer)
+        item = Item(ds.name, record, prompt.messages, prompt_ids, row_ids)
         ds.write(writer(item, facts, ds.tokenizer) + b"\n")
         ds.tally.exported += 1
 

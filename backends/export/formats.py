@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.export.closing import closer
 from gen_tui.backends.store.records import sample_key
 
 FORMATS = ("specforge", "sharegpt", "text")
@@ -30,15 +31,15 @@ FORMATS = ("specforge", "sharegpt", "text")
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One record with what export rebuilt for it: the prompt's messages and ids, and the
-    answer's ids as a `specforge` row trains them (`closing.Closer.closed`: the template's
-    end-of-turn markup after them)."""
+    """One record with what export rebuilt for it: the prompt's messages and ids, and for
+    a `specforge` row its ids: the prompt's, then the answer's as the row trains them
+    (`closing.Closer.closed`: the template's end-of-turn markup after them)."""
 
     dataset: str
     record: dict[str, Any]
     messages: list[dict[str, str]]
     prompt_ids: list[int]
-    answer_ids: list[int]
+    input_ids: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,18 @@ def metadata(item: Item, facts: RunFacts) -> dict[str, Any]:
 
 
 def specforge_row(item: Item, facts: RunFacts, tokenizer: Any) -> bytes:
-    answer = item.answer_ids
+    ids = item.input_ids
+    if ids is None:  # an item made without them: the same closing (closing.py)
+        text = answer_text(item.record, tokenizer)
+        ids = closer(tokenizer).closed(
+            item.messages, text, item.record["output_ids"], item.prompt_ids
+        )
+    prompt = len(item.prompt_ids)
     return orjson.dumps(
         {
             "id": row_id(item),
-            "input_ids": item.prompt_ids + answer,
-            "loss_mask": [0] * len(item.prompt_ids) + [1] * len(answer),
+            "input_ids": ids,
+            "loss_mask": [0] * prompt + [1] * (len(ids) - prompt),
             "metadata": metadata(item, facts),
         }
     )
