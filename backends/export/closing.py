@@ -120,7 +120,10 @@ _CLOSERS: weakref.WeakKeyDictionary[Any, Closer] = weakref.WeakKeyDictionary()
 
 def closer(tokenizer: Any) -> Closer:
     """The `Closer` of `tokenizer` as its chat template is now (a test may set another)."""
-    made = _CLOSERS.get(tokenizer)
-    if made is None or made.template != getattr(tokenizer, "chat_template", None):
-        made = _CLOSERS[tokenizer] = Closer(tokenizer)
+    try:
+        made = _CLOSERS.get(tokenizer)
+        if made is None or made.template != getattr(tokenizer, "chat_template", None):
+            made = _CLOSERS[tokenizer] = Closer(tokenizer)
+    except TypeError:  # a tokenizer no weak reference or hash takes: a Closer of its own
+        made = Closer(tokenizer)
     return made
