@@ -13,6 +13,7 @@ Every record is either exported or skipped with a reason, and the accounting say
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -22,8 +23,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from gen_tui.backends.export import turns as turns_export
+from gen_tui.backends.export.closing import closer
 from gen_tui.backends.export.folders import left_out_line, ours_only
-from gen_tui.backends.export.formats import WRITERS, Item, RunFacts
+from gen_tui.backends.export.formats import WRITERS, Item, RunFacts, answer_text
 from gen_tui.backends.figures import counted
 from gen_tui.backends.store.manifest import (
     ManifestError,
@@ -228,8 +230,6 @@ def _skip_reason(
         return IDS_MISMATCH
     if not output_ids:
         return EMPTY
-    if options.max_length is not None and len(prompt_ids) + len(output_ids) > options.max_length:
-        return OVER_LENGTH
     return None
 
 
@@ -241,6 +241,7 @@ def _flush(
 ) -> None:
     encoded = encode_many(ds.tokenizer, [prompt.messages for prompt, _ in batch])
     facts = ds.facts
+    closing = closer(ds.tokenizer)
     for (prompt, (offset, line_no)), prompt_ids in zip(batch, encoded, strict=True):
         records.seek(offset)
         try:
@@ -249,10 +250,23 @@ def _flush(
             raise ExportError(f"{ds.raw}:{line_no}: {exc}") from None
         sent_ids = native_ids(record, ds.setup.api)  # by the record's own lane's API
         reason = _skip_reason(record, prompt_ids, ds.options, sent_ids)
+        row_ids = None
+        if reason is None and ds.options.format == "specforge":
+            try:  # the answer as the row trains it: the template's end-of-turn markup after
+                text = functools.partial(answer_text, record, ds.tokenizer)
+                row_ids = closing.closed(prompt.messages, text, record["output_ids"], prompt_ids)
+            except Exception:  # a template can raise anything on odd input
+                reason = UNTOKENIZABLE
+        if reason is None and ds.options.max_length is not None:
+            length = (
+                len(prompt_ids) + len(record["output_ids"]) if row_ids is None else len(row_ids)
+            )
+            if length > ds.options.max_length:
+                reason = OVER_LENGTH
         if reason is not None:
             ds.tally.skipped[reason] += 1
             continue
-        item = Item(ds.name, record, prompt.messages, prompt_ids)
+        item = Item(ds.name, record, prompt.messages, prompt_ids, row_ids)
         ds.write(writer(item, facts, ds.tokenizer) + b"\n")
         ds.tally.exported += 1
 

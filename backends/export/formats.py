@@ -1,8 +1,9 @@
 """The trainer formats export writes: one JSON line per record, each in one function.
 
 - `specforge`: pre-tokenized `input_ids` and `loss_mask` (0 over the prompt, 1 over the
-  answer), what SpecForge reads from `data.prompts_path` and vLLM speculators writes and
-  reads as its "speculator format".
+  answer and the chat template's end-of-turn markup after it, as SpecForge masks its own
+  render of the conversation: closing.py), what SpecForge reads from `data.prompts_path` and
+  vLLM speculators writes and reads as its "speculator format".
 - `sharegpt`: the prompt's messages and the answer as an assistant turn (with the model's
   thinking as `reasoning_content` when the record has it), what SpecForge's regeneration
   script writes and its offline pipeline reads.
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from gen_tui.backends.export.closing import closer
 from gen_tui.backends.store.records import sample_key
 
 FORMATS = ("specforge", "sharegpt", "text")
@@ -29,12 +31,15 @@ FORMATS = ("specforge", "sharegpt", "text")
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One record with what export rebuilt for it: the prompt's messages and ids."""
+    """One record with what export rebuilt for it: the prompt's messages and ids, and for
+    a `specforge` row its ids: the prompt's, then the answer's as the row trains them
+    (`closing.Closer.closed`: the template's end-of-turn markup after them)."""
 
     dataset: str
     record: dict[str, Any]
     messages: list[dict[str, str]]
     prompt_ids: list[int]
+    input_ids: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,16 +54,16 @@ def row_id(item: Item) -> str:
     return f"{item.dataset}/{sample_key(item.record['sample_id'])}"
 
 
-def answer_text(item: Item, tokenizer: Any) -> str:
+def answer_text(record: dict[str, Any], tokenizer: Any) -> str:
     """The answer's text: the record's own, else its ids decoded (a layout without text)."""
-    text = item.record.get("text")
+    text = record.get("text")
     if isinstance(text, str):
         return text
-    return str(tokenizer.decode(item.record["output_ids"], skip_special_tokens=True))
+    return str(tokenizer.decode(record["output_ids"], skip_special_tokens=True))
 
 
 def assistant_turn(item: Item, tokenizer: Any) -> dict[str, str]:
-    turn = {"role": "assistant", "content": answer_text(item, tokenizer)}
+    turn = {"role": "assistant", "content": answer_text(item.record, tokenizer)}
     reasoning = item.record.get("reasoning")
     if isinstance(reasoning, str):
         turn["reasoning_content"] = reasoning
@@ -82,12 +87,18 @@ def metadata(item: Item, facts: RunFacts) -> dict[str, Any]:
 
 
 def specforge_row(item: Item, facts: RunFacts, tokenizer: Any) -> bytes:
-    output_ids = item.record["output_ids"]
+    ids = item.input_ids
+    if ids is None:  # an item made without them: the same closing (closing.py)
+        text = answer_text(item.record, tokenizer)
+        ids = closer(tokenizer).closed(
+            item.messages, text, item.record["output_ids"], item.prompt_ids
+        )
+    prompt = len(item.prompt_ids)
     return orjson.dumps(
         {
             "id": row_id(item),
-            "input_ids": item.prompt_ids + output_ids,
-            "loss_mask": [0] * len(item.prompt_ids) + [1] * len(output_ids),
+            "input_ids": ids,
+            "loss_mask": [0] * prompt + [1] * (len(ids) - prompt),
             "metadata": metadata(item, facts),
         }
     )

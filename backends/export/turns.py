@@ -18,16 +18,10 @@ earlier turn rendered differently once a later one follows) is skipped as an ids
 never exported with a mask off by a token. `sharegpt` and `text`, which carry messages,
 export each turn with its `reasoning_content`.
 
-Why the end-of-turn markup is in the mask: both trainers put it there when they prepare the
-same conversation themselves. SpecForge 0.2.0's `GeneralParser` masks from after the
-assistant header through its template's `end_of_turn_token` (`<|im_end|>\\n` for qwen, 2
-tokens), speculators 0.9.0's `_render_boundary_rows` everything the render of the
-conversation up to that turn adds after its generation prompt (the same `<|im_end|>\\n`).
-A drafter trained without it never learns to propose the end of a turn. SGLang's own
-`output_ids` end with the stop token it matched (`<|im_end|>`), the simulator's and an
-OpenAI path's do not: the answer's ids are taken without it and the markup is added from
-the template, so the row is the same on every path. The row ends with the last turn's
-markup, as the trainers' renders do.
+Each turn's answer ids and markup come from `closing.Closer.closed`, as a `--turns last`
+row's answer does: why the markup is in the mask (both trainers put it there when they
+prepare the conversation themselves) and why SGLang's matched stop token is dropped is
+said there. The row ends with the last turn's markup, as the trainers' renders do.
 
 `--max-length` cuts whole turns: the row keeps the turns whose ids fit, and a conversation
 whose first turn does not fit is skipped as over the length.
@@ -40,15 +34,12 @@ from typing import Any
 
 import orjson
 
-from gen_tui.backends.export.formats import RunFacts
+from gen_tui.backends.export.closing import MARK, closer
+from gen_tui.backends.export.formats import RunFacts, answer_text
 from gen_tui.backends.store.conversations import turn_messages
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import sample_key
-from gen_tui.backends.tokenizer import encode_many, encode_text
-
-_MARK = "\ue000gen-tui:end-of-turn\ue000"
-"""Put after each assistant answer to find where its rendered span ends (a private-use
-character no template strips; removed before tokenizing)."""
+from gen_tui.backends.tokenizer import encode_many
 
 UNFINISHED = "conversation unfinished"
 
@@ -62,13 +53,7 @@ class Conversation:
     records: list[dict[str, Any]]
 
     def answers(self, tokenizer: Any) -> list[str]:
-        out = []
-        for record in self.records:
-            text = record.get("text")
-            if not isinstance(text, str):
-                text = str(tokenizer.decode(record["output_ids"], skip_special_tokens=True))
-            out.append(text)
-        return out
+        return [answer_text(record, tokenizer) for record in self.records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +73,7 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
     to start with the one before it and its answer's ids; the formats of messages do not,
     and cut at `max_length` by each turn's own prompt and answer."""
     answers = item.answers(tokenizer)
+    closing = closer(tokenizer)
     turns = len(item.records)
     prompts = encode_many(
         tokenizer,
@@ -108,10 +94,9 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
         if ids:
             history = turn_messages(item.prompt.messages, turn, answers)
             try:
-                tail = encode_text(tokenizer, end_of_turn(tokenizer, history, answers[turn - 1]))
+                output_ids = closing.closed(history, answers[turn - 1], output_ids)
             except Exception:  # a template can raise anything on odd input
                 return "prompt untokenizable"
-            output_ids = answer_ids(tokenizer, output_ids, tail) + tail
         length = (
             len(row) + len(bridge) + len(output_ids) if ids else len(prompt_ids) + len(output_ids)
         )
@@ -123,29 +108,6 @@ def build(item: Conversation, tokenizer: Any, max_length: int | None, ids: bool)
     if kept == 0:
         return "over --max-length"
     return Built(kept, row, mask, _conversation(item, kept, answers))
-
-
-def end_of_turn(tokenizer: Any, history: list[dict[str, str]], answer: str) -> str:
-    """The template's markup after an assistant answer that ends the conversation (Qwen's
-    `<|im_end|>\\n`, Llama 3's `<|eot_id|>`): what follows the answer in the render of
-    `history` and the answer, empty when the template renders nothing after it."""
-    turn = {"role": "assistant", "content": answer + _MARK}
-    text = str(tokenizer.apply_chat_template([*history, turn], tokenize=False))
-    at = text.rfind(_MARK)
-    return text[at + len(_MARK) :] if at >= 0 else ""
-
-
-def answer_ids(tokenizer: Any, output_ids: list[int], tail: list[int]) -> list[int]:
-    """A turn's answer ids without the stop token SGLang leaves at their end (0.5.23's
-    `finished_len` counts the token it matched): the template's end-of-turn markup `tail`
-    is added whole, once. The stop is the markup's first token (Qwen's `<|im_end|>`) or
-    another special token the model may also stop on (`<|endoftext|>`), which the
-    template, rendering the answer's text, would not write either."""
-    if output_ids and tail and output_ids[-1] == tail[0]:
-        return output_ids[:-1]
-    if output_ids and output_ids[-1] in set(getattr(tokenizer, "all_special_ids", ())):
-        return output_ids[:-1]
-    return output_ids
 
 
 def _conversation(item: Conversation, kept: int, answers: list[str]) -> list[dict[str, str]]:
@@ -187,12 +149,12 @@ def _render_masked(
     """Ids of `conversation` rendered whole by the chat template, and a mask of 1 on each
     assistant turn's span: from the end of the generation prompt the template renders for
     that turn (the conversation before it, `add_generation_prompt=True`) to the end of its
-    answer and the template's end-of-turn markup after it (`end_of_turn`), as in the prefix
+    answer and the template's end-of-turn markup after it (`closing.end_of_turn`), as in the prefix
     rows (`build`); the render is cut after the last turn's markup. None when the render
     before a turn is not a prefix of the whole render, the markup after an answer is not
     the one the template ends a conversation with, or the tokenizer gives no offsets."""
     marked = [
-        {**m, "content": m["content"] + _MARK} if m["role"] == "assistant" else m
+        {**m, "content": m["content"] + MARK} if m["role"] == "assistant" else m
         for m in conversation
     ]
     whole = str(tokenizer.apply_chat_template(marked, tokenize=False))
@@ -205,26 +167,26 @@ def _render_masked(
                 marked[:index], tokenize=False, add_generation_prompt=True
             )
         )
-        end = whole.find(_MARK, len(head))
+        end = whole.find(MARK, len(head))
         if not whole.startswith(head) or end < 0 or (spans and len(head) < spans[-1][1]):
             return None
         partial = str(tokenizer.apply_chat_template(marked[: index + 1], tokenize=False))
-        tail = partial[partial.rfind(_MARK) + len(_MARK) :]
-        if not whole.startswith(tail, end + len(_MARK)):
+        tail = partial[partial.rfind(MARK) + len(MARK) :]
+        if not whole.startswith(tail, end + len(MARK)):
             return None
         spans.append((len(head), end, len(tail)))
-    if whole.count(_MARK) != len(spans):
+    if whole.count(MARK) != len(spans):
         return None
     # Offsets in the text without the marks: each mark before a point shifts it left; a
     # span goes on over the end-of-turn markup after its mark.
     clean_spans = [
         (
-            start - whole.count(_MARK, 0, start) * len(_MARK),
-            end - whole.count(_MARK, 0, end) * len(_MARK) + tail,
+            start - whole.count(MARK, 0, start) * len(MARK),
+            end - whole.count(MARK, 0, end) * len(MARK) + tail,
         )
         for start, end, tail in spans
     ]
-    text = whole.replace(_MARK, "")
+    text = whole.replace(MARK, "")
     try:
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     except (NotImplementedError, ValueError, TypeError):

@@ -54,6 +54,8 @@ def test_specforge_rows_decode_back_to_the_prompt_and_the_answer(
     records = {name: records_of(out, name) for name in ("A", "B")}
     assert len(rows) == 100 == sum(map(len, records.values()))
     assert accounting(lines, "all") == "all: 100 records = 100 exported + 0 skipped"
+    end = tokenizer("<|end|>\n", add_special_tokens=False)["input_ids"]  # the demo template's
+    assert len(end) == 2
     for row in rows:
         name, key = row["id"].split("/", 1)
         record = records[name][key]
@@ -61,8 +63,10 @@ def test_specforge_rows_decode_back_to_the_prompt_and_the_answer(
         prompt_ids = encode_messages(tokenizer, messages)
         split = row["loss_mask"].index(1)
         assert row["input_ids"][:split] == prompt_ids
-        assert row["input_ids"][split:] == record["output_ids"]
-        assert row["loss_mask"] == [0] * split + [1] * len(record["output_ids"])
+        # The answer, then the template's end-of-turn markup, in the mask as SpecForge masks
+        # its own render of the conversation (test_trainer_readers.py asks SpecForge).
+        assert row["input_ids"][split:] == record["output_ids"] + end
+        assert row["loss_mask"] == [0] * split + [1] * (len(record["output_ids"]) + len(end))
         rendered = tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True
         )

@@ -427,4 +427,6 @@ async def test_gen_tui_run_records_the_reasoning(
     for row in map(json.loads, pretokenized.stdout.splitlines()):
         trained = [i for i, mask in zip(row["input_ids"], row["loss_mask"], strict=True) if mask]
         record = by_id[row["id"]]
-        assert tokenizer.decode(trained) == think(record["reasoning"], record["text"])
+        # ... and the template's end-of-turn markup after the answer, as SpecForge masks it.
+        thought = think(record["reasoning"], record["text"])
+        assert tokenizer.decode(trained) == thought + "<|end|>\n"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench.common import simulator
+from gen_tui.backends.store.records import RAW_FILE, seal
 from gen_tui.backends.tokenizer import load_tokenizer
 from tests.support.run_output import ENV, gen_tui
 from tests.support.side_python import side_python_problem
@@ -119,8 +120,89 @@ def read_back_turns(
     return read_exports(work / "out", tokenizer_dir, folder)
 
 
+@pytest.fixture(scope="module")
+def read_back_last(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]]:
+    """`read_back` of a `--turns last` run (the default) over the same conversations: each
+    row's history holds the source dataset's assistant turns, the last turn regenerated."""
+    if problem := trainers_problem():
+        pytest.skip(problem)
+    tokenizer_dir = request.getfixturevalue("tokenizer_dir")
+    vocab_size = request.getfixturevalue("vocab_size")
+    work = tmp_path_factory.mktemp("last")
+    write_conversations(work / "prompts" / "chat.jsonl", TURN_CONVERSATIONS)
+    args = run_args(work / "prompts", work / "out", "", tokenizer_dir, 10**9)
+    args[args.index("--turns") + 1] = "last"
+    with simulator(
+        "--tokens-per-s", "4000", "--vocab-size", str(vocab_size),
+        "--profile", f"chat={TURN_MEAN}:0.6",
+    ) as url:  # fmt: skip
+        args[args.index("--server-url") + 1] = url
+        done = gen_tui(*args)
+    assert done.returncode == 0, done.stderr.decode()
+    as_a_model_answers(work / "out" / "chat" / RAW_FILE, tokenizer_dir)
+    folder = work / "exports"
+    folder.mkdir()
+    return read_exports(work / "out", tokenizer_dir, folder)
+
+
+def as_a_model_answers(raw: Path, tokenizer_dir: Path) -> None:
+    """Give each record the ids a model's answer has: the simulator's `text` is words its
+    `output_ids` (random ids) are not, so SpecForge, rendering the text, would never meet
+    the ids. Now they are the text's own tokens, and every other record ends with the stop
+    token SGLang leaves in `output_ids` (`<|end|>`, the template's end of turn), which
+    the row must not hold twice."""
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    stop = tokenizer.convert_tokens_to_ids("<|end|>")
+    lines = []
+    for index, line in enumerate(raw.read_bytes().splitlines()):
+        record = json.loads(line)
+        record.pop("crc32", None)
+        ids = tokenizer(record["text"], add_special_tokens=False)["input_ids"]
+        record["output_ids"] = ids + [stop] * (index % 2)
+        record["completion_tokens"] = len(record["output_ids"])
+        lines.append(seal(json.dumps(record, separators=(",", ":")).encode()) + b"\n")
+    raw.write_bytes(b"".join(lines))
+
+
 def pair(row: dict[str, Any]) -> Row:
     return tuple(row["input_ids"]), tuple(row["loss_mask"])
+
+
+def masked(rows: list[Row]) -> int:
+    return sum(sum(mask) for _, mask in rows)
+
+
+def assert_same_rows(name: str, theirs: list[Row], ours: list[Row]) -> None:
+    """SpecForge's render of each conversation is one of our rows, token for token: the
+    first disagreement named (where the ids part, the masked tokens in all) before the
+    whole is compared."""
+    totals = f"masked tokens ours {masked(ours):,}, SpecForge's {masked(theirs):,}"
+    by_ids = dict(ours)
+    for ids, mask in theirs:
+        if ids not in by_ids:
+            longest = max(
+                (o for o in by_ids if ids[: len(o)] == o or o[: len(ids)] == ids),
+                key=len,
+                default=None,
+            )
+            where = "" if longest is None else f" ({len(ids) - len(longest):+} ids at the end)"
+            pytest.fail(f"{name}: SpecForge's ids are no exported row's{where}; {totals}")
+        diff = [at for at, (a, b) in enumerate(zip(by_ids[ids], mask, strict=True)) if a != b]
+        assert not diff, f"{name}: masks differ at {diff[:5]} of {len(ids)}; {totals}"
+    assert Counter(theirs) == Counter(ours), f"{name}: {totals}"
+
+
+def runs_of(mask: tuple[int, ...] | list[int]) -> list[tuple[int, int]]:
+    """(start, end) of each run of 1 in `mask`."""
+    out: list[tuple[int, int]] = []
+    for at, bit in enumerate(mask):
+        if bit and (at == 0 or not mask[at - 1]):
+            out.append((at, at))
+        if bit:
+            out[-1] = (out[-1][0], at + 1)
+    return out
 
 
 def test_both_trainers_keep_every_specforge_row_with_its_ids_and_mask(
@@ -152,6 +234,12 @@ def test_specforge_renders_sharegpt_and_text_rows_to_the_exported_prompt_and_ans
     assert [row["id"] for row in exported["sharegpt"]] == [row["id"] for row in exported["text"]]
     for name in ("sharegpt", "text"):  # build_eagle3_dataset shuffles
         assert Counter(kept[f"specforge/{name}"]) == expected, name
+    # The loss ends as SpecForge's does: on the template's end-of-turn markup (`<|end|>\\n`),
+    # in the ids and the mask (the row once ended with the answer's ids; the simulator's
+    # ids are not its text's, so the answers' ids are compared in the `--turns last` test).
+    end = tuple(tokenizer("<|end|>\n", add_special_tokens=False)["input_ids"])
+    for ids, mask in [*expected, *map(pair, exported["specforge"])]:
+        assert (ids[-len(end) :], mask[-len(end) :]) == (end, (1,) * len(end))
 
 
 def test_both_trainers_keep_every_turns_all_row_with_every_turn_in_the_mask(
@@ -180,13 +268,38 @@ def test_specforge_masks_a_turns_all_conversation_it_renders_exactly_as_exported
     left each turn's end-of-turn markup out: 2 tokens a turn fewer than SpecForge's mask,
     and the last turn's markup out of the ids)."""
     exported, kept = read_back_turns
-    rows = Counter(pair(row) for row in exported["specforge"])
+    rows = [pair(row) for row in exported["specforge"]]
     for name in ("sharegpt", "text"):
         theirs = kept[f"specforge/{name}"]
         assert len(theirs) == TURN_CONVERSATIONS, name
-        for ids, mask in theirs:  # the first disagreement, named, before the whole
-            ours = next((row for row in rows if row[0] == ids), None)
-            assert ours is not None, f"{name}: SpecForge's ids are no exported row's"
-            diff = [at for at, (a, b) in enumerate(zip(ours[1], mask, strict=True)) if a != b]
-            assert not diff, f"{name}: masks differ at {diff[:5]} of {len(ids)}"
-        assert Counter(theirs) == rows, name
+        assert_same_rows(name, theirs, rows)
+
+
+def test_specforge_masks_a_turns_last_row_regenerated_turn_as_exported(
+    read_back_last: tuple[dict[str, list[dict[str, Any]]], dict[str, list[Row]]],
+    tokenizer_dir: Path,
+) -> None:
+    """`--turns last` (the default) over 3-to-8-turn conversations: the row trains the
+    regenerated last answer and the template's end-of-turn markup after it (`<|end|>\\n`),
+    which SpecForge's own render masks: with `train_only_last_turn` it gets our row token
+    for token, the turn boundary included. By default it masks the history's assistant
+    turns too, the source dataset's answers, which our row leaves at 0 (another model's
+    distribution: docs/export.md): the same ids, and its mask is ours plus exactly those
+    turns, each an old answer with its markup."""
+    exported, kept = read_back_last
+    rows = [pair(row) for row in exported["specforge"]]
+    assert len(rows) == TURN_CONVERSATIONS
+    assert all(len(runs_of(mask)) == 1 and mask[-1] == 1 for _, mask in rows)
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    by_ids = dict(rows)
+    for name in ("sharegpt", "text"):
+        assert_same_rows(name, kept[f"specforge-last/{name}"], rows)
+        everything = kept[f"specforge/{name}"]
+        assert sorted(ids for ids, _ in everything) == sorted(by_ids), name
+        for ids, mask in everything:
+            ours = by_ids[ids]
+            assert all(bit >= mine for bit, mine in zip(mask, ours, strict=True)), name
+            history = [a if not b else 0 for a, b in zip(mask, ours, strict=True)]
+            texts = [tokenizer.decode(ids[start:end]) for start, end in runs_of(history)]
+            assert texts == [f"an old answer {turn}<|end|>\n" for turn in range(1, len(texts) + 1)]
+            assert len(texts) >= 2, name  # 3 to 8 user turns: 2 to 7 in the history

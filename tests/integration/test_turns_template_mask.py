@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gen_tui.backends.export.closing import closer
 from gen_tui.backends.export.turns import Built, Conversation, build, rendered
 from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.tokenizer import encode_text, load_tokenizer
@@ -156,3 +157,47 @@ def test_an_answer_ending_with_the_stop_token_sglang_matched_gives_the_same_row(
     end = tokenizer.convert_tokens_to_ids("<|end|>")
     assert without.input_ids.count(end) == len(USERS) * 2 + 1  # system, users, answers
     assert stop == end or stop not in without.input_ids
+
+
+# A template whose end-of-turn markup depends on the conversation: with a system prompt
+# the answer is closed by `<|end|>\n`, without one by `<|end|>` alone.
+VARYING_END = (
+    "{%- set ns = namespace(sys=false) %}"
+    "{%- for m in messages %}{%- if m.role == 'system' %}{%- set ns.sys = true %}"
+    "{%- endif %}{%- endfor %}"
+    "{%- for m in messages %}{{- '<|' + m.role + '|>\\n' + m.content }}"
+    "{%- if m.role == 'assistant' and not ns.sys %}{{- '<|end|>' }}"
+    "{%- else %}{{- '<|end|>\\n' }}{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
+)
+
+
+@pytest.mark.parametrize("template", ["plain", "varying"])
+def test_an_answer_is_closed_by_the_markup_its_own_render_has(
+    template: str, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """`Closer` takes a template's end-of-turn markup once where two unlike conversations
+    give the same (the plain template), and renders it per answer where they do not: each
+    answer gets the markup the template writes after it in its own conversation, the
+    stop token SGLang matched (`<|end|>`) not doubled."""
+    folder = tmp_path / "tok"
+    shutil.copytree(tokenizer_dir, folder)
+    tokenizer = load_tokenizer(str(folder))
+    if template == "varying":
+        tokenizer.chat_template = VARYING_END
+    closing = closer(tokenizer)
+    stop = tokenizer.convert_tokens_to_ids("<|end|>")
+    answer = encode_text(tokenizer, ANSWERS[0])
+    for history in (
+        [{"role": "user", "content": USERS[0]}],
+        [{"role": "system", "content": "summarize"}, {"role": "user", "content": USERS[0]}],
+    ):
+        whole = tokenizer.apply_chat_template(
+            [*history, {"role": "assistant", "content": ANSWERS[0]}], tokenize=False
+        )
+        prompt = tokenizer.apply_chat_template(history, tokenize=False, add_generation_prompt=True)
+        expected = encode_text(tokenizer, whole[len(prompt) :])  # the answer and its markup
+        assert closing.closed(history, ANSWERS[0], answer) == expected
+        assert closing.closed(history, ANSWERS[0], [*answer, stop]) == expected
+    assert closer(tokenizer) is closing
+    assert (closing.tail([], "") == encode_text(tokenizer, END)) == (template == "plain")

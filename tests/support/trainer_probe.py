@@ -9,7 +9,9 @@ nothing; tests/integration/test_trainer_readers.py compares what it reports with
 EXPORTS holds `specforge.jsonl`, `sharegpt.jsonl` and `text.jsonl`. TEMPLATE_JSON is the
 tokenizer's chat template in SpecForge's terms (`ChatTemplate` fields), registered the way
 SpecForge's docs say to register a custom one. REPORT receives
-`{"READER/FORMAT": [[input_ids, loss_mask], ...]}`, one entry per row the reader kept.
+`{"READER/FORMAT": [[input_ids, loss_mask], ...]}`, one entry per row the reader kept;
+`specforge-last/FORMAT` is SpecForge with `train_only_last_turn` (the last assistant turn
+alone in the mask).
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ from typing import Any
 Rows = list[list[list[int]]]
 
 
-def specforge_rows(path: Path, tokenizer: Any, max_length: int, preformatted: bool) -> Rows:
+def specforge_rows(
+    path: Path, tokenizer: Any, max_length: int, preformatted: bool, only_last: bool = False
+) -> Rows:
     """SpecForge's prompt ingestion (`data.prompts_path`): pre-tokenized rows take its
-    stdlib fast path; sharegpt and text rows go through `build_eagle3_dataset`."""
+    stdlib fast path; sharegpt and text rows go through `build_eagle3_dataset`, every
+    assistant turn in the mask (its default) or, `only_last`, the last one only (its
+    `data.train_only_last_turn`)."""
     from specforge.data.prompt_builder import prepare_prompt_tasks
 
     tasks = prepare_prompt_tasks(
@@ -34,7 +40,7 @@ def specforge_rows(path: Path, tokenizer: Any, max_length: int, preformatted: bo
         chat_template="gen-tui-test",
         max_length=max_length,
         is_preformatted=preformatted,
-        train_only_last_turn=False,
+        train_only_last_turn=only_last,
         cache_dir=None,
         cache_key=None,
         num_proc=None,
@@ -71,6 +77,10 @@ def main(exports: str, tokenizer_dir: str, template: str, max_length: str, repor
         )
         for name in ("specforge", "sharegpt", "text")
     }
+    for name in ("sharegpt", "text"):
+        kept[f"specforge-last/{name}"] = specforge_rows(
+            folder / f"{name}.jsonl", tokenizer, length, name == "text", only_last=True
+        )
     kept["speculators/specforge"] = speculators_rows(
         folder / "specforge.jsonl", tokenizer_dir, length, folder / "speculators-prepared"
     )
