@@ -180,8 +180,13 @@ def main(args: argparse.Namespace) -> int:
         file = load_config(path)
         panel = panel_options(path, file.panel)
         extra = [host] if host is not None else []
-        if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
-            # A file that only names hosts to watch: no run of its own, as with --host.
+        if (
+            (file.hosts or file.servers or file.router)
+            and not file.datasets
+            and file.defaults.prompts_dir is None
+        ):
+            # A file that only names hosts to watch or servers to keep up (a new user's
+            # first gen-tui.toml): no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
             return _watch_only(
                 hosts, stale, readonly=readonly, alerts=file.alerts, server_config=file, **panel

@@ -189,6 +189,32 @@ def test_a_config_of_hosts_alone_watches_them(
     assert link.source.servers == ("http://127.0.0.1:30000",)
 
 
+def test_a_config_of_servers_alone_opens_the_panel_over_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gen-tui.toml of `[[servers]]` alone (a new user's first step of issue 32's story,
+    tried in tmux: the servers come before any run) opens the panel that supervises them;
+    it was refused with "gen-tui: error: no datasets: give --prompts-dir DIR, or --config
+    FILE with [[datasets]]", though the servers page says plain `gen-tui` supervises them."""
+    from gen_tui.app.tui import GenTuiApp
+
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(
+        '[[servers]]\nname = "gpu0"\nargv = ["gen-tui", "sim", "--port", "30411"]\nport = 30411\n'
+    )
+    opened: list[GenTuiApp] = []
+
+    def run(app: GenTuiApp) -> int:
+        opened.append(app)
+        return 0
+
+    monkeypatch.setattr(GenTuiApp, "run", run)
+    assert main(argparse.Namespace(tui_demo=False, tui_config=path)) == 0
+    (app,) = opened
+    assert app.hosted.source is None and not app.autostart  # no run of its own
+    assert app.servers is not None  # supervised (started when the panel mounts)
+
+
 def test_a_host_beside_a_config_is_watched_by_its_pattern(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
