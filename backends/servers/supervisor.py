@@ -273,9 +273,13 @@ class ServerSupervisor:
         launched = self.launched
         assert launched is not None
         where = f" on {launched.node}" if launched.node else ""
+        # An adopted server says so: "loading ... answered after 0 s" read as a new start
+        # (tried in tmux, issue 32), and the user reopening the panel wants to know it was not.
+        adopted = "adopted (an earlier gen-tui started it) " if self.adopted else ""
         self._emit(
             ServerState.LOADING,
-            f"{self.launcher.ref_word} {launched.ref}{where}, waiting for {self.health_url}",
+            f"{adopted}{self.launcher.ref_word} {launched.ref}{where}, "
+            f"waiting for {self.health_url}",
         )
         began = time.monotonic()
         deadline = began + self.recipe.startup_s
@@ -289,7 +293,9 @@ class ServerSupervisor:
             if await check_health(self.session, self.health_url) is None:
                 took = time.monotonic() - began
                 said = f"answered after {took:.0f} s"
-                if self.restarted:
+                if self.adopted:
+                    said = f"adopted, answering ({self.restarts} restart(s) this hour)"
+                elif self.restarted:
                     said = f"healthy again ({self.restarts} restart(s) this hour); {said}"
                 self._emit(ServerState.HEALTHY, said)
                 return None
