@@ -257,3 +257,53 @@ def test_a_host_beside_a_config_is_watched_by_its_pattern(
     (app,) = opened
     hosts = [made[id(link.source)] for link in app.linked.links]
     assert ("local", "my_run") in hosts and ("local", None) not in hosts, hosts
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_first_start_of_a_new_config_is_not_start_again(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    """A new user's first `s` in tmux (issue 32's story tried): the dataset shows "not
+    started", yet `s` asked "Start again? Every dataset has finished (budget reached or
+    prompts done)": a dataset never started counted as finished. It is "Start the run?"."""
+    from gen_tui.backends.demo import write_prompts
+
+    write_prompts(tmp_path / "prompts" / "B1.jsonl", 20)
+    (tmp_path / "gen-tui.toml").write_text(
+        f'[run]\nprompts_dir = "prompts"\ntokenizer = "{tokenizer_dir}"\n'
+        'server_urls = ["http://127.0.0.1:9"]\noutput_dir = "out"\n'
+    )
+    session = f"gen-tui-first-{os.getpid()}"
+    command = f"cd {tmp_path} && {sys.executable} -m gen_tui.app.cli; echo EXIT=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command],
+        check=True,
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    def wait_pane(*words: str, timeout: float = 60.0) -> str:
+        return wait_until_sync(
+            lambda: (text := pane()) and all(word in text for word in words) and text,
+            timeout,
+            f"{words} in the pane",
+            interval=0.2,
+            detail=lambda: f"pane:\n{pane()}",
+        )
+
+    try:
+        # The local watcher has looked at the (not yet made) output folder: B1 has its state.
+        wait_pane("not started", "local: output folder")
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        text = wait_pane("Start [y]")
+        assert "Start the run?" in text and "Start again?" not in text, text
+        assert "Every dataset has finished" not in text, text
+        subprocess.run(["tmux", "send-keys", "-t", session, "n"], check=True)
+        time.sleep(0.5)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_pane("EXIT=0", timeout=30)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
