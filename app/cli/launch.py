@@ -180,6 +180,8 @@ def main(args: argparse.Namespace) -> int:
         file = load_config(path)
         panel = panel_options(path, file.panel)
         extra = [host] if host is not None else []
+        # `S` is not in the key line (80 columns hold the control keys): the hint says it.
+        servers = bool(file.servers or file.router)
         if (
             (file.hosts or file.servers or file.router)
             and not file.datasets
@@ -189,7 +191,13 @@ def main(args: argparse.Namespace) -> int:
             # first gen-tui.toml): no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
             return _watch_only(
-                hosts, stale, readonly=readonly, alerts=file.alerts, server_config=file, **panel
+                hosts,
+                stale,
+                readonly=readonly,
+                alerts=file.alerts,
+                server_config=file,
+                notice=f"{path}: S shows its servers, ? for help" if servers else "",
+                **panel,
             )
         source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
@@ -218,7 +226,8 @@ def main(args: argparse.Namespace) -> int:
         server_config=file,
         **panel,
     )
-    app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
+    its_servers = ", S shows its servers" if servers else ""
+    app.notice = app.start_hint = f"{path}: press s to start it{its_servers}, ? for help"
     return _finish(app, app.run())
 
 
@@ -229,6 +238,7 @@ def _watch_only(
     readonly: bool,
     alerts: AlertConfig | None = None,
     server_config: FileConfig | None = None,
+    notice: str = "",
     **options: Any,
 ) -> int:
     """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
@@ -242,6 +252,8 @@ def _watch_only(
         server_config=server_config,
         **options,
     )
+    if notice:
+        app.notice = notice
     return _finish(app, app.run())
 
 

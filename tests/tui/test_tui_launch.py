@@ -213,6 +213,8 @@ def test_a_config_of_servers_alone_opens_the_panel_over_them(
     (app,) = opened
     assert app.hosted.source is None and not app.autostart  # no run of its own
     assert app.servers is not None  # supervised (started when the panel mounts)
+    # `S` is not in the key line: the line under the header says it (it said nothing).
+    assert app.notice == f"{path}: S shows its servers, ? for help", app.notice
 
 
 def test_a_host_beside_a_config_is_watched_by_its_pattern(
