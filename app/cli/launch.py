@@ -418,9 +418,12 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
         run.done.wait(timeout=run.grace_s + 5)
     for link in app.links:
         link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
-    from gen_tui.app.exit_summary import exit_summary
+    from gen_tui.app.exit_summary import exit_summary, servers_left
 
     summary = exit_summary(app.runs, app.links, app.linked)
     if summary is not None:  # the screen is gone: what the session wrote, in the scrollback
         print(summary, file=sys.stderr)
+    left = servers_left(app.servers.rows) if app.servers is not None else None
+    if left is not None:
+        print(left, file=sys.stderr)
     return result if result is not None else (app.return_code or 0)

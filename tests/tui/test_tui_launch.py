@@ -309,3 +309,54 @@ def test_the_first_start_of_a_new_config_is_not_start_again(
         wait_pane("EXIT=0", timeout=30)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_q_says_which_servers_it_leaves_running(tmp_path: Path) -> None:
+    """Issue 32 tried in tmux: `q` leaves the config's servers running (the next panel adopts
+    them), but said nothing, and a new user could not tell whether they had been stopped.
+    The line it prints names them and how to stop them."""
+    from tests.support.ports import free_port
+    from tests.support.runs import GEN_TUI
+    from tests.support.servers import kill_servers
+
+    port = free_port()
+    words = ", ".join(f'"{word}"' for word in [*GEN_TUI, "sim", "--port", str(port)])
+    (tmp_path / "gen-tui.toml").write_text(
+        f'[[servers]]\nname = "gpu0"\nargv = [{words}]\nport = {port}\n'
+    )
+    state = tmp_path / "state"
+    session = f"gen-tui-left-{os.getpid()}"
+    command = (
+        f"cd {tmp_path} && XDG_STATE_HOME={state} {sys.executable} -m gen_tui.app.cli; "
+        "echo EXIT=$?; sleep 30"
+    )
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "30", command],
+        check=True,
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    def wait_pane(*words: str, timeout: float = 60.0) -> str:
+        return wait_until_sync(
+            lambda: (text := pane()) and all(word in text for word in words) and text,
+            timeout,
+            f"{words} in the pane",
+            interval=0.2,
+            detail=lambda: f"pane:\n{pane()}",
+        )
+
+    try:
+        wait_pane("server gpu0 healthy")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        text = wait_pane("EXIT=0", timeout=30)
+        said = " ".join(text.split())
+        assert "gen-tui: left running: gpu0 (the next gen-tui" in said, text
+        assert "`gen-tui servers stop` stops them" in said, text
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        kill_servers(state / "gen-tui" / "servers")
