@@ -15,6 +15,7 @@ from gen_tui.app.dashboard.linked import HostLinks
 from gen_tui.app.engine_run import ConfigSource, HostedRun
 from gen_tui.app.host_links import HostLink
 from gen_tui.backends.figures import counted
+from gen_tui.backends.servers.view import ServerRow
 from gen_tui.backends.untrusted import one_line
 
 
@@ -114,3 +115,20 @@ def exit_summary(
         parts.append("nothing written this session")
     parts.extend(running)
     return "gen-tui: " + "; ".join(parts)
+
+
+LEFT_RUNNING = frozenset({"starting", "loading", "healthy", "unhealthy", "draining"})
+"""The states of a server the panel leaves running when it quits (and the next adopts)."""
+
+
+def servers_left(rows: Sequence[ServerRow]) -> str | None:
+    """The line the quit prints when it leaves supervised servers running (None: none).
+    The panel said nothing, and a new user could not tell whether `q` had stopped them."""
+    names = [row.name for row in rows if row.ref is not None and str(row.state) in LEFT_RUNNING]
+    if not names:
+        return None
+    shown = one_line(", ".join(names), 300)
+    return (
+        f"gen-tui: left running: {shown} (the next gen-tui or `gen-tui servers up` adopts "
+        "them; `gen-tui servers stop` stops them)"
+    )

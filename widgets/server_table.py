@@ -1,5 +1,9 @@
-"""The servers view's table: a line per supervised server (state in words, pid or job,
-host, GPUs, uptime, restarts, its /metrics load, its log's last line)."""
+"""The servers view's table: a line per supervised server (state in words, restarts,
+uptime, pid or job, host, GPUs, its /metrics load, its log's last line).
+
+The columns a user needs first come first and are no wider than their words: at 80
+columns the name, state, restarts, uptime and pid show without scrolling sideways (the
+log's last line, the widest, comes last, and the view says it in full under the table)."""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.keyed_table import KeyedTable
 
 COLUMNS = (
-    *("server", "state", "pid/job", "host", "gpus", "up", "restarts", "load", "last log line"),
+    *("server", "state", "restarts", "up", "pid/job", "host", "gpus", "load", "last log line"),
 )
-WIDTHS = {"server": 12, "state": 24, "pid/job": 10, "host": 10, "gpus": 9, "up": 7, "restarts": 8}
+WIDTHS = {"server": 10, "state": 37, "restarts": 8, "up": 6, "pid/job": 9, "host": 8, "gpus": 9}
+"""`state` holds "restarting in 300 s (exited: SIGKILL)" whole; `up` "59m59s" and "23h59m"."""
 LAST_LINE_CHARS = 200
 """A log line is another program's text: one line, this long at most."""
 
@@ -22,11 +27,11 @@ def row_cells(row: ServerRow, load: str, now: float | None = None) -> tuple[str,
     return (
         one_line(row.name, 64),
         state_words(row, now),
+        str(row.restarts),
+        uptime(row, now),
         ref_text(row),
         one_line(row.host, 64),
         one_line(row.gpus, 32),
-        uptime(row, now),
-        str(row.restarts),
         one_line(load, 80),
         one_line(row.last_line, LAST_LINE_CHARS),
     )

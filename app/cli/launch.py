@@ -180,11 +180,24 @@ def main(args: argparse.Namespace) -> int:
         file = load_config(path)
         panel = panel_options(path, file.panel)
         extra = [host] if host is not None else []
-        if file.hosts and not file.datasets and file.defaults.prompts_dir is None:
-            # A file that only names hosts to watch: no run of its own, as with --host.
+        # `S` is not in the key line (80 columns hold the control keys): the hint says it.
+        servers = bool(file.servers or file.router)
+        if (
+            (file.hosts or file.servers or file.router)
+            and not file.datasets
+            and file.defaults.prompts_dir is None
+        ):
+            # A file that only names hosts to watch or servers to keep up (a new user's
+            # first gen-tui.toml): no run of its own, as with --host.
             hosts = [*sources_from_config(file.hosts, options, grace), *extra]
             return _watch_only(
-                hosts, stale, readonly=readonly, alerts=file.alerts, server_config=file, **panel
+                hosts,
+                stale,
+                readonly=readonly,
+                alerts=file.alerts,
+                server_config=file,
+                notice=f"{path}: S shows its servers, ? for help" if servers else "",
+                **panel,
             )
         source = config_source(path)
     except (ConfigError, CountError, EngineError, ValueError) as exc:
@@ -213,7 +226,8 @@ def main(args: argparse.Namespace) -> int:
         server_config=file,
         **panel,
     )
-    app.notice = app.start_hint = f"{path}: press s to start it, ? for help"
+    its_servers = ", S shows its servers" if servers else ""
+    app.notice = app.start_hint = f"{path}: press s to start it{its_servers}, ? for help"
     return _finish(app, app.run())
 
 
@@ -224,6 +238,7 @@ def _watch_only(
     readonly: bool,
     alerts: AlertConfig | None = None,
     server_config: FileConfig | None = None,
+    notice: str = "",
     **options: Any,
 ) -> int:
     """`gen-tui --host ...` (or a config of `[[hosts]]` alone): no run of its own; watch,
@@ -237,6 +252,8 @@ def _watch_only(
         server_config=server_config,
         **options,
     )
+    if notice:
+        app.notice = notice
     return _finish(app, app.run())
 
 
@@ -401,9 +418,12 @@ def _finish(app: GenTuiApp, result: int | None) -> int:
         run.done.wait(timeout=run.grace_s + 5)
     for link in app.links:
         link.done.wait(timeout=SHUTDOWN_GRACE_S + 15)
-    from gen_tui.app.exit_summary import exit_summary
+    from gen_tui.app.exit_summary import exit_summary, servers_left
 
     summary = exit_summary(app.runs, app.links, app.linked)
     if summary is not None:  # the screen is gone: what the session wrote, in the scrollback
         print(summary, file=sys.stderr)
+    left = servers_left(app.servers.rows) if app.servers is not None else None
+    if left is not None:
+        print(left, file=sys.stderr)
     return result if result is not None else (app.return_code or 0)

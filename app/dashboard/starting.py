@@ -21,6 +21,7 @@ from gen_tui.app.dashboard.sources import AskBudget, Confirm, Note, Plan
 from gen_tui.app.host_links import HostLink, Start
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.hosts.argv import template_argv
+from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import PanelView
 
@@ -48,9 +49,14 @@ def _budget_words(budget: Budget) -> str:
 
 
 def all_finished(names: Sequence[str], views: Mapping[str, PanelView | None]) -> bool:
-    """Whether every dataset has a snapshot and is finished (at its budget, out of prompts)."""
+    """Whether every dataset has a snapshot and is finished (at its budget, out of prompts).
+    One never started is not: its first start is no "start again" (a new user's first `s`
+    was asked "Start again? Every dataset has finished" of a dataset shown "not started")."""
     snaps = [view.snapshot if view is not None else None for view in map(views.get, names)]
-    return bool(names) and all(snap is not None and snap.state.finished for snap in snaps)
+    return bool(names) and all(
+        snap is not None and snap.state.finished and snap.state is not DatasetState.NOT_STARTED
+        for snap in snaps
+    )
 
 
 def _title(finished: bool) -> str:

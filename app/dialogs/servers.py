@@ -30,7 +30,7 @@ from gen_tui.backends.servers.view import Holder, ServerRow
 from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.key_line import KeyLine
-from gen_tui.widgets.server_table import ServerTable
+from gen_tui.widgets.server_table import LAST_LINE_CHARS, ServerTable
 
 REFRESH_S = 0.5
 CONTROL_ACTIONS = ("start", "kill", "resume", "edit")
@@ -195,8 +195,13 @@ class ServersScreen(TableScreen):
         self.query_one("#servers-title", Label).update(title)
         self.query_one(ServerTable).show(rows, self.loads())
         picked = self._row()
-        detail = f"{picked.name}: {picked.detail}" if picked is not None and picked.detail else ""
-        self.query_one("#servers-detail", Static).update(clean(one_line(detail, 600)))
+        lines = []
+        if picked is not None and picked.detail:
+            lines.append(clean(one_line(f"{picked.name}: {picked.detail}", 600)))
+        if picked is not None and picked.last_line:
+            # The column is the table's last and narrowest: said in full here.
+            lines.append(clean(one_line(f"its log: {picked.last_line}", LAST_LINE_CHARS)))
+        self.query_one("#servers-detail", Static).update("\n".join(lines))
 
     def _row(self) -> ServerRow | None:
         key = self.query_one(ServerTable).selected_key

@@ -70,6 +70,9 @@ class ServerSupervisor:
         event comes after `launched` is cleared and still names what exited."""
         self.launched = adopted
         self.adopted = adopted is not None
+        self._adopted_launch = adopted
+        """The launch adopted at the start: its loading and healthy lines say so (not those of
+        a restart after it)."""
         self.check_s = check_s
         self.grace_s = grace_s
         self.state = ServerState.STOPPED
@@ -273,9 +276,14 @@ class ServerSupervisor:
         launched = self.launched
         assert launched is not None
         where = f" on {launched.node}" if launched.node else ""
+        # An adopted server says so: "loading ... answered after 0 s" read as a new start
+        # (tried in tmux, issue 32), and the user reopening the panel wants to know it was not.
+        is_adopted = launched is self._adopted_launch
+        adopted = "adopted (an earlier gen-tui started it) " if is_adopted else ""
         self._emit(
             ServerState.LOADING,
-            f"{self.launcher.ref_word} {launched.ref}{where}, waiting for {self.health_url}",
+            f"{adopted}{self.launcher.ref_word} {launched.ref}{where}, "
+            f"waiting for {self.health_url}",
         )
         began = time.monotonic()
         deadline = began + self.recipe.startup_s
@@ -289,7 +297,9 @@ class ServerSupervisor:
             if await check_health(self.session, self.health_url) is None:
                 took = time.monotonic() - began
                 said = f"answered after {took:.0f} s"
-                if self.restarted:
+                if is_adopted:
+                    said = f"adopted, answering ({self.restarts} restart(s) this hour)"
+                elif self.restarted:
                     said = f"healthy again ({self.restarts} restart(s) this hour); {said}"
                 self._emit(ServerState.HEALTHY, said)
                 return None

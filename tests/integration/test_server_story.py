@@ -6,7 +6,6 @@ Skipped, saying why, without the router."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,11 @@ from tests.support.ports import free_port
 from tests.support.records import budget_end, precision_or_xfail
 from tests.support.router import router_problem, router_recipe
 from tests.support.runs import run_args
-from tests.support.server_story import check_once, play, story_config
+from tests.support.server_story import check_once, play, sim_completed, story_config
 from tests.support.servers import sim_recipe, still_running
 
 BUDGET = 40_000
 PROMPTS = 2000
-
-
-def completed(url: str) -> list[str]:
-    """The sample ids the simulator at `url` answered whole (its rids)."""
-    with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as answer:
-        rids = json.load(answer)["completed_rids"]
-    return ["/".join(rid.split("/")[1:-1]) for rid in rids]
 
 
 @pytest.mark.timeout(240)
@@ -54,7 +46,7 @@ async def test_a_worker_killed_under_a_routed_run_comes_back_and_nothing_is_lost
         config=config, state=tmp_path / "state", workers=workers, router=router,
         run_args=args, out=out / "A", victim="w0", kill_at_records=30, alerts=received,
         load_s=30, run_s=120,
-        ledger=lambda: completed(workers[0].url()) + completed(workers[1].url()),
+        ledger=lambda: sim_completed(workers[0].url()) + sim_completed(workers[1].url()),
     )  # fmt: skip
     assert end.code == 0, end.stderr[-2000:]
     servers = tmp_path / "state" / "gen-tui" / "servers"  # the router too (retitled)

@@ -18,7 +18,9 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,10 +69,17 @@ def recipe_table(header: str, recipe: ServerRecipe) -> str:
         "backoff_s": recipe.restart.backoff_s,
         "backoff_max_s": recipe.restart.backoff_max_s,
     }
+    if recipe.launcher != "process":
+        values["launcher"] = recipe.launcher
+    if recipe.address is not None:
+        values["address"] = recipe.address
     lines += [f"{key} = {_toml(value)}" for key, value in values.items()]
     if recipe.env:
         env = ", ".join(f"{name} = {_toml(value)}" for name, value in recipe.env)
         lines.append(f"env = {{ {env} }}")
+    if recipe.slurm:
+        lines.append(f"[{header.strip('[]')}.slurm]")
+        lines += [f"{key} = {_toml(value)}" for key, value in recipe.slurm]
     return "\n".join(lines) + "\n"
 
 
@@ -91,6 +100,36 @@ def server_pid(folder: Path, name: str) -> int | None:
     entry = StateFile(folder).read().get(name)
     launched = entry.launched if entry else None
     return None if launched is None or launched.identity is None else launched.identity.pid
+
+
+def server_job(folder: Path, name: str) -> int | None:
+    """The Slurm job id gen-tui's state file gives the server `name` (None: none yet)."""
+    entry = StateFile(folder).read().get(name)
+    launched = entry.launched if entry else None
+    return None if launched is None or not launched.ref.isdigit() else int(launched.ref)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """How the story crashes its victim: `ref` reads its pid (or job id) from the state
+    folder, `act` crashes it and returns what its `exited` line must say."""
+
+    ref: Callable[[Path, str], int | None]
+    act: Callable[[int], str]
+
+
+def _kill_9(pid: int) -> str:
+    os.kill(pid, signal.SIGKILL)  # the server's own process, as an OOM kill would
+    return f"pid {pid} was killed by SIGKILL"
+
+
+def _scancel(job: int) -> str:
+    subprocess.run(["scancel", str(job)], check=True, timeout=30)  # a cluster's crash
+    return f"job {job} ended CANCELLED"
+
+
+KILL_9 = Crash(server_pid, _kill_9)
+SCANCEL = Crash(server_job, _scancel)
 
 
 def router_list(router_url: str) -> set[str]:
@@ -135,6 +174,7 @@ async def play(
     load_s: float,
     run_s: float,
     ledger: Callable[[], Any] = lambda: None,
+    crash: Crash = KILL_9,
 ) -> StoryEnd:
     """The story (see the module's docstring), its waits bounded by `load_s` (a server's
     start) and `run_s` (the run); asserts each step and returns what it saw, with what
@@ -168,14 +208,14 @@ async def play(
             f"{kill_at_records} records written",
         )
         assert not finishing.done(), f"the run ended before the kill: {finishing.result()}"
-        pid = server_pid(folder, victim)
+        pid = crash.ref(folder, victim)
         assert pid is not None, said()
         at_kill = record_lines(out)
         signal_at, killed_at = time.monotonic(), time.time()
-        os.kill(pid, signal.SIGKILL)  # the server's own process, as an OOM kill would
+        how = crash.act(pid)
         exited = await lines.wait(f"server {victim} exited", timeout=EXITED_WITHIN_S)
         exited_after = time.monotonic() - signal_at
-        assert f"pid {pid} was killed by SIGKILL" in exited, exited
+        assert how in exited, exited
         assert not finishing.done(), "the run ended before its server's exit was seen"
         await wait_until(lambda: urls[victim] not in router_list(urls[router.name]), 30,
                          f"{victim} off the router's list", detail=said)  # fmt: skip
@@ -187,7 +227,7 @@ async def play(
         relisted_after = time.monotonic() - signal_at
         code, stdout, stderr = await finishing
         took = time.monotonic() - began
-        new_pid = server_pid(folder, victim)
+        new_pid = crash.ref(folder, victim)
         assert new_pid not in (None, pid), (pid, new_pid, again)
         await wait_until(
             lambda: all(_alerted(alerts, victim, words) for words in ("exited", "healthy again")),
@@ -222,6 +262,13 @@ def _alerted(alerts: list[dict[str, Any]], name: str, words: str) -> bool:
         f"server {name} " in str(alert.get("message", "")) and words in str(alert.get("message"))
         for alert in alerts
     )
+
+
+def sim_completed(url: str) -> list[str]:
+    """The sample ids the simulator at `url` answered whole (its rids), since it started."""
+    with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as answer:
+        rids = json.load(answer)["completed_rids"]
+    return ["/".join(rid.split("/")[1:-1]) for rid in rids]
 
 
 def written_ids(folder: Path) -> Counter[str]:

@@ -189,6 +189,34 @@ def test_a_config_of_hosts_alone_watches_them(
     assert link.source.servers == ("http://127.0.0.1:30000",)
 
 
+def test_a_config_of_servers_alone_opens_the_panel_over_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gen-tui.toml of `[[servers]]` alone (a new user's first step of issue 32's story,
+    tried in tmux: the servers come before any run) opens the panel that supervises them;
+    it was refused with "gen-tui: error: no datasets: give --prompts-dir DIR, or --config
+    FILE with [[datasets]]", though the servers page says plain `gen-tui` supervises them."""
+    from gen_tui.app.tui import GenTuiApp
+
+    path = tmp_path / "gen-tui.toml"
+    path.write_text(
+        '[[servers]]\nname = "gpu0"\nargv = ["gen-tui", "sim", "--port", "30411"]\nport = 30411\n'
+    )
+    opened: list[GenTuiApp] = []
+
+    def run(app: GenTuiApp) -> int:
+        opened.append(app)
+        return 0
+
+    monkeypatch.setattr(GenTuiApp, "run", run)
+    assert main(argparse.Namespace(tui_demo=False, tui_config=path)) == 0
+    (app,) = opened
+    assert app.hosted.source is None and not app.autostart  # no run of its own
+    assert app.servers is not None  # supervised (started when the panel mounts)
+    # `S` is not in the key line: the line under the header says it (it said nothing).
+    assert app.notice == f"{path}: S shows its servers, ? for help", app.notice
+
+
 def test_a_host_beside_a_config_is_watched_by_its_pattern(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,3 +259,104 @@ def test_a_host_beside_a_config_is_watched_by_its_pattern(
     (app,) = opened
     hosts = [made[id(link.source)] for link in app.linked.links]
     assert ("local", "my_run") in hosts and ("local", None) not in hosts, hosts
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_first_start_of_a_new_config_is_not_start_again(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    """A new user's first `s` in tmux (issue 32's story tried): the dataset shows "not
+    started", yet `s` asked "Start again? Every dataset has finished (budget reached or
+    prompts done)": a dataset never started counted as finished. It is "Start the run?"."""
+    from gen_tui.backends.demo import write_prompts
+
+    write_prompts(tmp_path / "prompts" / "B1.jsonl", 20)
+    (tmp_path / "gen-tui.toml").write_text(
+        f'[run]\nprompts_dir = "prompts"\ntokenizer = "{tokenizer_dir}"\n'
+        'server_urls = ["http://127.0.0.1:9"]\noutput_dir = "out"\n'
+    )
+    session = f"gen-tui-first-{os.getpid()}"
+    command = f"cd {tmp_path} && {sys.executable} -m gen_tui.app.cli; echo EXIT=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command],
+        check=True,
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    def wait_pane(*words: str, timeout: float = 60.0) -> str:
+        return wait_until_sync(
+            lambda: (text := pane()) and all(word in text for word in words) and text,
+            timeout,
+            f"{words} in the pane",
+            interval=0.2,
+            detail=lambda: f"pane:\n{pane()}",
+        )
+
+    try:
+        # The local watcher has looked at the (not yet made) output folder: B1 has its state.
+        wait_pane("not started", "local: output folder")
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        text = wait_pane("Start [y]")
+        assert "Start the run?" in text and "Start again?" not in text, text
+        assert "Every dataset has finished" not in text, text
+        subprocess.run(["tmux", "send-keys", "-t", session, "n"], check=True)
+        time.sleep(0.5)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_pane("EXIT=0", timeout=30)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_q_says_which_servers_it_leaves_running(tmp_path: Path) -> None:
+    """Issue 32 tried in tmux: `q` leaves the config's servers running (the next panel adopts
+    them), but said nothing, and a new user could not tell whether they had been stopped.
+    The line it prints names them and how to stop them."""
+    from tests.support.ports import free_port
+    from tests.support.runs import GEN_TUI
+    from tests.support.servers import kill_servers
+
+    port = free_port()
+    words = ", ".join(f'"{word}"' for word in [*GEN_TUI, "sim", "--port", str(port)])
+    (tmp_path / "gen-tui.toml").write_text(
+        f'[[servers]]\nname = "gpu0"\nargv = [{words}]\nport = {port}\n'
+    )
+    state = tmp_path / "state"
+    session = f"gen-tui-left-{os.getpid()}"
+    command = (
+        f"cd {tmp_path} && XDG_STATE_HOME={state} {sys.executable} -m gen_tui.app.cli; "
+        "echo EXIT=$?; sleep 30"
+    )
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "30", command],
+        check=True,
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    def wait_pane(*words: str, timeout: float = 60.0) -> str:
+        return wait_until_sync(
+            lambda: (text := pane()) and all(word in text for word in words) and text,
+            timeout,
+            f"{words} in the pane",
+            interval=0.2,
+            detail=lambda: f"pane:\n{pane()}",
+        )
+
+    try:
+        wait_pane("server gpu0 healthy")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        text = wait_pane("EXIT=0", timeout=30)
+        said = " ".join(text.split())
+        assert "gen-tui: left running: gpu0 (the next gen-tui" in said, text
+        assert "`gen-tui servers stop` stops them" in said, text
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        kill_servers(state / "gen-tui" / "servers")

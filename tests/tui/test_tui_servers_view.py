@@ -100,6 +100,24 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
         assert await until_state(again, pilot, "b", "healthy") == pid_b
         assert cell(again, "a", "restarts") == "1"  # kept in the state file
         assert cell(again, "a", "up") not in ("", "-")
+        # Said as adopted, not as a new start ("loading ... answered after 0 s" was).
+        events = "\n".join(text for _, text in again.events)
+        assert f"server a loading: adopted (an earlier gen-tui started it) pid {new_a}," in (
+            events
+        ), events
+        assert "server a healthy: adopted, answering (1 restart(s) this hour)" in events, events
+        assert "answered after" not in events, events
+        # A restart after the adoption is a restart again, not "adopted".
+        os.kill(int(pid_b), signal.SIGKILL)
+        await wait_until(
+            lambda: cell(again, "b", "state") == "healthy" and cell(again, "b", "pid/job") != pid_b,
+            60,
+            "b healthy again",
+            pause=pilot.pause,
+        )
+        events = "\n".join(text for _, text in again.events)
+        assert "server b healthy: healthy again (1 restart(s) this hour)" in events, events
+        assert events.count("adopted, answering") == 2, events
         await pilot.press("escape")
         # The strip under the header: a line per server, with its supervised state.
         text = await wait_until(

@@ -113,3 +113,33 @@ async def test_readonly_leaves_the_servers_alone() -> None:
             await pilot.press("r")
             await pilot.pause(0.2)
             assert len(app.control.calls) == len(expected) + (0 if readonly else 1)
+
+
+def _screen_lines(app: App[None]) -> list[str]:
+    """The terminal's lines as the user sees them (what the compositor draws)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_at_80_columns_state_and_restarts_show_and_the_log_line_in_full() -> None:
+    """Tried at 80 columns (issue 32): the table was 9 fixed-width columns wider than the
+    terminal, so restarts, load and the log's last line were off to the right (and at 120
+    the log line was cut to 19 characters). Now name, state, restarts and uptime show
+    without scrolling, and the selected server's log line is said in full under it."""
+    app = ViewApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        lines = _screen_lines(app)
+        header = next(line for line in lines if line.lstrip().startswith("server"))
+        assert "restarts" in header and "up" in header.split(), header
+        for row in ROWS:
+            line = next(line for line in lines if line.lstrip().startswith(row.name + " "))
+            words = line.split()
+            assert words[1].startswith(str(row.state).split()[0]), line
+            assert str(row.restarts) in words, line
+        said = "\n".join(lines)
+        assert 'its log: INFO: 127.0.0.1 - "POST /generate HTTP/1.1" 200 OK' in said, said
+        await pilot.press("down")  # gpu1: its hostile line drawn as data, escapes gone
+        await _settle(pilot)
+        said = "\n".join(_screen_lines(app))
+        assert "\x1b" not in said
+        assert "[/bold] not markup" in said.partition("its log: ")[2], said
