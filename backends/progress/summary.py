@@ -25,7 +25,9 @@ def summary_line(snap: RunSnapshot) -> str:
     total = f"{snap.tokens:,}"
     if snap.max_total_tokens:
         total += f"/{snap.max_total_tokens:,}{_over(snap.tokens, snap.max_total_tokens)}"
-    return (
-        f"summary: {total} tokens in {format_duration(snap.active_s)}, pool utilisation "
-        f"{snap.utilisation * 100:.1f}%; " + "; ".join(parts)
-    )
+    if snap.active_s > 0:
+        took = f"{format_duration(snap.active_s)}, pool utilisation {snap.utilisation * 100:.1f}%"
+    else:  # the pool sent nothing (a batch lane alone): "in 0s, pool utilisation 0.0%" was
+        # said of a run of minutes
+        took = f"{format_duration(snap.elapsed_s)}, no live requests"
+    return f"summary: {total} tokens in {took}; " + "; ".join(parts)
