@@ -52,7 +52,7 @@ def detail_fields(
 ) -> list[tuple[str, str, str]]:
     """(id, label, value) of each line of the details, every value made safe to show."""
     identity = run.identity
-    output = one_line(run.output_dir, FIELD_CHARS)
+    output = one_line(run.written_folder, FIELD_CHARS)
     if elsewhere:
         output += " (another folder, not watched here)"
     owner = run.owner + (" (you)" if run.mine else "")

@@ -77,7 +77,9 @@ def host_cell(run: RunProcess, elsewhere: bool = False) -> str:
     cell = run.identity.host
     if not run.mine:
         cell += f" · user {one_line(run.user or f'uid {run.uid}', 32)}"
-    if elsewhere:
+    if run.output_dir is None:  # why: in its details (Enter) and its kill question
+        cell += " · folder unknown"
+    elif elsewhere:
         cell += f" · other folder {folder_tail(run.output_dir)}"
     return cell
 
@@ -255,7 +257,7 @@ class RunsScreen(TableScreen):
             self.notify(refused, severity="error")
             return
         identity = run.identity
-        folder = run.output_dir if picked.elsewhere else None
+        folder = run.written_folder if picked.elsewhere else None
         batches: list[BatchView] = []  # its batches in flight, which the kill cancels
         if link.monitor is not None and not picked.elsewhere:
             for name in run.datasets:
@@ -300,7 +302,7 @@ class RunsScreen(TableScreen):
             else 0.0,
             running=False,
             where=f"on {link.name}, as launched, with the new token budget"
-            + (f" (it writes {run.output_dir}, another folder)" if picked.elsewhere else ""),
+            + (f" (it writes {run.written_folder}, another folder)" if picked.elsewhere else ""),
             command=resume_command(run),
             cwd=run.cwd or "the login directory",
         )

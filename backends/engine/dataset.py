@@ -26,6 +26,10 @@ from gen_tui.backends.store.records import ERRORS_FILE, LOCK_FILE, RecordWriter
 
 RATE_WINDOW_S = 60.0
 """The window a dataset's tokens/s and samples/s are measured over."""
+MIN_RECORDS = 4
+"""The fewest records the rate window keeps, stretched past RATE_WINDOW_S to hold them: a
+dataset writing a ~3k-token record a minute read 0, 50 or 100 tok/s as one record or two
+fell inside a bare 60 s window (the demo's B9, against a steady 50)."""
 
 Queued = tuple[Prompt, list[int] | None]
 """A prompt ready to send, with its token ids (None for a client that takes messages)."""
@@ -182,10 +186,26 @@ class DatasetRun:
         return self.budget.reached(self.tokens, self.budget_samples)
 
     def rates(self, now: float) -> tuple[float, float]:
-        """(tokens/s, samples/s) over the last RATE_WINDOW_S (or since the first record)."""
+        """(tokens/s, samples/s) over the last RATE_WINDOW_S (or since the first record).
+
+        A slow dataset's window stretches to hold MIN_RECORDS records, and its rate is
+        what came after the first of them over the time from it to the last: measured from
+        record to record, steady. Past one mean step without a record the time since
+        counts; past two (and the window), the rate is 0, as a stalled writer's is."""
         recent = self.recent
         while recent and now - recent[0][0] > RATE_WINDOW_S:
-            self.recent_tokens -= recent.popleft()[1]
+            last_at = recent[-1][0]
+            steps = len(recent) - 1
+            mean = (last_at - recent[0][0]) / steps if steps else 0.0
+            if steps >= MIN_RECORDS or now - last_at > max(RATE_WINDOW_S, 2 * mean):
+                self.recent_tokens -= recent.popleft()[1]
+                continue
+            # Stretched: too few records in the window to measure a slow writer by.
+            if not steps:
+                break
+            first_at = recent[0][0]
+            span = max(last_at - first_at, now - first_at - mean)
+            return (self.recent_tokens - recent[0][1]) / span, steps / span
         if not recent or self.first_record_mono is None:
             return 0.0, 0.0
         span = min(RATE_WINDOW_S, max(now - self.first_record_mono, 1.0))

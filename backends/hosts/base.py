@@ -28,6 +28,7 @@ from gen_tui.backends.hosts.ps import (
     RunIdentity,
     RunProcess,
     Survey,
+    unknown_folder,
 )
 from gen_tui.backends.hosts.resume import (
     check_budget,
@@ -207,6 +208,8 @@ class Host(HostPrimitives):
         text = target_text(target)
         paths = []
         lines = ["umask 077", "set -e"]
+        if run.output_dir is None:
+            raise RunError(unknown_folder(run, "no plan was written"))
         for dataset in run.datasets:
             folder = posixpath.join(run.output_dir, check_dataset_name(dataset))
             path = posixpath.join(folder, CONTROL_FILE)
@@ -252,7 +255,11 @@ class Host(HostPrimitives):
             raise RunError("nothing to resume: the run writes no known dataset")
         check_budget(new_max_tokens, "the token budget")
         check_budget(max_samples, "the sample budget")
-        out_dir = run.output_dir if run is not None else self._abs_output_dir()
+        out_dir = self._abs_output_dir()
+        if run is not None:
+            if run.output_dir is None:
+                raise RunError(unknown_folder(run, "nothing was started"))
+            out_dir = run.output_dir
         try:
             report = await self._ps(self.pattern, out_dir)
         except SSHError as exc:

@@ -27,6 +27,10 @@ from gen_tui.backends.hosts.errors import RunError
 from gen_tui.backends.untrusted import one_line
 from gen_tui.backends.watcher import RAW_FILE
 
+UNKNOWN_CHARS = 400
+"""The most of the watcher's line on why a run's folder is unknown kept (it quotes a path
+from anyone's command line)."""
+
 
 @dataclass(frozen=True)
 class RunIdentity:
@@ -90,6 +94,9 @@ class ProcRecord:
     """The command line's `--datasets`, when it has one."""
     prompt_names: tuple[str, ...]
     output_dir_abs: str | None
+    output_dir_unknown: str | None = None
+    """Why its output folder cannot be told (a `--config` that cannot be read): then it is
+    counted in no folder, the watched one included, until it writes somewhere."""
     cmdline_sha256: str | None = None
     cmdline_bytes: int | None = None
     """Set when the watcher cut the command line (another user's, over its bound)."""
@@ -119,6 +126,9 @@ class ProcRecord:
             datasets=tuple(datasets) if isinstance(datasets, list) else None,
             prompt_names=tuple(raw.get("prompt_names") or ()),
             output_dir_abs=raw.get("output_dir_abs") or None,
+            output_dir_unknown=one_line(raw["output_dir_unknown"], UNKNOWN_CHARS)
+            if isinstance(raw.get("output_dir_unknown"), str)
+            else None,
             cmdline_sha256=_str(raw.get("cmdline_sha256")),
             cmdline_bytes=_int(raw.get("cmdline_bytes")),
             writes=tuple(
@@ -247,7 +257,8 @@ class RunProcess:
     datasets: tuple[str, ...]
     state: str  # "writing" (holds a dataset lock), "running", "paused" (SIGSTOP)
     elapsed_s: float
-    output_dir: str
+    output_dir: str | None
+    """None: unknown (`folder_unknown` says why), a folder no panel watches."""
     cwd: str | None
     writing: tuple[str, ...] = ()
     """The datasets it writes: their lock, or (a lock-less script of ours or of the folder's
@@ -257,6 +268,8 @@ class RunProcess:
     user: str | None = None
     mine: bool = False
     """Owned by the user gen-tui acts as on the host (the login user over SSH)."""
+    folder_unknown: str | None = None
+    """Why its output folder is unknown (`output_dir` None), said where the folder is."""
 
     @property
     def pid(self) -> int:
@@ -275,8 +288,25 @@ class RunProcess:
         if not self.mine:
             raise RunError(f"pid {self.pid} belongs to {self.owner}: gen-tui never {what}")
 
+    @property
+    def written_folder(self) -> str:
+        """The folder it writes, or "unknown (why)" when that cannot be told (a `gen-tui run
+        --config` whose config the watcher cannot read: counted in no watched folder)."""
+        if self.output_dir is not None:
+            return self.output_dir
+        return f"unknown ({self.folder_unknown})" if self.folder_unknown else "unknown"
+
     def record_files(self) -> list[str]:
+        if self.output_dir is None:
+            return []
         return [posixpath.join(self.output_dir, name, RAW_FILE) for name in self.datasets]
+
+
+def unknown_folder(run: RunProcess, outcome: str) -> str:
+    """The line refusing to act on `run`'s dataset folders when its output folder is unknown:
+    "pid 3951 writes a folder that cannot be told (config x cannot be read); OUTCOME"."""
+    why = f" ({run.folder_unknown})" if run.folder_unknown else ""
+    return f"pid {run.pid} writes a folder that cannot be told{why}; {outcome}"
 
 
 @dataclass(frozen=True)
@@ -303,7 +333,7 @@ def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[R
     for proc in report.procs:
         identity = proc.identity(host, report.boot_id)
         names = list(proc.datasets or proc.prompt_names)
-        out_dir = proc.output_dir_abs or default_out
+        out_dir = proc.output_dir_abs or (None if proc.output_dir_unknown else default_out)
         writing = []
         held = [
             (folder, dataset)
@@ -333,6 +363,7 @@ def runs_in(report: PsReport, host: str, default_out: str, now: float) -> list[R
                 uid=proc.uid,
                 user=proc.user,
                 mine=proc.uid is not None and proc.uid == report.uid,
+                folder_unknown=proc.output_dir_unknown if out_dir is None else None,
             )
         )
     return runs

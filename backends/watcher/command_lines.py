@@ -7,10 +7,12 @@ run (stopping a screen session would end every window it holds).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import typing
 
+from .files import _S_IFMT, _S_IFREG
 from .names import DATASET_NAME
 
 # The default process pattern: the seed script and gen-tui's engine, however launched
@@ -117,6 +119,143 @@ def output_dir_of(argv: list[str], cwd: str | None) -> str | None:
     if folder is None and args["config"] is None and is_gen_tui_run(argv):
         folder = "output"
     return _resolve(folder, cwd)
+
+
+CONFIG_BYTES = 1 << 20
+"""The most of a run's config file read for its output folder: what `gen-tui run` itself
+reads of one (backends/config/trust.py); a bigger file is no config a run started with."""
+SHOWN_PATH = 300
+"""The most of a config's path said in why its run's folder is unknown (anyone's argv)."""
+
+
+def config_output_dir(argv: list[str], cwd: str | None) -> tuple[str | None, str | None]:
+    """(output folder, None) of a `gen-tui run --config FILE` naming no `--output-dir`: the
+    config's `[run] output_dir`, relative to the config's folder and resolved as the run
+    resolves it, or `./output` of its cwd when the config has none. (None, why) when that
+    cannot be told (the config is unreadable, over CONFIG_BYTES, not TOML, or relative to a
+    cwd we cannot read). (None, None): not such a run.
+
+    Why: such a run that had written nothing yet was taken for one of the watched folder
+    (`l` listed another project's just-started run there, `k` offered on it; issue 31,
+    point 1). A run whose folder is unknown is counted in no watched folder.
+    """
+    args = run_args(argv)
+    if args["output_dir"] is not None or args["config"] is None or not is_gen_tui_run(argv):
+        return None, None
+    shown = args["config"][:SHOWN_PATH]
+    path = _resolve(args["config"], cwd)
+    if path is None or not os.path.isabs(path):
+        return None, "config %s is relative to a working folder that cannot be read" % shown
+    try:
+        folder, problem = _config_folder(path)
+    except OSError as exc:
+        return None, "config %s cannot be read (%s)" % (shown, exc.strerror or exc)
+    if problem is not None:
+        return None, "config %s %s" % (shown, problem)
+    if folder is None:  # the run's default, `output` of its working folder
+        return (_resolve("output", cwd), None) if cwd else (None, "its working folder is unknown")
+    folder = os.path.expanduser(folder)
+    return os.path.realpath(os.path.join(os.path.dirname(path), folder)), None
+
+
+_READ: dict[tuple[str, int, int, int, int], tuple[str | None, str | None]] = {}
+"""What each config file said (by path, device, inode, size and mtime): a run list is asked
+for every few seconds, and a config is read again only once it changed."""
+_READ_KEPT = 64
+
+
+def _config_folder(path: str) -> tuple[str | None, str | None]:
+    """(`[run] output_dir` as written or None, None) of the config file `path`, or (None,
+    why not) when it is no regular file of at most CONFIG_BYTES or not TOML. A FIFO or a
+    device is refused without blocking. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & _S_IFMT != _S_IFREG or st.st_size > CONFIG_BYTES:
+            return None, "is not a regular file of at most 1 MB"
+        key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key in _READ:
+            return _READ[key]
+        chunks = []
+        size = 0
+        while size <= CONFIG_BYTES:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    found: tuple[str | None, str | None] = (None, "is not a regular file of at most 1 MB")
+    if size <= CONFIG_BYTES:
+        try:
+            found = (run_output_dir(b"".join(chunks).decode("utf-8")), None)
+        except ValueError:
+            found = (None, "cannot be read as TOML")
+    if len(_READ) >= _READ_KEPT:
+        _READ.clear()
+    _READ[key] = found
+    return found
+
+
+def run_output_dir(text: str) -> str | None:
+    """`[run] output_dir` of a TOML text (None: it has none); ValueError when the text is
+    not TOML. With `tomllib` (Python 3.11+, as every `gen-tui run` has), exactly; on an
+    older Python (a watched box's system python3) by :func:`scan_output_dir`."""
+    try:
+        import tomllib
+    except ImportError:
+        return scan_output_dir(text)
+    try:
+        run = tomllib.loads(text).get("run", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    folder = run.get("output_dir") if isinstance(run, dict) else None
+    if folder is not None and not isinstance(folder, str):
+        raise ValueError("run.output_dir is not a string")
+    return folder
+
+
+_TABLE = re.compile(r"\[\s*([A-Za-z0-9_.\s\"'-]*?)\s*\](\s*#.*)?$")
+_OUTPUT_DIR = re.compile(r"""(output_dir|"output_dir"|'output_dir')\s*=\s*(.*)$""")
+_VALUE = re.compile(r"""("(?:[^"\\]|\\.)*"|'[^']*')\s*(#.*)?$""")
+
+
+def scan_output_dir(text: str) -> str | None:
+    """`[run] output_dir` of a TOML text without a TOML library (Python < 3.11), for the one
+    shape configs have (a `[run]` table, a one-line string): ValueError for any other that
+    could hold it (a multi-line string, a dotted `run.output_dir`, an inline `run = {}`),
+    so a run is never placed by a guess."""
+    table = ""
+    found = None
+    for line in text.splitlines():
+        line = line.strip()
+        if '"""' in line or "'''" in line:
+            raise ValueError("a multi-line string")
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[["):
+            table = "[["
+            continue
+        header = _TABLE.match(line)
+        if line.startswith("["):
+            if header is None:
+                raise ValueError("a table header not understood")
+            table = re.sub(r"[\s\"']", "", header.group(1))
+            continue
+        if table == "" and re.match(r"""["']?run["']?\s*[.=]""", line):
+            raise ValueError("run given as a dotted key or an inline table")
+        if table != "run":
+            continue
+        key = _OUTPUT_DIR.match(line)
+        if key is None:
+            continue
+        value = _VALUE.match(key.group(2))
+        if value is None:
+            raise ValueError("output_dir is not a one-line string")
+        quoted = value.group(1)
+        found = json.loads(quoted) if quoted.startswith('"') else quoted[1:-1]
+    return found
 
 
 def is_candidate(argv: list[str], pattern: re.Pattern[str]) -> bool:

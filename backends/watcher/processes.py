@@ -14,7 +14,14 @@ import socket
 import time
 import typing
 
-from .command_lines import _resolve, is_candidate, output_dir_of, prompt_names, run_args
+from .command_lines import (
+    _resolve,
+    config_output_dir,
+    is_candidate,
+    output_dir_of,
+    prompt_names,
+    run_args,
+)
 from .emit import boot_id
 from .locks import read_lock_table, scan_locks
 from .names import DATASET_NAME, LOCK_FILE, RAW_FILE
@@ -308,6 +315,16 @@ def _written_folder(writes: list[str] | None, asked: str | None) -> str | None:
     return folders[0]
 
 
+def _as_asked(folder: str | None, asked: str | None) -> str | None:
+    """`folder` (resolved through links, as a run resolves its config's output_dir) spelt
+    as the watched folder `asked` when it is that folder, so the two compare equal."""
+    if folder and asked:
+        spelt = os.path.normpath(os.path.expanduser(asked))
+        if os.path.realpath(spelt) == folder:
+            return spelt
+    return folder
+
+
 def ps(
     pattern: str, output_dir: str | None, pids: list[int] | None = None
 ) -> dict[str, typing.Any]:
@@ -342,9 +359,14 @@ def ps(
             info["writes"] = info["writes"][:OTHERS_WRITES]
         prompts = _resolve(args["prompts_dir"], info["cwd"])
         info["prompt_names"] = prompt_names(prompts)[:MAX_NAMES] if prompts else []
-        info["output_dir_abs"] = output_dir_of(info["cmdline"], info["cwd"]) or _written_folder(
-            info["writes"], output_dir
-        )
+        folder = output_dir_of(info["cmdline"], info["cwd"])
+        unknown = None
+        if folder is None:
+            folder, unknown = config_output_dir(info["cmdline"], info["cwd"])
+            folder = _as_asked(folder, output_dir)
+        info["output_dir_abs"] = folder or _written_folder(info["writes"], output_dir)
+        # Counted in no watched folder (the panel's fallback) until it writes somewhere.
+        info["output_dir_unknown"] = None if info["output_dir_abs"] else unknown
         procs.append(info)
     if pids is None:
         procs = writers_only(procs)
