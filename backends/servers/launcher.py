@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from gen_tui.backends.hosts import RunIdentity
@@ -95,6 +96,12 @@ class Launcher(ABC):
     @abstractmethod
     async def last_line(self, launched: Launched) -> str:
         """Its log's last line ("" when there is none)."""
+
+    def notice_folder(self, launched: Launched) -> Path | None:
+        """Where the runs on `launched`'s machine look for drain notices
+        (backends/drain_notice.py), when that is this machine; None: runs are not told
+        (a server on another host, a batch job)."""
+        return None
 
     @abstractmethod
     async def log_size(self, launched: Launched) -> int | None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
+from gen_tui.backends.drain_notice import NOTICE_FOLDER
 from gen_tui.backends.hosts import Host, LocalHost, RunIdentity, StartError
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.ssh_target import SSHError
@@ -96,6 +98,12 @@ class ProcessLauncher(Launcher):
         self.remote_folder = remote_folder.rstrip("/")
         self.state = state
         self.settle_s = settle_s
+
+    def notice_folder(self, launched: Launched) -> Path | None:
+        """This machine's servers' state folder's notices (over SSH: not told, for now)."""
+        if isinstance(self.hosts.get(launched.host), LocalHost):
+            return Path(self.local_folder) / NOTICE_FOLDER
+        return None
 
     def folder(self, host: str) -> str:
         return (

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import aiohttp
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.drain_notice import remove_notice, write_notice
 from gen_tui.backends.servers.drain import drain_then_stop
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
@@ -175,8 +176,9 @@ class ServerSupervisor:
                 self._emit(ServerState.STOPPED, "not running")
             return f"server {self.recipe.name}: not running"
         wait = self.recipe.drain_s if drain_s is None else drain_s
-        self._emit(ServerState.DRAINING, f"off the router, up to {wait:g} s for its requests")
         launched, url = self.launched, self.base_url
+        told = await self._tell_drain(launched, url, wait)
+        self._emit(ServerState.DRAINING, f"off the router{told}, up to {wait:g} s for its requests")
         said = await drain_then_stop(
             self.launcher,
             launched,
@@ -190,6 +192,27 @@ class ServerSupervisor:
         self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
         self._emit(ServerState.STOPPED, said)
         return f"server {self.recipe.name}: {said}"
+
+    async def _tell_drain(self, launched: Launched, url: str, wait_s: float) -> str:
+        """Publish the drain notice the runs on its machine read (backends/drain_notice.py):
+        they send it nothing new. Kept while it is stopped; gone once it is healthy again.
+        What the DRAINING line adds ("" when its runs cannot be told)."""
+        folder = self.launcher.notice_folder(launched)
+        if folder is None:
+            return ""
+        try:
+            await asyncio.to_thread(write_notice, folder, launched.port, url, wait_s)
+        except OSError as exc:
+            return f", its runs not told ({exc.strerror or type(exc).__name__})"
+        return ", its runs told"
+
+    async def _end_drain(self) -> None:
+        """It serves again: the drain notice a stop left (if any) goes."""
+        launched = self.launched
+        folder = self.launcher.notice_folder(launched) if launched is not None else None
+        if launched is not None and folder is not None:
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(remove_notice, folder, launched.port)
 
     async def leave(self) -> None:
         """Stop watching and leave the server running (the panel quits: the next gen-tui
@@ -301,6 +324,7 @@ class ServerSupervisor:
                     said = f"adopted, answering ({self.restarts} restart(s) this hour)"
                 elif self.restarted:
                     said = f"healthy again ({self.restarts} restart(s) this hour); {said}"
+                await self._end_drain()
                 self._emit(ServerState.HEALTHY, said)
                 return None
             now = time.monotonic()
