@@ -269,6 +269,12 @@ async def test_a_run_sent_straight_to_a_stopped_server_goes_on_with_the_other(
         at_stop = record_lines(out / "A")
         assert not finishing.done(), "the run ended before the stop"
         code, stdout, stderr = await finishing
+        # The notice stays while w0 is stopped, and goes once it is healthy again.
+        notice = folder / "draining" / f"{workers[0].port}.json"
+        assert notice.exists()
+        await fleet.supervisors["w0"].restart()
+        await recorder.reach(S.HEALTHY, 3, timeout=60)
+        assert not notice.exists()
     finally:
         await fleet.stop()
         kill_servers(folder)
