@@ -46,15 +46,25 @@ def local_notice_folder() -> Path:
     return Path(user_state_dir("gen-tui")) / "servers" / NOTICE_FOLDER
 
 
+def notice_name(port: int) -> str:
+    """The file name of the notice of the server on `port`."""
+    return f"{port}.json"
+
+
+def notice_text(port: int, url: str, wait_s: float) -> str:
+    """A notice's content: the server on `port` (reached at `url`) drains, `wait_s` at most."""
+    data = {"port": port, "url": url[:200], "since": time.time(), "wait_s": wait_s}
+    return json.dumps(data)
+
+
 def write_notice(folder: Path, port: int, url: str, wait_s: float) -> None:
     """Say that the server on `port` (reached at `url`) drains, for `wait_s` at most."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = {"port": port, "url": url[:200], "since": time.time(), "wait_s": wait_s}
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".notice.")
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle)
-        os.replace(temp, folder / f"{port}.json")
+            handle.write(notice_text(port, url, wait_s))
+        os.replace(temp, folder / notice_name(port))
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
@@ -63,7 +73,7 @@ def write_notice(folder: Path, port: int, url: str, wait_s: float) -> None:
 def remove_notice(folder: Path, port: int) -> bool:
     """The server on `port` serves again: its notice goes (whether there was one)."""
     try:
-        (folder / f"{port}.json").unlink()
+        (folder / notice_name(port)).unlink()
     except FileNotFoundError:
         return False
     return True

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 from gen_tui.backends.hosts import RunIdentity
@@ -97,11 +96,15 @@ class Launcher(ABC):
     async def last_line(self, launched: Launched) -> str:
         """Its log's last line ("" when there is none)."""
 
-    def notice_folder(self, launched: Launched) -> Path | None:
-        """Where the runs on `launched`'s machine look for drain notices
-        (backends/drain_notice.py), when that is this machine; None: runs are not told
-        (a server on another host, a batch job)."""
-        return None
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float) -> bool:
+        """Write the drain notice the runs on `launched`'s machine read
+        (backends/drain_notice.py); False when this launcher cannot (a batch job: its
+        runs are not told). Raises OSError (or the link's error) when the write fails."""
+        return False
+
+    async def end_drain(self, launched: Launched) -> None:
+        """`launched` serves again: its drain notice (if any) goes."""
+        return None  # a launcher that writes none has none to remove
 
     @abstractmethod
     async def log_size(self, launched: Launched) -> int | None:
