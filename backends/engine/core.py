@@ -450,9 +450,11 @@ class Engine:
         ticker: asyncio.Task[None] | None = None
         telemetry: asyncio.Task[None] | None = None
         planning: asyncio.Task[None] | None = None
+        drains: asyncio.Task[None] | None = None
         try:
             async with self.client:
                 await self._runner.check_servers()
+                drains = asyncio.create_task(self._runner.watch_drains())
                 if self._auto is not None:
                     await self._auto.limit(self._runner)
                 telemetry = asyncio.create_task(self._telemetry.run())
@@ -492,7 +494,7 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            for task in (ticker, telemetry, planning):
+            for task in (ticker, telemetry, planning, drains):
                 if task is not None:
                     task.cancel()
             await self._feeder.stop()

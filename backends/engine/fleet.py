@@ -232,7 +232,7 @@ class FleetPlanner(RunPart):
             state = LaneState.UP
             if server.unpaid:
                 state = LaneState.UNPAID
-            elif server.down_until > now:
+            elif server.down_until > now or server.draining:
                 state = LaneState.DOWN
             elif server.failures:  # failed last time and not answered since
                 state = LaneState.FAILING

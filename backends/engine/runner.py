@@ -15,12 +15,20 @@ import random
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from gen_tui.backends.alerts import AlertEvent
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError, queued_concurrency
+from gen_tui.backends.drain_notice import (
+    POLL_S,
+    local_notice_folder,
+    local_port,
+    read_notices,
+    this_machine,
+)
 from gen_tui.backends.engine.answer_cap import AnswerCap
 from gen_tui.backends.engine.checks import receive
 from gen_tui.backends.engine.context import RunContext, RunPart
@@ -29,6 +37,7 @@ from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.store.prompts import Prompt
+from gen_tui.backends.untrusted import one_line
 
 BACKOFF_CAP_S = 30.0
 ROUTER_WORKERS_NAMED = 8
@@ -51,6 +60,9 @@ class Server:
         self.last_error = ""
         self.failures = 0
         """Connection failures in a row: a server that stays dead is tried less and less."""
+        self.draining = False
+        """Its supervisor drains it before a stop (a drain notice on this machine,
+        backends/drain_notice.py): no new request goes there; those in flight finish."""
         self.unpaid = False
         """It answered 402 (out of credits) and has not answered since: planned at no tokens,
         tried again with one request once `down_until` passes (`credit_probe_s`)."""
@@ -85,7 +97,7 @@ class Server:
 
     def has_room(self) -> bool:
         """Whether one more request may go here now (up, under its limit and share)."""
-        if self.down_until > time.monotonic():
+        if self.down_until > time.monotonic() or self.draining:
             return False
         if self.limit is not None and self.outstanding >= self.limit:
             return False
@@ -98,7 +110,7 @@ class Server:
     def has_slot(self) -> bool:
         """Whether it could take one more request now, its planned share aside: up, paid and
         under its lane's limit (a request the deadline hurries may pass its share)."""
-        if self.down_until > time.monotonic() or self.unpaid:
+        if self.down_until > time.monotonic() or self.unpaid or self.draining:
             return False
         return self.limit is None or self.outstanding < self.limit
 
@@ -117,6 +129,8 @@ class Server:
             return f"out of credits: {self.last_error}"
         if self.down_until > time.monotonic():
             return f"unreachable: {self.last_error}"
+        if self.draining:
+            return "drain notice: stopped on purpose, sent nothing new"
         return "ok"
 
 
@@ -241,6 +255,50 @@ class RequestRunner(RunPart):
             max_completion_tokens=min(completions, default=None),
         )
 
+    async def watch_drains(self, folder: Path | None = None, poll_s: float = POLL_S) -> None:
+        """Follow the drain notices of this machine's servers (backends/drain_notice.py)
+        every `poll_s` until cancelled: a server of this run being drained before its stop
+        takes no new request (its requests in flight finish), and takes them again once its
+        notice is gone. Returns at once when no server of the run is on this machine."""
+        local = await asyncio.to_thread(this_machine)
+        watched = {}
+        for server in self.servers:
+            port = local_port(server.url, local)
+            if port is not None:
+                watched[server.url] = (server, port)
+        if not watched:
+            return
+        where = folder or local_notice_folder()
+        said: set[tuple[str, str]] = set()
+        while True:
+            notices = await asyncio.to_thread(read_notices, where)
+            for path, why in notices.bad:
+                if (path, why) not in said:  # one line per bad file, not one per look
+                    said.add((path, why))
+                    self.reporter.event("warning", f"{one_line(path)}: ignored: {why}")
+            for server, port in watched.values():
+                self.note_drain(server, port in notices.ports)
+            await asyncio.sleep(poll_s)
+
+    def note_drain(self, server: Server, draining: bool) -> None:
+        """`server` drains now (or no longer): said once per change."""
+        if server.draining == draining:
+            return
+        server.draining = draining
+        if draining:
+            self.reporter.event(
+                "info",
+                f"{server.url} is being drained before a stop (its supervisor's notice): "
+                f"no new request goes there, its {server.outstanding} in flight finish",
+            )
+        else:
+            self.reporter.event(
+                "info", f"{server.url} is no longer drained (its notice is gone): sent to again"
+            )
+            self.signals.wake.set()  # the dispatcher may have waited for it
+        if self.on_stall is not None:
+            self.on_stall()  # a fleet re-plans without it (or with it again)
+
     def statuses(self) -> dict[str, str]:
         return {server.url: server.status for server in self.servers}
 
@@ -285,6 +343,8 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         if prefer is not None and prefer.down_until <= now and prefer.has_room():
             return prefer
+        if prefer is not None and prefer.draining:
+            prefer = None  # its conversation's next turn goes elsewhere
         roomy = [s for s in self.servers if s.has_room()]
         if roomy:
             # The least loaded for its size: a lane of 64 slots takes more than one of 4.
@@ -292,6 +352,8 @@ class RequestRunner(RunPart):
         if prefer is not None and prefer.down_until <= now:
             return prefer
         up = [s for s in self.servers if s.down_until <= now]
+        if any(not s.draining for s in up):  # a draining one only when all up drain
+            up = [s for s in up if not s.draining]
         if up:
             return min(up, key=lambda s: s.outstanding / (s.limit or 1))
         return min(self.servers, key=lambda s: s.down_until)

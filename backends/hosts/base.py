@@ -194,6 +194,28 @@ class Host(HostPrimitives):
         the start guard refuses a folder that does not exist yet."""
         await self._sh(f"umask 077 && mkdir -p -- {rquote(path)}")
 
+    async def put_small_file(self, folder: str, name: str, text: str) -> str:
+        """Write `text` (a few hundred bytes) as `name` in `folder` on the host (made 0700
+        when missing), whole: a fresh temporary file there, then renamed. Its path."""
+        path = posixpath.join(folder, name)
+        pattern = posixpath.join(folder, f".{name}.XXXXXX")
+        await self._sh(
+            "\n".join(
+                [
+                    "umask 077",
+                    "set -e",
+                    f"mkdir -p -- {rquote(folder)}",
+                    f"tmp=$(mktemp -- {rquote(pattern)})",
+                    f'printf \'%s\' {shlex.quote(text)} > "$tmp" && mv -f -- "$tmp" {rquote(path)}',
+                ]
+            )
+        )
+        return path
+
+    async def remove_file(self, path: str) -> None:
+        """Remove the file at `path` on the host (nothing when it is absent)."""
+        await self._sh(f"rm -f -- {rquote(path)}")
+
     async def file_size(self, path: str) -> int | None:
         """The size of the file at `path` on the host now (None: absent or unreadable)."""
         return (await self._sizes([path], samples=1))[-1].get(path)

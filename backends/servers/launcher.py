@@ -96,6 +96,16 @@ class Launcher(ABC):
     async def last_line(self, launched: Launched) -> str:
         """Its log's last line ("" when there is none)."""
 
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float) -> bool:
+        """Write the drain notice the runs on `launched`'s machine read
+        (backends/drain_notice.py); False when this launcher cannot (a batch job: its
+        runs are not told). Raises OSError (or the link's error) when the write fails."""
+        return False
+
+    async def end_drain(self, launched: Launched) -> None:
+        """`launched` serves again: its drain notice (if any) goes."""
+        return None  # a launcher that writes none has none to remove
+
     @abstractmethod
     async def log_size(self, launched: Launched) -> int | None:
         """Its log's size now: a log that grows means a server still loading."""

@@ -10,11 +10,21 @@ identity (start time, boot, command line) is checked again: pids are reused.
 
 from __future__ import annotations
 
+import asyncio
+import posixpath
 import signal
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
+from gen_tui.backends.drain_notice import (
+    NOTICE_FOLDER,
+    notice_name,
+    notice_text,
+    remove_notice,
+    write_notice,
+)
 from gen_tui.backends.hosts import Host, LocalHost, RunIdentity, StartError
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.ssh_target import SSHError
@@ -96,6 +106,27 @@ class ProcessLauncher(Launcher):
         self.remote_folder = remote_folder.rstrip("/")
         self.state = state
         self.settle_s = settle_s
+
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float) -> bool:
+        """The notice in its host's servers' folder (`draining/PORT.json`): here, written
+        from a thread; over SSH, by a small script there (the runs on that machine read
+        their own state folder, `remote_folder` by default)."""
+        host = self._host(launched.host)
+        folder = posixpath.join(self.folder(launched.host), NOTICE_FOLDER)
+        if isinstance(host, LocalHost):
+            await asyncio.to_thread(write_notice, Path(folder), launched.port, url, wait_s)
+        else:
+            text = notice_text(launched.port, url, wait_s)
+            await host.put_small_file(folder, notice_name(launched.port), text)
+        return True
+
+    async def end_drain(self, launched: Launched) -> None:
+        host = self._host(launched.host)
+        folder = posixpath.join(self.folder(launched.host), NOTICE_FOLDER)
+        if isinstance(host, LocalHost):
+            await asyncio.to_thread(remove_notice, Path(folder), launched.port)
+        else:
+            await host.remove_file(posixpath.join(folder, notice_name(launched.port)))
 
     def folder(self, host: str) -> str:
         return (

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import aiohttp
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.drain import drain_then_stop
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
@@ -29,6 +30,7 @@ from gen_tui.backends.servers.launcher import Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
+from gen_tui.backends.untrusted import one_line
 
 CHECK_S = 1.0
 """How often a server's process and health are looked at."""
@@ -37,6 +39,9 @@ STOP_GRACE_S = 15.0
 START_TIMEOUT_S = 120.0
 """How long a launch itself may take (over SSH: connect, start, check the pid); past it
 the start counts as failed. Not for a launcher that queues (a batch job waits its turn)."""
+NOTICE_S = 10.0
+"""How long writing or removing a drain notice may take (over SSH: a frozen link must not
+hold a stop)."""
 ENDED = (ServerState.FAILED, ServerState.DOWN, ServerState.STOPPED, ServerState.NOT_OURS)
 """The states the supervisor leaves a server in (until someone starts it again)."""
 
@@ -175,8 +180,9 @@ class ServerSupervisor:
                 self._emit(ServerState.STOPPED, "not running")
             return f"server {self.recipe.name}: not running"
         wait = self.recipe.drain_s if drain_s is None else drain_s
-        self._emit(ServerState.DRAINING, f"off the router, up to {wait:g} s for its requests")
         launched, url = self.launched, self.base_url
+        told = await self._tell_drain(launched, url, wait)
+        self._emit(ServerState.DRAINING, f"off the router{told}, up to {wait:g} s for its requests")
         said = await drain_then_stop(
             self.launcher,
             launched,
@@ -190,6 +196,24 @@ class ServerSupervisor:
         self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
         self._emit(ServerState.STOPPED, said)
         return f"server {self.recipe.name}: {said}"
+
+    async def _tell_drain(self, launched: Launched, url: str, wait_s: float) -> str:
+        """Publish the drain notice the runs on its machine read (backends/drain_notice.py):
+        they send it nothing new. Kept while it is stopped; gone once it is healthy again.
+        What the DRAINING line adds ("" when its runs cannot be told)."""
+        try:
+            told = await within(self.launcher.tell_drain(launched, url, wait_s), NOTICE_S)
+        except TimeoutError:
+            return f", its runs not told (no answer from its host in {NOTICE_S:g} s)"
+        except (OSError, SSHError) as exc:
+            return f", its runs not told ({one_line(str(exc), 200)})"
+        return ", its runs told" if told else ""
+
+    async def _end_drain(self) -> None:
+        """It serves again: the drain notice a stop left (if any) goes."""
+        if self.launched is not None:
+            with contextlib.suppress(OSError, SSHError, TimeoutError):
+                await within(self.launcher.end_drain(self.launched), NOTICE_S)
 
     async def leave(self) -> None:
         """Stop watching and leave the server running (the panel quits: the next gen-tui
@@ -301,6 +325,7 @@ class ServerSupervisor:
                     said = f"adopted, answering ({self.restarts} restart(s) this hour)"
                 elif self.restarted:
                     said = f"healthy again ({self.restarts} restart(s) this hour); {said}"
+                await self._end_drain()
                 self._emit(ServerState.HEALTHY, said)
                 return None
             now = time.monotonic()

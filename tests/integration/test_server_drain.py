@@ -229,43 +229,64 @@ async def test_servers_stop_takes_it_off_the_router_first(
 
 
 async def test_a_run_sent_straight_to_a_stopped_server_goes_on_with_the_other(
-    folder: Path, http: aiohttp.ClientSession, tokenizer_dir: Path, tmp_path: Path
+    http: aiohttp.ClientSession, tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    """A run that names both servers (no router): nobody tells it of w0's drain, so it keeps
-    sending there until the stop; its requests cut by the stop are asked again of w1, and
-    the run ends with every prompt answered once, none given up on."""
+    """A run that names both servers (no router), on the servers' machine: w0's drain
+    notice (backends/drain_notice.py) tells it, so it sends w0 nothing new, w0's requests
+    in flight finish there, the drain empties w0 well before its `drain_s` and the SIGTERM
+    cuts nothing; the run ends with every prompt answered once, none asked again."""
+    state = tmp_path / "state"  # the run's XDG_STATE_HOME: it reads the same notices
+    folder = state / "gen-tui" / "servers"
+    # Answers of 200 tokens or so (1 s each): the drain waits for the longest in flight.
     flags = ("--slots", "8", "--tokens-per-s", "200", "--default-mean", "200")
-    workers = [sim_recipe(f"w{i}", free_port(), *flags, drain_s=2.0) for i in range(2)]
+    flags += ("--default-cv", "0.2")
+    workers = [sim_recipe(f"w{i}", free_port(), *flags, drain_s=10.0) for i in range(2)]
     launcher = launcher_in(folder)
     recorder = Recorder()
     urls = {recipe.name: recipe.url() for recipe in workers}
     fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
                   check_s=0.2, grace_s=3.0)  # fmt: skip
-    await fleet.up()
     prompts = tmp_path / "prompts"
     write_prompts(prompts / "A.jsonl", PROMPTS)
     ids = {str(json.loads(line)["id"]) for line in (prompts / "A.jsonl").open()}
     out = tmp_path / "out"
     try:
+        await fleet.up()
         await recorder.reach(S.HEALTHY, 2, timeout=60)
         run = await spawn(
             *run_args(tokenizer_dir, prompts, out, urls["w0"], "--server-url", urls["w1"]),
             *("--concurrency", "16"),
+            env={"XDG_STATE_HOME": str(state)},
         )
         finishing = asyncio.create_task(finish(run, 180))
         await wait_until(lambda: record_lines(out / "A") >= 40 or finishing.done(), 60, "40")
         assert not finishing.done(), finishing.result()
         await _busy(http, urls["w0"])
+        began = time.monotonic()
         said = await fleet.stop(["w0"])  # what the servers view's stop does
+        took = time.monotonic() - began
         assert recorder.states("w0")[-2:] == [S.DRAINING, S.STOPPED], recorder.states("w0")
         at_stop = record_lines(out / "A")
         assert not finishing.done(), "the run ended before the stop"
         code, stdout, stderr = await finishing
+        # The notice stays while w0 is stopped, and goes once it is healthy again.
+        notice = folder / "draining" / f"{workers[0].port}.json"
+        assert notice.exists()
+        await fleet.supervisors["w0"].restart()
+        await recorder.reach(S.HEALTHY, 3, timeout=60)
+        assert not notice.exists()
     finally:
         await fleet.stop()
+        kill_servers(folder)
     assert code == 0, stderr[-2000:]
+    (line,) = said
+    # Emptied by the drain: nothing in flight when the SIGTERM came, nothing cut.
+    assert "drained in" in line and "stopped anyway" not in line, line
+    assert took < 10, took
+    assert f"{urls['w0']} is being drained before a stop" in stdout, stdout[-2000:]
     written = check_once(out / "A", ids)
     assert set(written) == ids, f"{len(ids - set(written))} prompt(s) never written"
     assert not (out / "A" / "errors.jsonl").exists() or not (out / "A" / "errors.jsonl").read_text()
     retried = [line for line in stdout.splitlines() if "retry" in line]
-    print(f"stopped w0 at {at_stop} of {PROMPTS} records: {said}; {len(retried)} retry lines")
+    assert retried == [], retried  # no request cut by the stop, none asked again
+    print(f"stopped w0 at {at_stop} of {PROMPTS} records in {took:.1f} s: {line}")

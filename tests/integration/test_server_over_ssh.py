@@ -17,6 +17,7 @@ import aiohttp
 import psutil
 import pytest
 
+from gen_tui.backends.drain_notice import NOTICE_FOLDER, read_notices
 from gen_tui.backends.hosts import LocalHost, SSHHost
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.process import MARKER, ProcessLauncher
@@ -131,3 +132,37 @@ async def test_a_server_over_ssh_that_exits_reports_its_code(
     assert exited.detail.endswith("its log's last line: giving up with code 3")
     assert (remote / "quits.exit").read_text() == "3\n"
     assert await supervisor.wait() is S.DOWN
+
+
+async def test_a_stop_over_ssh_leaves_its_drain_notice_on_the_server_s_machine(
+    box: SSHHost, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """The drain notice (backends/drain_notice.py) is written where the server runs, in its
+    host's servers' folder, for the runs on that machine; it goes once it is healthy again."""
+    state = StateFile(tmp_path / "state")
+    remote = tmp_path / "remote it's $HOME"  # every word crosses as data, never shell text
+    launcher = ProcessLauncher(
+        {"local": LocalHost(tmp_path / "state"), "box": box},
+        str(tmp_path / "state"),
+        state,
+        remote_folder=str(remote),
+    )
+    recipe = replace(sim_recipe("far", free_port(), drain_s=1.0), host="box")
+    recorder = Recorder()
+    supervisor = ServerSupervisor(
+        recipe, recipe.url(), launcher, state, http, [recorder], check_s=0.2, grace_s=3.0
+    )
+    supervisor.start()
+    try:
+        await recorder.reach(S.HEALTHY, timeout=120)
+        said = await supervisor.stop()
+        assert "drained in" in said, said
+        assert "its runs told" in recorder.last(S.DRAINING).detail
+        notices = read_notices(remote / NOTICE_FOLDER)
+        assert notices.ports == {recipe.port} and notices.bad == (), notices
+        assert not (tmp_path / "state" / NOTICE_FOLDER).exists()  # not this machine's
+        supervisor.start()
+        await recorder.reach(S.HEALTHY, 2, timeout=120)
+        assert read_notices(remote / NOTICE_FOLDER).ports == frozenset()
+    finally:
+        await supervisor.stop()

@@ -60,14 +60,14 @@ print("stopped cleanly", flush=True)
 '''
 
 
-async def spawn(*args: str) -> asyncio.subprocess.Process:
-    """`gen-tui ARGS` in a session of its own, its output piped."""
+async def spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    """`gen-tui ARGS` in a session of its own, its output piped (`env` added to ENV)."""
     return await asyncio.create_subprocess_exec(
         *GEN_TUI,
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=ENV,
+        env={**ENV, **(env or {})},
         start_new_session=True,
     )
 

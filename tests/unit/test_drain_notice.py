@@ -1,0 +1,135 @@
+"""Drain notices (backends/drain_notice.py): what the supervisor writes before a stop's
+drain, and how a run sent straight to the servers reads them: a notice takes its server
+out of the picking (its requests in flight are left alone) until it is gone; a file that is
+not a notice is ignored, said once; a URL of another machine is never matched by a port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.drain_notice import (
+    MAX_NOTICE_BYTES,
+    NOTICE_FOLDER,
+    local_notice_folder,
+    local_port,
+    read_notices,
+    remove_notice,
+    this_machine,
+    write_notice,
+)
+from gen_tui.backends.engine.context import RunContext
+from gen_tui.backends.engine.report import Reporter
+from gen_tui.backends.engine.runner import RequestRunner
+from gen_tui.backends.engine.signals import RunSignals
+from gen_tui.backends.servers.state import local_folder
+from tests.support.polling import wait_until
+
+
+def test_a_notice_written_is_read_and_gone_once_removed(tmp_path: Path) -> None:
+    folder = tmp_path / "draining"
+    assert read_notices(folder).ports == frozenset()  # no folder: nothing drains
+    write_notice(folder, 30001, "http://127.0.0.1:30001", 30.0)
+    write_notice(folder, 30002, "http://127.0.0.1:30002", 30.0)
+    assert read_notices(folder).ports == {30001, 30002}
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []  # no temp left
+    assert remove_notice(folder, 30001) is True
+    assert remove_notice(folder, 30001) is False
+    notices = read_notices(folder)
+    assert notices.ports == {30002} and notices.bad == ()
+
+
+def test_files_that_are_not_notices_are_ignored_and_said(tmp_path: Path) -> None:
+    folder = tmp_path / "draining"
+    write_notice(folder, 30001, "http://127.0.0.1:30001", 30.0)
+    (folder / "30002.json").write_text("{not json")
+    (folder / "30003.json").write_text(json.dumps({"port": 30004}))  # not its own port
+    (folder / "30005.json").write_text(json.dumps([30005]))
+    (folder / "30006.json").write_bytes(b" " * (MAX_NOTICE_BYTES + 1) + b'{"port": 30006}')
+    (folder / ".notice.abc").write_text("being written")
+    (folder / "notes.txt").write_text("someone else's")
+    notices = read_notices(folder)
+    assert notices.ports == {30001}
+    why = {Path(path).name: reason for path, reason in notices.bad}
+    assert why == {
+        "30002.json": "not JSON",
+        "30003.json": "not a drain notice (no port, or not the one of its name)",
+        "30005.json": "not a drain notice (no port, or not the one of its name)",
+        "30006.json": f"larger than {MAX_NOTICE_BYTES} bytes",
+    }
+
+
+def test_only_a_url_of_this_machine_has_a_local_port() -> None:
+    local = this_machine()
+    assert local_port("http://127.0.0.1:30001", local) == 30001
+    assert local_port("http://127.0.1.1:30001/", local) == 30001
+    assert local_port("http://localhost:8000/v1", local) == 8000
+    assert local_port("http://[::1]:30001", local) == 30001
+    assert local_port(f"http://{socket.gethostname()}:30001", local) == 30001
+    assert local_port("http://localhost", local) == 80
+    assert local_port("https://localhost", local) == 443
+    assert local_port("http://gpu-node-7:30001", local) is None  # another machine's 30001
+    assert local_port("https://api.example.com", local) is None
+    assert local_port("http://localhost:99999", local) is None  # not a port
+    assert local_port("not a url", local) is None
+
+
+def test_the_runs_folder_is_the_supervisors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert local_notice_folder() == local_folder() / NOTICE_FOLDER
+
+
+async def test_a_run_sends_a_draining_server_nothing_new_until_its_notice_goes(
+    tmp_path: Path,
+) -> None:
+    near, other, far = "http://127.0.0.1:30001", "http://127.0.0.1:30002", "http://gpu-7:30001"
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], server_urls=[near, other, far]
+    )
+    said: list[str] = []
+    reporter = Reporter(lambda _level, text: said.append(text), None, lambda: None, None)
+    signals = RunSignals()
+    runner = RequestRunner(RunContext(config, [], signals, reporter), None, None, None, None)  # type: ignore[arg-type]
+    drained, kept, remote = runner.servers
+    drained.outstanding = 3  # in flight before the drain: left to finish
+    folder = tmp_path / "draining"
+    write_notice(folder, 30001, near, 30.0)
+    (folder / "30009.json").write_text("{")
+    watch = asyncio.create_task(runner.watch_drains(folder, poll_s=0.02))
+    try:
+        await wait_until(lambda: drained.draining, 5, "the notice read")
+        assert not remote.draining  # port 30001 of another machine: not this notice's
+        assert not drained.has_room() and not drained.has_slot()
+        assert drained.outstanding == 3
+        picked = [runner.reserve() for _ in range(6)]
+        assert drained not in picked and set(picked) == {kept, remote}
+        assert drained.status.startswith("drain notice"), drained.status
+        signals.wake.clear()
+        remove_notice(folder, 30001)
+        await wait_until(lambda: not drained.draining, 5, "the notice gone")
+        assert signals.wake.is_set()  # the dispatcher looks again
+        assert drained.has_room()
+        await asyncio.sleep(0.1)  # several more looks at the bad file
+    finally:
+        watch.cancel()
+    assert sum("30009.json: ignored: not JSON" in line for line in said) == 1, said
+    assert sum(f"{near} is being drained before a stop" in line for line in said) == 1, said
+    assert sum(f"{near} is no longer drained" in line for line in said) == 1, said
+
+
+async def test_a_run_with_no_server_on_this_machine_does_not_look(tmp_path: Path) -> None:
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], server_urls=["http://gpu-7:30001"]
+    )
+    reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
+    runner = RequestRunner(RunContext(config, [], RunSignals(), reporter), None, None, None, None)  # type: ignore[arg-type]
+    write_notice(tmp_path / "draining", 30001, "http://127.0.0.1:30001", 30.0)
+    await asyncio.wait_for(runner.watch_drains(tmp_path / "draining", poll_s=0.02), 5)
+    assert not runner.servers[0].draining
