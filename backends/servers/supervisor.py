@@ -182,7 +182,8 @@ class ServerSupervisor:
         wait = self.recipe.drain_s if drain_s is None else drain_s
         launched, url = self.launched, self.base_url
         told = await self._tell_drain(launched, url, wait)
-        self._emit(ServerState.DRAINING, f"off the router{told}, up to {wait:g} s for its requests")
+        where = "off the router" if self.router is not None else "draining"
+        self._emit(ServerState.DRAINING, f"{where}{told}, up to {wait:g} s for its requests")
         said = await drain_then_stop(
             self.launcher,
             launched,
