@@ -154,6 +154,9 @@ DASHBOARD_KEYS: list[Binding] = [
         tooltip="Every key and what it does",
         id="help",
     ),
+    # Not remappable (no id) and not listed: the way out of a filter kept with Enter, as the
+    # empty board says ("Esc to clear"); with no filter kept, Escape passes on.
+    Binding("escape", "clear_filter", "Clear filter", show=False),
     Binding("left", "move(-1, 0)", "Left", show=False, id="move.left"),
     Binding("right", "move(1, 0)", "Right", show=False, id="move.right"),
     # Priority: otherwise the scrolling board (9+ panels at 80x24) takes up/down itself.

@@ -336,6 +336,8 @@ class DashboardScreen(Screen[None]):
         (None: Textual's "shown, disabled"; False would hide them)."""
         if action == "sort" and not self.table_shown:
             return False
+        if action == "clear_filter":
+            return self.filter_kept()
         return None if self.readonly and action in CONTROL_ACTIONS else True
 
     def action_kill(self) -> None:
@@ -397,6 +399,19 @@ class DashboardScreen(Screen[None]):
     def action_filter(self) -> None:
         if self.live_parts() is not None:
             self.filtering.open()
+
+    def filter_kept(self) -> bool:
+        """A panel filter kept with Enter is in force (the bar shown, aimed at the panels)."""
+        if self.parts is None:
+            return False
+        bar = self.parts.filter
+        return bool(bar.display and not bar.events and bar.value)
+
+    def action_clear_filter(self) -> None:
+        """Escape on the panels: a filter kept with Enter goes, as Escape in the bar does."""
+        if self.filter_kept():
+            self.filter_bar.value = ""
+            self.filtering.cleared()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -86,3 +86,31 @@ async def test_the_selection_survives_clearing_a_filter_in_the_table() -> None:
         await pilot.press("slash", *"state:stale", "escape")  # hides C for a moment
         await pilot.pause()
         assert selected(app) == "C"
+
+
+async def test_escape_clears_a_kept_filter_as_the_empty_board_says() -> None:
+    """Seen in tmux at 80x24 (issue 31, tried again): `/state:stale` Enter, then `k` on the
+    stale run; it stopped, so no panel matched and the board said "No dataset matches the
+    filter (/ to change it, Esc to clear)", but Escape did nothing: the filter was kept and
+    the board stayed empty. Escape after Enter shows every dataset again, panels or none."""
+    names = ["A", "B1", "B2", "C"]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        await pilot.press("slash", *"nothing", "enter")
+        await pilot.pause()
+        assert visible(app) == []
+        await pilot.press("escape")
+        await pilot.pause()
+        assert visible(app) == names
+        assert not board(app).filter_bar.display
+        await pilot.press("slash", "B", "enter", "right")  # a kept filter with panels shown
+        await pilot.pause()
+        assert selected(app) == "B2"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert visible(app) == names
+        assert isinstance(app.focused, DatasetPanel) and app.focused.dataset == "B2"
+        await pilot.press("escape")  # no filter: Escape changes nothing
+        await pilot.pause()
+        assert visible(app) == names and selected(app) == "B2"
