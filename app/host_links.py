@@ -223,7 +223,27 @@ class HostLink:
         demo's), and has not ended yet: what a quit asks about and the exit waits for. A
         detached start (`s` or `r` from a config, `r` on a host) outlives the panel: nothing
         to ask about or wait for, and the exit line says it still runs."""
-        return bool(self.started) and self.source.owns_runs and not self.done.is_set()
+        return (
+            bool(self.started)
+            and self.source.owns_runs
+            and not self.done.is_set()
+            and not self.started_ended
+        )
+
+    @property
+    def started_ended(self) -> bool:
+        """Every run this link started has been seen to end (the demo's B9 after `k`, listed
+        as ended in `l`): nothing left to stop. A quit used to ask about it all the same
+        ("its 0 answers in flight drain for up to 35 s"). A run started but not yet seen by
+        a survey has not ended."""
+        monitor = self.monitor
+        if monitor is None:
+            return False
+        return all(
+            any(run.identity.same_process(started) for run in monitor.ended)
+            and not any(run.identity.same_process(started) for run in monitor.runs)
+            for started in self.started
+        )
 
     @property
     def state(self) -> str:

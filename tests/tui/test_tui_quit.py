@@ -3,7 +3,9 @@ a run this session started elsewhere drains with the screen saying so."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -168,3 +170,40 @@ async def test_q_with_only_a_run_started_here_active_asks_first(tmp_path: Path) 
         await pilot.press("q")  # and q again ends it at once
         await wait_until(lambda: not app.is_running, 20, "the app to exit", pause=pilot.pause)
     assert link.done.is_set() and not alive(pid)
+
+
+async def test_q_after_the_run_started_here_ended_asks_nothing(tmp_path: Path) -> None:
+    """Seen in tmux at 80x24 and 120x36 (issue 31, tried again): `k` then `y` on the demo's
+    stale B9; it drained, exited, and `l` listed it as ended. Then `q` (or ctrl+c) still
+    asked "A run started here is active: B9_stale. Quitting stops it first: its 0 answers
+    in flight drain for up to 35 s". Nothing is active any more: `q` leaves at once."""
+    app = demo_app(tmp_path, autostart=False)  # no run here: only the demo's stale run
+    async with app.run_test(size=SIZE) as pilot:
+        link, pid = await started_stale_run(app, pilot)
+        await wait_until(lambda: link.monitor is not None, 30, pause=pilot.pause)
+        monitor = link.monitor
+        assert monitor is not None
+        await wait_until(
+            lambda: any(run.identity.pid == pid for run in monitor.runs),
+            60,
+            "the monitor lists the stale run",
+            pause=pilot.pause,
+        )
+        os.killpg(pid, signal.SIGKILL)  # it ends, as after `k`: the monitor sees it gone
+        await wait_until(
+            lambda: any(run.identity.pid == pid for run in monitor.ended),
+            60,
+            "the monitor lists it as ended",
+            pause=pilot.pause,
+        )
+        await pilot.press("q")
+        await wait_until(
+            lambda: not app.is_running or isinstance(app.screen, ConfirmScreen),
+            20,
+            "the exit, or a question",
+            pause=pilot.pause,
+        )
+        asked = isinstance(app.screen, ConfirmScreen) and app.is_running
+        body = str(app.screen.query_one("#confirm-body").render()) if asked else ""
+        assert not asked, f"q asked about a run that ended: {body}"
+    assert not alive(pid)
