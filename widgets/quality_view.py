@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gen_tui.backends.budget.rules import runs_out_at
-from gen_tui.backends.figures import format_count
+from gen_tui.backends.figures import counted, format_count
 from gen_tui.backends.progress import truncation
 from gen_tui.backends.progress.quality import Quality, length_label
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
@@ -124,8 +124,9 @@ def quality_text(snap: DatasetSnapshot | None, width: int = 78) -> Text:
             )
         )
     else:
+        answers = counted(quality.answers, "answer")
         lines.append(
-            Text(f"{quality.answers:,} answers this run · mean length ", style="bold").append(
+            Text(f"{answers} this run · mean length ", style="bold").append(
                 f"{format_count(round(snap.mean_tokens)) if snap.mean_tokens else '-'} tokens"
             )
         )
