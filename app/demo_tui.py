@@ -226,10 +226,14 @@ class SimProcessSource(HostSource):
             *("--output-dir", str(self.output_dir), "--server-url", server.url),
             *("--plain", "--datasets", self.dataset, *self.run_args),
         ]
-        log = self.output_dir.parent / f"{self.dataset}.log"
+        # Its log among the output folder's start logs, where `L` finds an ended run's (and
+        # `r` and `s` put theirs): beside the output folder, `L` after `k` found none.
+        from gen_tui.backends.hosts.resume import resume_log_path
+
+        log = resume_log_path(str(self.output_dir), self.dataset)
         # in the demo's own folder: `-m` puts the working folder first on sys.path, and the
         # folder gen-tui was started in may be a shared one (the start refuses that)
-        self.launched = await host.start(argv, str(log), cwd=str(log.parent))
+        self.launched = await host.start(argv, log, cwd=str(self.output_dir.parent))
         return host
 
 
