@@ -228,7 +228,16 @@ class ResumeScreen(ModalScreen[int | None]):
             )
             return
         if self._show(event.value, result):
-            self.dismiss(parse_count(event.value))
+            budget = parse_count(event.value)
+            if budget <= self.target.tokens and not self.target.running:
+                # The preview says "nothing to do": Enter used to say "resuming to 10M in a
+                # new in-process run" all the same, and start a run that did nothing.
+                self.query_one("#budget-error", Label).update(
+                    f"budget: {format_count(self.target.tokens)} tokens are written already: "
+                    "type a larger budget, or Escape"
+                )
+                return
+            self.dismiss(budget)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
