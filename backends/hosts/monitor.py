@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from gen_tui.backends import watcher
 from gen_tui.backends.aio import stop, wait_event
@@ -48,6 +48,7 @@ from gen_tui.backends.hosts.watched import watched_snapshot
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.store.progress_file import (
     PoolFigures,
+    ProgressFile,
     ServerReport,
     merge_writer_reports,
 )
@@ -387,15 +388,21 @@ class HostMonitor:
         progress.json last said it: every dataset file of a run carries the same pool, so
         it is counted once per run. A stale file or one of another pid says nothing."""
         found: dict[int, PoolFigures] = {}
+        for pid, pool, _ in self._live_pools():
+            found.setdefault(pid, pool)
+        return found
+
+    def _live_pools(self) -> Iterator[tuple[int, PoolFigures, ProgressFile]]:
+        """(pid, pool, progress) of each dataset whose fresh progress.json carries a pool and was
+        written by the live writer of that dataset (a stale file or another pid's says
+        nothing): what :meth:`pools` and :meth:`pool_servers` read."""
         for dataset, totals in self.totals.items():
             progress = totals.progress
             if progress is None or progress.pool is None or not totals.progress_fresh:
                 continue
             writer = self.writer(dataset)
-            if writer is None or progress.pid != writer.pid:
-                continue
-            found.setdefault(writer.pid, progress.pool)
-        return found
+            if writer is not None and progress.pid == writer.pid:
+                yield writer.pid, progress.pool, progress
 
     def pool_servers(self) -> dict[str, str]:
         """The servers the live runs counted in :meth:`pools` use, as each writer's fresh
@@ -403,13 +410,7 @@ class HostMonitor:
         engine's own health: untrusted words): whose load and health the header sets beside
         their pools'. A server two runs name is down if either says so."""
         found: dict[str, str] = {}
-        for dataset, totals in self.totals.items():
-            progress = totals.progress
-            if progress is None or progress.pool is None or not totals.progress_fresh:
-                continue
-            writer = self.writer(dataset)
-            if writer is None or progress.pid != writer.pid:
-                continue
+        for _, _, progress in self._live_pools():
             for url, report in (progress.servers or {}).items():
                 if found.get(url, OK) == OK:
                     found[url] = report.state
