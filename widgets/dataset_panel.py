@@ -120,6 +120,23 @@ def rate_label(snap: DatasetSnapshot) -> str:
     return f"{format_count(float(f'{snap.tok_s:.3g}'))} tok/s {snap.samples_s:.1f} req/s"
 
 
+def fit_rate(snap: DatasetSnapshot | None, width: int) -> str:
+    """`rate_label` in `width` cells: whole if it fits, else req/s's decimal goes first
+    (`103.6 req/s` -> `104 req/s`), then req/s; what still does not fit ends in "…" (a cut
+    figure never reads as a whole one: `103.6 req/` was one)."""
+    if snap is None or width <= 0:
+        return ""
+    full = rate_label(snap)
+    if len(full) <= width:
+        return full
+    tokens = full.partition(" tok/s")[0]
+    if full.endswith(" req/s") and tokens != full:
+        for shorter in (f"{tokens} tok/s {snap.samples_s:.0f} req/s", f"{tokens} tok/s"):
+            if len(shorter) <= width:
+                return shorter
+    return full[: width - 1] + "…"
+
+
 def truncation_piece(snap: DatasetSnapshot) -> tuple[str, tuple[str, ...]] | None:
     """`12% cut` (answers cut at max_new_tokens), highlighted past the writer's warning
     share; None while no answer is cut."""
@@ -401,7 +418,8 @@ class DatasetPanel(Widget, can_focus=True):
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
         if not chart:
-            rate: Line = ((" " + rates[: width - 2], ()),)
+            rates = fit_rate(snap, width - 2)
+            rate: Line = ((" " + rates, ()),)
             if cut is not None and len(rates) + 1 + cut_width <= width:
                 rate += (cut,)
             lines.append(rate)
@@ -414,14 +432,15 @@ class DatasetPanel(Widget, can_focus=True):
             rate_width = min(24, max(0, width - 10))
             spark_width = max(0, width - rate_width - 1 - cut_width)
             spark = spark_rows(self._history, spark_width, 1)[0]
-            rate = ((" " + rates[: rate_width - 2].ljust(rate_width - 1), ()),)
+            rate = ((" " + fit_rate(snap, rate_width - 2).ljust(rate_width - 1), ()),)
             if cut is not None and spark_width:
                 rate += (cut,)
             lines.append((*rate, (spark, ("spark",))))
             lines.append(((" " + fit(first + second, width - 2), ("muted",)),))
         else:
             chart_rows = max(1, height - 6)
-            rate = ((" " + rates[: width - 2], ()),)
+            rates = fit_rate(snap, width - 2)
+            rate = ((" " + rates, ()),)
             if cut is not None and len(rates) + 1 + cut_width <= width:
                 rate += (cut,)
             lines.append(rate)
