@@ -98,3 +98,54 @@ def first_cmdline(args: list[str]) -> list[str]:
     from tests.support.runs import GEN_TUI
 
     return [*GEN_TUI, *args]
+
+
+async def test_after_a_kill_K_says_the_run_ended_and_R_names_its_one_dataset(
+    tmp_path: Path,
+    sim: Callable[..., object],
+    prompts_dir: Callable[..., Path],
+    tokenizer_dir: Path,
+) -> None:
+    """Tried in the demo (issue 31): `K` on B9 once killed spoke of its process as though it
+    still ran, and `R` on a run of one dataset asked "Resume all 1?"."""
+    server = await sim(tokens_per_s=2000)  # type: ignore[misc]
+    assert isinstance(server, SimServer)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = run_args(tokenizer_dir, prompts_dir(A=400), out, server.url)
+    first = await spawn(*args)
+    app = GenTuiApp(None, hosts=[host_source("local", str(out), grace_s=5)])
+    link = app.links[0]
+    try:
+        notes = Notes()
+        async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+            await wait_until(
+                lambda: bool(app.query(f"#{panel_id('A')}")) and (seen := snap(app, "A"))
+                is not None and seen.samples > 0,
+                60,
+                pause=pilot.pause,
+            )
+            panel(app, "A").focus()
+            await pilot.press("k")
+            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+            await pilot.press("y")
+            await wait_until(lambda: link.outcome.get("A"), 30, "the kill", pause=pilot.pause)
+            await first.wait()
+            await pilot.press("K")
+            said = await wait_until(lambda: notes.find("nothing to stop"), pause=pilot.pause)
+            assert "its run has ended" in str(said), said
+            assert not notes.find("k stops its whole process")
+            await pilot.press("P")
+            await wait_until(lambda: notes.find("nothing to pause"), pause=pilot.pause)
+            await pilot.press("R")
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
+            )
+            assert isinstance(modal, ConfirmScreen)
+            assert modal.title_text == "Resume A?", modal.title_text
+            await pilot.press("n")
+    finally:
+        app.stop_links()
+        link.done.wait(timeout=30)
+        if alive(first.pid):
+            os.killpg(first.pid, signal.SIGKILL)
