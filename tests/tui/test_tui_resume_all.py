@@ -120,8 +120,11 @@ async def test_after_a_kill_K_says_the_run_ended_and_R_names_its_one_dataset(
         notes = Notes()
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
             await wait_until(
-                lambda: bool(app.query(f"#{panel_id('A')}")) and (seen := snap(app, "A"))
-                is not None and seen.samples > 0,
+                lambda: (
+                    bool(app.query(f"#{panel_id('A')}"))
+                    and (seen := snap(app, "A")) is not None
+                    and seen.samples > 0
+                ),
                 60,
                 pause=pilot.pause,
             )
