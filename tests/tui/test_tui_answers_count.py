@@ -7,11 +7,9 @@ import json
 
 from textual.widgets import Label
 
-from gen_tui.app.dialogs.peek import SampleScreen
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.store.tails import Peek, Tail
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE
+from tests.support.tui import SIZE, sample_screen
 
 
 def _record(i: int) -> str:
@@ -21,13 +19,9 @@ def _record(i: int) -> str:
 
 
 async def _title(lines: tuple[str, ...]) -> str:
-    peek = Peek(records=lambda n: Tail(lines=lines[-n:]))
     app = GenTuiApp(None, names=["A"])
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(lambda: app.screen is app.dashboard, 10, pause=pilot.pause)
-        await app.push_screen(SampleScreen("A", peek))
-        screen = app.screen
-        assert isinstance(screen, SampleScreen)
+        screen = await sample_screen(pilot, app, lines)
         await wait_until(lambda: screen.samples or "no answers" in screen.title_text, 10,
                          pause=pilot.pause)  # fmt: skip
         await pilot.pause()
