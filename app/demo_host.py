@@ -42,8 +42,8 @@ def own_pattern(output_dir: Path) -> str:
 class OwnRunsHost(LocalHost):
     """This machine, limited to the runs this host itself started in `output_dir`."""
 
-    def __init__(self, output_dir: Path) -> None:
-        super().__init__(output_dir, pattern=own_pattern(output_dir))
+    def __init__(self, output_dir: Path, name: str = "local") -> None:
+        super().__init__(output_dir, name=name, pattern=own_pattern(output_dir))
         self.own: tuple[RunIdentity, ...] = ()
         """Every process this host started (the demo's stale run and its resumes)."""
 

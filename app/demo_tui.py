@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -195,7 +196,11 @@ class SimProcessSource(HostSource):
         grace_s: float = 30.0,
         gpu_urls: Path | None = None,
     ) -> None:
-        super().__init__(datasets=[dataset], discover=False, grace_s=grace_s, label="local")
+        # This machine by the name the demo's in-process run gives it (the engine's
+        # snapshots say socket.gethostname()): "local" beside it named one machine twice.
+        super().__init__(
+            datasets=[dataset], discover=False, grace_s=grace_s, label=socket.gethostname()
+        )
         self.dataset = dataset
         self.output_dir = output_dir
         self.sim = sim
@@ -214,7 +219,7 @@ class SimProcessSource(HostSource):
         sim = self.sim() if callable(self.sim) else copy.deepcopy(self.sim)
         server = await stack.enter_async_context(SimServer(sim))
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        host = OwnRunsHost(self.output_dir)
+        host = OwnRunsHost(self.output_dir, self.label)
         if self.gpu_urls is not None:
             from gen_tui.backends.sim.nvidia_smi import write_standin
 

@@ -200,6 +200,8 @@ class DatasetTable(ScrollView, can_focus=True):
         self._strips: dict[int, Strip] = {}
         self._styles = PieceStyles(self, "table")
         self._width = 0
+        self._longest = 0
+        """The longest name's cells: the name column is that wide (within its bounds)."""
 
     # what it shows
 
@@ -208,6 +210,7 @@ class DatasetTable(ScrollView, can_focus=True):
         than one host shows (`hosts`: each one's link state); only the lines that changed
         redraw."""
         self._given = list(rows)
+        self._longest = max((cell_len(row.name) for row in self._given), default=0)
         if hosts is not None:
             self.hosts = hosts
         groups = by_host(sort_rows(rows, self.sort))
@@ -288,7 +291,10 @@ class DatasetTable(ScrollView, can_focus=True):
         fixed = STATE_WIDTH + PCT_WIDTH + TOKENS_WIDTH + RATE_WIDTH + ETA_WIDTH + 7
         free = max(MIN_NAME + MIN_HOST, width - fixed)
         host = max(MIN_HOST, min(MAX_HOST, free * 2 // 5))
-        return free - host, host
+        # As wide as the longest name (and its space), no wider: at 160 columns the rest
+        # went to the name, ~80 cells, and pushed the figures far right of short names.
+        name = min(free - host, max(MIN_NAME, self._longest + 1))
+        return name, free - name
 
     def title_line(self, width: int) -> Line:
         count = len(self.rows)

@@ -88,14 +88,7 @@ class Controls:
         if hosted.claims(name, "kill"):
             self.carry_out(hosted.stop_one(name) if what == "stop" else hosted.pause_one(name))
         elif name in self.board.linked.remote:
-            self.say(
-                Note(
-                    "a run in another process takes no command for one dataset: k stops "
-                    "its whole process (R then starts all its datasets again)",
-                    title=name,
-                    severity="warning",
-                )
-            )
+            self.say(self.board.linked.one(name, what))
         else:
             self.say(Note("no run in this process writes it", title=name, severity="warning"))
         self.board.refresh_view()

@@ -241,7 +241,9 @@ class HostLinks(PanelSource):
 
         return Peek(records, log, history=history, heads=heads)
 
-    def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
+    def _writer(self, name: str, verb: str = "stop") -> RunProcess | Note:
+        """The live process writing `name`, or the Note saying why there is none to act on
+        (the link busy on it; its run ended, killed say: nothing to stop)."""
         link = self.remote[name]
         monitor = link.monitor
         writer = monitor.writer(name) if monitor is not None else None
@@ -249,8 +251,31 @@ class HostLinks(PanelSource):
         if busy:
             return Note(busy, title=name, severity="warning")
         if writer is None:
-            state = link.outcome.get(name) or "no live run writes it"
-            return Note(f"nothing to stop: {state}", title=name, severity="warning")
+            outcome = link.outcome.get(name)
+            state = f"its run has ended ({outcome})" if outcome else "no live run writes it"
+            return Note(f"nothing to {verb}: {state}", title=name, severity="warning")
+        return writer
+
+    def one(self, name: str, what: str) -> Note:
+        """`K`, `P` on a dataset of a run on a host: there is no channel to one of its
+        datasets, only signals to its whole process; a run that has ended has no process
+        left to speak of."""
+        writer = self._writer(name, what)
+        if isinstance(writer, Note):
+            return writer
+        return Note(
+            f"pid {writer.pid}, a run in another process, takes no command for one dataset "
+            f"({what}): k stops its whole process (R then starts all its datasets again)",
+            title=name,
+            severity="warning",
+        )
+
+    def kill(self, name: str, view: PanelView | None) -> Note | Confirm:
+        link = self.remote[name]
+        monitor = link.monitor
+        writer = self._writer(name)
+        if isinstance(writer, Note):
+            return writer
         identity = writer.identity
         return Confirm(
             "Kill run?",
@@ -334,10 +359,12 @@ class HostLinks(PanelSource):
             f"Datasets: {one_line(datasets, 500)}\n"
             f"Command: {one_line(shlex.join(run.identity.cmdline), 500)}"
         )
+        one = len(run.datasets) == 1  # "Resume all 1?" read oddly
+        title = f"Resume {one_line(run.datasets[0], 40)}?" if one else None
         return Confirm(
-            f"Resume all {len(run.datasets)}?",
+            title or f"Resume all {len(run.datasets)}?",
             body,
-            "Resume all",
+            "Resume" if one else "Resume all",
             lambda: link.send(ResumeRun(run, None)),
         )
 

@@ -229,6 +229,16 @@ def sample_text(samples: Sequence[Sample], tail: Tail, prompts: PromptHeads | No
     return out
 
 
+def answers_title(dataset: str, count: int) -> str:
+    """The `v` screen's title for the answers read: their real count, not the count asked
+    (one answer written is "the last answer", not "the last 20 answers")."""
+    if count == 0:
+        return f"{dataset} · no answers written yet"
+    if count == 1:
+        return f"{dataset} · its one answer so far"
+    return f"{dataset} · the last {count} answers, newest first"
+
+
 class SampleScreen(SearchedScreen):
     """The last answers of one dataset, read from the end of its record file."""
 
@@ -241,7 +251,7 @@ class SampleScreen(SearchedScreen):
         super().__init__(dataset)
         self.peek = peek
         self.count = count
-        self.title_text = f"{dataset} · the last {count} answers, newest first"
+        self.title_text = f"{dataset} · the last answers, newest first (up to {count})"
         self.samples: list[Sample] = []
         self.prompts: PromptHeads | None = None
 
@@ -278,6 +288,9 @@ class SampleScreen(SearchedScreen):
     def _loaded(self, samples: list[Sample], tail: Tail, prompts: PromptHeads | None) -> None:
         self.samples = samples
         self.prompts = prompts
+        if samples or not tail.error:  # a failed read says so in the body; the title waits
+            self.title_text = answers_title(self.dataset, len(samples))
+            self.query_one("#peek-title", Label).update(self.title_text)
         self.show(sample_text(samples, tail, prompts))
 
 

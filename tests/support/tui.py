@@ -25,12 +25,14 @@ from gen_tui.app.cli.launch import demo_app
 from gen_tui.app.dashboard.parts import Parts
 from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dashboard.screen import DashboardScreen
+from gen_tui.app.dialogs.peek import SampleScreen
 from gen_tui.app.engine_run import RunSource
 from gen_tui.app.host_links import HostLink
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.sim import LengthProfile, SimConfig, SimServer
+from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.widgets.dataset_panel import DatasetPanel, badge_for
 from tests.support.polling import wait_until
 
@@ -185,3 +187,14 @@ class Notes:
 
     def find(self, *words: str) -> list[tuple[str, str, str]]:
         return [i for i in self.items if all(w in f"{i[0]} {i[1]}" for w in words)]
+
+
+async def sample_screen(pilot: Pilot[int], app: GenTuiApp, lines: tuple[str, ...]) -> SampleScreen:
+    """`v`'s screen of dataset "A" over record `lines` (the newest last), pushed once the
+    dashboard is up: a SampleScreen, read the first time."""
+    peek = Peek(records=lambda n: Tail(lines=lines[-n:]))
+    await wait_until(lambda: app.screen is app.dashboard, 10, pause=pilot.pause)
+    await app.push_screen(SampleScreen("A", peek))
+    screen = app.screen
+    assert isinstance(screen, SampleScreen)
+    return screen

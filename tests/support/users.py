@@ -102,15 +102,15 @@ def plant_module(user: pwd.struct_passwd, folder: Path, marker: Path) -> None:
 def processes_of(
     user: pwd.struct_passwd, argvs: Sequence[Sequence[str]], **popen: Any
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """`argvs` running as `user` (from `/`, with an empty environment; `popen`: more of
-    Popen's arguments, `pass_fds` say), each killed and waited for after."""
+    """`argvs` running as `user` (from `/` unless `popen` gives a `cwd`, with an empty
+    environment; `popen`: more of Popen's arguments, `pass_fds` say), each killed and waited
+    for after."""
     procs: list[subprocess.Popen[bytes]] = []
+    popen.setdefault("cwd", "/")
     try:
         for argv in argvs:
             procs.append(
-                subprocess.Popen(
-                    argv, user=user.pw_uid, group=user.pw_gid, cwd="/", env={}, **popen
-                )
+                subprocess.Popen(argv, user=user.pw_uid, group=user.pw_gid, env={}, **popen)
             )
         yield procs
     finally:

@@ -21,7 +21,7 @@ from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.widgets.found_text import CURRENT_STYLE, MATCH_STYLE
 from tests.support.polling import wait_until
-from tests.support.tui import SIZE
+from tests.support.tui import SIZE, sample_screen
 
 FILLER = "the quick brown fox jumps over the lazy dog while the run writes its answers "
 """About 80 characters: each line below wraps at 80 columns, so rows are not lines."""
@@ -154,13 +154,9 @@ async def test_v_searches_the_answers_and_pages() -> None:
     records[3]["text"] += f"\nthe {NEEDLE} oldest-hit"
     records[17]["text"] += f"\nthe {NEEDLE} newest-hit"
     lines = tuple(json.dumps(record) for record in records)
-    peek = Peek(records=lambda n: Tail(lines=lines[-n:]))
     app = GenTuiApp(None, names=["A"])
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(lambda: app.screen is app.dashboard, 10, pause=pilot.pause)
-        await app.push_screen(SampleScreen("A", peek))
-        screen = app.screen
-        assert isinstance(screen, SampleScreen)
+        screen = await sample_screen(pilot, app, lines)
         await wait_until(lambda: screen.samples, 10, pause=pilot.pause)
         await wait_until(lambda: "answer 19" in "".join(drawn_rows(app)), 10, pause=pilot.pause)
         await pilot.press("slash", *"gpu-box[/b] LOST", "enter")

@@ -4,10 +4,13 @@ request 4)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+
+from textual.pilot import Pilot
 
 from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ConfirmScreen
@@ -29,38 +32,25 @@ async def test_R_after_a_kill_resumes_every_dataset_of_the_run_in_one_new_run(
     prompts_dir: Callable[..., Path],
     tokenizer_dir: Path,
 ) -> None:
-    server = await sim(tokens_per_s=2000)  # type: ignore[misc]
-    assert isinstance(server, SimServer)
     prompts = prompts_dir(A=400, B=400)
-    out = tmp_path / "out"
-    out.mkdir()
-    args = run_args(tokenizer_dir, prompts, out, server.url, "--max-tokens-per-dataset", "10M")
-    first = await spawn(*args)
-    app = GenTuiApp(None, hosts=[host_source("local", str(out), grace_s=5)])
+    args, first, app = await _watched_run(
+        sim, tmp_path, tokenizer_dir, prompts, "--max-tokens-per-dataset", "10M"
+    )
     link = app.links[0]
     pids = [first.pid]
     try:
         notes = Notes()
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
-
-            def written(name: str) -> bool:
-                if not app.query(f"#{panel_id(name)}"):
-                    return False
-                seen = snap(app, name)
-                return seen is not None and seen.samples > 0
-
-            await wait_until(lambda: written("A") and written("B"), 60, pause=pilot.pause)
+            await wait_until(
+                lambda: _written(app, "A") and _written(app, "B"), 60, pause=pilot.pause
+            )
             panel(app, "B").focus()
             await pilot.press("R")
             await pilot.pause(0.2)
             assert not isinstance(app.screen, ConfirmScreen), "R refuses while the run writes"
             await pilot.press("P")  # one dataset of another process: no channel, said so
             await wait_until(lambda: notes.find("k stops its whole process"), pause=pilot.pause)
-            await pilot.press("k")
-            await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
-            await pilot.press("y")
-            await wait_until(lambda: link.outcome.get("B"), 30, "the kill", pause=pilot.pause)
-            await first.wait()
+            await _kill(pilot, app, first, "B")
             await pilot.press("R")
             modal = await wait_until(
                 lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
@@ -93,8 +83,82 @@ async def test_R_after_a_kill_resumes_every_dataset_of_the_run_in_one_new_run(
                 os.killpg(pid, signal.SIGKILL)
 
 
+async def _watched_run(
+    sim: Callable[..., object],
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    prompts: Path,
+    *flags: str,
+) -> tuple[list[str], asyncio.subprocess.Process, GenTuiApp]:
+    """A detached run of `prompts` over a simulator, and a panel watching its folder on the
+    local host: (its arguments, its process, the app)."""
+    server = await sim(tokens_per_s=2000)  # type: ignore[misc]
+    assert isinstance(server, SimServer)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = run_args(tokenizer_dir, prompts, out, server.url, *flags)
+    first = await spawn(*args)
+    return args, first, GenTuiApp(None, hosts=[host_source("local", str(out), grace_s=5)])
+
+
+def _written(app: GenTuiApp, name: str) -> bool:
+    """`name`'s panel shows and its run has written a sample."""
+    if not app.query(f"#{panel_id(name)}"):
+        return False
+    seen = snap(app, name)
+    return seen is not None and seen.samples > 0
+
+
+async def _kill(
+    pilot: Pilot[int], app: GenTuiApp, run: asyncio.subprocess.Process, name: str
+) -> None:
+    """`k`, `y` on the selected `name`: its run killed, and gone."""
+    await pilot.press("k")
+    await wait_until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
+    await pilot.press("y")
+    link = app.links[0]
+    await wait_until(lambda: link.outcome.get(name), 30, "the kill", pause=pilot.pause)
+    await run.wait()
+
+
 def first_cmdline(args: list[str]) -> list[str]:
     """The first run's command line as the host sees it: `python -m gen_tui.app.cli ARGS`."""
     from tests.support.runs import GEN_TUI
 
     return [*GEN_TUI, *args]
+
+
+async def test_after_a_kill_K_says_the_run_ended_and_R_names_its_one_dataset(
+    tmp_path: Path,
+    sim: Callable[..., object],
+    prompts_dir: Callable[..., Path],
+    tokenizer_dir: Path,
+) -> None:
+    """Tried in the demo (issue 31): `K` on B9 once killed spoke of its process as though it
+    still ran, and `R` on a run of one dataset asked "Resume all 1?"."""
+    _args, first, app = await _watched_run(sim, tmp_path, tokenizer_dir, prompts_dir(A=400))
+    link = app.links[0]
+    try:
+        notes = Notes()
+        async with app.run_test(size=SIZE, message_hook=notes) as pilot:
+            await wait_until(lambda: _written(app, "A"), 60, pause=pilot.pause)
+            panel(app, "A").focus()
+            await _kill(pilot, app, first, "A")
+            await pilot.press("K")
+            said = await wait_until(lambda: notes.find("nothing to stop"), pause=pilot.pause)
+            assert "its run has ended" in str(said), said
+            assert not notes.find("k stops its whole process")
+            await pilot.press("P")
+            await wait_until(lambda: notes.find("nothing to pause"), pause=pilot.pause)
+            await pilot.press("R")
+            modal = await wait_until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
+            )
+            assert isinstance(modal, ConfirmScreen)
+            assert modal.title_text == "Resume A?", modal.title_text
+            await pilot.press("n")
+    finally:
+        app.stop_links()
+        link.done.wait(timeout=30)
+        if alive(first.pid):
+            os.killpg(first.pid, signal.SIGKILL)

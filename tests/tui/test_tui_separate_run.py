@@ -7,6 +7,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from socket import gethostname
 
 from textual.widgets import Input
 
@@ -50,7 +51,8 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             first = source.launched
             assert first is not None
             pids.append(first.pid)
-            assert snap(app, "S").pid == first.pid and snap(app, "S").host == "local"
+            # the machine's name, as the in-process runs' snapshots give it (not "local")
+            assert snap(app, "S").pid == first.pid and snap(app, "S").host == gethostname()
             assert snap(app, "S").max_tokens is None
             await wait_until(lambda: badge(app, "S") == "stale · press k", 30, pause=pilot.pause)
             assert "no new record" in panel(app, "S").view.stale_reason
@@ -61,7 +63,7 @@ async def test_separate_run_goes_stale_is_killed_then_resumed_to_its_budget(
             )
             assert confirm
             body = str(app.screen.query_one("#confirm-body").render())
-            assert f"pid {first.pid}" in body and "local" in body and "S" in body
+            assert f"pid {first.pid}" in body and f"on {gethostname()}" in body and "S" in body
             await pilot.press("y")
             await wait_until(lambda: link.outcome.get("S") is not None, 60, pause=pilot.pause)
             assert link.outcome["S"] == "stopped", notes.items

@@ -43,11 +43,17 @@ ROWS: list[tuple[Any, ...]] = [
 ]  # fmt: skip
 
 
+def varied(index: int, step: int) -> float:
+    """A share of a dataset's final rate at `step`: 0.7 to 1.0, different for each."""
+    return 0.7 + 0.3 * ((step * 7 + index) % 5) / 4
+
+
 def dataset(row: tuple[Any, ...], index: int, step: int) -> DatasetSnapshot:
     name, state, final, budget, samples, cap, tok_s, req_s, inflight, errors, mean, quiet = row
     # tokens written `STEPS - 1 - step` seconds before the end, with a varying per-second rate
-    behind = sum(tok_s * (0.7 + 0.3 * ((k * 7 + index) % 5) / 4) for k in range(step + 1, STEPS))
+    behind = sum(tok_s * varied(index, k) for k in range(step + 1, STEPS))
     tokens = int(final - behind)
+    rate = tok_s * varied(index, step) if step < STEPS - 1 else tok_s  # the plot's points
     now = T0 + step
     eta = None
     if not state.finished and tok_s and budget is not None:
@@ -55,7 +61,7 @@ def dataset(row: tuple[Any, ...], index: int, step: int) -> DatasetSnapshot:
     return DatasetSnapshot(
         name=name, state=state, tokens=tokens, samples=samples, max_tokens=budget,
         max_samples=cap, budget_mode="predictive", inflight=inflight, errors=errors,
-        malformed=0, mean_tokens=mean, tok_s=tok_s, samples_s=req_s, eta_s=eta,
+        malformed=0, mean_tokens=mean, tok_s=rate, samples_s=req_s, eta_s=eta,
         resumed_tokens=0, resumed_samples=0, started_at=T0 - 100, updated_at=now,
         last_record_at=None if quiet is None else now - quiet, pid=4242, host="gpu-box",
     )  # fmt: skip

@@ -171,3 +171,26 @@ async def test_a_new_count_repaints_only_its_row() -> None:
         assert [[(r.y, r.height) for r in regions] for regions in painted] == [[(5, 1)]]
         await pilot.pause()
         assert "900k/2M" in table_text(app)[5]
+
+
+async def test_the_name_column_is_as_wide_as_the_longest_name_not_the_screen() -> None:
+    """At 160 columns the name column took ~80 cells and pushed the figures far right of
+    the demo's names (9 characters); it is the longest name's width, within bounds."""
+    names = [f"B{i}_data" for i in range(1, 10)] + ["B10_longest_name"]
+    app, static = static_app(names)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        await pilot.press("t")
+        await pilot.pause()
+        lines = table_text(app)
+        assert lines[1].index("state") <= len("B10_longest_name") + 3, lines[1]
+        for line in lines[2:12]:
+            assert line.index("running") == lines[1].index("state"), line
+    long = ["x" * 150, "short"]
+    app, static = static_app(long)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in long)))
+        await pilot.press("t")
+        await pilot.pause()
+        row = next(line for line in table_text(app) if "short" in line)
+        assert "running" in row and "gpu-box:4242" in row, row  # the figures still show
