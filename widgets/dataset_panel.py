@@ -7,6 +7,7 @@ outcome) and shows it, touching only the parts that changed since the last view.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from textual.widget import Widget
 from gen_tui.backends.budget.rules import runs_out_at
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress import truncation
-from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, batches_line
+from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, batches_eta, batches_line
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.format import cost_text, format_duration, lanes_text
@@ -107,40 +108,81 @@ def sample_label(snap: DatasetSnapshot) -> str:
     return f"{counted} smp{mean}"
 
 
-def shown_rate(snap: DatasetSnapshot) -> float:
-    """The tok/s a panel shows and plots: the writer's steady rate (measured record to
-    record, see backends/engine/dataset.py and hosts/monitor.py), 0 when it is not
-    producing (finished, paused)."""
-    if snap.state.finished or snap.state is DatasetState.PAUSED:
-        return 0.0
-    return snap.tok_s
+ARRIVING_S = 10.0
+"""A draining dataset whose last record is older than this has nothing arriving: its
+trailing window's rate is what it did, not what it does."""
 
 
-def rate_label(snap: DatasetSnapshot) -> str:
+def producing(view: PanelView) -> bool:
+    """Whether the dataset produces now, the one rule for every view (grid, table, header).
+
+    Not when it has ended (stopped, killed, budget reached, failed), is paused, or drains
+    (its run stopping: the engine's draining state or a `k` countdown) with no record in
+    the last ARRIVING_S. A trailing window decays for a minute after the last record:
+    shown, it read `IDLE 58.83M tok 19 tok/s` beside a run being killed (issue 31)."""
+    snap = view.snapshot
+    if snap is None or snap.state.finished or view.failure is not None:
+        return False
+    if snap.state is DatasetState.PAUSED:
+        return False  # "paused: nothing sent", whatever its last answers still bring
+    if stopping(view):
+        last = snap.last_record_at
+        return last is not None and snap.updated_at - last <= ARRIVING_S
+    return True
+
+
+def stopping(view: PanelView) -> bool:
+    """Its run is stopping: the engine's draining state, or a `k` countdown."""
+    snap = view.snapshot
+    draining = snap is not None and snap.state is DatasetState.DRAINING
+    return draining or view.countdown_s is not None
+
+
+def shown_rates(view: PanelView) -> tuple[float, float]:
+    """(tok/s, samples/s) as every view says them: 0 for a dataset not producing."""
+    snap = view.snapshot
+    if snap is None or not producing(view) or not math.isfinite(snap.tok_s):
+        return 0.0, 0.0
+    return snap.tok_s, snap.samples_s
+
+
+def shown_eta(view: PanelView) -> float | None:
+    """The ETA every view says: only for a dataset that produces and goes on (not
+    draining: a run stopping reaches no budget); a batch run's is its batches'."""
+    snap = view.snapshot
+    if snap is None or not producing(view) or stopping(view):
+        return None
+    if snap.batches:
+        return batches_eta(snap.batches, snap.updated_at)
+    return snap.eta_s
+
+
+def rate_label(view: PanelView) -> str:
     """`161k tok/s 42.5 req/s`: three significant digits are plenty for a rate.
 
-    A finished dataset writes nothing, whatever the engine's trailing window still says; a
-    paused one sends nothing new (its trailing window would show a rate that is not there).
+    A dataset not producing (:func:`producing`) shows 0, whatever the engine's trailing
+    window still says; a paused one sends nothing new.
     """
-    if snap.state.finished:
-        return "0 tok/s 0.0 req/s"
-    if snap.state is DatasetState.PAUSED:
+    snap = view.snapshot
+    if snap is not None and snap.state is DatasetState.PAUSED:
         return "paused: nothing sent"
-    return f"{format_count(float(f'{snap.tok_s:.3g}'))} tok/s {snap.samples_s:.1f} req/s"
+    tok_s, samples_s = shown_rates(view)
+    return f"{format_count(float(f'{tok_s:.3g}'))} tok/s {samples_s:.1f} req/s"
 
 
-def fit_rate(snap: DatasetSnapshot | None, width: int) -> str:
+def fit_rate(view: PanelView, width: int) -> str:
     """`rate_label` in `width` cells: whole if it fits, else req/s's decimal goes first
     (`103.6 req/s` -> `104 req/s`), then req/s; what still does not fit ends in "…" (a cut
     figure never reads as a whole one: `103.6 req/` was one)."""
-    if snap is None or width <= 0:
+    if view.snapshot is None or width <= 0:
         return ""
-    full = rate_label(snap)
+    full = rate_label(view)
     if len(full) <= width:
         return full
     tokens = full.partition(" tok/s")[0]
+    samples_s = shown_rates(view)[1]
     if full.endswith(" req/s") and tokens != full:
-        for shorter in (f"{tokens} tok/s {snap.samples_s:.0f} req/s", f"{tokens} tok/s"):
+        for shorter in (f"{tokens} tok/s {samples_s:.0f} req/s", f"{tokens} tok/s"):
             if len(shorter) <= width:
                 return shorter
     return full[: width - 1] + "…"
@@ -168,16 +210,17 @@ def detail_parts(view: PanelView) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return ((one_line(view.failure or ""),), ())
     first: list[str] = []
     end = runs_out_at(snap.tokens, snap.max_tokens, snap.prompts_left, snap.mean_tokens)
-    moving = not snap.state.finished and snap.state is not DatasetState.PAUSED
+    eta = shown_eta(view)
     if end is not None and not snap.state.finished:
         # No ETA toward a budget the prompts cannot reach: the time is to where they run
         # out (issue 31, point 19), the only end the run will see.
         piece = f"prompts run out ~{format_count(end)}"
-        if moving and snap.tok_s > 0:
-            piece += f" in {format_duration(max(0, end - snap.tokens) / snap.tok_s)}"
+        tok_s = shown_rates(view)[0]
+        if eta is not None and tok_s > 0:
+            piece += f" in {format_duration(max(0, end - snap.tokens) / tok_s)}"
         first.append(piece)
-    elif moving and not snap.batches:  # a batch run's ETA is its batches' (below)
-        first.append(f"ETA {format_duration(snap.eta_s)}")
+    elif producing(view) and not stopping(view) and not snap.batches:  # batches': below
+        first.append(f"ETA {format_duration(eta)}")
     first.append(f"{snap.inflight} in flight")
     first.append(f"{snap.errors} err")
     if snap.cost is not None:
@@ -283,13 +326,14 @@ class DatasetPanel(Widget, can_focus=True):
     def history(self) -> tuple[float, ...]:
         return tuple(self._history)
 
-    def _record(self, snap: DatasetSnapshot | None) -> bool:
-        """Fold a snapshot into the per-second tok/s history; True if a point was added.
+    def _record(self, view: PanelView) -> bool:
+        """Fold a view into the per-second tok/s history; True if a point was added.
 
-        A point is the rate the panel's line says (`shown_rate`), at most one a second of
+        A point is the rate the panel's line says (`shown_rates`), at most one a second of
         snapshot time: the tokens between two snapshots over the time between them made a
         record of ~4000 tokens landing in a 5 s gap a 800 tok/s peak beside a steady 50
         (the demo's B9, one slot at 50 tok/s)."""
+        snap = view.snapshot
         if snap is None:
             return False
         if self._mark is None or snap.updated_at < self._mark:  # the first, or a new run's
@@ -297,7 +341,7 @@ class DatasetPanel(Widget, can_focus=True):
             return False
         if snap.updated_at - self._mark < 1.0:
             return False
-        self._history.append(shown_rate(snap))
+        self._history.append(shown_rates(view)[0])
         self._mark = snap.updated_at
         return True
 
@@ -311,7 +355,7 @@ class DatasetPanel(Widget, can_focus=True):
             return
         previous, self._rendered = self._rendered, view
         if previous is None or previous.snapshot is not view.snapshot:
-            self._record(view.snapshot)
+            self._record(view)
         kind = badge_for(view)[1]
         if kind != self._badge_kind:  # the class only matters to tests and custom styles
             self.remove_class(f"-badge-{self._badge_kind}")
@@ -417,7 +461,7 @@ class DatasetPanel(Widget, can_focus=True):
             sample_fraction = (
                 min(1.0, snap.samples / snap.max_samples) if snap.max_samples else None
             )
-            rates = rate_label(snap)
+            rates = rate_label(view)
         fill = {"done": "filled-done", "stale": "filled-stale"}.get(kind, "filled")
         lines.append(self._bar(token_fraction, tokens, width, fill))
         first, second = detail_parts(view)
@@ -431,7 +475,7 @@ class DatasetPanel(Widget, can_focus=True):
         cut = truncation_piece(snap) if snap is not None else None
         cut_width = len(cut[0]) if cut is not None else 0
         if not chart:
-            rates = fit_rate(snap, width - 2)
+            rates = fit_rate(view, width - 2)
             rate: Line = ((" " + rates, ()),)
             if cut is not None and len(rates) + 1 + cut_width <= width:
                 rate += (cut,)
@@ -445,14 +489,14 @@ class DatasetPanel(Widget, can_focus=True):
             rate_width = min(24, max(0, width - 10))
             spark_width = max(0, width - rate_width - 1 - cut_width)
             spark = spark_rows(self._history, spark_width, 1)[0]
-            rate = ((" " + fit_rate(snap, rate_width - 2).ljust(rate_width - 1), ()),)
+            rate = ((" " + fit_rate(view, rate_width - 2).ljust(rate_width - 1), ()),)
             if cut is not None and spark_width:
                 rate += (cut,)
             lines.append((*rate, (spark, ("spark",))))
             lines.append(((" " + fit(first + second, width - 2), ("muted",)),))
         else:
             chart_rows = max(1, height - 6)
-            rates = fit_rate(snap, width - 2)
+            rates = fit_rate(view, width - 2)
             rate = ((" " + rates, ()),)
             if cut is not None and len(rates) + 1 + cut_width <= width:
                 rate += (cut,)

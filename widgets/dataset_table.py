@@ -24,10 +24,14 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gen_tui.backends.figures import format_count
-from gen_tui.backends.progress.batches import batches_eta
-from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.dataset_panel import BADGE_KINDS, PanelView, badge_for
+from gen_tui.widgets.dataset_panel import (
+    BADGE_KINDS,
+    PanelView,
+    badge_for,
+    shown_eta,
+    shown_rates,
+)
 from gen_tui.widgets.format import format_duration
 from gen_tui.widgets.pieces import Line, Piece, PieceStyles
 
@@ -96,11 +100,8 @@ def row_for(name: str, view: PanelView | None, host: str | None = None) -> Row:
     done = min(1.0, snap.tokens / snap.max_tokens) if snap.max_tokens else -1.0
     pct = f"{math.floor(done * 100)}%" if done >= 0 else ""  # 100% only once there
     budget = format_count(snap.max_tokens) if snap.max_tokens is not None else "-"
-    producing = not snap.state.finished and snap.state is not DatasetState.PAUSED
-    tok_s = snap.tok_s if producing and math.isfinite(snap.tok_s) else 0.0
-    eta_s = snap.eta_s if producing and snap.eta_s is not None else None
-    if producing and snap.batches:  # a batch run: when its batches end, at the provider's pace
-        eta_s = batches_eta(snap.batches, snap.updated_at)
+    tok_s = shown_rates(view)[0]
+    eta_s = shown_eta(view)  # the grid's own rule (one function for both views)
     return Row(
         one_line(name),
         state,

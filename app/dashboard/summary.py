@@ -9,7 +9,7 @@ from gen_tui.app.dashboard.sources import Activity
 from gen_tui.backends.progress.snapshot import DatasetState, RunSnapshot
 from gen_tui.backends.store.progress_file import ServerReport
 from gen_tui.backends.telemetry.metrics import ServerMetrics
-from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.dataset_panel import PanelView, shown_rates
 from gen_tui.widgets.format import server_text
 from gen_tui.widgets.gpu_strip import GpuLine
 from gen_tui.widgets.header import HeaderView
@@ -59,7 +59,7 @@ def header_view(
     return HeaderView(
         state=state,
         tokens=sum(s.tokens for s in snaps),
-        tok_s=sum(s.tok_s for s in snaps if not s.state.finished),
+        tok_s=sum(shown_rates(view)[0] for view in views.values()),  # the panels' own rule
         done=sum(1 for s in snaps if s.state in (DatasetState.DONE, DatasetState.EXHAUSTED)),
         total=len(views),
         inflight=inflight,

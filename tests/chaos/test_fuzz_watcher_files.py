@@ -24,7 +24,7 @@ from gen_tui.backends import watcher
 from gen_tui.backends.hosts.watch import dataset_totals
 from gen_tui.backends.hosts.watched import watched_snapshot
 from gen_tui.backends.watcher.dataset import DatasetTail
-from gen_tui.widgets.dataset_panel import rate_label, sample_label, token_label
+from gen_tui.widgets.dataset_panel import PanelView, rate_label, sample_label, token_label
 
 from .conftest import Examples
 from .fuzzing import BIG_LINE, WIDEST, dump, escapes, hostile_numbers, timed
@@ -91,7 +91,7 @@ def test_the_watcher_on_hostile_dataset_files(
     assert line["problem"] is None or len(line["problem"]) < 1000
     totals = dataset_totals(line)
     snapshot = watched_snapshot(totals, None, (0.0, 0.0), (None, None), "box")
-    for label in (token_label(snapshot), sample_label(snapshot), rate_label(snapshot)):
+    for label in (token_label(snapshot), sample_label(snapshot), rate_label(PanelView(snapshot))):
         assert "\x1b" not in label
         # "1.2k/10M" holds two figures in one word
         assert max((len(word) for word in label.split()), default=0) < 2 * WIDEST, label

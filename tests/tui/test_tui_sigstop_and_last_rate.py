@@ -17,7 +17,7 @@ from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile, SimConfig
-from gen_tui.widgets.dataset_panel import rate_label
+from gen_tui.widgets.dataset_panel import PanelView, rate_label
 from tests.support.polling import wait_until
 from tests.support.runs import alive
 from tests.support.tui import SIZE, badge, panel, snap
@@ -56,7 +56,7 @@ async def test_a_sigstopped_run_goes_stale_and_r_uses_its_last_rate(
             await wait_until(stale, 60, "the stopped process stale", pause=pilot.pause)
             shown = snap(app, "S")
             assert shown.state is DatasetState.ACTIVE
-            assert rate_label(shown) != "paused: nothing sent"
+            assert rate_label(PanelView(shown)) != "paused: nothing sent"
             os.kill(pid, signal.SIGCONT)
 
             await pilot.press("k")
