@@ -167,7 +167,7 @@ def kill_question(
     stops another project's run for their own (issue 31, point 2). `batches`: its batches
     in flight (`--api openai-batch`), which the stop cancels, and what the provider bills.
     """
-    from gen_tui.backends.hosts import kill_wait
+    from gen_tui.backends.hosts.kill import drain_said
 
     elsewhere = (
         f"Writes {one_line(folder, 500)}: another folder, not the one watched here\n"
@@ -179,8 +179,7 @@ def kill_question(
         f"Datasets: {one_line(', '.join(datasets) or none, 500)}\n"
         f"{elsewhere}"
         f"Command: {one_line(identity.command, 500)}\n"
-        f"SIGTERM to its process group: it drains in-flight requests; SIGKILL if it is "
-        f"still there after {kill_wait(identity.cmdline, grace_s):g} s. "
+        f"SIGTERM to its process group: {drain_said(identity.cmdline, grace_s)}. "
         "Completed responses are kept." + (f"\n{cancel_note(batches)}" if batches else "")
     )
 

@@ -63,6 +63,21 @@ def kill_wait(cmdline: Sequence[str], grace_s: float) -> float:
     return grace_s if own is None else max(grace_s, own + DRAIN_MARGIN_S)
 
 
+def drain_said(cmdline: Sequence[str], grace_s: float) -> str:
+    """What `k` promises, in the words and figures the outcome uses (`stopped_detail`,
+    `killed_detail`): a gen-tui run drains for its own grace, the figure the event log
+    later names; the kill's margin is said as such. The confirmation said "SIGKILL ...
+    after 35 s" and the log "drained for its whole grace (30 s)" (issue 31)."""
+    own = own_grace(cmdline)
+    wait = kill_wait(cmdline, grace_s)
+    if own is None:
+        return f"it drains in-flight requests; SIGKILL if it is still there after {wait:g} s"
+    return (
+        f"it drains in-flight requests for up to its grace, {own:g} s; SIGKILL if it is "
+        f"still there {wait - own:g} s after that"
+    )
+
+
 def _answers(count: int | None) -> str:
     if count is None:
         return ""
