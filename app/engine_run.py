@@ -53,6 +53,9 @@ class RunSource:
     """
 
     label = "in-process run"
+    removed_on_exit: Path | None = None
+    """A folder the app removes as it ends (the demo's temporary one): the exit line names
+    it as such, never as a path to go and look in."""
     notice = ""
 
     def __init__(self, names: Sequence[str], grace_s: float = 30.0) -> None:

@@ -28,6 +28,23 @@ def _folder(run: HostedRun) -> Path | None:
     return None
 
 
+TEMPORARY = "the demo's temporary folder (removed as the demo ends)"
+"""Where the exit line says a demo wrote: its folder is gone once the line is read, and a
+path would send the user looking for it (issue 31, tried again)."""
+
+
+def _temporary(runs: Sequence[HostedRun]) -> list[Path]:
+    """The folders the app removes as it ends (a run source's `removed_on_exit`)."""
+    return [path for run in runs if (path := run.source.removed_on_exit) is not None]
+
+
+def _where(folder: Path, temporary: Sequence[Path]) -> str:
+    """`folder` as the exit line says it: TEMPORARY when it is under one of `temporary`."""
+    if any(folder == root or root in folder.parents for root in temporary):
+        return TEMPORARY
+    return _shown(folder)
+
+
 def _shown(folder: Path) -> str:
     """A folder as the user typed it, roughly: relative to here when under it."""
     try:
@@ -57,7 +74,7 @@ def still_running(links: Sequence[HostLink]) -> list[str]:
     return said
 
 
-def _watched(linked: HostLinks) -> tuple[dict[str, int], list[str]]:
+def _watched(linked: HostLinks, temporary: Sequence[Path] = ()) -> tuple[dict[str, int], list[str]]:
     """Tokens each watched dataset gained while the panel watched it, and the folders
     (`host:folder` on another machine) where it did."""
     gained: dict[str, int] = {}
@@ -68,8 +85,10 @@ def _watched(linked: HostLinks) -> tuple[dict[str, int], list[str]]:
         if last <= first or link is None or monitor is None:
             continue
         gained[name] = last - first
-        folder = _shown(Path(monitor.output_dir))
-        where = f"{one_line(link.name, 80)}:{folder}" if link.source.remote else folder
+        if link.source.remote:
+            where = f"{one_line(link.name, 80)}:{_shown(Path(monitor.output_dir))}"
+        else:
+            where = _where(Path(monitor.output_dir), temporary)
         if where not in folders:
             folders.append(where)
     return gained, folders
@@ -87,15 +106,16 @@ def exit_summary(
     """
     tokens: dict[str, int] = {}
     folders: list[str] = []
+    temporary = _temporary(runs)
     for run in runs:
         for snap in run.snapshots():
             written = max(snap.tokens - snap.resumed_tokens, 0)
             tokens[snap.name] = tokens.get(snap.name, 0) + written
         folder = _folder(run)
-        if folder is not None and _shown(folder) not in folders:
-            folders.append(_shown(folder))
+        if folder is not None and (where := _where(folder, temporary)) not in folders:
+            folders.append(where)
     if linked is not None:  # the same records seen twice (ours, watched) count once
-        gained, watched = _watched(linked)
+        gained, watched = _watched(linked, temporary)
         for name, count in gained.items():
             tokens[name] = max(tokens.get(name, 0), count)
         folders.extend(folder for folder in watched if folder not in folders)
