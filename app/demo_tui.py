@@ -35,8 +35,21 @@ STALE = "B9_stale"
 """The demo's separate `gen-tui run` process: no token budget, a slow server, for `k` and `r`."""
 STALE_PROMPTS = 400
 STALE_MEAN_TOKENS = 4000.0
-STALE_TOKENS_PER_S = 50.0
-"""Per slot, one slot: a record about every 80 s, so it is stale (no new record for 60 s)."""
+STALE_TOKENS_PER_S = 1.0
+"""Per slot, one slot, every answer STALE_MEAN_TOKENS long: its first answer would take over
+an hour, so it writes no record and is stale from DEMO_STALE_AFTER_S after its start until
+`k` stops it. At 50 tok/s it wrote one every 80 s and flipped between running and stale,
+so `k` on a stale run had to be timed (issue 31, the user's story)."""
+STALE_GRACE_S = 10.0
+"""Its drain on `k` (`--grace`, and its link's): one figure, said alike by the kill's
+question and the event log's outcome."""
+STORY_START = 5_000_000
+"""B2's budget in the panel's demo: it stops there ("budget reached"), and the user's story
+is `r` with 10M (its catalogue budget, the headless demo's) to see it cross 10M live."""
+STORY = (
+    f"{STALE} is stale: k stops it; B2 stops at {format_count(STORY_START)}: "
+    f"r with 10M takes it across 10M"
+)
 SIM_SLOTS = 128
 SIM_TOKENS_PER_S = 50_000.0
 """Per slot: 128 x 4000 = 512k tok/s offered, about what one core serves (engine + simulator)."""
@@ -60,9 +73,12 @@ class DemoSource(RunSource):
     def __init__(self, root: Path, datasets: tuple[DemoDataset, ...] = DEMO_DATASETS) -> None:
         super().__init__([d.name for d in datasets], grace_s=30.0)
         self.root = root
+        self.removed_on_exit = root  # `main` removes it (run_dashboard_demo)
         self.datasets = datasets
         self.budgets = {d.name: d.budget for d in datasets}
-        self.notice = f"demo: simulated {SIM_SLOTS}-slot server, output in {root}"
+        if STAR in self.budgets:  # the story's start: below the 10M `r` sets
+            self.budgets[STAR] = min(STORY_START, self.budgets[STAR])
+        self.notice = f"demo: simulated {SIM_SLOTS}-slot server; {STORY}"
         self._lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
         self._prompts: dict[str, Path] | None = None
@@ -137,6 +153,9 @@ class DemoSource(RunSource):
             return None
         star = next((d for d in snapshot.datasets if d.name == STAR), None)
         if star is None or star.state is not DatasetState.ACTIVE or star.max_tokens is None:
+            return None
+        if star.max_tokens != self.budgets[STAR]:  # set with `r`: the user's, never scaled
+            self.calibrated = True
             return None
         self._marks.append((elapsed_s, star.tokens))
         if elapsed_s < WARMUP_S or elapsed_s - self._checked < CALIBRATION_WINDOW_S:
@@ -256,7 +275,7 @@ def stale_source(main: DemoSource) -> SimProcessSource:
         return SimConfig(
             slots=1,
             tokens_per_s=STALE_TOKENS_PER_S,
-            default_profile=LengthProfile(mean=STALE_MEAN_TOKENS),
+            default_profile=LengthProfile(mean=STALE_MEAN_TOKENS, cv=0.0),
             vocab_size=demo.vocab_size(main.tokenizer()),
         )
 
@@ -265,7 +284,7 @@ def stale_source(main: DemoSource) -> SimProcessSource:
         main.root / "output",
         sim,
         files,
-        ("--concurrency", "1", "--max-new-tokens", "16384"),
-        grace_s=10.0,
+        ("--concurrency", "1", "--max-new-tokens", "16384", "--grace", f"{STALE_GRACE_S:g}"),
+        grace_s=STALE_GRACE_S,
         gpu_urls=main.gpu_urls,
     )

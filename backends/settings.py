@@ -50,6 +50,11 @@ DEFAULT_MAX_PROMPT_TOKENS = 32768
 """The longest prompt sent, in tokens: see EngineConfig.max_prompt_tokens for why."""
 DEFAULT_STALE_AFTER_S = 60.0
 """A running dataset with no new record for this long is stale (a hint to press `k`)."""
+DEMO_STALE_AFTER_S = 15.0
+"""The panel demo's (unless `--stale-after` says): its B9_stale never finishes an answer, so
+it is stale this long after it starts and the story (`k` on it, then `r` with 10M on B2,
+then B2 crossing 10M) goes in that order. At 60 s B2 had crossed 10M before B9 was ever
+stale. B1..B8 write records many times a second: 15 s quiet is a real stall for them."""
 BATCH_MAX_REQUESTS = 50_000
 """The most requests in one batch: OpenAI's documented limit (providers that copy the Batch
 contract copy it or allow less; `--batch-max-requests` lowers it)."""

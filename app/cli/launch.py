@@ -33,7 +33,11 @@ from gen_tui.app.host_sources import (
 from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.alerts import AlertConfig
 from gen_tui.backends.config.run import EngineError
-from gen_tui.backends.settings import DEFAULT_GRACE_S, DEFAULT_STALE_AFTER_S
+from gen_tui.backends.settings import (
+    DEFAULT_GRACE_S,
+    DEFAULT_STALE_AFTER_S,
+    DEMO_STALE_AFTER_S,
+)
 from gen_tui.backends.untrusted import clean
 
 if TYPE_CHECKING:
@@ -123,7 +127,9 @@ def main(args: argparse.Namespace) -> int:
         print("gen-tui: error: --demo runs on its own: no --config or --host", file=sys.stderr)
         return EXIT_USAGE
     readonly = bool(getattr(args, "tui_readonly", False))
-    stale = float(getattr(args, "tui_stale_after", DEFAULT_STALE_AFTER_S))
+    given = getattr(args, "tui_stale_after", None)
+    default = DEMO_STALE_AFTER_S if demo else DEFAULT_STALE_AFTER_S
+    stale = float(given if given is not None else default)
     if stale <= 0:
         return _error(f"--stale-after must be more than 0 seconds, got {stale:g}")
     panel: dict[str, Any] = {}  # --config's own are read with the rest of its file
@@ -259,7 +265,7 @@ def _watch_only(
 
 def demo_app(
     root: Path,
-    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    stale_after_s: float = DEMO_STALE_AFTER_S,
     *,
     autostart: bool = True,
     readonly: bool = False,
@@ -281,7 +287,7 @@ def demo_app(
 
 
 def run_dashboard_demo(
-    stale_after_s: float = DEFAULT_STALE_AFTER_S, *, readonly: bool = False, **options: Any
+    stale_after_s: float = DEMO_STALE_AFTER_S, *, readonly: bool = False, **options: Any
 ) -> int:
     """`gen-tui --demo`: the app over a temporary folder that goes whatever ends it.
 

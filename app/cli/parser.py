@@ -25,6 +25,7 @@ from gen_tui.backends.figures import CountError, parse_count
 from gen_tui.backends.settings import (
     DEFAULT_GRACE_S,
     DEFAULT_STALE_AFTER_S,
+    DEMO_STALE_AFTER_S,
     FieldSetting,
     SettingError,
     settings_of,
@@ -168,10 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--stale-after",
         dest="tui_stale_after",
         type=float,
-        default=DEFAULT_STALE_AFTER_S,
+        default=None,
         metavar="S",
         help="mark a running dataset stale after this many seconds without a record "
-        f"(default {DEFAULT_STALE_AFTER_S:g})",
+        f"(default {DEFAULT_STALE_AFTER_S:g}; {DEMO_STALE_AFTER_S:g} in --demo)",
     )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     run = commands.add_parser(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from gen_tui.app.demo_tui import DemoSource
+from gen_tui.app.demo_tui import STORY_START, DemoSource
 from gen_tui.backends import demo
 
 
@@ -19,7 +19,11 @@ def test_both_demos_read_one_catalogue() -> None:
     assert demo.DEMO_DATASETS[:3] == demo.HEADLESS_DATASETS
     source = DemoSource(Path("/nonexistent"))
     assert source.datasets is demo.DEMO_DATASETS
-    assert source.budgets == {d.name: d.budget for d in demo.DEMO_DATASETS}
+    # B2 starts below its 10M, for the story's `r` with 10M (app/demo_tui.py, STORY_START)
+    assert source.budgets == {
+        d.name: STORY_START if d.name == demo.STAR else d.budget for d in demo.DEMO_DATASETS
+    }
+    assert STORY_START < demo.DEMO_DATASETS[1].budget == 10_000_000
     assert demo.STAR in names
     profiles = demo.demo_sim_config().profiles
     assert {name: p.mean for name, p in profiles.items()} == {
