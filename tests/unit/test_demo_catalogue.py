@@ -48,7 +48,7 @@ def test_calibrated_budgets_are_whole_numbers_of_tokens() -> None:
 
     source = DemoSource(Path("/nonexistent"))
 
-    def snapshot(star_tokens: int) -> RunSnapshot:
+    def snapshot(star_tokens: int, star_budget: int | None = None) -> RunSnapshot:
         fields = dict(
             samples=0, max_samples=None, budget_mode="predictive", inflight=1, errors=0,
             malformed=0, mean_tokens=None, tok_s=0.0, samples_s=0.0, eta_s=None,
@@ -60,13 +60,19 @@ def test_calibrated_budgets_are_whole_numbers_of_tokens() -> None:
                 name=d.name,
                 state=DatasetState.ACTIVE,
                 tokens=star_tokens if d.name == demo.STAR else 0,
-                max_tokens=d.budget,
+                max_tokens=star_budget
+                if star_budget is not None and d.name == demo.STAR
+                else source.budgets[d.name],  # as configured
                 **fields,
             )
             for d in source.datasets
         )
         return RunSnapshot(datasets, 64, 64, 1.0, 0.0, 0.0, stopping=False, paused=False)
 
+    # B2's budget set with `r` (the story's 10M) is the user's: never scaled, nor the rest
+    user = [source.calibrate(snapshot(1000 * t, 10_000_000), float(t)) for t in range(15, 30)]
+    assert user == [None] * len(user)
+    source = DemoSource(Path("/nonexistent"))
     results = [source.calibrate(snapshot(1000 * t), float(t)) for t in range(15, 30)]
     (result,) = [r for r in results if r is not None]  # a slow machine: scaled once
     assert result.budgets[demo.STAR] < demo.DEMO_DATASETS[0].budget * 100
