@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input
 
 from gen_tui.app.demo_tui import STALE, STALE_GRACE_S, STORY_START, DemoSource
@@ -25,6 +26,8 @@ from tests.support.tui import badge, demo_up, panel, snap
 TEN_M = 10_000_000
 
 
+# three waits in a row (stale, the kill's grace, the crossing), each bounded below
+@pytest.mark.timeout(300)
 async def test_k_on_the_stale_run_then_r_10M_on_B2_then_B2_crosses_10M_live(
     tmp_path: Path,
 ) -> None:
