@@ -105,6 +105,8 @@ class PanelServers:
         self._setup: ServerSetup | None = None
         self._holders: dict[str, Holder | None] = {}
         self._pending: set[asyncio.Future[None]] = set()
+        self._last_lines: dict[str, tuple[str, str]] = {}
+        """Each server's pid or job and its last log line worth showing, by name."""
         self._exits: dict[str, str] = {}
         """Each server's last exit, until it is healthy again (said while it restarts)."""
 
@@ -205,6 +207,11 @@ class PanelServers:
         if launched is not None:
             with contextlib.suppress(Exception):  # a lost link: the line is a courtesy
                 last = await supervisor.launcher.last_line(launched)
+            # A tail of nothing but probes (process.PROBE_LINE): the line said before stays.
+            ref, said = self._last_lines.get(recipe.name, ("", ""))
+            if not last and ref == launched.ref:
+                last = said
+            self._last_lines[recipe.name] = (launched.ref, last)
         from gen_tui.backends.servers.foreign import holder_of
 
         holder = None
