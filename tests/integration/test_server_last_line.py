@@ -22,14 +22,14 @@ from tests.support.servers import kill_servers, routed_fleet, sim_recipe
 async def test_the_router_s_probes_are_not_a_server_s_last_line(
     tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
-    problem = router_problem()
-    if problem:
+    if problem := router_problem():
         pytest.skip(problem)
     folder = tmp_path / "servers"
-    worker = sim_recipe("w0", free_port())
-    fleet, recorder, urls = routed_fleet([worker], router_recipe(), folder, http)
-    await fleet.up()
+    fleet, recorder, urls = routed_fleet(
+        [sim_recipe("w0", free_port())], router_recipe(), folder, http
+    )
     try:
+        await fleet.up()
         await recorder.reach(ServerState.HEALTHY, 2, timeout=90)
         await wait_until(
             lambda: set(listed(get_json(f"{urls['router']}/workers"))) == {urls["w0"]}, 60, "listed"
