@@ -27,7 +27,7 @@ from textual.notifications import SeverityLevel
 from gen_tui.backends.aio import within
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.recipe import LOCAL
-from gen_tui.backends.servers.view import Holder, ServerRow, gpus_of
+from gen_tui.backends.servers.view import Holder, ServerRow, gpus_of, strip_words
 from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.untrusted import one_line
 
@@ -96,8 +96,6 @@ class PanelServers:
         ]
         self.rows: tuple[ServerRow, ...] = ()
         """The servers as the view lists them (replaced whole, once a second)."""
-        self.supervised: dict[str, str] = {}
-        """URL -> the server's name and state in words, for the strip under the header."""
         self.problem = ""
         """Why the servers are not supervised (a launcher not wired, a failed setup)."""
         self.ready = threading.Event()
@@ -107,8 +105,17 @@ class PanelServers:
         self._setup: ServerSetup | None = None
         self._holders: dict[str, Holder | None] = {}
         self._pending: set[asyncio.Future[None]] = set()
+        self._last_lines: dict[str, tuple[str, str]] = {}
+        """Each server's pid or job and its last log line worth showing, by name."""
         self._exits: dict[str, str] = {}
         """Each server's last exit, until it is healthy again (said while it restarts)."""
+
+    @property
+    def supervised(self) -> dict[str, str]:
+        """URL -> the server's name and state in words, for the strip under the header: a
+        restart's countdown counted at each read (the strip is drawn every second), from
+        the rows (one whole value: no supervisor read on the UI's loop)."""
+        return {row.url: f"{row.name}: {strip_words(row)}" for row in self.rows}
 
     # the thread
 
@@ -193,7 +200,6 @@ class PanelServers:
                 continue
             rows.append(await self._row(supervisor, setup))
         self.rows = tuple(rows)
-        self.supervised = {row.url: f"{row.name}: {row.state}" for row in rows}
 
     async def _row(self, supervisor: ServerSupervisor, setup: ServerSetup) -> ServerRow:
         recipe, launched = supervisor.recipe, supervisor.launched
@@ -201,6 +207,11 @@ class PanelServers:
         if launched is not None:
             with contextlib.suppress(Exception):  # a lost link: the line is a courtesy
                 last = await supervisor.launcher.last_line(launched)
+            # A tail of nothing but probes (process.PROBE_LINE): the line said before stays.
+            ref, said = self._last_lines.get(recipe.name, ("", ""))
+            if not last and ref == launched.ref:
+                last = said
+            self._last_lines[recipe.name] = (launched.ref, last)
         from gen_tui.backends.servers.foreign import holder_of
 
         holder = None

@@ -11,12 +11,20 @@ The same loss comes from the usual way of stopping a helper task,
 arrives while it waits is taken for the helper's own and swallowed (seen: a host monitor
 cancelled while it replaced its watch stream surveyed on for ever, and `q` waited on it).
 `stop` waits with `asyncio.wait`, which leaves the caller's cancel to propagate.
+
+And a child process asyncio started is ended with `kill_child`, never its own `kill()`:
+that goes through `Popen.send_signal`, whose `poll()` reaps a child that has just exited
+before asyncio's child watcher does; the watcher then logs "Unknown child process pid N,
+will report returncode 255" (seen: `gen-tui servers stop`, 1 try in 3, its signal script
+killed as it ended on its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -54,3 +62,17 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await within(event.wait(), timeout)
     return event.is_set()
+
+
+def kill_child(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL `process` (a child asyncio started) unless it has ended already, without
+    reaping it: asyncio's child watcher reaps it and `process.wait()` then returns."""
+    if process.returncode is not None:
+        return
+    try:  # WNOWAIT: looked at, left for the watcher to collect
+        ended = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return  # collected already: its return code is on its way to `process`
+    if ended is None:  # still running: its pid is its own until it is collected
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)

@@ -5,9 +5,19 @@ learns of nothing else; the servers' supervisor drains a server before it stops 
 drain only empties it when the runs send it nothing new. So the supervisor writes one small
 file per draining server in the user's state folder on the machine the server runs on
 (`gen-tui/servers/draining/PORT.json`, beside the servers' state file; written whole, then
-renamed), and removes it when the server answers its health check again (started anew).
-Every run on that machine looks at the folder every POLL_S and sends no new request to a
-server on this machine whose port has a notice; its requests in flight finish there.
+renamed), and removes it when the server answers its health check again (started anew),
+or when it stops for good (`gen-tui servers stop`, a stop from the panel, a supervisor that
+gives up). Every run on that machine looks at the folder every POLL_S and sends no new
+request to a server on this machine whose port has a notice; its requests in flight finish
+there.
+
+A notice must never outlive its reason (a notice left behind kept a server started later by
+hand on that port out of every direct run, and a run whose servers all had one waited for
+ever). So a notice names its writer (host, pid, start time): a run on the writer's machine
+ignores a notice whose writer is gone (said once); and it says how long its drain lasts at
+most (`wait_s`, then the stop's SIGTERM grace `grace_s`): a run with no other server to send
+to ignores a notice OVERDUE_S past that, says so in one line, and goes on as with no notice
+(a server that does not answer is retried with the usual backoff).
 
 A port names one server on one machine, so a notice applies only to a URL whose host is
 this machine (loopback, or its own host name). The files are anyone's who can write to the
@@ -18,12 +28,14 @@ content is not a notice is ignored, said in one line.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,6 +47,9 @@ MAX_NOTICES = 256
 """Files looked at in the folder at most (one per server of this machine)."""
 POLL_S = 0.5
 """How often a run looks at the notices: a drain is seen within this."""
+OVERDUE_S = 5.0
+"""How long past its drain and grace a notice is still waited on by a run with no other
+server (the stop's last steps, a slow link)."""
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 _NAME = re.compile(r"^([0-9]{1,5})\.json$")
 
@@ -51,19 +66,42 @@ def notice_name(port: int) -> str:
     return f"{port}.json"
 
 
-def notice_text(port: int, url: str, wait_s: float) -> str:
-    """A notice's content: the server on `port` (reached at `url`) drains, `wait_s` at most."""
-    data = {"port": port, "url": url[:200], "since": time.time(), "wait_s": wait_s}
+def process_start(pid: int) -> float | None:
+    """When the process `pid` of this machine started (None: there is none)."""
+    import psutil  # not at import: the runs' engine imports this module
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def notice_text(port: int, url: str, wait_s: float, grace_s: float = 0.0) -> str:
+    """A notice's content: the server on `port` (reached at `url`) drains, `wait_s` at most,
+    then is sent SIGTERM (SIGKILL after `grace_s`); written by this process."""
+    data = {
+        "port": port,
+        "url": url[:200],
+        "since": time.time(),
+        "wait_s": wait_s,
+        "grace_s": grace_s,
+        "writer": {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": process_start(os.getpid()),
+        },
+    }
     return json.dumps(data)
 
 
-def write_notice(folder: Path, port: int, url: str, wait_s: float) -> None:
-    """Say that the server on `port` (reached at `url`) drains, for `wait_s` at most."""
+def write_notice(folder: Path, port: int, url: str, wait_s: float, grace_s: float = 0.0) -> None:
+    """Say that the server on `port` (reached at `url`) drains, for `wait_s` at most, then
+    stops within `grace_s`."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".notice.")
     try:
         with os.fdopen(fd, "w") as handle:
-            handle.write(notice_text(port, url, wait_s))
+            handle.write(notice_text(port, url, wait_s, grace_s))
         os.replace(temp, folder / notice_name(port))
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -80,16 +118,51 @@ def remove_notice(folder: Path, port: int) -> bool:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """One notice as a run reads it: when it was written and when its drain ends at most."""
+
+    port: int
+    since: float
+    """Wall-clock time it was written."""
+    ends: float
+    """Wall-clock time by which its server was stopped at the latest (`since` + its
+    drain's `wait_s` + its stop's `grace_s`): past it, the notice only says "stopped"."""
+
+
+@dataclass(frozen=True)
 class Notices:
-    """What the folder says now: the ports draining, and a line per file that is not a
-    notice (its path and why)."""
+    """What the folder says now: the ports draining (`notices`: what each notice says),
+    and a line per file that is not a notice, or one whose writer is gone (path, why)."""
 
     ports: frozenset[int]
     bad: tuple[tuple[str, str], ...] = ()
+    notices: Mapping[int, Notice] = field(default_factory=dict)
 
 
-def _port_of(path: Path, port: int) -> str | None:
-    """Why the file at `path` (named for `port`) is not a notice; None when it is one."""
+def _number(value: object, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value) if math.isfinite(value) else default
+
+
+def _writer_gone(writer: object, here: str) -> int | None:
+    """The pid of the notice's writer when it is a process of this machine (`here`: its
+    host name) that is gone; None when it lives, or is another machine's (not known)."""
+    if not isinstance(writer, dict) or writer.get("host") != here:
+        return None
+    pid, started = writer.get("pid"), writer.get("started")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    now = process_start(pid)
+    if now is None:
+        return pid
+    if isinstance(started, int | float) and abs(now - started) > 1.0:
+        return pid  # its pid, now another process's
+    return None
+
+
+def _notice_of(path: Path, port: int, here: str) -> Notice | str:
+    """The notice in the file at `path` (named for `port`), or why it is not one."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_NOTICE_BYTES + 1)
@@ -105,28 +178,34 @@ def _port_of(path: Path, port: int) -> str | None:
         return "not JSON"
     if not isinstance(data, dict) or data.get("port") != port:
         return "not a drain notice (no port, or not the one of its name)"
-    return None
+    gone = _writer_gone(data.get("writer"), here)
+    if gone is not None:
+        return f"its writer (pid {gone}, this machine's) is gone: left behind, not a drain"
+    since = _number(data.get("since"), time.time())
+    wait = max(_number(data.get("wait_s"), 0.0), 0.0)
+    return Notice(port, since, since + wait + max(_number(data.get("grace_s"), 0.0), 0.0))
 
 
 def read_notices(folder: Path) -> Notices:
     """The notices in `folder` (none when it does not exist)."""
-    ports: set[int] = set()
+    found: dict[int, Notice] = {}
     bad: list[tuple[str, str]] = []
     try:
         names = sorted(entry.name for entry in os.scandir(folder))[:MAX_NOTICES]
     except OSError:
         return Notices(frozenset())
+    here = socket.gethostname()
     for name in names:
         match = _NAME.match(name)
         if match is None:
             continue  # a notice being written (.notice.*), or someone else's file
         port = int(match.group(1))
-        why = _port_of(folder / name, port)
-        if why is None:
-            ports.add(port)
-        elif why != "gone":
-            bad.append((str(folder / name), why))
-    return Notices(frozenset(ports), tuple(bad))
+        said = _notice_of(folder / name, port, here)
+        if isinstance(said, Notice):
+            found[port] = said
+        elif said != "gone":
+            bad.append((str(folder / name), said))
+    return Notices(frozenset(found), tuple(bad), found)
 
 
 def this_machine() -> set[str]:

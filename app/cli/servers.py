@@ -27,7 +27,7 @@ from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import Alerter
 from gen_tui.backends.config.file import ConfigError, FileConfig, find_config, load_config
-from gen_tui.backends.servers.drain import drain_then_stop
+from gen_tui.backends.servers.drain import drain_then_stop, tell_runs, untell_runs
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.health import check_health
@@ -180,16 +180,21 @@ async def stop(servers: Servers, names: list[str]) -> int:
         if launched is None:
             print(f"{recipe.name}: not running (or not started by gen-tui): left alone")
             continue
+        launcher, url = servers.launchers[recipe.launcher], servers.url_of(recipe, launched)
+        # Its runs told first (they send it nothing new), untold once it is stopped for
+        # good: a notice kept would keep a server started there later out of them.
+        await tell_runs(launcher, launched, url, recipe.drain_s, STOP_GRACE_S)
         said = await drain_then_stop(
-            servers.launchers[recipe.launcher],
+            launcher,
             launched,
             servers.session,
-            servers.url_of(recipe, launched),
+            url,
             drain_s=recipe.drain_s,
             grace_s=STOP_GRACE_S,
             router=router,
         )
         servers.state.note_stop(recipe.name)
+        await untell_runs(launcher, launched)
         history(ServerEvent(recipe.name, ServerState.STOPPED, time.time(), said, launched.ref))
         print(one_line(f"{recipe.name}: {said}", 600))
     return EXIT_OK

@@ -14,7 +14,7 @@ import math
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gen_tui.backends.alerts import AlertEvent
@@ -23,7 +23,9 @@ from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError, queued_concurrency
 from gen_tui.backends.drain_notice import (
+    OVERDUE_S,
     POLL_S,
+    Notices,
     local_notice_folder,
     local_port,
     read_notices,
@@ -270,6 +272,9 @@ class RequestRunner(RunPart):
             return
         where = folder or local_notice_folder()
         said: set[tuple[str, str]] = set()
+        overdue: dict[int, float] = {}
+        """Ports whose notice outlived its drain while the run had no other server: each
+        with its notice's time (ignored until a new notice is written)."""
         while True:
             notices = await asyncio.to_thread(read_notices, where)
             for path, why in notices.bad:
@@ -277,24 +282,59 @@ class RequestRunner(RunPart):
                     said.add((path, why))
                     self.reporter.event("warning", f"{one_line(path)}: ignored: {why}")
             for server, port in watched.values():
-                self.note_drain(server, port in notices.ports)
+                notice = notices.notices.get(port)
+                honoured = notice is not None and overdue.get(port) != notice.since
+                self.note_drain(server, honoured)
+            self._ignore_overdue(notices, watched.values(), overdue)
             await asyncio.sleep(poll_s)
 
-    def note_drain(self, server: Server, draining: bool) -> None:
-        """`server` drains now (or no longer): said once per change."""
+    def _ignore_overdue(
+        self,
+        notices: Notices,
+        watched: Iterable[tuple[Server, int]],
+        overdue: dict[int, float],
+    ) -> None:
+        """With no server to send to (each drains or is down), a notice past its drain and
+        its stop's grace (OVERDUE_S more) only keeps the run waiting: its writer is gone
+        (over SSH: not known here) or stopped it for good and could not remove it. Ignored
+        then, said in one line; the run sends there again as if there were no notice (a
+        server that does not answer is retried with the usual backoff)."""
+        now = time.monotonic()
+        if any(s.down_until <= now and not s.draining for s in self.servers):
+            return
+        wall = time.time()
+        for server, port in watched:
+            notice = notices.notices.get(port)
+            if not server.draining or notice is None or wall < notice.ends + OVERDUE_S:
+                continue
+            overdue[port] = notice.since
+            self.reporter.event(
+                "warning",
+                f"{server.url}: its drain notice is {wall - notice.since:.0f} s old, past "
+                f"its drain and stop ({notice.ends - notice.since:g} s), and no other server "
+                "is up: the notice is ignored, sent to again (retried with the usual "
+                "backoff while it does not answer)",
+            )
+            self.note_drain(server, False, quiet=True)
+
+    def note_drain(self, server: Server, draining: bool, quiet: bool = False) -> None:
+        """`server` drains now (or no longer): said once per change (not when `quiet`: the
+        caller said why)."""
         if server.draining == draining:
             return
         server.draining = draining
-        if draining:
+        if draining and not quiet:
             self.reporter.event(
                 "info",
                 f"{server.url} is being drained before a stop (its supervisor's notice): "
                 f"no new request goes there, its {server.outstanding} in flight finish",
             )
-        else:
-            self.reporter.event(
-                "info", f"{server.url} is no longer drained (its notice is gone): sent to again"
-            )
+        elif not draining:
+            if not quiet:
+                self.reporter.event(
+                    "info",
+                    f"{server.url} is no longer drained (its notice is gone): sent to again",
+                )
             self.signals.wake.set()  # the dispatcher may have waited for it
         if self.on_stall is not None:
             self.on_stall()  # a fleet re-plans without it (or with it again)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gen_tui.backends import watcher
-from gen_tui.backends.aio import within
+from gen_tui.backends.aio import kill_child, within
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.errors import ResumeRefused, StartError
 from gen_tui.backends.hosts.primitives import StartSpec
@@ -31,9 +30,7 @@ class ProcessLines:
         return (await self.process.stdout.readline()).decode("utf-8", "replace")
 
     async def close(self) -> None:
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+        kill_child(self.process)  # not process.kill(): see aio.py
         await self.process.wait()
 
 
@@ -101,10 +98,8 @@ class LocalHost(Host):
         try:
             stdout, _ = await within(process.communicate(), timeout)
         finally:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+            kill_child(process)
+            await process.wait()
         return stdout.decode("utf-8", "replace")
 
     async def _spawn(self, spec: StartSpec) -> int:

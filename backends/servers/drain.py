@@ -13,18 +13,48 @@ SIGTERM's grace is its drain then, and the line says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import aiohttp
 
+from gen_tui.backends.aio import within
 from gen_tui.backends.clients.http import fetch_metrics
+from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.launcher import Launched, Launcher
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.telemetry.metrics import MetricsError, parse_metrics
+from gen_tui.backends.untrusted import one_line
 
 POLL_S = 0.5
 """How often the load of a draining server is read."""
+NOTICE_S = 10.0
+"""How long writing or removing a drain notice may take (over SSH: a frozen link must not
+hold a stop)."""
+
+
+async def tell_runs(
+    launcher: Launcher, launched: Launched, url: str, wait_s: float, grace_s: float
+) -> tuple[bool, str]:
+    """Publish the drain notice the runs on `launched`'s machine read
+    (backends/drain_notice.py): they send it nothing new. Whether it was written, and what
+    a stop's DRAINING line adds ("" when its runs cannot be told)."""
+    try:
+        told = await within(launcher.tell_drain(launched, url, wait_s, grace_s), NOTICE_S)
+    except TimeoutError:
+        return False, f", its runs not told (no answer from its host in {NOTICE_S:g} s)"
+    except (OSError, SSHError) as exc:
+        return False, f", its runs not told ({one_line(str(exc), 200)})"
+    return told, ", its runs told" if told else ""
+
+
+async def untell_runs(launcher: Launcher, launched: Launched) -> None:
+    """The drain notice of `launched`'s port (if any) goes: it serves again, or it was
+    stopped for good (a notice kept would keep a server started there later out of the
+    runs). A failed removal is left to the runs' own checks (drain_notice.py)."""
+    with contextlib.suppress(OSError, SSHError, TimeoutError):
+        await within(launcher.end_drain(launched), NOTICE_S)
 
 
 async def in_flight(session: aiohttp.ClientSession, url: str) -> int | None:

@@ -96,10 +96,11 @@ class Launcher(ABC):
     async def last_line(self, launched: Launched) -> str:
         """Its log's last line ("" when there is none)."""
 
-    async def tell_drain(self, launched: Launched, url: str, wait_s: float) -> bool:
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float, grace_s: float) -> bool:
         """Write the drain notice the runs on `launched`'s machine read
-        (backends/drain_notice.py); False when this launcher cannot (a batch job: its
-        runs are not told). Raises OSError (or the link's error) when the write fails."""
+        (backends/drain_notice.py): it drains `wait_s` at most, then stops within
+        `grace_s`. False when this launcher cannot (a batch job: its runs are not told).
+        Raises OSError (or the link's error) when the write fails."""
         return False
 
     async def end_drain(self, launched: Launched) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import re
 import signal
 import time
 from collections.abc import Mapping
@@ -42,10 +43,30 @@ folder (where every command over SSH starts), so no `~` has to be expanded there
 LINE_CHARS = 300
 
 
+_PROBED = (
+    r"/(?:health|health_generate|get_model_info|get_server_info|model_info|server_info"
+    r"|v1/models|metrics)"
+)
+PROBE_LINE = re.compile(
+    # uvicorn's access line of a probe (SGLang: `INFO:     127.0.0.1:5 - "GET /health
+    # HTTP/1.1" 200 OK`): the router's and the supervisor's health checks, the router's
+    # model and server info, the panel's /metrics
+    rf'"(?:GET|POST|HEAD) {_PROBED}(?:[?/][^"]*)? HTTP/[0-9.]+" [0-9]{{3}}'
+    # sglang-router's own line of one (`http_request{method=GET uri=/health ...}`)
+    rf"|\bhttp_request\{{method=[A-Z]+ uri={_PROBED}[ ?/}}]"
+    # the router's HTTP/2 (gRPC) probe of a worker, refused: uvicorn's line, the sim's
+    r"|Invalid HTTP request received\.|refused a request that is not HTTP/1\.1 "
+)
+"""A log line about a probe, not about the server: the router probes its workers every few
+seconds, so such a line was a routed server's "last line" almost always (the panel shows
+it, and an exit's reason quotes it)."""
+
+
 def last_of(lines: list[str]) -> str:
-    """The last non-blank line of `lines`, one line, bounded ("" for none)."""
+    """The last line of `lines` that says something of the server, one line, bounded: not
+    blank, not a probe (PROBE_LINE); "" for none."""
     for line in reversed(lines):
-        if line.strip():
+        if line.strip() and PROBE_LINE.search(line) is None:
             return one_line(without_colours(line).strip(), LINE_CHARS)
     return ""
 
@@ -107,16 +128,16 @@ class ProcessLauncher(Launcher):
         self.state = state
         self.settle_s = settle_s
 
-    async def tell_drain(self, launched: Launched, url: str, wait_s: float) -> bool:
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float, grace_s: float) -> bool:
         """The notice in its host's servers' folder (`draining/PORT.json`): here, written
         from a thread; over SSH, by a small script there (the runs on that machine read
         their own state folder, `remote_folder` by default)."""
         host = self._host(launched.host)
         folder = posixpath.join(self.folder(launched.host), NOTICE_FOLDER)
         if isinstance(host, LocalHost):
-            await asyncio.to_thread(write_notice, Path(folder), launched.port, url, wait_s)
+            await asyncio.to_thread(write_notice, Path(folder), launched.port, url, wait_s, grace_s)
         else:
-            text = notice_text(launched.port, url, wait_s)
+            text = notice_text(launched.port, url, wait_s, grace_s)
             await host.put_small_file(folder, notice_name(launched.port), text)
         return True
 

@@ -28,7 +28,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gen_tui.backends.aio import within
+from gen_tui.backends.aio import kill_child, within
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 
 __all__ = [
@@ -581,11 +581,11 @@ def local_runner(timeout: float = 60.0, env: Mapping[str, str] | None = None) ->
                 asyncio.gather(_bounded(process.stdout), _bounded(process.stderr)), timeout
             )
         except TimeoutError:
-            process.kill()
+            kill_child(process)
             await process.wait()
             return 124, "", f"{argv[0]}: no answer within {timeout:g} s"
         if cut_out or cut_err:
-            process.kill()
+            kill_child(process)
         rc = await process.wait()
         if cut_out or cut_err:
             return 1, "", f"{argv[0]}: printed more than {MAX_OUTPUT_BYTES:,} bytes: stopped"

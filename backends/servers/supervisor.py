@@ -22,15 +22,13 @@ from collections.abc import Sequence
 import aiohttp
 
 from gen_tui.backends.aio import within
-from gen_tui.backends.hosts.ssh_target import SSHError
-from gen_tui.backends.servers.drain import drain_then_stop
+from gen_tui.backends.servers.drain import drain_then_stop, tell_runs, untell_runs
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
 from gen_tui.backends.servers.launcher import Launched, Launcher, LaunchError
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
-from gen_tui.backends.untrusted import one_line
 
 CHECK_S = 1.0
 """How often a server's process and health are looked at."""
@@ -39,9 +37,6 @@ STOP_GRACE_S = 15.0
 START_TIMEOUT_S = 120.0
 """How long a launch itself may take (over SSH: connect, start, check the pid); past it
 the start counts as failed. Not for a launcher that queues (a batch job waits its turn)."""
-NOTICE_S = 10.0
-"""How long writing or removing a drain notice may take (over SSH: a frozen link must not
-hold a stop)."""
 ENDED = (ServerState.FAILED, ServerState.DOWN, ServerState.STOPPED, ServerState.NOT_OURS)
 """The states the supervisor leaves a server in (until someone starts it again)."""
 
@@ -91,6 +86,9 @@ class ServerSupervisor:
         """The router whose worker this server is (set by the :class:`Fleet`): a stop on
         purpose takes it off that list before the drain."""
         self._task: asyncio.Task[ServerState] | None = None
+        self._noticed: Launched | None = None
+        """The launch whose drain notice this supervisor wrote and has not removed: it goes
+        once the server is healthy again, or stopped for good (a stop, a give-up)."""
 
     # what the views read
 
@@ -161,10 +159,13 @@ class ServerSupervisor:
         assert self._task is not None
         return await self._task
 
-    async def stop(self, grace_s: float | None = None, drain_s: float | None = None) -> str:
+    async def stop(
+        self, grace_s: float | None = None, drain_s: float | None = None, for_good: bool = True
+    ) -> str:
         """Stop watching and stop the server (if it is ours), drained first (off the
         router, its in-flight requests given `drain_s`, the recipe's by default; see
-        drain.py): one line of what happened."""
+        drain.py): one line of what happened. Its runs' drain notice goes with a stop
+        `for_good`; a stop before a restart keeps it until the server is healthy again."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -176,45 +177,41 @@ class ServerSupervisor:
             if entry is not None and entry.launcher == self.kind:
                 self.launched = entry.launched
         if self.launched is None:
+            if for_good:
+                await self._end_drain(self._noticed)  # a restart's, that never came up
             if self.state is not ServerState.NOT_OURS:
                 self._emit(ServerState.STOPPED, "not running")
             return f"server {self.recipe.name}: not running"
         wait = self.recipe.drain_s if drain_s is None else drain_s
+        grace = self.grace_s if grace_s is None else grace_s
         launched, url = self.launched, self.base_url
-        told = await self._tell_drain(launched, url, wait)
+        told, words = await tell_runs(self.launcher, launched, url, wait, grace)
+        if told:
+            self._noticed = launched
         where = "off the router" if self.router is not None else "draining"
-        self._emit(ServerState.DRAINING, f"{where}{told}, up to {wait:g} s for its requests")
+        self._emit(ServerState.DRAINING, f"{where}{words}, up to {wait:g} s for its requests")
         said = await drain_then_stop(
             self.launcher,
             launched,
             self.session,
             url,
             drain_s=wait,
-            grace_s=self.grace_s if grace_s is None else grace_s,
+            grace_s=grace,
             router=self.router,
         )
         self.launched = None
         self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
+        if for_good:
+            await self._end_drain(launched)
         self._emit(ServerState.STOPPED, said)
         return f"server {self.recipe.name}: {said}"
 
-    async def _tell_drain(self, launched: Launched, url: str, wait_s: float) -> str:
-        """Publish the drain notice the runs on its machine read (backends/drain_notice.py):
-        they send it nothing new. Kept while it is stopped; gone once it is healthy again.
-        What the DRAINING line adds ("" when its runs cannot be told)."""
-        try:
-            told = await within(self.launcher.tell_drain(launched, url, wait_s), NOTICE_S)
-        except TimeoutError:
-            return f", its runs not told (no answer from its host in {NOTICE_S:g} s)"
-        except (OSError, SSHError) as exc:
-            return f", its runs not told ({one_line(str(exc), 200)})"
-        return ", its runs told" if told else ""
-
-    async def _end_drain(self) -> None:
-        """It serves again: the drain notice a stop left (if any) goes."""
-        if self.launched is not None:
-            with contextlib.suppress(OSError, SSHError, TimeoutError):
-                await within(self.launcher.end_drain(self.launched), NOTICE_S)
+    async def _end_drain(self, launched: Launched | None) -> None:
+        """It serves again, or it stopped for good: the drain notice of its port (if any)
+        goes, whoever wrote it."""
+        if launched is not None:
+            await untell_runs(self.launcher, launched)
+            self._noticed = None
 
     async def leave(self) -> None:
         """Stop watching and leave the server running (the panel quits: the next gen-tui
@@ -226,14 +223,20 @@ class ServerSupervisor:
 
     async def restart(self) -> asyncio.Task[ServerState]:
         """Stop it (if it runs) and start it anew, whatever its state (a person asked)."""
-        await self.stop()
+        await self.stop(for_good=False)
         self.ever_healthy = self.adopted = False
         return self.start()
 
     # the life
 
     async def run(self) -> ServerState:
-        """Keep the server up until it fails, goes down or the task is cancelled."""
+        """Keep the server up until it fails, goes down or the task is cancelled; a drain
+        notice a restart left goes when it ends so (a run would wait for it in vain)."""
+        state = await self._life()
+        await self._end_drain(self._noticed)
+        return state
+
+    async def _life(self) -> ServerState:
         if (
             self.launched is None
             and (self.recipe.address or not self.launcher.queues)  # a job's node is not known
@@ -326,7 +329,7 @@ class ServerSupervisor:
                     said = f"adopted, answering ({self.restarts} restart(s) this hour)"
                 elif self.restarted:
                     said = f"healthy again ({self.restarts} restart(s) this hour); {said}"
-                await self._end_drain()
+                await self._end_drain(launched)
                 self._emit(ServerState.HEALTHY, said)
                 return None
             now = time.monotonic()

@@ -106,15 +106,30 @@ def state_words(row: ServerRow, now: float | None = None) -> str:
     if state is ServerState.EXITED:
         return exit_words(detail)
     if state is ServerState.RESTARTING:
-        delay = _DELAY.match(detail)
-        said = "restarting"
-        if delay is not None:
-            left = max(row.since + float(delay.group(1)) - now, 0.0)
-            said = f"restarting in {math.ceil(left)} s"
+        said = _countdown(row, now)
         return f"{said} ({exit_words(row.last_exit)})" if row.last_exit else said
     if state is ServerState.DOWN:
         return f"down after {row.restarts} restarts"
     return str(state)
+
+
+def strip_words(row: ServerRow, now: float | None = None) -> str:
+    """The row's state as the strip under the header says it: the state's word, and for a
+    restart its countdown ("restarting in 12 s": the word alone left one guessing whether
+    anything would happen), counted from `now` (wall-clock time) at each draw."""
+    if row.state is ServerState.RESTARTING:
+        return _countdown(row, time.time() if now is None else now)
+    return str(row.state)
+
+
+def _countdown(row: ServerRow, now: float) -> str:
+    """The words "restarting in N s", from the supervisor's RESTARTING line ("in 12 s (restart 1
+    ...)") and when it began; "restarting" when the line does not say."""
+    delay = _DELAY.match(row.detail)
+    if delay is None:
+        return "restarting"
+    left = max(row.since + float(delay.group(1)) - now, 0.0)
+    return f"restarting in {math.ceil(left)} s"
 
 
 def exit_words(detail: str) -> str:

@@ -134,11 +134,12 @@ async def test_a_server_over_ssh_that_exits_reports_its_code(
     assert await supervisor.wait() is S.DOWN
 
 
-async def test_a_stop_over_ssh_leaves_its_drain_notice_on_the_server_s_machine(
+async def test_a_drain_notice_over_ssh_is_on_the_server_s_machine(
     box: SSHHost, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
     """The drain notice (backends/drain_notice.py) is written where the server runs, in its
-    host's servers' folder, for the runs on that machine; it goes once it is healthy again."""
+    host's servers' folder, for the runs on that machine: a restart's stays there while the
+    server is down and goes once it is healthy again; a stop for good takes it along."""
     state = StateFile(tmp_path / "state")
     remote = tmp_path / "remote it's $HOME"  # every word crosses as data, never shell text
     launcher = ProcessLauncher(
@@ -155,14 +156,17 @@ async def test_a_stop_over_ssh_leaves_its_drain_notice_on_the_server_s_machine(
     supervisor.start()
     try:
         await recorder.reach(S.HEALTHY, timeout=120)
-        said = await supervisor.stop()
-        assert "drained in" in said, said
+        await supervisor.restart()  # stopped (drained), started again: not healthy yet
+        assert "drained in" in recorder.last(S.STOPPED).detail
         assert "its runs told" in recorder.last(S.DRAINING).detail
         notices = read_notices(remote / NOTICE_FOLDER)
         assert notices.ports == {recipe.port} and notices.bad == (), notices
         assert not (tmp_path / "state" / NOTICE_FOLDER).exists()  # not this machine's
-        supervisor.start()
         await recorder.reach(S.HEALTHY, 2, timeout=120)
         assert read_notices(remote / NOTICE_FOLDER).ports == frozenset()
+        said = await supervisor.stop()
+        assert "drained in" in said, said
+        assert "its runs told" in recorder.last(S.DRAINING).detail
+        assert read_notices(remote / NOTICE_FOLDER).ports == frozenset()  # gone with it
     finally:
         await supervisor.stop()

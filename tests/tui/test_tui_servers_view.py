@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +128,32 @@ async def test_kill_9_restarts_and_a_new_panel_adopts(
             pause=pilot.pause,
         )
         assert f"127.0.0.1:{ports['a']}" in text
+        await pilot.press("q")
+
+
+async def test_the_strip_counts_a_restart_down(tmp_path: Path, state: Path) -> None:
+    """While the supervisor waits its backoff before a restart, the strip under the header
+    says when it restarts ("gpu0: restarting in 12 s", counting down), not "restarting"."""
+    config = sim_config(tmp_path / "gen-tui.toml", {"gpu0": free_port()}, backoff_s=12.0)
+    app = panel(config)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_view(app, pilot)
+        pid = await until_state(app, pilot, "gpu0", "healthy")
+        await pilot.press("escape")
+        os.kill(int(pid), signal.SIGKILL)
+        counts: list[int] = []
+
+        def counting() -> bool:
+            found = re.search(r"gpu0: restarting in (\d+) s", strip_text(app))
+            if found is not None and (not counts or counts[-1] != int(found.group(1))):
+                counts.append(int(found.group(1)))
+            return len(counts) >= 3
+
+        await wait_until(counting, 30, "the countdown", pause=pilot.pause,
+                         detail=lambda: f"{counts} {strip_text(app)!r}")  # fmt: skip
+        assert 9 <= counts[0] <= 12, counts
+        assert counts == sorted(counts, reverse=True) and len(set(counts)) == len(counts), counts
+        assert "gpu0: restarting\n" not in strip_text(app) + "\n"
         await pilot.press("q")
 
 
