@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
@@ -117,3 +118,33 @@ def test_a_request_sent_within_the_margin_goes_to_the_soonest_lane(tmp_path: Pat
     planner.deadline_at = time.monotonic() + 1.5
     box.outstanding += 1
     assert planner.route(box, 200, lone=False) is api
+
+
+def test_a_request_landing_within_the_margin_goes_to_the_soonest_lane(tmp_path: Path) -> None:
+    # bench fleet_plan, 15 s: a box request sent 2.1 s before the deadline, with a margin
+    # of 1.4 s, landed 1.1 s before it; the budget's taper waited on it, and its four
+    # rounds after it on the API ended the run late. Sent now, a box answer (1 s) lands
+    # within the margin: it goes to the API, though more time is left than either.
+    planner, _ = fleet(tmp_path, 18_000)
+    planner.replan()
+    box, api = planner.runner.servers
+    planner.margin_s = 1.4
+    planner.deadline_at = time.monotonic() + 2.1
+    box.outstanding += 1
+    assert planner.route(box, 200, lone=False) is api
+    # One that lands before the margin stays on the free box.
+    planner.deadline_at = time.monotonic() + 2.6
+    box.outstanding += 1
+    assert planner.route(box, 200, lone=False) is box
+
+
+def test_the_taper_is_counted_past_the_answers_in_flight(tmp_path: Path) -> None:
+    # The plan's tokens are those beyond the answers in flight, so are the taper's rounds:
+    # ten answers in flight (at the mean, 50 each) count as if on disk, not as ten more to
+    # send. Counted from the disk, the walk sent them again, its rounds moving as they landed.
+    landed, _ = fleet(tmp_path, 19_500)
+    flying, ds = fleet(tmp_path, 19_000)
+    ds.inflight = [InFlight(time.monotonic(), 200) for _ in range(10)]
+    assert flying.taper_rounds() == pytest.approx(landed.taper_rounds())
+    on_disk, _ = fleet(tmp_path, 19_000)
+    assert on_disk.taper_rounds() != pytest.approx(landed.taper_rounds())
