@@ -402,6 +402,9 @@ class FleetPlanner(RunPart):
                 batch.allowance = 0.0  # nothing known of it to send on
             else:
                 batch.allowance = float(made.tokens[batch.spec.name])  # beyond its flights
+            batch.land_by = None
+            if self.deadline_at is not None:
+                batch.land_by = self.deadline_at - self.margin_s
             lanes = lanes[: len(self.runner.servers)]
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
