@@ -150,6 +150,10 @@ class BatchLane(RunPart):
         beyond its batches in flight: nothing until the first plan gives it some). A batch
         takes its lines at the mean answer as it goes out; its answers coming back shorter
         free nothing: a new batch then would land a whole turnaround later, past the plan."""
+        self.land_by: float | None = None
+        """When a fleet lane's new batch must land (`time.monotonic()`; None: no deadline):
+        the plan's deadline less its margin, set by the fleet planner. A batch landing after
+        it holds the budget's taper on the live lanes (its rule waits on what is in flight)."""
         self.tokens = 0
         self.answers = 0
         self.spent = 0.0
@@ -270,6 +274,13 @@ class BatchLane(RunPart):
         room = batch_room(budget.max_tokens, ds.tokens, ds.expected, ds.inflight, cap, most)
         if self.spec is not None:
             # A fleet lane: within its planned share; the live lanes make the budget's end.
+            # A batch that would land within the plan's margin is theirs too: its answers
+            # would all come after the live lanes' taper waited on them (a three-lane run
+            # sent one about 4.5 s before its deadline, on a share planned 2 s before; it
+            # landed under a second before it, and the API's rounds after it ended late).
+            now = time.monotonic()
+            if self.land_by is not None and now + self.turnaround(now) > self.land_by:
+                return 0
             share = self.allowance
             return max(0, min(room, math.floor(share / self._mean(ds)))) if share > 0 else 0
         last = self._last_wave(ds, budget.max_tokens, room, most)

@@ -27,12 +27,25 @@ import time
 from collections.abc import Callable, Sequence
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.budget.crossing import crossing_cap
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.rules import BudgetMode, may_dispatch
 from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.figures import format_duration
-from gen_tui.backends.plan import Lane, LaneState, Plan, PlanStatus, explain, parse_deadline, plan
+from gen_tui.backends.plan import (
+    Lane,
+    LaneState,
+    Plan,
+    PlanStatus,
+    RequestTimes,
+    explain,
+    finish_margin,
+    parse_deadline,
+    plan,
+)
 from gen_tui.backends.plan.control import (
     CONTROL_FILE,
     CONTROL_POLL_S,
@@ -41,6 +54,7 @@ from gen_tui.backends.plan.control import (
     read_target,
 )
 from gen_tui.backends.progress.plan_view import LanePlan, PlanView, wall_time
+from gen_tui.backends.store.conversations import Turns
 
 FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
@@ -55,6 +69,17 @@ TREND_WINDOW_S = 300.0
 """A lane's trend is the slope of its measured rates over the last this many seconds."""
 TREND_MIN_SPAN_S = 120.0
 """Rates spread over less than this say nothing of a trend (a box's first minutes settle)."""
+TAPER_ROUNDS_MAX = 10_000
+"""A bound on the rounds `taper_rounds` walks (a budget of millions jumps its full rounds)."""
+
+
+def request_times(server: Server) -> RequestTimes | None:
+    """`server`'s measured request times (None: no answer yet)."""
+    if not server.answers:
+        return None
+    mean = server.request_s / server.answers
+    variance = max(0.0, server.request_s2 / server.answers - mean * mean)
+    return RequestTimes(mean, variance**0.5)
 
 
 def rate_trend(
@@ -134,6 +159,9 @@ class FleetPlanner(RunPart):
         hurry many requests."""
         self.rates: dict[str, list[tuple[float, float]]] = {}
         """Each live lane's measured rates, (when, tok/s), over the last TREND_WINDOW_S."""
+        self.margin_s = 0.0
+        """The time the last plan kept before the deadline for the run's tail
+        (backends/plan/margin.py); a request sent within it goes to the soonest lane."""
 
     def _name(self, server: Server) -> str:
         lane = self.lanes.get(server.url)
@@ -174,8 +202,14 @@ class FleetPlanner(RunPart):
             late = server.expected_s(tokens)
             hurry = made.cost > 0 or (late is not None and left < late)
         else:
-            mean = server.expected_s()
-            hurry = mean is not None and left < mean
+            # An answer landing within the plan's margin is the tail's: the budget's taper
+            # waits on it (its rule holds back what the answers in flight may add), and the
+            # taper's rounds come after it, planned at the soonest lane's answers. A request
+            # that lands there goes to the soonest lane, not the slow box (one sent 2.1 s
+            # before the deadline landed 1.1 s before it, and the four rounds after it,
+            # 0.25 to 0.33 s each on the API, ended the run 0.12 s late).
+            mean = server.expected_s() or 0.0
+            hurry = left < self.margin_s + mean
         if not hurry:
             return server
         room = math.inf if self.max_cost is None else self.max_cost - self.committed()
@@ -249,6 +283,86 @@ class FleetPlanner(RunPart):
             lanes.append(self.batch.planned(now))
         return lanes
 
+    def tail_margin(self, lanes: Sequence[Lane]) -> float:
+        """The time the plan keeps before the deadline (`finish_margin`) from the live
+        `lanes` measured now: the slowest one's answer at its tail, and the taper's rounds
+        at the soonest one's answers."""
+        times = []
+        for server, lane in zip(self.runner.servers, lanes, strict=True):
+            measured = request_times(server)
+            if lane.usable and measured is not None:
+                times.append(measured)
+        if not times:
+            return 0.0
+        soonest = min(times, key=lambda measured: measured.mean_s)
+        return finish_margin(times, self.taper_rounds(), soonest)
+
+    def taper_rounds(self) -> float:
+        """The rounds the budget's taper adds to the plan, at most over the datasets: from
+        the tokens on disk, one round at a time, as many requests as the budget's own rule
+        lets out beside each other (`may_dispatch`, the lone crossing answer cut as the
+        dispatcher cuts it), each answering the mean answer. A round of `k` answers takes one
+        answer's time where the lanes' rate, which the plan counts, gives it `k / width` of
+        one (`width`: the live lanes' requests at once): each round adds its idle share,
+        `1 - k / width` (a full round adds none, a lone answer almost a whole one)."""
+        servers = [s for s in self.runner.servers if s.answers and s.has_slot()]
+        answers = sum(s.answers for s in servers)
+        if not answers:
+            return 0.0
+        mean = sum(s.tokens for s in servers) / answers
+        width = sum(s.limit or self.config.max_concurrency for s in servers)
+        config, cap = self.config, self.answer_limit.tokens
+        if mean <= 0 or config.turns is Turns.ALL:
+            return 0.0
+        now = time.monotonic()
+        most = 0.0
+        for ds in self.datasets:
+            budget = ds.budget
+            if ds.state.finished or budget.max_tokens is None:
+                continue
+            turns = ds.turns_max if config.budget_mode is BudgetMode.STRICT else ds.turns_mean
+            # From what is left once the answers in flight are in, at the mean answer: the
+            # plan's tokens (`remaining`) are those beyond them, and the taper's rounds are
+            # theirs (counted from the tokens on disk, an answer in flight was counted again
+            # as one to send, and the rounds moved as answers landed).
+            flying = sum(min(mean, entry.max_new_tokens) for entry in ds.inflight)
+            tokens, samples, rounds = ds.tokens + flying, ds.budget_samples + len(ds.inflight), 0.0
+            for _ in range(TAPER_ROUNDS_MAX):
+                if budget.max_tokens - tokens > 2 * width * cap:
+                    tokens += width * mean  # a full round, whatever the rule: not the tail's
+                    samples += width
+                    continue
+                out: list[InFlight] = []
+                while len(out) < width and may_dispatch(
+                    config.budget_mode,
+                    budget,
+                    math.floor(tokens),
+                    samples,
+                    out,
+                    ds.model,
+                    cap,
+                    now,
+                    expected=ds.expected,
+                    turns=turns,
+                ):
+                    cut = crossing_cap(
+                        config.crossing_answer,
+                        config.budget_mode,
+                        budget,
+                        math.floor(tokens),
+                        out,
+                        ds.model,
+                        cap,
+                    )
+                    out.append(InFlight(now, cut, crossing=cut < cap))
+                if not out:
+                    break
+                rounds += 1 - len(out) / width
+                tokens += sum(min(mean, entry.max_new_tokens) for entry in out)
+                samples += len(out)
+            most = max(most, rounds)
+        return most
+
     def remaining(self) -> int | None:
         """Completion tokens the run still has to make beyond those in flight (None: some
         dataset has no token budget, and there is nothing to plan)."""
@@ -273,12 +387,11 @@ class FleetPlanner(RunPart):
         lanes = self.measured()
         deadline = None
         if self.deadline_at is not None:
-            # Less one answer of the slowest lane: the budget's last answers come one by one
-            # as it tapers, and the last of them must land by the deadline too.
-            # (The live lanes': a batch lane's turnaround is in its capacity already.)
-            live = lanes[: len(self.runner.servers)]
-            tail = max((lane.turnaround_s for lane in live if lane.usable), default=0.0)
-            deadline = max(1e-3, self.deadline_at - now - tail)
+            # Less the run's tail (backends/plan/margin.py): the last answers in flight, and
+            # the budget's taper, answers one after another on the soonest lane. (The live
+            # lanes': a batch lane's turnaround is in its capacity already.)
+            self.margin_s = self.tail_margin(lanes[: len(self.runner.servers)])
+            deadline = max(1e-3, self.deadline_at - now - self.margin_s)
         cap = None
         if self.max_cost is not None:
             cap = max(0.0, self.max_cost - self.cost.total())
@@ -289,6 +402,9 @@ class FleetPlanner(RunPart):
                 batch.allowance = 0.0  # nothing known of it to send on
             else:
                 batch.allowance = float(made.tokens[batch.spec.name])  # beyond its flights
+            batch.land_by = None
+            if self.deadline_at is not None:
+                batch.land_by = self.deadline_at - self.margin_s
             lanes = lanes[: len(self.runner.servers)]
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None

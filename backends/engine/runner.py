@@ -79,6 +79,8 @@ class Server:
         self.answers = 0
         self.cost = 0.0
         self.request_s = 0.0
+        self.request_s2 = 0.0
+        """The sum of its request times' squares: their spread, for the plan's margin."""
         self.first_sent: float | None = None
         """When its first request went (a free lane's rate is its tokens since then)."""
         self.first_answered: float | None = None
@@ -509,7 +511,9 @@ class RequestRunner(RunPart):
             server.tokens += generation.completion_tokens
             server.answers += 1
             server.allowance -= generation.completion_tokens
-            server.request_s += time.monotonic() - entry.started
+            took = time.monotonic() - entry.started
+            server.request_s += took
+            server.request_s2 += took * took
             server.cost += self.sink.cost.price(generation, server.url) or 0.0
             self.pool.grow()
             if prompt.turn is not None and self.config.server_affinity:

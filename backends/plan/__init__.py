@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gen_tui.backends.plan.deadline import DeadlineError, parse_deadline
 from gen_tui.backends.plan.lanes import Lane, LaneState
+from gen_tui.backends.plan.margin import RequestTimes, finish_margin
 from gen_tui.backends.plan.planner import Plan, PlanStatus, explain, plan
 
 __all__ = [
@@ -16,7 +17,9 @@ __all__ = [
     "LaneState",
     "Plan",
     "PlanStatus",
+    "RequestTimes",
     "explain",
+    "finish_margin",
     "parse_deadline",
     "plan",
 ]

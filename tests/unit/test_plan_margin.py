@@ -1,0 +1,140 @@
+"""The plan's margin before the deadline (issue 34, backends/plan/margin.py): the run's tail
+from measured request times, not one mean answer of the slowest lane. On the simulator that
+margin (1.05 s) let the 15 s run end 0.5 s late: the budget's last answers went one at a
+time, 0.18 to 0.25 s each on the API, after the box's last answer."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.config.run import DatasetSpec, EngineConfig
+from gen_tui.backends.engine.context import RunContext
+from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.dataset import DatasetRun
+from gen_tui.backends.engine.fleet import FleetPlanner, request_times
+from gen_tui.backends.engine.report import Reporter
+from gen_tui.backends.engine.runner import RequestRunner
+from gen_tui.backends.engine.signals import RunSignals
+from gen_tui.backends.plan import RequestTimes, finish_margin
+from gen_tui.backends.plan.margin import MARGIN_Z
+
+BOX_S, API_S = (1.0, 0.3), (0.25, 0.07)
+"""Mean and deviation of a request's time on the simulator's box and API (bench fleet_plan)."""
+
+
+def test_the_margin_is_the_taper_on_the_soonest_lane_or_the_slow_lanes_tail() -> None:
+    box, api = RequestTimes(*BOX_S), RequestTimes(*API_S)
+    # Four answers one after another on the API: their sum, four means and two deviations
+    # of a sum of four; longer than what one box answer's tail adds to its mean (0.6 s).
+    taper = 4 * 0.25 + MARGIN_Z * 2 * 0.07
+    assert finish_margin([box, api], 4, api) == pytest.approx(taper)
+    assert taper > 1.0  # more than the one mean box answer that was planned before
+    # No taper left: the box's last answer's tail past its mean (its capacity waits the mean).
+    assert finish_margin([box, api], 0, api) == pytest.approx(MARGIN_Z * 0.3)
+    assert finish_margin([], 0, None) == 0.0
+    # A spread lane is planned at its tail: a wider spread, a wider margin.
+    assert finish_margin([RequestTimes(1.0, 0.5), api], 1, api) > finish_margin([box, api], 1, api)
+
+
+def fleet(tmp_path: Path, done: int) -> tuple[FleetPlanner, DatasetRun]:
+    """A planner over the bench's box (4 slots, 1 s a request) and API (16 in flight, 0.25 s),
+    both measured, with `done` of a 20,000-token budget on disk, of answers of about 50."""
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=20_000)],
+        lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
+        concurrency=4,
+        sampling={"max_new_tokens": 200},
+        deadline="15s",
+        max_cost=1.0,
+    )
+    ds = DatasetRun(config.datasets[0], tmp_path / "A", 200, config.budget_mode)
+    rng = random.Random(7)
+    for _ in range(200):
+        length = max(1, round(rng.gauss(50, 15)))
+        ds.model.observe(length, length / 50)
+        ds.expected.observe(length)
+    ds.tokens = done
+    reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
+    run = RunContext(config, [ds], RunSignals(), reporter)
+    runner = RequestRunner(run, None, None, None, None)  # type: ignore[arg-type]
+    for server, (mean, sd) in zip(runner.servers, (BOX_S, API_S), strict=True):
+        server.answers, server.tokens = 100, 5_000
+        server.request_s = 100 * mean
+        server.request_s2 = 100 * (mean * mean + sd * sd)
+        server.first_sent = time.monotonic() - 10
+    runner.servers[1].cost = 5_000 * 10e-6
+    return FleetPlanner(run, runner, CostMeter(config, [])), ds
+
+
+def test_request_times_are_the_measured_mean_and_spread(tmp_path: Path) -> None:
+    planner, _ = fleet(tmp_path, 0)
+    box = request_times(planner.runner.servers[0])
+    assert box is not None
+    assert (box.mean_s, box.sd_s) == pytest.approx(BOX_S)
+
+
+def test_the_taper_is_counted_from_the_budgets_own_rule(tmp_path: Path) -> None:
+    rounds = []
+    for done in (19_000, 19_600, 19_900, 20_000):
+        planner, _ = fleet(tmp_path, done)
+        rounds.append(planner.taper_rounds())
+    # The closer to the budget, the fewer rounds are left; none once it is reached; and
+    # near it, at least the lone crossing answer's round.
+    assert rounds[0] >= rounds[1] >= rounds[2] > 0.9, rounds
+    assert rounds[-1] == 0.0
+
+
+def test_the_plan_finishes_its_bulk_the_margin_before_the_deadline(tmp_path: Path) -> None:
+    planner, _ = fleet(tmp_path, 18_000)
+    made = planner.replan()
+    assert made is not None and planner.deadline_at is not None
+    rounds = planner.taper_rounds()
+    assert rounds > 1
+    # The taper's answers, on the API, one after another: more than the one box answer
+    # the plan kept before, and the plan's finish leaves them room before the deadline.
+    assert planner.margin_s >= rounds * API_S[0]
+    assert planner.margin_s > BOX_S[0], (planner.margin_s, rounds)
+    assert planner.margin_s == pytest.approx(
+        finish_margin([RequestTimes(*BOX_S), RequestTimes(*API_S)], rounds, RequestTimes(*API_S)),
+        rel=1e-6,
+    )
+    left = planner.deadline_at - time.monotonic()
+    assert made.finish_s <= left - planner.margin_s + 1e-3
+    assert not math.isinf(made.finish_s)
+
+
+def test_a_request_landing_within_the_margin_goes_to_the_soonest_lane(tmp_path: Path) -> None:
+    # bench fleet_plan, 15 s: a box request sent 2.1 s before the deadline, with a margin
+    # of 1.4 s, landed 1.1 s before it; the budget's taper waited on it, and its four
+    # rounds after it on the API ended the run late. Sent now, a box answer (1 s) lands
+    # within the margin: it goes to the API, though more time is left than either.
+    planner, _ = fleet(tmp_path, 18_000)
+    planner.replan()
+    box, api = planner.runner.servers
+    planner.margin_s = 1.4
+    for left in (2.1, 1.2):  # and one sent within the margin itself
+        planner.deadline_at = time.monotonic() + left
+        box.outstanding += 1
+        assert planner.route(box, 200, lone=False) is api
+    # One that lands before the margin stays on the free box.
+    planner.deadline_at = time.monotonic() + 2.6
+    box.outstanding += 1
+    assert planner.route(box, 200, lone=False) is box
+
+
+def test_the_taper_is_counted_past_the_answers_in_flight(tmp_path: Path) -> None:
+    # The plan's tokens are those beyond the answers in flight, so are the taper's rounds:
+    # ten answers in flight (at the mean, 50 each) count as if on disk, not as ten more to
+    # send. Counted from the disk, the walk sent them again, its rounds moving as they landed.
+    landed, _ = fleet(tmp_path, 19_500)
+    flying, ds = fleet(tmp_path, 19_000)
+    ds.inflight = [InFlight(time.monotonic(), 200) for _ in range(10)]
+    assert flying.taper_rounds() == pytest.approx(landed.taper_rounds())
+    on_disk, _ = fleet(tmp_path, 19_000)
+    assert on_disk.taper_rounds() != pytest.approx(landed.taper_rounds())
