@@ -92,7 +92,7 @@ class DatasetRun:
         self.run_tokens = 0
         self.run_samples = 0
         """Its tokens and records written by this run (not those resumed from): `rate`'s totals."""
-        self.rate = RateMeter(RATE_WINDOW_S)
+        self.rate = RateMeter(RATE_WINDOW_S, stops=True)
         self.rate.add(time.monotonic(), 0, 0)  # from here: a first record has a rate
         self.started_at = time.time()
         self.first_record_mono: float | None = None

@@ -28,14 +28,19 @@ class RateMeter:
     growths of the totals. The rate is what came after the window's first growth, over the
     time from it to the last one: a slow writer's steps are measured from step to step, not
     from an arbitrary edge that one step falls in or out of. Past one mean step without a
-    new one, the time since counts too, so a writer that stops decays; past two mean steps
-    and `window_s`, its rate is 0. A fast writer grows at every reading: its window is
-    `window_s`, and a change of rate shows within it.
+    new one, the time since counts too, so a writer that stops decays; with `stops`, past
+    two mean steps and `window_s` its rate is 0 (the engine's datasets; the watched panels'
+    decays, as it always has, and `producing_rates` says 0 for a stopped dataset). A fast
+    writer grows at every reading: its window is `window_s`, and a change of rate shows
+    within it.
     """
 
-    def __init__(self, window_s: float = WINDOW_S, min_steps: int = MIN_STEPS) -> None:
+    def __init__(
+        self, window_s: float = WINDOW_S, min_steps: int = MIN_STEPS, stops: bool = False
+    ) -> None:
         self.window_s = window_s
         self.min_steps = min_steps
+        self.stops = stops
         self._points: deque[tuple[float, int, int]] = deque()
         self._steps = 0
         """How many consecutive pairs of `_points` grew in tokens."""
@@ -76,7 +81,7 @@ class RateMeter:
         # The mean step: from growth to growth, or with one growth the time it took.
         stepped = self._last_step_at - start[0]
         mean = stepped / steps if steps >= 1 else self._last_step_at - first[0]
-        if self._steps and now - self._last_step_at > max(self.window_s, 2 * mean):
+        if self.stops and self._steps and now - self._last_step_at > max(self.window_s, 2 * mean):
             return 0.0, 0.0  # stopped: nothing for two mean steps and the whole window
         if steps < 1:
             # One growth (or none): from the window's edge, the time since included.

@@ -137,9 +137,10 @@ def test_one_rule_for_the_engine_and_the_panels_first_record_and_stop() -> None:
     """The shared rule itself (`progress.rate`), as both the engine (60 s) and the panels
     (30 s) use it: a first record after a start reads its own rate; records every 10 s read
     their rate exactly; late by less than one mean step it holds, later it decays; past two
-    mean steps and the window it is exactly 0; a replaced file starts over."""
+    mean steps and the window it is exactly 0 (the engine's, `stops`; the panels' decays); a
+    replaced file starts over."""
     assert RateMeter is SharedRateMeter  # the panels' meter is this one, not a copy
-    meter = SharedRateMeter(window_s=60.0)
+    meter = SharedRateMeter(window_s=60.0, stops=True)
     assert meter.rates(5.0) == (0.0, 0.0)
     meter.add(0.0, 0, 0)  # the start: no record yet
     meter.add(20.0, 2000, 1)
@@ -153,6 +154,8 @@ def test_one_rule_for_the_engine_and_the_panels_first_record_and_stop() -> None:
     assert decaying == sorted(decaying, reverse=True) and 0.0 < decaying[-1] < 200.0
     assert meter.rates(last + 61.0) == (0.0, 0.0)
     assert meter.last_tok_s == 200.0
+    meter.stops = False  # the watched panels' meter: it decays, never cut to 0
+    assert 0.0 < meter.rates(last + 61.0)[0] < decaying[-1]
     meter.add(200.0, 100, 1)  # replaced: 100 < 14,000
     meter.add(201.0, 300, 2)
     assert meter.rates(201.0) == (200.0, 1.0)
