@@ -17,6 +17,7 @@ from gen_tui.backends.budget.rules import Budget, BudgetMode, length_model
 from gen_tui.backends.config.run import DatasetSpec
 from gen_tui.backends.progress.batches import BatchView
 from gen_tui.backends.progress.quality import QualityWatch
+from gen_tui.backends.progress.rate import RateMeter
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.progress.truncation import TruncationWatch
 from gen_tui.backends.store.conversations import TurnOnDisk
@@ -25,11 +26,8 @@ from gen_tui.backends.store.prompts import Prompt
 from gen_tui.backends.store.records import ERRORS_FILE, LOCK_FILE, RecordWriter
 
 RATE_WINDOW_S = 60.0
-"""The window a dataset's tokens/s and samples/s are measured over."""
-MIN_RECORDS = 4
-"""The fewest records the rate window keeps, stretched past RATE_WINDOW_S to hold them: a
-dataset writing a ~3k-token record a minute read 0, 50 or 100 tok/s as one record or two
-fell inside a bare 60 s window (the demo's B9, against a steady 50)."""
+"""The window a dataset's tokens/s and samples/s are measured over (stretched to hold
+`rate.MIN_STEPS` records, as the watched panels' 30 s one is)."""
 
 Queued = tuple[Prompt, list[int] | None]
 """A prompt ready to send, with its token ids (None for a client that takes messages)."""
@@ -91,9 +89,11 @@ class DatasetRun:
         self.malformed = 0
         self.cost = 0.0
         self.priced = False
-        self.recent: deque[tuple[float, int]] = deque()
-        self.recent_tokens = 0
-        """The sum of `recent`'s tokens, kept as it changes: snapshots come 4+ times a second."""
+        self.run_tokens = 0
+        self.run_samples = 0
+        """Its tokens and records written by this run (not those resumed from): `rate`'s totals."""
+        self.rate = RateMeter(RATE_WINDOW_S, stops=True)
+        self.rate.add(time.monotonic(), 0, 0)  # from here: a first record has a rate
         self.started_at = time.time()
         self.first_record_mono: float | None = None
         self.last_record_at: float | None = None
@@ -186,30 +186,9 @@ class DatasetRun:
         return self.budget.reached(self.tokens, self.budget_samples)
 
     def rates(self, now: float) -> tuple[float, float]:
-        """(tokens/s, samples/s) over the last RATE_WINDOW_S (or since the first record).
-
-        A slow dataset's window stretches to hold MIN_RECORDS records, and its rate is
-        what came after the first of them over the time from it to the last: measured from
-        record to record, steady. Past one mean step without a record the time since
-        counts; past two (and the window), the rate is 0, as a stalled writer's is."""
-        recent = self.recent
-        while recent and now - recent[0][0] > RATE_WINDOW_S:
-            last_at = recent[-1][0]
-            steps = len(recent) - 1
-            mean = (last_at - recent[0][0]) / steps if steps else 0.0
-            if steps >= MIN_RECORDS or now - last_at > max(RATE_WINDOW_S, 2 * mean):
-                self.recent_tokens -= recent.popleft()[1]
-                continue
-            # Stretched: too few records in the window to measure a slow writer by.
-            if not steps:
-                break
-            first_at = recent[0][0]
-            span = max(last_at - first_at, now - first_at - mean)
-            return (self.recent_tokens - recent[0][1]) / span, steps / span
-        if not recent or self.first_record_mono is None:
-            return 0.0, 0.0
-        span = min(RATE_WINDOW_S, max(now - self.first_record_mono, 1.0))
-        return self.recent_tokens / span, len(recent) / span
+        """(tokens/s, samples/s) of its records at `now` (`RateMeter`'s rule, over
+        RATE_WINDOW_S): steady for one record a minute, 0 once it stalls."""
+        return self.rate.rates(now)
 
     def record(self, key: str, tokens: int, latency_s: float | None) -> None:
         """Count one written record of `tokens` in the tally, the length model and the rates."""
@@ -221,6 +200,7 @@ class DatasetRun:
         now = time.monotonic()
         if self.first_record_mono is None:
             self.first_record_mono = now
-        self.recent.append((now, tokens))
-        self.recent_tokens += tokens
+        self.run_tokens += tokens
+        self.run_samples += 1
+        self.rate.add(now, self.run_tokens, self.run_samples)
         self.last_record_at = time.time()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
 from gen_tui.backends import watcher
@@ -45,6 +44,7 @@ from gen_tui.backends.hosts.connection import HostKeyError
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.hosts.telemetry import HostTelemetry
 from gen_tui.backends.hosts.watched import watched_snapshot
+from gen_tui.backends.progress.rate import RateMeter
 from gen_tui.backends.progress.snapshot import DatasetSnapshot
 from gen_tui.backends.store.progress_file import (
     PoolFigures,
@@ -56,77 +56,7 @@ from gen_tui.backends.telemetry.workers import OK
 
 SURVEY_S = 2.0
 MAX_ENDED = 20
-TOTALS_RATE_WINDOW_S = 30.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
-
-
-MIN_STEPS = 4
-"""The fewest growths of the totals (records written, about) the rate window keeps: it
-stretches past TOTALS_RATE_WINDOW_S until it holds this many. Why: the demo's B9 writes one
-~3k-token record a minute, and over a bare 30 s window its rate jumped between 0 and ~101
-tok/s while its server said a steady 50."""
-
-
-class RateMeter:
-    """Tokens and samples per second over a sliding window, from successive totals.
-
-    The window covers the last `window_s`, stretched back to hold at least MIN_STEPS growths
-    of the totals. The rate is what came after the window's first growth, over the time from
-    it to the last one: a slow writer's steps are measured from step to step, not from an
-    arbitrary edge that one step falls in or out of. Past one mean step without a new one,
-    the time since counts too, so a writer that stopped decays to zero. A fast writer grows
-    at every reading: its window is `window_s`, and a change of rate shows within it.
-    """
-
-    def __init__(self, window_s: float = TOTALS_RATE_WINDOW_S, min_steps: int = MIN_STEPS) -> None:
-        self.window_s = window_s
-        self.min_steps = min_steps
-        self._points: deque[tuple[float, int, int]] = deque()
-        self._steps = 0
-        """How many consecutive pairs of `_points` grew in tokens."""
-        self._last_step_at = 0.0
-        self.last_tok_s = 0.0
-        """The window's tok/s when tokens last came in: what the dataset did while it
-        produced, kept once it stops (the `r` preview's estimate for a stopped dataset)."""
-
-    def add(self, at: float, tokens: int, samples: int) -> None:
-        points = self._points
-        if points and tokens < points[-1][1]:  # a file replaced or truncated: start over
-            points.clear()
-            self._steps = 0
-        grew = bool(points) and tokens > points[-1][1]
-        points.append((at, tokens, samples))
-        if grew:
-            self._steps += 1
-            self._last_step_at = at
-        while len(points) > 2 and at - points[1][0] >= self.window_s:
-            first_grew = points[1][1] > points[0][1]
-            if self._steps - first_grew < self.min_steps:
-                break  # the window stretches: it keeps min_steps growths
-            points.popleft()
-            self._steps -= first_grew
-        if grew:
-            self.last_tok_s = self.rates(at)[0]
-
-    def rates(self, now: float) -> tuple[float, float]:
-        points = self._points
-        if len(points) < 2:
-            return 0.0, 0.0
-        first, last = points[0], points[-1]
-        start = next(point for point in points if point[1] > first[1]) if self._steps else first
-        steps = self._steps - 1  # the growths after the first one's point
-        if steps < 1:
-            # One growth (or none): from the window's edge, the time since included.
-            span = max(now, last[0]) - first[0]
-            if span <= 0:
-                return 0.0, 0.0
-            return (last[1] - first[1]) / span, (last[2] - first[2]) / span
-        stepped = self._last_step_at - start[0]
-        # A step late by more than the mean one: the time since counts (a stop decays).
-        span = max(stepped, max(now, last[0]) - start[0] - stepped / steps)
-        if span <= 0:
-            return 0.0, 0.0
-        return (last[1] - start[1]) / span, (last[2] - start[2]) / span
 
 
 def budget_from_argv(argv: Sequence[str]) -> tuple[int | None, int | None]:

@@ -21,7 +21,12 @@ SLOTS = 128
 async def _stream_forever(session: aiohttp.ClientSession, url: str, index: int) -> None:
     for turn in range(10_000):
         body = {
-            "input_ids": [5] * 50,
+            # A prompt of its own: the simulator draws an answer's length from its prompt, so
+            # one prompt for all gave every slot the same length and all 128 ended at once;
+            # until the clients sent again the queue was empty (or the slots not all busy):
+            # 8 of 208 readings at load 7, and a failed run (queued 0). With a prompt each,
+            # answers end one by one: 0 of 158 readings, the queue never under 68.
+            "input_ids": [5] * 49 + [6 + (index * 101 + turn) % 30_000],
             "rid": f"B2/{index}-{turn}",
             "stream": True,
             "sampling_params": {"max_new_tokens": 16384},

@@ -12,7 +12,6 @@ and no alerts; this is the whole story. Skipped, saying why, without the one-nod
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +19,17 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.demo import write_prompts
 from tests.support.ports import free_port
-from tests.support.records import budget_end, precision_or_xfail
+from tests.support.records import precision_or_xfail
 from tests.support.router import router_problem, router_recipe
-from tests.support.runs import run_args
-from tests.support.server_story import SCANCEL, check_once, play, sim_completed, story_config
+from tests.support.server_story import (
+    SCANCEL,
+    SIM_FLAGS,
+    check_sim_story,
+    play,
+    sims_completed,
+    story_setup,
+)
 from tests.support.servers import sim_recipe
 from tests.support.slurm import Cluster, cancel_jobs
 
@@ -49,7 +53,6 @@ async def test_a_worker_job_cancelled_under_a_routed_run_comes_back_and_nothing_
     if problem:
         pytest.skip(problem)
     url, received = hook
-    flags = ("--slots", "16", "--tokens-per-s", "200", "--default-mean", "200")
     slurm_table = (("partition", slurm.partition), ("time", "30"))
     workers = [
         # `address`: the node the one-node cluster runs every job on, where the router
@@ -57,7 +60,7 @@ async def test_a_worker_job_cancelled_under_a_routed_run_comes_back_and_nothing_
         sim_recipe(
             f"{prefix}w{i}",
             free_port(),
-            *flags,
+            *SIM_FLAGS,
             launcher="slurm",
             address=slurm.node,
             slurm=slurm_table,
@@ -66,31 +69,20 @@ async def test_a_worker_job_cancelled_under_a_routed_run_comes_back_and_nothing_
         for i in range(2)
     ]
     router = router_recipe()
-    config = story_config(tmp_path / "gen-tui.toml", workers, router, url)
-    prompts = tmp_path / "prompts"
-    write_prompts(prompts / "A.jsonl", PROMPTS)
-    ids = {str(json.loads(line)["id"]) for line in (prompts / "A.jsonl").open()}
-    out = tmp_path / "out"
-    args = run_args(tokenizer_dir, prompts, out, router.url(), "--concurrency", "16")
-    args += ["--max-tokens-per-dataset", str(BUDGET)]
+    setup = story_setup(tmp_path, workers, router, url, tokenizer_dir, PROMPTS,
+                        "--max-tokens-per-dataset", str(BUDGET))  # fmt: skip
     end = await play(
-        config=config, state=tmp_path / "state", workers=workers, router=router,
-        run_args=args, out=out / "A", victim=workers[0].name, kill_at_records=30,
-        alerts=received, load_s=60, run_s=180, crash=SCANCEL,
-        ledger=lambda: sim_completed(workers[0].url()) + sim_completed(workers[1].url()),
+        config=setup.config, state=tmp_path / "state", workers=workers, router=router,
+        run_args=setup.run_args, out=setup.out / "A", victim=workers[0].name,
+        kill_at_records=30, alerts=received, load_s=60, run_s=180, crash=SCANCEL,
+        ledger=sims_completed(workers),
     )  # fmt: skip
-    assert end.code == 0, end.stderr[-2000:]
-    written = check_once(out / "A", ids)
-    live = end.ledger
-    assert live, "the workers answered nothing after the resubmission"
-    unwritten = set(live) - set(written)
-    assert not unwritten, f"{len(unwritten)} answer(s) the servers completed were not written"
-    tokens, records, allowed = budget_end(out / "A", BUDGET)
+    tokens, records, allowed = check_sim_story(end, setup, BUDGET)
     print(
         f"cancelled job {end.killed_pid} at {end.records_at_kill} records; exited seen after "
         f"{end.exited_after_s:.1f} s, healthy again after {end.healthy_again_after_s:.1f} s, "
         f"relisted after {end.relisted_after_s:.1f} s; run {end.run_s:.1f} s, "
-        f"{len(written)} records, {tokens:,} tokens for a {BUDGET:,} budget "
+        f"{records} records, {tokens:,} tokens for a {BUDGET:,} budget "
         f"(+{allowed:,.0f} allowed)"
     )
     precision_or_xfail(tokens, records, BUDGET, allowed, end.stdout)

@@ -28,13 +28,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until
-from tests.support.records import read_records, record_lines
+from tests.support.records import budget_end, read_records, record_lines
 from tests.support.router import get_json
-from tests.support.runs import ENV, GEN_TUI, finish
+from tests.support.runs import ENV, GEN_TUI, finish, run_args
 from tests.support.servers import Lines, gen_tui_in, kill_servers
 
 EXITED_WITHIN_S = 30.0
@@ -93,6 +94,60 @@ def story_config(
     tables.append(f'[alerts]\nurls = [{_toml(alert_url)}]\nevents = ["server"]\n')
     path.write_text("\n".join(tables))
     return path
+
+
+SIM_FLAGS = ("--slots", "16", "--tokens-per-s", "200", "--default-mean", "200")
+"""A `gen-tui sim` worker of the sim stories (local and Slurm): 16 slots of 200 tok/s,
+answers of ~200 tokens, so a 40k budget is still being written when the crash comes."""
+
+
+@dataclass(frozen=True)
+class StorySetup:
+    """A story's files: its gen-tui.toml, its prompts' ids and the run's arguments."""
+
+    config: Path
+    ids: set[str]
+    out: Path
+    """The run's output folder: its one dataset is `out / "A"`."""
+    run_args: list[str]
+
+
+def story_setup(
+    folder: Path,
+    workers: list[ServerRecipe],
+    router: ServerRecipe,
+    alert_url: str,
+    tokenizer: Path,
+    prompts: int,
+    *flags: str,
+) -> StorySetup:
+    """In `folder`: the gen-tui.toml of `workers` and `router` (`story_config`), `prompts`
+    prompts of dataset A, and a `gen-tui run` through the router (16 at a time, `flags`)."""
+    config = story_config(folder / "gen-tui.toml", workers, router, alert_url)
+    prompt_dir = folder / "prompts"
+    write_prompts(prompt_dir / "A.jsonl", prompts)
+    ids = {str(json.loads(line)["id"]) for line in (prompt_dir / "A.jsonl").open()}
+    out = folder / "out"
+    args = run_args(tokenizer, prompt_dir, out, router.url(), "--concurrency", "16", *flags)
+    return StorySetup(config, ids, out, args)
+
+
+def sims_completed(workers: list[ServerRecipe]) -> Callable[[], list[str]]:
+    """A `play` ledger: the sample ids the `gen-tui sim` workers answered whole."""
+    return lambda: [rid for worker in workers for rid in sim_completed(worker.url())]
+
+
+def check_sim_story(end: StoryEnd, setup: StorySetup, budget: int) -> tuple[int, int, float]:
+    """The end of a story of sim workers: the run exited 0 with every record once, every
+    answer the workers completed written, its budget crossed; (tokens, records, allowed)
+    for `precision_or_xfail`."""
+    assert end.code == 0, end.stderr[-2000:]
+    written = check_once(setup.out / "A", setup.ids)
+    live = end.ledger
+    assert live, "the workers answered nothing after the crash"
+    unwritten = set(live) - set(written)
+    assert not unwritten, f"{len(unwritten)} answer(s) the servers completed were not written"
+    return budget_end(setup.out / "A", budget)
 
 
 def server_pid(folder: Path, name: str) -> int | None:

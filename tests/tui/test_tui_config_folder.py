@@ -16,14 +16,12 @@ import signal
 import subprocess
 from pathlib import Path
 
-from gen_tui.app.dialogs.modals import ConfirmScreen
-from gen_tui.app.dialogs.run_list import RunsScreen, run_key
+from gen_tui.app.dialogs.run_list import run_key
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.hosts import RunProcess
 from gen_tui.backends.store.records import RAW_FILE
-from gen_tui.widgets.run_table import RunTable
 from tests.support.polling import wait_until
+from tests.support.run_list import first_link, kill_confirmation, open_run_list, run_of
 from tests.support.runs import ENV, GEN_TUI
 from tests.support.tui import SIZE
 
@@ -55,59 +53,43 @@ async def test_a_config_run_that_wrote_nothing_is_not_counted_in_the_watched_fol
     theirs = started_and_stopped("conf/gen-tui.toml", elsewhere)
     broken = started_and_stopped("broken.toml", elsewhere)
     app = GenTuiApp(None, hosts=[host_source("local", str(out))])
-    link = app.links[0]
-
-    def run_of(pid: int) -> RunProcess | None:
-        monitor = link.monitor
-        return next((r for r in monitor.runs if r.pid == pid), None) if monitor else None
-
     try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(
-                lambda: run_of(theirs.pid) and run_of(broken.pid),
-                30,
-                "the survey lists both runs",
-                pause=pilot.pause,
-            )
-            run = run_of(theirs.pid)
-            assert run is not None
-            assert run.output_dir == os.path.realpath(elsewhere / "results"), run
-            unknown = run_of(broken.pid)
-            assert unknown is not None
-            assert unknown.output_dir is None, unknown
-            assert unknown.folder_unknown == "config broken.toml cannot be read as TOML", unknown
-            assert not (elsewhere / "results").exists(), "the stopped run wrote"
+        with first_link(app) as link:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_until(
+                    lambda: run_of(link, theirs.pid) and run_of(link, broken.pid),
+                    30,
+                    "the survey lists both runs",
+                    pause=pilot.pause,
+                )
+                run = run_of(link, theirs.pid)
+                assert run is not None
+                assert run.output_dir == os.path.realpath(elsewhere / "results"), run
+                unknown = run_of(link, broken.pid)
+                assert unknown is not None
+                assert unknown.output_dir is None, unknown
+                why = "config broken.toml cannot be read as TOML"
+                assert unknown.folder_unknown == why, unknown
+                assert not (elsewhere / "results").exists(), "the stopped run wrote"
 
-            await pilot.press("l")
-            screen = await wait_until(
-                lambda: isinstance(app.screen, RunsScreen) and app.screen, pause=pilot.pause
-            )
-            table = screen.query_one(RunTable)
-            shown = lambda: {key.value for key in table.rows}  # noqa: E731
-            title = lambda: str(screen.query_one("#runs-title").render())  # noqa: E731
-            await wait_until(lambda: "hidden" in title(), pause=pilot.pause)
-            # Neither is live here (on main: "2 live"); other runs of the box may be hidden too.
-            assert title().startswith(" Runs: 0 live, 0 ended · "), title()
-            assert "in other folders hidden (o shows them)" in title(), title()
-            assert not shown(), shown()
+                runs = await open_run_list(app, pilot)
+                await wait_until(lambda: "hidden" in runs.title(), pause=pilot.pause)
+                # Neither is live here (on main: "2 live"); other runs of the box may be
+                # hidden too.
+                assert runs.title().startswith(" Runs: 0 live, 0 ended · "), runs.title()
+                assert "in other folders hidden (o shows them)" in runs.title(), runs.title()
+                assert not runs.shown(), runs.shown()
 
-            await pilot.press("o")
-            their_key, unknown_key = run_key(run), run_key(unknown)
-            await wait_until(lambda: {their_key, unknown_key} <= shown(), pause=pilot.pause)
-            assert str(table.get_row(unknown_key)[0]) == "local · folder unknown"
-            table.move_cursor(row=table.get_row_index(unknown_key))
-            await pilot.press("k")
-            confirm = await wait_until(
-                lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
-            )
-            body = str(confirm.query_one("#confirm-body").render())
-            assert (
-                "Writes unknown (config broken.toml cannot be read as TOML): another folder" in body
-            ), body
-            await pilot.press("n")
+                await pilot.press("o")
+                their_key, unknown_key = run_key(run), run_key(unknown)
+                await wait_until(
+                    lambda: {their_key, unknown_key} <= runs.shown(), pause=pilot.pause
+                )
+                assert runs.cell(unknown_key) == "local · folder unknown"
+                body = await kill_confirmation(app, pilot, runs, unknown_key)
+                assert f"Writes unknown ({why}): another folder" in body, body
+                await pilot.press("n")
     finally:
-        app.stop_links()
-        link.done.wait(timeout=30)
         for process in (theirs, broken):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

@@ -17,15 +17,14 @@ from pathlib import Path
 import pytest
 
 from gen_tui.app.cli.launch import config_source
-from gen_tui.app.dialogs.modals import ConfirmScreen, ResumeScreen
-from gen_tui.app.dialogs.run_list import RunsScreen, run_key
+from gen_tui.app.dialogs.modals import ResumeScreen
+from gen_tui.app.dialogs.run_list import run_key
 from gen_tui.app.host_sources import host_source
 from gen_tui.app.tui import GenTuiApp
-from gen_tui.backends.hosts import RunProcess
 from gen_tui.backends.progress.snapshot import DatasetState
-from gen_tui.widgets.run_table import RunTable
 from tests.support.other_folder import OtherRun, other_folder_run
 from tests.support.polling import wait_until
+from tests.support.run_list import kill_confirmation, open_run_list, opened, run_of
 from tests.support.runs import standin_argv
 from tests.support.tui import SIZE, panel, snap
 
@@ -40,9 +39,13 @@ def other_run(
         yield run
 
 
-def _sees(app: GenTuiApp, pid: int) -> bool:
-    monitor = app.links[0].monitor
-    return monitor is not None and any(run.pid == pid for run in monitor.runs)
+def _ours_watched(out: Path, standin: Path) -> tuple[subprocess.Popen[bytes], GenTuiApp]:
+    """Our own run of B2 writing `out`, and a panel watching `out` on this box."""
+    out.mkdir()
+    ours = subprocess.Popen(
+        standin_argv(standin, str(out), "B2"), stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    return ours, GenTuiApp(None, hosts=[host_source("local", str(out))])
 
 
 async def test_another_folders_run_lends_no_budget_and_no_resume_flag(
@@ -50,20 +53,15 @@ async def test_another_folders_run_lends_no_budget_and_no_resume_flag(
 ) -> None:
     """Our B2, left by our own run, is watched while another project's B2 runs elsewhere
     with --max-samples 100000: our panel shows no sample budget and `r` adds no flag."""
-    out = tmp_path / "out"
-    out.mkdir()
-    ours = subprocess.Popen(
-        standin_argv(standin, str(out), "B2"), stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    app = GenTuiApp(None, hosts=[host_source("local", str(out))])
+    ours, app = _ours_watched(tmp_path / "out", standin)
     link = app.links[0]
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(lambda: _sees(app, ours.pid), 30, pause=pilot.pause)
-            await wait_until(lambda: _sees(app, other_run.pid), 30, pause=pilot.pause)
+            await wait_until(lambda: run_of(link, ours.pid), 30, pause=pilot.pause)
+            await wait_until(lambda: run_of(link, other_run.pid), 30, pause=pilot.pause)
             os.kill(ours.pid, signal.SIGTERM)  # our run ends: only the other one is left
             ours.wait(timeout=30)
-            await wait_until(lambda: not _sees(app, ours.pid), 30, pause=pilot.pause)
+            await wait_until(lambda: not run_of(link, ours.pid), 30, pause=pilot.pause)
             await wait_until(lambda: snap(app, "B2") is not None, 30, pause=pilot.pause)
             await wait_until(
                 lambda: snap(app, "B2").state is DatasetState.STOPPED, 30, pause=pilot.pause
@@ -73,10 +71,7 @@ async def test_another_folders_run_lends_no_budget_and_no_resume_flag(
             assert (b2.max_tokens, b2.max_samples) == (None, None), "another folder's budget"
 
             panel(app, "B2").focus()
-            await pilot.press("r")
-            modal = await wait_until(
-                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
-            )
+            modal = await opened(app, pilot, "r", ResumeScreen)
             assert modal.target.max_samples is None
             command = str(modal.query_one("#resume-command").render())
             assert str(standin) in command, command  # our own run's command, relaunched
@@ -110,7 +105,7 @@ async def test_a_fresh_configs_budget_is_not_taken_from_another_folders_run(
     link = app.links[0]
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(lambda: _sees(app, other_run.pid), 30, pause=pilot.pause)
+            await wait_until(lambda: run_of(link, other_run.pid), 30, pause=pilot.pause)
             await wait_until(lambda: snap(app, "B1_glaive") is not None, 30, pause=pilot.pause)
             await pilot.pause(2.5)  # a survey more
             b1 = snap(app, "B1_glaive")
@@ -126,49 +121,31 @@ async def test_l_lists_the_watched_folders_runs_and_others_behind_o_naming_their
 ) -> None:
     """`l` lists our run and not the other project's; `o` shows it, marked "other folder"
     with its folder, and `k` on it names that folder before anything is stopped."""
-    out = tmp_path / "out"
-    out.mkdir()
-    ours = subprocess.Popen(
-        standin_argv(standin, str(out), "B2"), stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    app = GenTuiApp(None, hosts=[host_source("local", str(out))])
+    ours, app = _ours_watched(tmp_path / "out", standin)
     link = app.links[0]
-
-    def run_of(pid: int) -> RunProcess | None:
-        monitor = link.monitor
-        return next((r for r in monitor.runs if r.pid == pid), None) if monitor else None
-
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(
-                lambda: run_of(ours.pid) and run_of(other_run.pid), 30, pause=pilot.pause
+                lambda: run_of(link, ours.pid) and run_of(link, other_run.pid),
+                30,
+                pause=pilot.pause,
             )
-            other = run_of(other_run.pid)
+            other = run_of(link, other_run.pid)
             assert other.output_dir == str(other_run.out)
-            our_key, their_key = run_key(run_of(ours.pid)), run_key(other)
-            await pilot.press("l")
-            screen = await wait_until(
-                lambda: isinstance(app.screen, RunsScreen) and app.screen, pause=pilot.pause
-            )
-            table = screen.query_one(RunTable)
-            shown = lambda: {key.value for key in table.rows}  # noqa: E731
+            our_key, their_key = run_key(run_of(link, ours.pid)), run_key(other)
+            runs = await open_run_list(app, pilot)
+            shown, table, screen = runs.shown, runs.table, runs.screen
             await wait_until(lambda: our_key in shown(), pause=pilot.pause)
             assert their_key not in shown(), "another folder's run listed by default"
-            title = str(screen.query_one("#runs-title").render())
-            assert "in other folders hidden (o shows them)" in title, title
-            assert str(table.get_row(our_key)[0]) == "local"
+            assert "in other folders hidden (o shows them)" in runs.title(), runs.title()
+            assert runs.cell(our_key) == "local"
 
             await pilot.press("o")
             await wait_until(lambda: their_key in shown(), pause=pilot.pause)
-            cell = str(table.get_row(their_key)[0])
+            cell = runs.cell(their_key)
             assert cell == f"local · other folder …{str(other_run.out)[-39:]}", cell
-            assert str(table.get_row(our_key)[0]) == "local"
-            table.move_cursor(row=table.get_row_index(their_key))
-            await pilot.press("k")
-            confirm = await wait_until(
-                lambda: isinstance(app.screen, ConfirmScreen) and app.screen, pause=pilot.pause
-            )
-            body = str(confirm.query_one("#confirm-body").render())
+            assert runs.cell(our_key) == "local"
+            body = await kill_confirmation(app, pilot, runs, their_key)
             assert f"Writes {other_run.out}: another folder, not the one watched here" in body
             await pilot.press("n")
             await wait_until(lambda: app.screen is screen, pause=pilot.pause)
@@ -183,21 +160,18 @@ async def test_l_lists_the_watched_folders_runs_and_others_behind_o_naming_their
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            await wait_until(lambda: run_of(gone.pid), 30, pause=pilot.pause)
-            gone_key = run_key(run_of(gone.pid))
+            await wait_until(lambda: run_of(link, gone.pid), 30, pause=pilot.pause)
+            gone_key = run_key(run_of(link, gone.pid))
             await wait_until(lambda: snap(app, "B2") and snap(app, "B2").tokens, pause=pilot.pause)
             gone.kill()
             gone.wait()
             await wait_until(
-                lambda: gone_key in shown() and str(table.get_row(gone_key)[2]) == "ended",
+                lambda: gone_key in shown() and runs.cell(gone_key, 2) == "ended",
                 30,
                 pause=pilot.pause,
             )
             table.move_cursor(row=table.get_row_index(gone_key))
-            await pilot.press("r")
-            modal = await wait_until(
-                lambda: isinstance(app.screen, ResumeScreen) and app.screen, pause=pilot.pause
-            )
+            modal = await opened(app, pilot, "r", ResumeScreen)
             assert (modal.target.tokens, modal.target.max_tokens) == (0, None)
             assert f"(it writes {third}, another folder)" in modal.target.where
             await pilot.press("escape")

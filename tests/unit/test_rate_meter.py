@@ -16,6 +16,7 @@ from gen_tui.backends.config.run import DatasetSpec
 from gen_tui.backends.engine import dataset as engine_dataset_module
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.hosts.monitor import RateMeter
+from gen_tui.backends.progress.rate import RateMeter as SharedRateMeter
 
 
 @pytest.mark.parametrize("every_reading", [True, False])
@@ -130,3 +131,31 @@ def test_the_engines_fast_dataset_keeps_its_60_s_window(
             assert 14_000.0 < ds.rates(clock.now)[0] < 16_000.0
     assert abs(ds.rates(clock.now)[0] - 20_000.0) < 400.0
     assert ds.rates(clock.now + 61.0) == (0.0, 0.0)
+
+
+def test_one_rule_for_the_engine_and_the_panels_first_record_and_stop() -> None:
+    """The shared rule itself (`progress.rate`), as both the engine (60 s) and the panels
+    (30 s) use it: a first record after a start reads its own rate; records every 10 s read
+    their rate exactly; late by less than one mean step it holds, later it decays; past two
+    mean steps and the window it is exactly 0 (the engine's, `stops`; the panels' decays); a
+    replaced file starts over."""
+    assert RateMeter is SharedRateMeter  # the panels' meter is this one, not a copy
+    meter = SharedRateMeter(window_s=60.0, stops=True)
+    assert meter.rates(5.0) == (0.0, 0.0)
+    meter.add(0.0, 0, 0)  # the start: no record yet
+    meter.add(20.0, 2000, 1)
+    assert meter.rates(20.0) == (100.0, 0.05)  # 2,000 tokens 20 s after the start
+    for record in range(2, 8):
+        meter.add(20.0 + 10 * (record - 1), 2000 * record, record)
+    last = 80.0
+    assert meter.rates(last) == (200.0, 0.1)  # 2,000 tokens every 10 s
+    assert meter.rates(last + 9.0) == (200.0, 0.1)  # within one mean step: held
+    decaying = [meter.rates(last + late)[0] for late in (15.0, 30.0, 59.0)]
+    assert decaying == sorted(decaying, reverse=True) and 0.0 < decaying[-1] < 200.0
+    assert meter.rates(last + 61.0) == (0.0, 0.0)
+    assert meter.last_tok_s == 200.0
+    meter.stops = False  # the watched panels' meter: it decays, never cut to 0
+    assert 0.0 < meter.rates(last + 61.0)[0] < decaying[-1]
+    meter.add(200.0, 100, 1)  # replaced: 100 < 14,000
+    meter.add(201.0, 300, 2)
+    assert meter.rates(201.0) == (200.0, 1.0)
