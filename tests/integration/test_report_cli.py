@@ -33,8 +33,11 @@ def test_report_of_a_finished_run(finished_run: tuple[Path, Path], tmp_path: Pat
         assert row[2] == f"{count:,}"
         cut = sum(r["finish_reason"] == "length" for r in records) / len(records)
         assert row[6] == f"{cut * 100:.1f}%"
-        median = statistics.median(r["latency_s"] for r in records)
-        assert abs(float(row[7].rstrip("s")) - median) <= max(0.03 * median, 0.01)
+        # The report's median is the lower middle value (rank n/2 of its histogram, whose
+        # bins are 2.3% wide), shown to 0.01 s: not the mean of the two middle values, which
+        # a loaded machine's gap between them moved (0.034 against a shown 0.02).
+        median = statistics.median_low(r["latency_s"] for r in records)
+        assert abs(float(row[7].rstrip("s")) - median) <= 0.025 * median + 0.005
     assert f"{out / 'A' / 'raw_responses.jsonl'}:" in stderr
     assert "'completion_tokens' must be a non-negative integer" in stderr
     assert f"wrote {page}" in stderr
