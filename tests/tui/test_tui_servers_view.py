@@ -296,6 +296,15 @@ async def test_servers_that_cannot_be_supervised_say_why_in_one_line(
             lambda: notes.find("not supervised"), 20, "the line", pause=pilot.pause
         )
         assert "\n" not in found[0][1] and "Traceback" not in found[0][1]
-        title = str(app.screen.query_one("#servers-title").render())
-        assert "Servers: the servers are not supervised" in title
+        # The title is redrawn each REFRESH_S, the toast comes at once: wait for the next.
+        title = await wait_until(
+            lambda: (
+                "Servers: the servers are not supervised"
+                in str(app.screen.query_one("#servers-title").render())
+            ),
+            5,
+            "the title",
+            pause=pilot.pause,
+        )
+        assert title
         assert cell(app, "a", "state") == ""  # nothing listed, nothing started
