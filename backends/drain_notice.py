@@ -17,7 +17,11 @@ ever). So a notice names its writer (host, pid, start time): a run on the writer
 ignores a notice whose writer is gone (said once); and it says how long its drain lasts at
 most (`wait_s`, then the stop's SIGTERM grace `grace_s`): a run with no other server to send
 to ignores a notice OVERDUE_S past that, says so in one line, and goes on as with no notice
-(a server that does not answer is retried with the usual backoff).
+(a server that does not answer is retried with the usual backoff). A notice written over
+SSH names the process carrying the panel's link on the server's machine (watcher/notices.py),
+so its writer's end is seen there as a local one's; one whose writer is another machine's
+(not known here: an older panel's, or a host with no SSH session process found) is ignored
+OVERDUE_S past its drain and grace whether or not another server is up.
 
 A port names one server on one machine, so a notice applies only to a URL whose host is
 this machine (loopback, or its own host name). The files are anyone's who can write to the
@@ -127,6 +131,9 @@ class Notice:
     ends: float
     """Wall-clock time by which its server was stopped at the latest (`since` + its
     drain's `wait_s` + its stop's `grace_s`): past it, the notice only says "stopped"."""
+    known: bool = True
+    """Whether its writer's life is known here (a process of this machine): when not, the
+    notice holds until `ends` (and OVERDUE_S) at most, whatever the other servers do."""
 
 
 @dataclass(frozen=True)
@@ -145,14 +152,24 @@ def _number(value: object, default: float) -> float:
     return float(value) if math.isfinite(value) else default
 
 
+def _writer_of_here(writer: object, here: str) -> int | None:
+    """The pid of the notice's writer when it is a process of this machine (`here`: its
+    host name); None when it is another machine's, or names none (its life not known)."""
+    if not isinstance(writer, dict) or writer.get("host") != here:
+        return None
+    pid = writer.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    return pid
+
+
 def _writer_gone(writer: object, here: str) -> int | None:
     """The pid of the notice's writer when it is a process of this machine (`here`: its
     host name) that is gone; None when it lives, or is another machine's (not known)."""
-    if not isinstance(writer, dict) or writer.get("host") != here:
+    pid = _writer_of_here(writer, here)
+    if pid is None or not isinstance(writer, dict):
         return None
-    pid, started = writer.get("pid"), writer.get("started")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return None
+    started = writer.get("started")
     now = process_start(pid)
     if now is None:
         return pid
@@ -183,7 +200,8 @@ def _notice_of(path: Path, port: int, here: str) -> Notice | str:
         return f"its writer (pid {gone}, this machine's) is gone: left behind, not a drain"
     since = _number(data.get("since"), time.time())
     wait = max(_number(data.get("wait_s"), 0.0), 0.0)
-    return Notice(port, since, since + wait + max(_number(data.get("grace_s"), 0.0), 0.0))
+    ends = since + wait + max(_number(data.get("grace_s"), 0.0), 0.0)
+    return Notice(port, since, ends, _writer_of_here(data.get("writer"), here) is not None)
 
 
 def read_notices(folder: Path) -> Notices:

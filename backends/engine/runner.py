@@ -296,26 +296,34 @@ class RequestRunner(RunPart):
         watched: Iterable[tuple[Server, int]],
         overdue: dict[int, float],
     ) -> None:
-        """With no server to send to (each drains or is down), a notice past its drain and
-        its stop's grace (OVERDUE_S more) only keeps the run waiting: its writer is gone
-        (over SSH: not known here) or stopped it for good and could not remove it. Ignored
-        then, said in one line; the run sends there again as if there were no notice (a
-        server that does not answer is retried with the usual backoff)."""
+        """A notice past its drain and its stop's grace (OVERDUE_S more) is ignored, said
+        in one line, when its writer's life is not known here (another machine's: it may
+        have died without removing it), or when the run has no server to send to (each
+        drains or is down: the writer stopped it for good and could not remove it). The run
+        sends there again as if there were no notice (a server that does not answer is
+        retried with the usual backoff). A live writer of this machine's notice with other
+        servers up is honoured until it removes it (a restart keeps it until healthy)."""
         now = time.monotonic()
-        if any(s.down_until <= now and not s.draining for s in self.servers):
-            return
+        stuck = not any(s.down_until <= now and not s.draining for s in self.servers)
         wall = time.time()
         for server, port in watched:
             notice = notices.notices.get(port)
             if not server.draining or notice is None or wall < notice.ends + OVERDUE_S:
                 continue
+            if notice.known and not stuck:
+                continue
             overdue[port] = notice.since
+            why = (
+                "and no other server is up"
+                if notice.known
+                else "and its writer is another machine's (whether it lives is not known here)"
+            )
             self.reporter.event(
                 "warning",
                 f"{server.url}: its drain notice is {wall - notice.since:.0f} s old, past "
-                f"its drain and stop ({notice.ends - notice.since:g} s), and no other server "
-                "is up: the notice is ignored, sent to again (retried with the usual "
-                "backoff while it does not answer)",
+                f"its drain and stop ({notice.ends - notice.since:g} s), {why}: the notice "
+                "is ignored, sent to again (retried with the usual backoff while it does not "
+                "answer)",
             )
             self.note_drain(server, False, quiet=True)
 

@@ -212,6 +212,12 @@ class Host(HostPrimitives):
         )
         return path
 
+    async def put_drain_notice(self, folder: str, name: str, text: str) -> str:
+        """Write the drain notice `text` (backends/drain_notice.py) as `name` in `folder`
+        on the host, whole. Here as it was written: its writer is this process (an SSH
+        host names the process that carries the link instead). Its path."""
+        return await self.put_small_file(folder, name, text)
+
     async def remove_file(self, path: str) -> None:
         """Remove the file at `path` on the host (nothing when it is absent)."""
         await self._sh(f"rm -f -- {rquote(path)}")

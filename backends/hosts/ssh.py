@@ -129,6 +129,23 @@ class SSHHost(Host):
         # 256 MiB of prompts parsed by the box's json module: seconds, not minutes.
         return _report(await self._python([f"--heads={json.dumps(spec)}"], timeout=35), "heads")
 
+    async def put_drain_notice(self, folder: str, name: str, text: str) -> str:
+        """As :meth:`Host.put_drain_notice`, by the watcher's `--notice` there: the notice
+        names as its writer the SSH session process that carries this link on that host
+        (backends/watcher/notices.py), so the runs there see it gone once this panel's link
+        ends (the panel's own pid means nothing on their machine). A host whose python
+        fails gets the notice as written (its runs then bound it by the wait it says)."""
+        spec = {"folder": folder, "name": name, "notice": json.loads(text)}
+        try:
+            output = await self._python([f"--notice={json.dumps(spec)}"], timeout=30)
+        except RunError:
+            return await self.put_small_file(folder, name, text)
+        report = _report(output, "notice")
+        path = report.get("path") if report is not None else None
+        if not isinstance(path, str):
+            raise SSHError(f"{self.name}: the drain notice was not written ({output[-200:]!r})")
+        return path
+
     async def _open_sh(self, script: str) -> LineSource:
         process = await self.connection.open_process(sh_command())
         process.stdin.write(script)

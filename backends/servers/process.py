@@ -130,15 +130,16 @@ class ProcessLauncher(Launcher):
 
     async def tell_drain(self, launched: Launched, url: str, wait_s: float, grace_s: float) -> bool:
         """The notice in its host's servers' folder (`draining/PORT.json`): here, written
-        from a thread; over SSH, by a small script there (the runs on that machine read
-        their own state folder, `remote_folder` by default)."""
+        from a thread; over SSH, by the watcher there, naming the link's process on that
+        machine as its writer (the runs on that machine read their own state folder,
+        `remote_folder` by default)."""
         host = self._host(launched.host)
         folder = posixpath.join(self.folder(launched.host), NOTICE_FOLDER)
         if isinstance(host, LocalHost):
             await asyncio.to_thread(write_notice, Path(folder), launched.port, url, wait_s, grace_s)
         else:
             text = notice_text(launched.port, url, wait_s, grace_s)
-            await host.put_small_file(folder, notice_name(launched.port), text)
+            await host.put_drain_notice(folder, notice_name(launched.port), text)
         return True
 
     async def end_drain(self, launched: Launched) -> None:

@@ -87,6 +87,7 @@ from .names import (
     START_LOCK,
     START_SEQ,
 )
+from .notices import LINK_NAMES, link_writer, notice_request
 from .processes import (
     CMDLINE_SHOWN,
     OTHERS_WRITES,
@@ -153,6 +154,7 @@ __all__ = [
     "HEARTBEAT_S",
     "HISTORY_FILE",
     "HOLDER_MAX_BYTES",
+    "LINK_NAMES",
     "LOCK_FILE",
     "LOG_DIR",
     "MANIFEST_FILE",
@@ -217,9 +219,11 @@ __all__ = [
     "is_regular",
     "last_user_turn",
     "launch_detached",
+    "link_writer",
     "lock_status",
     "log_of",
     "main",
+    "notice_request",
     "open_log",
     "open_named",
     "open_own",
@@ -273,6 +277,7 @@ MODULES = (
     "command_lines",
     "starts",
     "processes",
+    "notices",
     "prompt_lines",
     "cli",
 )

@@ -14,6 +14,7 @@ import sys
 
 from .dataset import HEARTBEAT_S, POLL_S, parse_dataset_arg, watch
 from .emit import _emit
+from .notices import notice_request
 from .processes import ps
 from .prompt_lines import heads_request
 from .starts import start
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", metavar="JSON", help="start a run (see the module's doc)")
     parser.add_argument("--tail", metavar="JSON", help="a file's last lines (module's doc)")
     parser.add_argument("--heads", metavar="JSON", help="prompt heads of samples (the same)")
+    parser.add_argument("--notice", metavar="JSON", help="write a drain notice (the same)")
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--interval", type=float, default=POLL_S)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S)
@@ -37,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         # One-shot requests: a JSON object in, one JSON report out.
-        for flag, answer in (("start", start), ("tail", tail_request), ("heads", heads_request)):
+        one_shot = (
+            ("start", start),
+            ("tail", tail_request),
+            ("heads", heads_request),
+            ("notice", notice_request),
+        )
+        for flag, answer in one_shot:
             given = getattr(args, flag)
             if given is not None:
                 spec = json.loads(given)

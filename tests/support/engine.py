@@ -79,3 +79,16 @@ async def run(config: EngineConfig) -> tuple[RunSnapshot, list[tuple[str, str]],
             assert finishes[-1].kind == ("done" if snap.state is DatasetState.DONE else "exhausted")
     events.extend(("budget-event", f"{e.dataset}: {e.kind} at {e.tokens}") for e in budgets)
     return final, events, snapshots
+
+
+def notice_runner(folder: Path, urls: list[str], said: list[str]) -> Any:
+    """The request side of a run sent straight to `urls` (no tokenizer, no requests sent),
+    its events' texts appended to `said`: for the drain-notice tests (`watch_drains`)."""
+    from gen_tui.backends.engine.context import RunContext
+    from gen_tui.backends.engine.report import Reporter
+    from gen_tui.backends.engine.runner import RequestRunner
+    from gen_tui.backends.engine.signals import RunSignals
+
+    config = EngineConfig(datasets=[DatasetSpec("A", folder / "A.jsonl")], server_urls=urls)
+    reporter = Reporter(lambda _level, text: said.append(text), None, lambda: None, None)
+    return RequestRunner(RunContext(config, [], RunSignals(), reporter), None, None, None, None)  # type: ignore[arg-type]

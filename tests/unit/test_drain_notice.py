@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.drain_notice import (
     MAX_NOTICE_BYTES,
     NOTICE_FOLDER,
@@ -23,11 +22,8 @@ from gen_tui.backends.drain_notice import (
     this_machine,
     write_notice,
 )
-from gen_tui.backends.engine.context import RunContext
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.runner import RequestRunner
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.servers.state import local_folder
+from tests.support.engine import notice_runner
 from tests.support.polling import wait_until
 
 
@@ -90,13 +86,9 @@ async def test_a_run_sends_a_draining_server_nothing_new_until_its_notice_goes(
     tmp_path: Path,
 ) -> None:
     near, other, far = "http://127.0.0.1:30001", "http://127.0.0.1:30002", "http://gpu-7:30001"
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], server_urls=[near, other, far]
-    )
     said: list[str] = []
-    reporter = Reporter(lambda _level, text: said.append(text), None, lambda: None, None)
-    signals = RunSignals()
-    runner = RequestRunner(RunContext(config, [], signals, reporter), None, None, None, None)  # type: ignore[arg-type]
+    runner = notice_runner(tmp_path, [near, other, far], said)
+    signals = runner.signals
     drained, kept, remote = runner.servers
     drained.outstanding = 3  # in flight before the drain: left to finish
     folder = tmp_path / "draining"
@@ -125,11 +117,7 @@ async def test_a_run_sends_a_draining_server_nothing_new_until_its_notice_goes(
 
 
 async def test_a_run_with_no_server_on_this_machine_does_not_look(tmp_path: Path) -> None:
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl")], server_urls=["http://gpu-7:30001"]
-    )
-    reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
-    runner = RequestRunner(RunContext(config, [], RunSignals(), reporter), None, None, None, None)  # type: ignore[arg-type]
+    runner = notice_runner(tmp_path, ["http://gpu-7:30001"], [])
     write_notice(tmp_path / "draining", 30001, "http://127.0.0.1:30001", 30.0)
     await asyncio.wait_for(runner.watch_drains(tmp_path / "draining", poll_s=0.02), 5)
     assert not runner.servers[0].draining
