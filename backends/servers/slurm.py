@@ -23,6 +23,7 @@ own servers again after it reopens (:meth:`SlurmJobs.ours`).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -558,37 +559,79 @@ async def _bounded(stream: asyncio.StreamReader) -> tuple[bytes, bool]:
     return bytes(data), False
 
 
+async def _outputs(streams: Sequence[asyncio.StreamReader]) -> tuple[list[bytes], bool]:
+    """Each of `streams` whole (bounded), or as soon as one passes the limit ([], True):
+    the others are not waited for (their writer may go on, or a child of it hold them)."""
+    readers = [asyncio.ensure_future(_bounded(stream)) for stream in streams]
+    try:
+        for finished in asyncio.as_completed(readers):
+            if (await finished)[1]:
+                return [], True
+        return [reader.result()[0] for reader in readers], False
+    finally:
+        for reader in readers:
+            reader.cancel()
+
+
+async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    """The read end `fd` of a pipe as a stream, and the transport whose close closes it."""
+    reader = asyncio.StreamReader()
+    transport, _protocol = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader, transport
+
+
 def local_runner(timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Runner:
     """A :data:`Runner` on this machine (no shell): a command that is not here ends as a
-    shell's would, with status 127 and a line saying so."""
+    shell's would, with status 127 and a line saying so; one that prints more than
+    :data:`MAX_OUTPUT_BYTES` on either stream is killed at once, said in one line.
+
+    Its stdout and stderr are pipes of our own, not asyncio's: asyncio's `wait()` returns
+    only once its pipes are closed, and a pipe no longer read (past the limit) or held by a
+    child of the command never closed, so a command cut at the limit was waited on until
+    the timeout (and past it)."""
 
     async def run(argv: Sequence[str]) -> tuple[int, str, str]:
+        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdout=out_w,
+                stderr=err_w,
                 env=None if env is None else dict(env),
             )
-        except FileNotFoundError:
-            return 127, "", f"{argv[0]}: command not found"
         except OSError as exc:
+            os.close(out_r)
+            os.close(err_r)
+            if isinstance(exc, FileNotFoundError):
+                return 127, "", f"{argv[0]}: command not found"
             return 126, "", f"{argv[0]}: {exc.strerror or exc}"
-        assert process.stdout is not None and process.stderr is not None
+        finally:
+            os.close(out_w)  # the child's now: our copies would keep the pipes open
+            os.close(err_w)
+        transports: list[asyncio.BaseTransport] = []
         try:
-            (out, cut_out), (err, cut_err) = await within(
-                asyncio.gather(_bounded(process.stdout), _bounded(process.stderr)), timeout
-            )
+            streams = []
+            for fd in (out_r, err_r):
+                stream, transport = await _pipe_reader(fd)
+                streams.append(stream)
+                transports.append(transport)
+            outputs, cut = await within(_outputs(streams), timeout)
         except TimeoutError:
             kill_child(process)
             await process.wait()
             return 124, "", f"{argv[0]}: no answer within {timeout:g} s"
-        if cut_out or cut_err:
+        finally:
+            for transport in transports:
+                transport.close()
+        if cut:
             kill_child(process)
         rc = await process.wait()
-        if cut_out or cut_err:
+        if cut:
             return 1, "", f"{argv[0]}: printed more than {MAX_OUTPUT_BYTES:,} bytes: stopped"
+        out, err = outputs
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
     return run
