@@ -23,8 +23,14 @@ so its writer's end is seen there as a local one's; one whose writer is another 
 (not known here: an older panel's, or a host with no SSH session process found) is ignored
 OVERDUE_S past its drain and grace whether or not another server is up.
 
-A port names one server on one machine, so a notice applies only to a URL whose host is
-this machine (loopback, or its own host name). The files are anyone's who can write to the
+A port names one server on one machine, so a notice `PORT.json` applies only to a URL whose
+host is this machine (loopback, or its own host name). A server that is a Slurm batch job
+runs on a node the panel does not reach, and the runs sent to it (a run in a job of its own
+on any node, or on the login node) name it `http://NODE:PORT`: its notice is
+`PORT@NODE.json`, written in the servers' folder on the login node (its job's log is there
+too, written by the job from its node: that folder is one the nodes share, the user's
+home), and it applies to a URL whose host is NODE (and to one of this machine's own when a
+run's machine is NODE). The files are anyone's who can write to the
 folder (0700, the user's own): each is read to MAX_NOTICE_BYTES at most and one whose
 content is not a notice is ignored, said in one line.
 """
@@ -38,7 +44,7 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -55,7 +61,8 @@ OVERDUE_S = 5.0
 """How long past its drain and grace a notice is still waited on by a run with no other
 server (the stop's last steps, a slow link)."""
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
-_NAME = re.compile(r"^([0-9]{1,5})\.json$")
+_NAME = re.compile(r"^([0-9]{1,5})(?:@([a-z0-9][a-z0-9._-]{0,252}))?\.json$")
+_NODE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,252}$")
 
 
 def local_notice_folder() -> Path:
@@ -65,9 +72,19 @@ def local_notice_folder() -> Path:
     return Path(user_state_dir("gen-tui")) / "servers" / NOTICE_FOLDER
 
 
-def notice_name(port: int) -> str:
-    """The file name of the notice of the server on `port`."""
-    return f"{port}.json"
+def notice_name(port: int, node: str | None = None) -> str:
+    """The file name of the notice of the server on `port` (of `node`: a batch job's)."""
+    return f"{port}.json" if node is None else f"{port}@{node}.json"
+
+
+def notice_node(url: str) -> str | None:
+    """The node a notice of the server at `url` names (its host, lower case); None when
+    the host cannot be one (an IP v6 address, a character a node name has not)."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None
+    return host if _NODE.match(host) else None
 
 
 def process_start(pid: int) -> float | None:
@@ -80,10 +97,13 @@ def process_start(pid: int) -> float | None:
         return None
 
 
-def notice_text(port: int, url: str, wait_s: float, grace_s: float = 0.0) -> str:
-    """A notice's content: the server on `port` (reached at `url`) drains, `wait_s` at most,
-    then is sent SIGTERM (SIGKILL after `grace_s`); written by this process."""
-    data = {
+def notice_text(
+    port: int, url: str, wait_s: float, grace_s: float = 0.0, node: str | None = None
+) -> str:
+    """A notice's content: the server on `port` (reached at `url`; of `node` when given)
+    drains, `wait_s` at most, then is sent SIGTERM (SIGKILL after `grace_s`); written by
+    this process."""
+    data: dict[str, object] = {
         "port": port,
         "url": url[:200],
         "since": time.time(),
@@ -95,27 +115,32 @@ def notice_text(port: int, url: str, wait_s: float, grace_s: float = 0.0) -> str
             "started": process_start(os.getpid()),
         },
     }
+    if node is not None:
+        data["node"] = node
     return json.dumps(data)
 
 
-def write_notice(folder: Path, port: int, url: str, wait_s: float, grace_s: float = 0.0) -> None:
-    """Say that the server on `port` (reached at `url`) drains, for `wait_s` at most, then
-    stops within `grace_s`."""
+def write_notice(
+    folder: Path, port: int, url: str, wait_s: float, grace_s: float = 0.0, node: str | None = None
+) -> None:
+    """Say that the server on `port` (reached at `url`; of `node` when given) drains, for
+    `wait_s` at most, then stops within `grace_s`."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".notice.")
     try:
         with os.fdopen(fd, "w") as handle:
-            handle.write(notice_text(port, url, wait_s, grace_s))
-        os.replace(temp, folder / notice_name(port))
+            handle.write(notice_text(port, url, wait_s, grace_s, node))
+        os.replace(temp, folder / notice_name(port, node))
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
 
 
-def remove_notice(folder: Path, port: int) -> bool:
-    """The server on `port` serves again: its notice goes (whether there was one)."""
+def remove_notice(folder: Path, port: int, node: str | None = None) -> bool:
+    """The server on `port` (of `node`) serves again: its notice goes (whether there was
+    one)."""
     try:
-        (folder / notice_name(port)).unlink()
+        (folder / notice_name(port, node)).unlink()
     except FileNotFoundError:
         return False
     return True
@@ -134,16 +159,29 @@ class Notice:
     known: bool = True
     """Whether its writer's life is known here (a process of this machine): when not, the
     notice holds until `ends` (and OVERDUE_S) at most, whatever the other servers do."""
+    node: str | None = None
+    """The node it names (a batch job's server); None: a server of this machine."""
 
 
 @dataclass(frozen=True)
 class Notices:
-    """What the folder says now: the ports draining (`notices`: what each notice says),
-    and a line per file that is not a notice, or one whose writer is gone (path, why)."""
+    """What the folder says now: the ports of this machine's servers draining (`notices`:
+    what each notice says), the nodes' (`on_nodes`: by node and port), and a line per file
+    that is not a notice, or one whose writer is gone (path, why)."""
 
     ports: frozenset[int]
     bad: tuple[tuple[str, str], ...] = ()
     notices: Mapping[int, Notice] = field(default_factory=dict)
+    on_nodes: Mapping[tuple[str, int], Notice] = field(default_factory=dict)
+
+    def of(self, keys: Iterable[tuple[str | None, int]]) -> Notice | None:
+        """The notice of the first of `keys` (node, port; node None: this machine's) that
+        has one."""
+        for node, port in keys:
+            notice = self.notices.get(port) if node is None else self.on_nodes.get((node, port))
+            if notice is not None:
+                return notice
+        return None
 
 
 def _number(value: object, default: float) -> float:
@@ -178,8 +216,9 @@ def _writer_gone(writer: object, here: str) -> int | None:
     return None
 
 
-def _notice_of(path: Path, port: int, here: str) -> Notice | str:
-    """The notice in the file at `path` (named for `port`), or why it is not one."""
+def _notice_of(path: Path, port: int, node: str | None, here: str) -> Notice | str:
+    """The notice in the file at `path` (named for `port`, and `node`), or why it is not
+    one."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_NOTICE_BYTES + 1)
@@ -195,18 +234,22 @@ def _notice_of(path: Path, port: int, here: str) -> Notice | str:
         return "not JSON"
     if not isinstance(data, dict) or data.get("port") != port:
         return "not a drain notice (no port, or not the one of its name)"
+    if data.get("node") != node:
+        return "not a drain notice (its node is not the one of its name)"
     gone = _writer_gone(data.get("writer"), here)
     if gone is not None:
         return f"its writer (pid {gone}, this machine's) is gone: left behind, not a drain"
     since = _number(data.get("since"), time.time())
     wait = max(_number(data.get("wait_s"), 0.0), 0.0)
     ends = since + wait + max(_number(data.get("grace_s"), 0.0), 0.0)
-    return Notice(port, since, ends, _writer_of_here(data.get("writer"), here) is not None)
+    known = _writer_of_here(data.get("writer"), here) is not None
+    return Notice(port, since, ends, known, node)
 
 
 def read_notices(folder: Path) -> Notices:
     """The notices in `folder` (none when it does not exist)."""
     found: dict[int, Notice] = {}
+    on_nodes: dict[tuple[str, int], Notice] = {}
     bad: list[tuple[str, str]] = []
     try:
         names = sorted(entry.name for entry in os.scandir(folder))[:MAX_NOTICES]
@@ -217,13 +260,16 @@ def read_notices(folder: Path) -> Notices:
         match = _NAME.match(name)
         if match is None:
             continue  # a notice being written (.notice.*), or someone else's file
-        port = int(match.group(1))
-        said = _notice_of(folder / name, port, here)
+        port, node = int(match.group(1)), match.group(2)
+        said = _notice_of(folder / name, port, node, here)
         if isinstance(said, Notice):
-            found[port] = said
+            if node is None:
+                found[port] = said
+            else:
+                on_nodes[(node, port)] = said
         elif said != "gone":
             bad.append((str(folder / name), said))
-    return Notices(frozenset(found), tuple(bad), found)
+    return Notices(frozenset(found), tuple(bad), found, on_nodes)
 
 
 def this_machine() -> set[str]:
@@ -235,6 +281,24 @@ def this_machine() -> set[str]:
     except OSError:
         pass
     return names
+
+
+def notice_keys(url: str, local: set[str]) -> list[tuple[str | None, int]]:
+    """The notices that may speak of the server at `url`, as (node, port): this machine's
+    `PORT.json` and a node's `PORT@NAME.json` under each of its own names when its host is
+    this machine; `PORT@HOST.json` for a server of another machine reached on an explicit
+    port (a batch job's, `http://NODE:PORT`); none for the rest (an API's `https://...`)."""
+    port = local_port(url, local)
+    if port is not None:
+        names = sorted(name for name in local - LOCAL_HOSTS if _NODE.match(name))
+        return [(None, port), *((name, port) for name in names)]
+    try:
+        parts = urlsplit(url)
+        explicit = parts.port
+    except ValueError:
+        return []
+    node = notice_node(url)
+    return [(node, explicit)] if node is not None and explicit is not None else []
 
 
 def local_port(url: str, local: set[str]) -> int | None:

@@ -25,9 +25,9 @@ from gen_tui.backends.config.run import EngineError, queued_concurrency
 from gen_tui.backends.drain_notice import (
     OVERDUE_S,
     POLL_S,
-    Notices,
+    Notice,
     local_notice_folder,
-    local_port,
+    notice_keys,
     read_notices,
     this_machine,
 )
@@ -260,41 +260,37 @@ class RequestRunner(RunPart):
         )
 
     async def watch_drains(self, folder: Path | None = None, poll_s: float = POLL_S) -> None:
-        """Follow the drain notices of this machine's servers (backends/drain_notice.py)
-        every `poll_s` until cancelled: a server of this run being drained before its stop
-        takes no new request (its requests in flight finish), and takes them again once its
-        notice is gone. Returns at once when no server of the run is on this machine."""
+        """Follow the drain notices of the run's servers (backends/drain_notice.py) every
+        `poll_s` until cancelled: a server of this run being drained before its stop takes
+        no new request (its requests in flight finish), and takes them again once its
+        notice is gone. The notices are this machine's servers' and the batch jobs' on the
+        nodes (`PORT@NODE.json`); returns at once when no server of the run can have one
+        (an API's URL)."""
         local = await asyncio.to_thread(this_machine)
-        watched = {}
-        for server in self.servers:
-            port = local_port(server.url, local)
-            if port is not None:
-                watched[server.url] = (server, port)
+        watched = [(server, notice_keys(server.url, local)) for server in self.servers]
+        watched = [(server, keys) for server, keys in watched if keys]
         if not watched:
             return
         where = folder or local_notice_folder()
         said: set[tuple[str, str]] = set()
-        overdue: dict[int, float] = {}
-        """Ports whose notice outlived its drain while the run had no other server: each
-        with its notice's time (ignored until a new notice is written)."""
+        overdue: dict[str, float] = {}
+        """Servers (by URL) whose notice outlived its drain and was ignored: each with its
+        notice's time (ignored until a new notice is written)."""
         while True:
             notices = await asyncio.to_thread(read_notices, where)
             for path, why in notices.bad:
                 if (path, why) not in said:  # one line per bad file, not one per look
                     said.add((path, why))
                     self.reporter.event("warning", f"{one_line(path)}: ignored: {why}")
-            for server, port in watched.values():
-                notice = notices.notices.get(port)
-                honoured = notice is not None and overdue.get(port) != notice.since
+            found = [(server, notices.of(keys)) for server, keys in watched]
+            for server, notice in found:
+                honoured = notice is not None and overdue.get(server.url) != notice.since
                 self.note_drain(server, honoured)
-            self._ignore_overdue(notices, watched.values(), overdue)
+            self._ignore_overdue(found, overdue)
             await asyncio.sleep(poll_s)
 
     def _ignore_overdue(
-        self,
-        notices: Notices,
-        watched: Iterable[tuple[Server, int]],
-        overdue: dict[int, float],
+        self, found: Iterable[tuple[Server, Notice | None]], overdue: dict[str, float]
     ) -> None:
         """A notice past its drain and its stop's grace (OVERDUE_S more) is ignored, said
         in one line, when its writer's life is not known here (another machine's: it may
@@ -306,13 +302,12 @@ class RequestRunner(RunPart):
         now = time.monotonic()
         stuck = not any(s.down_until <= now and not s.draining for s in self.servers)
         wall = time.time()
-        for server, port in watched:
-            notice = notices.notices.get(port)
+        for server, notice in found:
             if not server.draining or notice is None or wall < notice.ends + OVERDUE_S:
                 continue
             if notice.known and not stuck:
                 continue
-            overdue[port] = notice.since
+            overdue[server.url] = notice.since
             why = (
                 "and no other server is up"
                 if notice.known

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import posixpath
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
+from gen_tui.backends.drain_notice import NOTICE_FOLDER, notice_name, notice_node, notice_text
 from gen_tui.backends.hosts import Host, LocalHost
 from gen_tui.backends.hosts.connection import SSHConnection, describe
 from gen_tui.backends.hosts.errors import RunError
@@ -120,6 +122,8 @@ class SlurmLauncher(Launcher):
         self.poll_s = poll_s
         self._runners = dict(runners or {})
         self._folders: dict[str, str] = {}
+        self._notices: dict[tuple[str, str], str] = {}
+        """The drain notice written for each job (login host, job id): its path."""
 
     # where the commands run
 
@@ -270,6 +274,30 @@ class SlurmLauncher(Launcher):
         if status is not None and not status.ended:
             return f"{job} cancelled, still {status.state} after {END_WAIT_S:g} s"
         return f"{job} stopped ({'gone from the queue' if status is None else status.state})"
+
+    async def tell_drain(self, launched: Launched, url: str, wait_s: float, grace_s: float) -> bool:
+        """The notice `PORT@NODE.json` (backends/drain_notice.py) in the servers' folder on
+        the login node, where the job's log is: the job writes its log there from its node,
+        so the nodes share that folder (the user's home), and a run in a job of its own (or
+        on the login node) sent to `http://NODE:PORT` reads it in its own state folder. Not
+        for a job still queued (nothing sent to it yet) or a URL whose host names no node."""
+        node = notice_node(url)
+        if launched.node is None or node is None:
+            return False
+        folder = posixpath.join(await self._folder(launched.host), NOTICE_FOLDER)
+        text = notice_text(launched.port, url, wait_s, grace_s, node)
+        host = self._host(launched.host)
+        path = await host.put_drain_notice(folder, notice_name(launched.port, node), text)
+        self._notices[(launched.host, launched.ref)] = path
+        return True
+
+    async def end_drain(self, launched: Launched) -> None:
+        path = self._notices.pop((launched.host, launched.ref), None)
+        if path is None and launched.node is not None:  # told by an earlier gen-tui
+            folder = posixpath.join(await self._folder(launched.host), NOTICE_FOLDER)
+            path = posixpath.join(folder, notice_name(launched.port, launched.node.lower()))
+        if path is not None:
+            await self._host(launched.host).remove_file(path)
 
     async def adopt(self) -> list[Launched]:
         """Our jobs still queued or running, by the marker in their job name: the launch

@@ -12,8 +12,6 @@ and no alerts; this is the whole story. Skipped, saying why, without the one-nod
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +29,10 @@ from tests.support.server_story import (
     story_setup,
 )
 from tests.support.servers import sim_recipe
-from tests.support.slurm import Cluster, cancel_jobs
+from tests.support.slurm import Cluster
 
 BUDGET = 40_000
 PROMPTS = 2000
-
-
-@pytest.fixture
-def prefix(slurm: Cluster) -> Iterator[str]:
-    """A prefix for the test's recipe names: its jobs, cancelled after it (others' kept)."""
-    name = f"t{uuid.uuid4().hex[:6]}-"
-    yield name
-    cancel_jobs(name)
 
 
 @pytest.mark.timeout(300)

@@ -16,7 +16,6 @@ import asyncio
 import re
 import signal
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,14 +28,6 @@ from tests.support.servers import Lines, gen_tui_in, kill_servers
 from tests.support.slurm import Cluster, cancel_jobs, job_state
 
 BUDGET = 40_000
-
-
-@pytest.fixture
-def prefix(slurm: Cluster) -> Iterator[str]:
-    """A prefix for the test's recipe names: its jobs, cancelled after it (others' kept)."""
-    name = f"t{uuid.uuid4().hex[:6]}-"
-    yield name
-    cancel_jobs(name)
 
 
 @pytest.fixture

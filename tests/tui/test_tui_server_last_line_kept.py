@@ -10,16 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gen_tui.backends.servers.process import PROBE_LINE
-from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
-from tests.support.servers import kill_servers
 from tests.support.servers_view import cell, open_view, panel, sim_config, until_state
 
 pytestmark = pytest.mark.timeout(180)
@@ -27,15 +24,6 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 """What sglang-router opens a worker with (HTTP/2's connection preface)."""
 TAIL = 20
 """The lines of a server's log the launcher reads for its last line (process._lines)."""
-
-
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The servers' state folder (XDG_STATE_HOME of this test); every server killed after."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    folder = local_folder()
-    yield folder
-    kill_servers(folder)
 
 
 def _probe(port: int) -> None:

@@ -12,7 +12,6 @@ import getpass
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,9 @@ from gen_tui.app.dialogs.modals import ConfirmScreen
 from gen_tui.app.dialogs.peek import LogScreen
 from gen_tui.app.dialogs.servers import FlagsScreen
 from gen_tui.backends.config.file import load_config
-from gen_tui.backends.servers.state import local_folder
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.runs import ENV, GEN_TUI, alive
-from tests.support.servers import kill_servers
 from tests.support.servers_view import (
     cell,
     open_view,
@@ -41,15 +38,6 @@ from tests.support.tui import Notes
 
 pytestmark = pytest.mark.timeout(300)
 SIZE = (160, 40)
-
-
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The servers' state folder (XDG_STATE_HOME of this test); every server killed after."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    folder = local_folder()
-    yield folder
-    kill_servers(folder)
 
 
 async def test_kill_9_restarts_and_a_new_panel_adopts(

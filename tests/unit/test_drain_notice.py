@@ -17,6 +17,8 @@ from gen_tui.backends.drain_notice import (
     NOTICE_FOLDER,
     local_notice_folder,
     local_port,
+    notice_keys,
+    notice_node,
     read_notices,
     remove_notice,
     this_machine,
@@ -116,8 +118,52 @@ async def test_a_run_sends_a_draining_server_nothing_new_until_its_notice_goes(
     assert sum(f"{near} is no longer drained" in line for line in said) == 1, said
 
 
-async def test_a_run_with_no_server_on_this_machine_does_not_look(tmp_path: Path) -> None:
-    runner = notice_runner(tmp_path, ["http://gpu-7:30001"], [])
-    write_notice(tmp_path / "draining", 30001, "http://127.0.0.1:30001", 30.0)
+async def test_a_run_sent_only_to_apis_does_not_look(tmp_path: Path) -> None:
+    """An API's URL (no port of a server of ours) can have no notice."""
+    runner = notice_runner(tmp_path, ["https://api.example.com/v1"], [])
+    write_notice(tmp_path / "draining", 443, "http://127.0.0.1:443", 30.0)
     await asyncio.wait_for(runner.watch_drains(tmp_path / "draining", poll_s=0.02), 5)
     assert not runner.servers[0].draining
+
+
+def test_a_batch_job_s_notice_names_its_node() -> None:
+    local = this_machine()
+    here = socket.gethostname().lower()
+    assert notice_keys("http://gpu-7:30001/v1", local) == [("gpu-7", 30001)]
+    assert ("gpu-7", 30001) not in notice_keys("http://127.0.0.1:30001", local)
+    assert notice_keys("http://127.0.0.1:30001", local)[0] == (None, 30001)
+    assert (here, 30001) in notice_keys("http://127.0.0.1:30001", local)  # a run on NODE
+    assert notice_keys("https://api.example.com/v1", local) == []  # no port: not a job's
+    assert notice_node("http://GPU-7.cluster:30001") == "gpu-7.cluster"
+    assert notice_node("http://[fe80::1]:30001") is None
+
+
+async def test_a_run_sent_to_a_node_reads_that_node_s_notice(tmp_path: Path) -> None:
+    """`PORT@NODE.json` drains a run's `http://NODE:PORT` (a batch job's server) and one
+    of this machine's own when the run is on NODE; never another node's same port, and a
+    notice for this machine's port (`PORT.json`) never a node's."""
+    here = socket.gethostname().lower()
+    far, other_node, near = "http://gpu-7:30001", "http://gpu-8:30001", "http://127.0.0.1:30002"
+    said: list[str] = []
+    runner = notice_runner(tmp_path, [far, other_node, near], said)
+    on_gpu7, on_gpu8, local = runner.servers
+    folder = tmp_path / "draining"
+    write_notice(folder, 30001, far, 30.0)  # this machine's 30001: not gpu-7's
+    write_notice(folder, 30001, far, 30.0, node="gpu-7")
+    write_notice(folder, 30002, f"http://{here}:30002", 30.0, node=here)
+    (folder / "30003@gpu-9.json").write_text(json.dumps({"port": 30003, "node": "gpu-8"}))
+    notices = read_notices(folder)
+    assert notices.ports == {30001} and set(notices.on_nodes) == {("gpu-7", 30001), (here, 30002)}
+    assert [why for _path, why in notices.bad] == [
+        "not a drain notice (its node is not the one of its name)"
+    ]
+    watch = asyncio.create_task(runner.watch_drains(folder, poll_s=0.02))
+    try:
+        await wait_until(lambda: on_gpu7.draining and local.draining, 5, "the notices read")
+        assert not on_gpu8.draining
+        remove_notice(folder, 30001, node="gpu-7")
+        await wait_until(lambda: not on_gpu7.draining, 5, "gpu-7's notice gone")
+        assert local.draining and not on_gpu8.draining
+    finally:
+        watch.cancel()
+    assert sum(f"{far} is being drained before a stop" in line for line in said) == 1, said
