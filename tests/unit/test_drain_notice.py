@@ -19,6 +19,7 @@ from gen_tui.backends.drain_notice import (
     local_port,
     notice_keys,
     notice_node,
+    notice_text,
     read_notices,
     remove_notice,
     this_machine,
@@ -167,3 +168,25 @@ async def test_a_run_sent_to_a_node_reads_that_node_s_notice(tmp_path: Path) -> 
     finally:
         watch.cancel()
     assert sum(f"{far} is being drained before a stop" in line for line in said) == 1, said
+
+
+def test_the_watcher_writes_a_notice_whole_and_refuses_a_bad_request(tmp_path: Path) -> None:
+    """The watcher's `--notice` (what a panel sends over SSH): the notice written whole,
+    read back by a run as a notice (its writer this process's link, or the panel's named);
+    a name that is a path, or a notice that is not an object, is refused in one line."""
+    from gen_tui.backends.watcher import notice_request
+
+    folder = tmp_path / "draining"
+    text = notice_text(30001, "http://127.0.0.1:30001", 30.0, 5.0)
+    said = notice_request({"folder": str(folder), "name": "30001.json", "notice": json.loads(text)})
+    assert said["type"] == "notice" and said["path"] == str(folder / "30001.json")
+    assert read_notices(folder).ports == {30001}
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert [p.name for p in folder.iterdir()] == ["30001.json"]  # no temporary file left
+    for bad, why in (
+        ({"folder": str(folder), "name": "../30001.json", "notice": {}}, "a file name"),
+        ({"folder": str(folder), "name": "30001.json", "notice": [1]}, "a JSON object"),
+        ({"folder": str(folder), "name": "30001.json", "notice": {"x": "y" * 5000}}, "at most"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            notice_request(bad)
