@@ -271,11 +271,13 @@ class GenTuiApp(App[int]):
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def _screen_changed(self, screen: Screen[Any]) -> None:
-        """A dialog opened or closed: the notices it hid until they timed out, again."""
+        """A dialog opened or closed: the notices it hid until they timed out, again, for
+        at most the default time (at 80x24 three of them, the kill's 15 s grace among them,
+        covered the right-hand panels, B2's, for 15 s after `r`)."""
         for notice in self.notices.screen_changed(isinstance(screen, HidesNotices)):
             self.notify(
                 notice.message, title=notice.title, severity=notice.severity,
-                timeout=notice.timeout,
+                timeout=min(notice.timeout, self.NOTIFICATION_TIMEOUT),
             )  # fmt: skip
 
     def _budget_toast(self, text: str, title: str) -> None:
