@@ -42,6 +42,8 @@ class Calibration:
     """A few words the header keeps for good ("budgets 30%: slow machine"): the notice is
     overwritten by the next message, and a budget scaled down must not pass for the one
     promised (issue 31, point 8)."""
+    said: str = ""
+    """The why, for the events log (the notice says what the panel now uses)."""
 
 
 class RunSource:

@@ -184,6 +184,17 @@ def kill_question(
     )
 
 
+def kill_sent(identity: RunIdentity, grace_s: float) -> tuple[str, float]:
+    """What `y` on the kill question says at once, and for how long (the whole wait up to
+    SIGKILL): the grace the question named. The panel's own line for it ("SIGTERM sent;
+    SIGKILL in 15 s") has no room in a compact panel at 80x24, nor beside the host and pid
+    in a 40-column one, so it was seen nowhere (issue 31, tried again)."""
+    from gen_tui.backends.hosts.kill import drain_said, kill_wait
+
+    said = f"SIGTERM sent to pid {identity.pid}: {drain_said(identity.cmdline, grace_s)}"
+    return said, kill_wait(identity.cmdline, grace_s)
+
+
 class HostLink:
     """One host as the UI sees it (see the module docstring)."""
 

@@ -37,6 +37,7 @@ from gen_tui.app.dashboard.rules import StaleWatch, humanize
 from gen_tui.app.dashboard.screen import DashboardScreen
 from gen_tui.app.dashboard.sources import Note, PanelSource
 from gen_tui.app.departure import Departure
+from gen_tui.app.dialogs.notices import HidesNotices, NoticeKeeper
 from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
 from gen_tui.app.heap import HeapSettler
 from gen_tui.app.host_links import HostLink
@@ -137,6 +138,8 @@ class GenTuiApp(App[int]):
         self.start_hint = ""
         self.cleanups: list[Callable[[], None]] = []
         self.events: list[tuple[str, str]] = []
+        self.notices = NoticeKeeper()
+        """The last notices: those a dialog hid until they timed out are said again."""
         self.dashboard: DashboardScreen | None = None
         self.servers = (
             PanelServers(server_config, self.post_message)
@@ -216,6 +219,7 @@ class GenTuiApp(App[int]):
 
     def on_mount(self) -> None:
         self.set_interval(HEAP_TICK_S, HeapSettler().tick, name="heap")
+        self.screen_change_signal.subscribe(self, self._screen_changed)
         if self.autostart:
             # After the first frame: the worker's imports (transformers) hold the GIL for
             # a while, and the window should be up before that.
@@ -261,9 +265,20 @@ class GenTuiApp(App[int]):
         (and an in-process run with it), and an escape sequence would reach the terminal.
         gen-tui writes no markup in its own toasts, so `markup` is ignored.
         """
-        super().notify(
-            clean(message), title=one_line(title), severity=severity, timeout=timeout, markup=False
-        )
+        message, title = clean(message), one_line(title)
+        timeout = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        self.notices.noted(message, title, severity, timeout)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def _screen_changed(self, screen: Screen[Any]) -> None:
+        """A dialog opened or closed: the notices it hid until they timed out, again, for
+        at most the default time (at 80x24 three of them, the kill's 15 s grace among them,
+        covered the right-hand panels, B2's, for 15 s after `r`)."""
+        for notice in self.notices.screen_changed(isinstance(screen, HidesNotices)):
+            self.notify(
+                notice.message, title=notice.title, severity=notice.severity,
+                timeout=min(notice.timeout, self.NOTIFICATION_TIMEOUT),
+            )  # fmt: skip
 
     def _budget_toast(self, text: str, title: str) -> None:
         """A budget crossed or reached: said on the line under the header (the events log

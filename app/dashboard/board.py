@@ -24,6 +24,10 @@ class Board(Protocol):
 
     def selected(self) -> DatasetPanel | None: ...
 
+    def target(self) -> DatasetPanel | None:
+        """The selected panel for a key that acts on one; None having said why not."""
+        ...
+
     def notify(
         self,
         message: str,

@@ -46,14 +46,14 @@ class Controls:
         self.board = board
 
     def kill(self) -> None:
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is not None:
             self.carry_out(self._source(panel.dataset, "kill").kill(panel.dataset, panel.view))
 
     def resume(self) -> None:
         from gen_tui.app.dashboard.starting import detached_resume, guarded
 
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is not None:
             view = panel.view or PanelView()
             board = self.board
@@ -70,7 +70,7 @@ class Controls:
     def plan_target(self) -> None:
         """`T`: the selected dataset's run's deadline and cap (a planned run's), asked with
         the new plan previewed; the source says how it reaches the run."""
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is None:
             return
         name, view = panel.dataset, panel.view or PanelView()
@@ -81,7 +81,7 @@ class Controls:
         """`K`, `P`: stop or pause the selected dataset alone, in a run of this process
         (issue 31, request 4). A run on a host has no channel to one of its datasets: only
         signals to its whole process, which `k` sends."""
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is None:
             return
         name, hosted = panel.dataset, self.board.hosted
@@ -97,7 +97,7 @@ class Controls:
         """`R`: every dataset of the selected dataset's killed run, in one new run (`r`
         resumes the selected one only). A run on a host starts again as launched; for this
         process's runs it is `s`, which starts every configured dataset."""
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is None:
             return
         if panel.dataset in self.board.linked.remote and not self.board.hosted.claims(

@@ -25,7 +25,7 @@ from gen_tui.app.dashboard.sources import (
     PanelSource,
 )
 from gen_tui.app.dialogs.modals import ResumeTarget
-from gen_tui.app.engine_run import ConfigSource, HostedRun, RunSource
+from gen_tui.app.engine_run import Calibration, ConfigSource, HostedRun, RunSource
 from gen_tui.backends.config.commands import Pause, SetBudget, SetPlanTarget, Stop
 from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import counted, format_count
@@ -178,20 +178,20 @@ class HostedRuns(PanelSource):
         run.control(Pause(paused, name))
         return Note("paused alone (in-flight requests finish)" if paused else "resumed", title=name)
 
-    def tick(self, now: float) -> str | None:
+    def tick(self, now: float) -> Calibration | None:
         """The refresh's housekeeping: abort runs whose drain ran out, apply calibrations.
 
-        Returns the notice of the last calibration applied, if any.
+        Returns the last calibration applied, if any.
         """
-        notice = None
+        applied = None
         for run in self.active():
             remaining = run.countdown(now)
             if remaining is not None and remaining <= 0 and not run.escalated:
                 run.abort()
-            notice = self._calibrate(run, now) or notice
-        return notice
+            applied = self._calibrate(run, now) or applied
+        return applied
 
-    def _calibrate(self, run: HostedRun, now: float) -> str | None:
+    def _calibrate(self, run: HostedRun, now: float) -> Calibration | None:
         if run.only is not None or run.latest is None or run.stop_at is not None:
             return None
         if run.was_paused:  # a pause says nothing about the machine's speed
@@ -203,7 +203,7 @@ class HostedRuns(PanelSource):
             snap = run.dataset(name)
             run.control(SetBudget(name, tokens, snap.max_samples if snap else None))
         self.header_note = result.header or self.header_note
-        return result.notice
+        return result
 
     def settle(
         self,

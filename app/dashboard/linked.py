@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gen_tui.app.dashboard.announce import BudgetAnnouncer
-from gen_tui.app.dashboard.rules import StaleWatch
+from gen_tui.app.dashboard.rules import StaleWatch, names_title
 from gen_tui.app.dashboard.sources import (
     NO_PLAN,
     Action,
@@ -34,6 +34,7 @@ from gen_tui.app.host_links import (
     SetTarget,
     Shutdown,
     kill_question,
+    kill_sent,
 )
 from gen_tui.app.host_sources import HostSource
 from gen_tui.backends.plan.control import PlanTarget
@@ -277,13 +278,20 @@ class HostLinks(PanelSource):
         if isinstance(writer, Note):
             return writer
         identity = writer.identity
+        datasets = tuple(writer.datasets)
+
+        def kill() -> Note:
+            link.send(Kill(identity, datasets))
+            said, wait = kill_sent(identity, link.grace_s)
+            return Note(said, title=f"stopping {names_title(datasets or (name,))}", timeout=wait)
+
         return Confirm(
             "Kill run?",
             kill_question(
                 identity, writer.datasets, name, link.grace_s, batches=_batches(monitor, writer)
             ),
             "Kill",
-            lambda: link.send(Kill(identity, tuple(writer.datasets))),
+            kill,
         )
 
     def resume(self, name: str, view: PanelView) -> Note | AskBudget:

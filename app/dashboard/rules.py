@@ -133,4 +133,8 @@ def plan_layout(size: tuple[int, int], count: int, extra_rows: int = 0) -> Layou
     tall = rows * TALL_ROWS + chrome + 2 * MIN_LOG_ROWS <= height
     short = rows * COMPACT_ROWS + chrome > height and rows * SHORT_ROWS + chrome <= height
     tiny = rows * SHORT_ROWS + chrome > height
-    return Layout(columns, roomy, tall, roomy, short, tiny)
+    # The events log whenever compact panels leave it room, not only beside roomy ones: at
+    # 120x36 nine compact panels left 16 empty rows and no log, so a kill's outcome, `r`'s
+    # new budget and the demo's scaling were said nowhere once their toast went.
+    log = roomy or rows * COMPACT_ROWS + chrome + MIN_LOG_ROWS <= height
+    return Layout(columns, roomy, tall, log, short, tiny)

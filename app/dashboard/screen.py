@@ -209,9 +209,11 @@ class DashboardScreen(Screen[None]):
             return
         self._adopt_datasets(parts)
         now, wall = time.monotonic(), time.time()
-        notice = self.hosted.tick(now)
-        if notice is not None:
-            self.set_notice(notice)
+        calibration = self.hosted.tick(now)
+        if calibration is not None:
+            self.set_notice(calibration.notice)
+            if calibration.said:
+                self.write_event(f"{time.strftime('%H:%M:%S')} info: {calibration.said}")
         with self.app.batch_update():
             views = {
                 panel.dataset: self.view_for(panel.dataset, now, wall) for panel in self._panels
@@ -309,6 +311,18 @@ class DashboardScreen(Screen[None]):
 
     def selected(self) -> DatasetPanel | None:
         return self.selection.selected()
+
+    def target(self) -> DatasetPanel | None:
+        """The selected panel for k, r, d...; with none (a filter kept that matches no
+        dataset), a line saying so: the key did nothing, silently (issue 31, tried again)."""
+        panel = self.selection.selected()
+        if panel is None:
+            why = "the filter matches none (/ to change it, Esc to clear)"
+            self.notify(
+                f"No dataset selected: {why if self.filter_kept() else 'none shown yet'}",
+                severity="warning",
+            )
+        return panel
 
     def focus_selection(self) -> None:
         self.selection.focus_selection()

@@ -117,8 +117,9 @@ class Selection:
             self.board.set_focus(parts.table)
             return
         selected = self.selected()
-        if selected is not None:
-            self.board.set_focus(selected)
+        # None (a filter that matches no dataset): the focus leaves the filter bar all the
+        # same, or Enter kept it there and `k` was typed into the filter (tried in tmux).
+        self.board.set_focus(selected)
 
     def toggle_view(self) -> None:
         """`t`: the table view or the grid, on the same selected dataset."""

@@ -46,7 +46,7 @@ class Viewers:
         self.board = board
 
     def quality(self) -> None:
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is not None:
 
             def snapshot() -> DatasetSnapshot | None:
@@ -55,7 +55,7 @@ class Viewers:
             self.board.app.push_screen(QualityScreen(panel.dataset, snapshot))
 
     def samples(self) -> None:
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is None:
             return
         peek = self._peek(panel.dataset)
@@ -65,7 +65,7 @@ class Viewers:
         self.board.app.push_screen(SampleScreen(panel.dataset, peek))
 
     def log(self) -> None:
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is not None:
             peek = self._peek(panel.dataset)
             events = self.board.events
@@ -73,7 +73,7 @@ class Viewers:
 
     def history(self) -> None:
         """Plots of the selected dataset's history; ← → step through the panels shown."""
-        panel = self.board.selected()
+        panel = self.board.target()
         if panel is not None:
             panels = self.board.panels(visible_only=True)
             self.board.app.push_screen(open_history(panel.dataset, panels, self._peek))

@@ -18,13 +18,14 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static
 
+from gen_tui.app.dialogs.notices import HidesNotices
 from gen_tui.backends.budget.rules import runs_out_at
 from gen_tui.backends.figures import CountError, format_count, parse_count
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.format import format_duration
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(HidesNotices, ModalScreen[bool]):
     """Ask before something irreversible; `y`/Enter confirms, `n`/Escape cancels.
 
     The body quotes command lines and names from processes and files: it is shown as plain
@@ -146,7 +147,7 @@ def resume_preview(target: ResumeTarget, budget: int) -> str:
     return f"{format_count(togo)} to go (no rate yet to estimate the time){short}"
 
 
-class ResumeScreen(ModalScreen[int | None]):
+class ResumeScreen(HidesNotices, ModalScreen[int | None]):
     """Set a new token budget for one dataset; returns the budget or None."""
 
     BINDINGS = [
@@ -256,7 +257,7 @@ class DatasetNameValidator(Validator):
         return self.success()
 
 
-class StartScreen(ModalScreen[tuple[str, int] | None]):
+class StartScreen(HidesNotices, ModalScreen[tuple[str, int] | None]):
     """Start a dataset on a host with a token budget; returns (dataset, budget) or None."""
 
     BINDINGS = [
@@ -307,7 +308,7 @@ class HelpRow:
     detail: str = ""
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(HidesNotices, ModalScreen[None]):
     """Every binding with what it does, in a dialog that scrolls and searches.
 
     At 80x24 the rows, the badge legend and "Escape closes" are taller than the screen:

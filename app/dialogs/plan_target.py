@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Label
 
+from gen_tui.app.dialogs.notices import HidesNotices
 from gen_tui.backends.plan import DeadlineError, parse_deadline
 from gen_tui.backends.plan.control import (
     ControlError,
@@ -74,7 +75,7 @@ def deadline_words(deadline_at: float | None, now: float | None = None) -> str |
     return f"{round(left / 60)}m"
 
 
-class PlanTargetScreen(ModalScreen[PlanTarget | None]):
+class PlanTargetScreen(HidesNotices, ModalScreen[PlanTarget | None]):
     """Ask for a planned run's new deadline and cap; returns the target or None."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
