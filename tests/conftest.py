@@ -84,6 +84,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if kind == "unit":
                 item.add_marker("quick")
         item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    # The long groups first (a stable sort keeps every file's own order): with
+    # --no-loadscopereorder xdist hands out groups in this order, and the real SGLang group
+    # alone is some 8 minutes, which at the end would leave one worker running it alone.
+    first = [*SHARED.values(), "accounts"]
+    items.sort(key=lambda item: rank(item, first))
+
+
+def rank(item: pytest.Item, first: list[str]) -> int:
+    """Where `item`'s group comes in `first` (after all of them if not there)."""
+    group = item.get_closest_marker("xdist_group")
+    name = group.args[0] if group and group.args else ""
+    return first.index(name) if name in first else len(first)
 
 
 @pytest.fixture(scope="session")
