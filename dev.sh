@@ -74,7 +74,12 @@ case "${1:-}" in
         tier=()
         [ "$1" = quick ] && tier=(-m quick)
         shift
-        exec .venv/bin/python -m pytest "${tier[@]}" "$@"
+        # Two workers (pytest-xdist): most tests wait on processes, sockets and clocks, so a
+        # second one on the same two cores nearly halves the wall time. Each test's group
+        # (tests/conftest.py) keeps a file, a shared server or the Unix accounts on one
+        # worker. GEN_TUI_TEST_WORKERS=0 runs in one process.
+        exec .venv/bin/python -m pytest -n "${GEN_TUI_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder \
+            "${tier[@]}" "$@"
         ;;
     docs)
         venv

@@ -9,6 +9,7 @@ splitting one never breaks another.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shutil
@@ -41,11 +42,39 @@ from tests.support.runs import STANDIN, AnyHost, alive
 from tests.support.slurm import Cluster, slurm_cluster
 from tests.support.sshd import Sshd, python38, start_sshd
 
+SHARED = {"real_sglang": "real-sglang", "slurm": "slurm"}
+"""Fixtures standing for one thing on the machine, each its xdist group: the real SGLang
+server (a minute to start, a core while it answers) starts once, on one worker, and Slurm's
+one node takes one test's jobs at a time."""
 
+
+def xdist_group(item: pytest.Item) -> str:
+    """The worker group of `item` under `./dev.sh test`'s `--dist loadgroup`: a shared
+    server's tests together (SHARED), then the tests that make or change Unix accounts (a
+    csh test sets the shell of an account another module also logs in as), then one group
+    per file, so a module's fixtures are made once and its tests keep their order."""
+    names = getattr(item, "fixturenames", ())
+    for fixture, group in SHARED.items():
+        if fixture in names:
+            return group
+    if makes_accounts(Path(item.path)):
+        return "accounts"
+    return str(Path(item.path).relative_to(Path(__file__).parent))
+
+
+@functools.cache
+def makes_accounts(path: Path) -> bool:
+    """Whether the test file makes or changes Unix accounts (tests/support/users.py)."""
+    text = path.read_text(encoding="utf-8")
+    return "tests.support.users" in text or "useradd" in text
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its folder's kind, so `-m unit` selects what `tests/unit` holds;
     the unit tests are also `quick`, the tier `./dev.sh quick` runs (the others in it are
-    marked one by one: one test with real processes per subsystem)."""
+    marked one by one: one test with real processes per subsystem). Each test also gets its
+    xdist group (xdist_group above)."""
     root = Path(__file__).parent
     for item in items:
         path = Path(item.path)
@@ -54,6 +83,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(kind)
             if kind == "unit":
                 item.add_marker("quick")
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    # The long groups first (a stable sort keeps every file's own order): with
+    # --no-loadscopereorder xdist hands out groups in this order, and the real SGLang group
+    # alone is some 8 minutes, which at the end would leave one worker running it alone.
+    first = [*SHARED.values(), "accounts"]
+    items.sort(key=lambda item: rank(item, first))
+
+
+def rank(item: pytest.Item, first: list[str]) -> int:
+    """Where `item`'s group comes in `first` (after all of them if not there)."""
+    group = item.get_closest_marker("xdist_group")
+    name = group.args[0] if group and group.args else ""
+    return first.index(name) if name in first else len(first)
 
 
 @pytest.fixture(scope="session")

@@ -186,7 +186,13 @@ def test_a_full_disk_pauses_the_run_holds_its_answers_and_it_resumes_when_space_
                 f"records after room was made #{cycle + 1}",
                 30,
             )
-        assert "the disk has room again: dispatch resumed" in run.stdout()
+        # Said once every held answer is in, which is after the first of them reaches the file.
+        _wait_until(
+            lambda: "the disk has room again: dispatch resumed" in run.stdout(),
+            run,
+            "the line saying dispatch resumed",
+            30,
+        )
         assert _mount("-o", "remount,size=16m", str(disk)).returncode == 0
         rc = run.wait(timeout=180)
         assert rc == 0, run.stderr()[-2000:]

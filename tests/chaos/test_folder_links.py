@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -42,6 +41,7 @@ from gen_tui.backends.store.records import (
     scan_records,
     write_json_atomic,
 )
+from tests.support.users import ensure_user
 
 OTHER = "gentui-other2"
 SECRET = b'{"sample_id": 1, "completion_tokens": 5, "token": "hf_SECRET_TOKEN"}\n'
@@ -51,16 +51,7 @@ TORN = b'{"sample_id": 2, "completion_tokens": 3, "text": "cut he'
 @pytest.fixture(scope="module")
 def other_uid() -> int:
     """A second Unix user, made once (idempotent)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a second Unix user and act as it")
-    try:
-        return pwd.getpwnam(OTHER).pw_uid
-    except KeyError:
-        pass
-    if shutil.which("useradd") is None:
-        pytest.skip("no useradd to create a second Unix user")
-    subprocess.run(["useradd", "-M", "-s", "/bin/sh", OTHER], check=False, capture_output=True)
-    return pwd.getpwnam(OTHER).pw_uid
+    return ensure_user(OTHER).pw_uid
 
 
 @pytest.fixture

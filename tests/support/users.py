@@ -8,6 +8,7 @@ safe when several test sessions race) and never removed: later sessions reuse th
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -22,6 +23,8 @@ import pytest
 
 OTHER_USER = "gentui-other"
 """Someone else on the box: owns runs and files gen-tui must not run or stop."""
+ACCOUNTS_LOCK = "/tmp/gen-tui-accounts.lock"
+"""Held while an account is made or changed (ensure_user)."""
 CSH_USER = "gentui-csh"
 """A login whose shell is csh or tcsh (set per test)."""
 
@@ -36,14 +39,18 @@ def ensure_user(name: str, shell: str = "/bin/sh") -> pwd.struct_passwd:
         pytest.skip("needs root to create a second Unix user (useradd)")
     if shutil.which("useradd") is None:
         pytest.skip("useradd is not installed")
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-s", shell, name], capture_output=True, check=False)
-        entry = pwd.getpwnam(name)  # made by us or by a concurrent session
-    if entry.pw_shell != shell:
-        subprocess.run(["usermod", "-s", shell, name], capture_output=True, check=True)
-    subprocess.run(["usermod", "-p", "*", name], capture_output=True, check=True)
+    # One change to /etc/passwd at a time across test processes (xdist's workers, a second
+    # session): useradd and usermod fail, not wait, when another holds its lock.
+    with open(ACCOUNTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-s", shell, name], capture_output=True, check=True)
+            entry = pwd.getpwnam(name)
+        if entry.pw_shell != shell:
+            subprocess.run(["usermod", "-s", shell, name], capture_output=True, check=True)
+        subprocess.run(["usermod", "-p", "*", name], capture_output=True, check=True)
     return pwd.getpwnam(name)
 
 
