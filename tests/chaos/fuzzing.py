@@ -10,6 +10,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from gen_tui.backends.store.progress_file import ProgressFile
+
 SLOW_S = 1.0  # any single parse slower than this is a hang waiting for a bigger input
 
 json_scalars = st.one_of(
@@ -96,3 +98,22 @@ escapes = st.sampled_from(["", "\x1b[2J", "\x1b]0;T\x07", "\x1b]52;c;AAAA\x07", 
 
 def dump(value: object) -> str:
     return json.dumps(value)  # NaN and Infinity as JavaScript spells them
+
+
+def progress_around(part: str) -> str:
+    """A progress.json of an active dataset with 2 errors around a fuzzed `part` (its own
+    keys and values, as JSON): what `progress_read` reads."""
+    return '{"state": "active", "errors": 2, ' + part + "}"
+
+
+def progress_read(text: str) -> ProgressFile | None:
+    """`text` (from `progress_around`) as the watcher reads it, in time: None where it is
+    not JSON at all (the watcher's reader refuses it before this); else the rest of the
+    file reads whatever the fuzzed part holds (its 2 errors)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    progress = timed(ProgressFile.parse, value)
+    assert progress is not None and progress.errors == 2  # the rest of the file reads
+    return progress

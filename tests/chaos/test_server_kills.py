@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until_sync
 from tests.support.ports import free_port
 from tests.support.runs import GEN_TUI
-from tests.support.server_rounds import crash_each_round, end_servers_up
+from tests.support.server_rounds import crash_each_round, end_servers_up, servers_up
 from tests.support.servers import kill_servers
 
 from .checker import FolderState, check_folder, prompt_ids
@@ -62,15 +61,7 @@ def test_a_supervised_server_killed_each_round_loses_and_duplicates_nothing(
     )
     env = child_env(XDG_STATE_HOME=str(tmp_path / "state"))
     folder = tmp_path / "state" / "gen-tui" / "servers"
-    with open(tmp_path / "up.out", "wb") as out:
-        up = subprocess.Popen(
-            [*GEN_TUI, "servers", "--config", str(config), "up"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    up = servers_up(config, env, tmp_path / "up.out")
     started = time.monotonic()
     out_dir = tmp_path / "out"
     run: RunProcess | None = None

@@ -12,8 +12,9 @@ import pytest
 from gen_tui.backends.aio import stop
 from gen_tui.backends.hosts import KillResult
 from gen_tui.backends.hosts.local import LocalHost
-from gen_tui.backends.hosts.monitor import HostMonitor, RateMeter, budget_from_argv
+from gen_tui.backends.hosts.monitor import HostMonitor, budget_from_argv
 from gen_tui.backends.hosts.watch import LineSource
+from gen_tui.backends.progress.rate import RateMeter
 from gen_tui.backends.progress.snapshot import DatasetState
 from tests.support.polling import wait_until
 from tests.support.records import recount

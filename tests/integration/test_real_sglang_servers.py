@@ -12,7 +12,6 @@ cores (two cold starts at once, then one more), so the story is one test, not se
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -22,23 +21,26 @@ from typing import Any
 
 import pytest
 
-from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
-from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.real_sglang import (
-    SGLANG_PYTHON,
     model_cache,
     real_sglang_problem,
+    server_argv,
     server_env,
     tiny_model,
 )
 from tests.support.records import budget_end, precision_or_xfail
 from tests.support.router import router_problem, router_recipe
-from tests.support.runs import run_args
-from tests.support.server_story import check_once, finished_in_sglang_log, play, story_config
-from tests.support.servers import kill_servers, still_running
+from tests.support.server_story import (
+    check_once,
+    finished_in_sglang_log,
+    none_left_running,
+    play,
+    story_setup,
+)
+from tests.support.servers import kill_servers
 
 LOAD_S = 400.0
 """Two cold starts at once on 2 shared cores, then one more."""
@@ -66,11 +68,7 @@ def sglang_recipe(name: str, model: Path, ledger: Path) -> ServerRecipe:
     port = free_port()
     extra = {k: v for k, v in server_env().items() if os.environ.get(k) != v}
     argv = (
-        *(SGLANG_PYTHON, "-m", "sglang.launch_server", "--model-path", str(model)),
-        *("--host", "127.0.0.1", "--port", str(port), "--device", "cpu"),
-        *("--attention-backend", "torch_native", "--mem-fraction-static", "0.1"),
-        *("--max-total-tokens", "65536", "--skip-server-warmup", "--sleep-on-idle"),
-        "--enable-metrics",
+        *server_argv(model, port),
         *("--log-requests", "--log-requests-level", "0", "--log-requests-format", "json"),
         *("--log-requests-target", str(ledger)),
     )
@@ -94,25 +92,19 @@ async def test_two_real_sglang_servers_a_run_through_the_router_and_a_kill_9(
     ledgers = {f"cpu{i}": tmp_path / f"ledger-cpu{i}" for i in range(2)}
     workers = [sglang_recipe(name, model, ledger) for name, ledger in ledgers.items()]
     router = router_recipe(startup_s=120.0)
-    config = story_config(tmp_path / "gen-tui.toml", workers, router, url)
-    prompts = tmp_path / "prompts"
-    write_prompts(prompts / "A.jsonl", PROMPTS)
-    ids = {str(json.loads(line)["id"]) for line in (prompts / "A.jsonl").open()}
-    out = tmp_path / "out"
-    args = run_args(model, prompts, out, router.url(), "--concurrency", "16")
-    args += ["--max-tokens-per-dataset", str(BUDGET), "--max-new-tokens", "128"]
+    flags = ("--max-tokens-per-dataset", str(BUDGET), "--max-new-tokens", "128")
+    setup = story_setup(tmp_path, workers, router, url, model, PROMPTS, *flags)
+    out = setup.out
     began = time.monotonic()
     end = await play(
-        config=config, state=state, workers=workers, router=router, run_args=args,
-        out=out / "A", victim="cpu0", kill_at_records=KILL_AT, alerts=received,
-        load_s=LOAD_S, run_s=RUN_S,
+        config=setup.config, state=state, workers=workers, router=router,
+        run_args=setup.run_args, out=out / "A", victim="cpu0", kill_at_records=KILL_AT,
+        alerts=received, load_s=LOAD_S, run_s=RUN_S,
     )  # fmt: skip
     wall = time.monotonic() - began
     assert end.code == 0, end.stderr[-3000:]
-    servers = state / "gen-tui" / "servers"  # the router too (retitled)
-    await wait_until(lambda: not still_running(servers), 10, "no server left running",
-                     detail=lambda: str(still_running(servers)))  # fmt: skip
-    written = check_once(out / "A", ids)
+    await none_left_running(state)
+    written = check_once(out / "A", setup.ids)
     finished: Counter[str] = Counter()
     for ledger in ledgers.values():
         finished += finished_in_sglang_log(ledger)
@@ -126,7 +118,7 @@ async def test_two_real_sglang_servers_a_run_through_the_router_and_a_kill_9(
     twice = sum(count - 1 for count in finished.values())
     said = [line for line in end.stdout.splitlines() if "is an SGLang router over" in line]
     assert said and router.url() in end.stdout, end.stdout[-3000:]
-    history = ServerHistory(servers).read()
+    history = ServerHistory(state / "gen-tui" / "servers").read()
     states = [line["state"] for line in history if line["server"] == "cpu0"]
     assert states[-4:] == ["restarting", "starting", "loading", "healthy"], states
     print(

@@ -10,12 +10,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.records import precision_or_xfail
 from tests.support.router import router_problem, router_recipe
-from tests.support.server_story import SIM_FLAGS, check_sim_story, play, sims_completed, story_setup
-from tests.support.servers import sim_recipe, still_running
+from tests.support.server_story import (
+    SIM_FLAGS,
+    check_sim_story,
+    none_left_running,
+    play,
+    sims_completed,
+    story_setup,
+)
+from tests.support.servers import sim_recipe
 
 BUDGET = 40_000
 PROMPTS = 2000
@@ -39,9 +45,7 @@ async def test_a_worker_killed_under_a_routed_run_comes_back_and_nothing_is_lost
         alerts=received, load_s=30, run_s=120, ledger=sims_completed(workers),
     )  # fmt: skip
     tokens, records, allowed = check_sim_story(end, setup, BUDGET)
-    servers = tmp_path / "state" / "gen-tui" / "servers"  # the router too (retitled)
-    await wait_until(lambda: not still_running(servers), 10, "no server left running",
-                     detail=lambda: str(still_running(servers)))  # fmt: skip
+    await none_left_running(tmp_path / "state")
     print(
         f"killed pid {end.killed_pid} at {end.records_at_kill} records; exited seen after "
         f"{end.exited_after_s:.1f} s, healthy again after {end.healthy_again_after_s:.1f} s, "

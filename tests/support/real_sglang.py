@@ -143,19 +143,25 @@ def log_tail(log: Path, size: int = 3000) -> str:
     return log.read_text(errors="replace")[-size:] if log.exists() else "(no log)"
 
 
-@contextlib.contextmanager
-def start_real_sglang(model: Path, log: Path) -> Iterator[RealSGLang]:
-    """`sglang.launch_server` on a free loopback port, once /health answers; stopped (its
-    whole process group: the scheduler and detokenizer are its children) afterwards."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = [
+def server_argv(model: Path, port: int) -> list[str]:
+    """`sglang.launch_server` of `model` on this CPU at 127.0.0.1:`port`, with /metrics: the
+    session's server (`start_real_sglang`) and the servers story's recipes alike."""
+    return [
         *(SGLANG_PYTHON, "-m", "sglang.launch_server", "--model-path", str(model)),
         *("--host", "127.0.0.1", "--port", str(port), "--device", "cpu"),
         *("--attention-backend", "torch_native", "--mem-fraction-static", "0.1"),
         *("--max-total-tokens", "65536", "--skip-server-warmup", "--sleep-on-idle"),
         "--enable-metrics",
     ]
+
+
+@contextlib.contextmanager
+def start_real_sglang(model: Path, log: Path) -> Iterator[RealSGLang]:
+    """`sglang.launch_server` on a free loopback port, once /health answers; stopped (its
+    whole process group: the scheduler and detokenizer are its children) afterwards."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = server_argv(model, port)
     began = time.monotonic()
     with open(log, "wb") as out:
         process = subprocess.Popen(

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from tests.support.polling import wait_until_sync
+from tests.support.runs import GEN_TUI
 
 Ref = TypeVar("Ref")
 
@@ -57,6 +58,20 @@ def crash_each_round(
             )
         )
     return refs
+
+
+def servers_up(config: Path, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`gen-tui servers up` of `config` in a session of its own, its output in `log` (the
+    state folder is `env`'s XDG_STATE_HOME); `end_servers_up` ends it."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [*GEN_TUI, "servers", "--config", str(config), "up"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+        )
 
 
 def end_servers_up(run: Run | None, up: subprocess.Popen[bytes]) -> None:

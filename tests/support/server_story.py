@@ -36,7 +36,7 @@ from tests.support.polling import wait_until
 from tests.support.records import budget_end, read_records, record_lines
 from tests.support.router import get_json
 from tests.support.runs import ENV, GEN_TUI, finish, run_args
-from tests.support.servers import Lines, gen_tui_in, kill_servers
+from tests.support.servers import Lines, gen_tui_in, kill_servers, still_running
 
 EXITED_WITHIN_S = 30.0
 """The issue's bound: the servers view shows the killed server exited within 30 s."""
@@ -130,6 +130,14 @@ def story_setup(
     out = folder / "out"
     args = run_args(tokenizer, prompt_dir, out, router.url(), "--concurrency", "16", *flags)
     return StorySetup(config, ids, out, args)
+
+
+async def none_left_running(state: Path) -> None:
+    """Waits (10 s at most) until no server `play` started under `state` runs: the router
+    too (retitled)."""
+    servers = state / "gen-tui" / "servers"
+    await wait_until(lambda: not still_running(servers), 10, "no server left running",
+                     detail=lambda: str(still_running(servers)))  # fmt: skip
 
 
 def sims_completed(workers: list[ServerRecipe]) -> Callable[[], list[str]]:

@@ -11,23 +11,17 @@ The real app over a real config file, a real detached `gen-tui run` against the 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from textual.widgets import Input
 
-from gen_tui.app.cli.launch import config_source, run_command
 from gen_tui.app.dashboard.rules import panel_id
 from gen_tui.app.dialogs.modals import ResumeScreen
-from gen_tui.app.host_sources import host_source
-from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.sim import SimServer
 from tests.support.polling import wait_until
 from tests.support.tui import SIZE, Notes, panel
+from tests.support.watched_run import watched_run
 
 
 async def test_r_on_a_dataset_a_detached_run_writes_refuses_in_one_line(
@@ -44,25 +38,9 @@ async def test_r_on_a_dataset_a_detached_run_writes_refuses_in_one_line(
     # up to 64 tokens, 400 prompts (minutes; it once ended in 4 s on a faster simulator).
     server = await sim(tokens_per_s=20, slots=4)  # type: ignore[misc]
     assert isinstance(server, SimServer)
-    folder = prompts_dir(A=400)
-    out = tmp_path / "out"
-    path = tmp_path / "gen-tui.toml"
-    path.write_text(
-        f'[run]\nserver_urls = ["{server.url}"]\ntokenizer = "{tokenizer_dir}"\n'
-        f'output_dir = "{out}"\nmax_tokens_per_dataset = "10M"\n\n'
-        "[sampling]\nmax_new_tokens = 64\n\n"
-        f'[[datasets]]\nname = "A"\nprompts = "{folder / "A.jsonl"}"\n'
-    )
-    source = config_source(path)
-    local = host_source(
-        None, str(source.config.output_dir), datasets=["A"], discover=False,
-        command=run_command(path),
-    )  # fmt: skip
     notes = Notes()
-    app = GenTuiApp(source, autostart=False, hosts=[local])
-    link = app.links[0]
-    run: subprocess.Popen[bytes] | None = None
-    try:
+    with watched_run(tmp_path, server.url, tokenizer_dir, prompts_dir(A=400)) as watched:
+        app, link = watched.app, watched.link
         async with app.run_test(size=SIZE, message_hook=notes) as pilot:
             await wait_until(lambda: "does not exist" in link.state, 30, pause=pilot.pause,
                              detail=lambda: link.state)  # fmt: skip
@@ -76,8 +54,7 @@ async def test_r_on_a_dataset_a_detached_run_writes_refuses_in_one_line(
             assert "in this process" in where, where
 
             # What `s` started in an earlier panel: `gen-tui run --config FILE`, detached.
-            run = subprocess.Popen(run_command(path), stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            run = watched.start()
             monitor = lambda: link.monitor  # noqa: E731
             await wait_until(
                 lambda: monitor() is not None and monitor().writer("A") is not None,
@@ -105,10 +82,3 @@ async def test_r_on_a_dataset_a_detached_run_writes_refuses_in_one_line(
             await pilot.press("s")  # nor does s start one here beside it
             await pilot.pause(0.5)
             assert not app.runs and not link.started
-    finally:
-        app.stop_links()
-        link.done.wait(timeout=30)
-        if run is not None:
-            with contextlib.suppress(ProcessLookupError):  # ended: say why above, not here
-                os.killpg(run.pid, signal.SIGKILL)
-            run.wait()

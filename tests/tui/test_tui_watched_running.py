@@ -9,22 +9,18 @@ The real app over a real config file, a real detached `gen-tui run` against the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
-from gen_tui.app.cli.launch import config_source, run_command
-from gen_tui.app.host_sources import host_source
-from gen_tui.app.tui import GenTuiApp
 from gen_tui.backends.sim import SimServer
 from gen_tui.widgets.header import RunHeader, header_parts
 from tests.support.polling import wait_until
 from tests.support.tui import SIZE
+from tests.support.watched_run import watched_run
 
 
 async def test_a_detached_run_writing_a_watched_dataset_makes_the_header_running(
@@ -37,30 +33,13 @@ async def test_a_detached_run_writing_a_watched_dataset_makes_the_header_running
     is killed (its panel then says so too)."""
     server = await sim(tokens_per_s=20, slots=4)  # type: ignore[misc]
     assert isinstance(server, SimServer)
-    folder = prompts_dir(A=400)
-    out = tmp_path / "out"
-    path = tmp_path / "gen-tui.toml"
-    path.write_text(
-        f'[run]\nserver_urls = ["{server.url}"]\ntokenizer = "{tokenizer_dir}"\n'
-        f'output_dir = "{out}"\nmax_tokens_per_dataset = "10M"\n\n'
-        "[sampling]\nmax_new_tokens = 64\n\n"
-        f'[[datasets]]\nname = "A"\nprompts = "{folder / "A.jsonl"}"\n'
-    )
-    source = config_source(path)
-    local = host_source(
-        None, str(source.config.output_dir), datasets=["A"], discover=False,
-        command=run_command(path),
-    )  # fmt: skip
-    app = GenTuiApp(source, autostart=False, hosts=[local])
-    link = app.links[0]
-    run: subprocess.Popen[bytes] | None = None
-    try:
+    with watched_run(tmp_path, server.url, tokenizer_dir, prompts_dir(A=400)) as watched:
+        app, link = watched.app, watched.link
         async with app.run_test(size=SIZE) as pilot:
             header = app.query_one("#header", RunHeader)
             await pilot.pause(1.0)
             assert header.view.state == "idle", header.view
-            run = subprocess.Popen(run_command(path), stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            run = watched.start()
             await wait_until(
                 lambda: header.view.state == "running", 60, "the header says RUNNING",
                 pause=pilot.pause, detail=lambda: (link.state, header.view),
@@ -72,7 +51,7 @@ async def test_a_detached_run_writing_a_watched_dataset_makes_the_header_running
                 lambda: header.view.concurrency > 0, 60, "the header says the run's pool",
                 pause=pilot.pause, detail=lambda: header.view,
             )  # fmt: skip
-            pool = orjson.loads((out / "A" / "progress.json").read_bytes())["pool"]
+            pool = orjson.loads((watched.out / "A" / "progress.json").read_bytes())["pool"]
             assert header.view.concurrency == pool["concurrency"], (header.view, pool)
             assert 0 <= header.view.inflight <= header.view.concurrency, header.view
             shown = header_parts(header.view)
@@ -86,10 +65,3 @@ async def test_a_detached_run_writing_a_watched_dataset_makes_the_header_running
                 lambda: header.view.state == "idle", 60, "IDLE once the run is gone",
                 pause=pilot.pause, detail=lambda: header.view,
             )  # fmt: skip
-    finally:
-        app.stop_links()
-        link.done.wait(timeout=30)
-        if run is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(run.pid, signal.SIGKILL)
-            run.wait()

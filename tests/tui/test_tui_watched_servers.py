@@ -11,19 +11,13 @@ watched through the panel's local link, at 120 and at 80 columns.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 from pathlib import Path
 
-from gen_tui.app.cli.launch import config_source, run_command
-from gen_tui.app.host_sources import host_source
-from gen_tui.app.tui import GenTuiApp
 from gen_tui.widgets.header import RunHeader
 from gen_tui.widgets.server_strip import ServerStrip
 from tests.support.polling import wait_until
 from tests.support.sim_cli import sim_process
+from tests.support.watched_run import watched_run
 
 SLOTS = 4
 CONCURRENCY = 8
@@ -33,33 +27,16 @@ async def test_a_watched_runs_header_says_its_servers_run_and_queued(
     tmp_path: Path, prompts_dir: object, tokenizer_dir: Path, vocab_size: int
 ) -> None:
     folder = prompts_dir(A=400)  # type: ignore[operator]
-    out = tmp_path / "out"
-    path = tmp_path / "gen-tui.toml"
     sim_args = ("--slots", str(SLOTS), "--tokens-per-s", "8", "--vocab-size", str(vocab_size))
     sim_args += ("--default-mean", "60", "--default-cv", "0")  # ~7 s a request
     async with sim_process(*sim_args) as url:
-        path.write_text(
-            f'[run]\nserver_urls = ["{url}"]\ntokenizer = "{tokenizer_dir}"\n'
-            f'output_dir = "{out}"\nmax_tokens_per_dataset = "10M"\n'
-            f"concurrency = {CONCURRENCY}\n\n[sampling]\nmax_new_tokens = 64\n\n"
-            f'[[datasets]]\nname = "A"\nprompts = "{folder / "A.jsonl"}"\n'
-        )
-        source = config_source(path)
-        local = host_source(
-            None, str(source.config.output_dir), datasets=["A"], discover=False,
-            command=run_command(path),
-        )  # fmt: skip
-        app = GenTuiApp(source, autostart=False, hosts=[local])
-        link = app.links[0]
-        run: subprocess.Popen[bytes] | None = None
-        try:
+        concurrency = f"concurrency = {CONCURRENCY}\n"
+        with watched_run(tmp_path, url, tokenizer_dir, folder, concurrency) as watched:
+            app, link = watched.app, watched.link
             async with app.run_test(size=(120, 36)) as pilot:
                 header = app.query_one("#header", RunHeader)
                 strip = app.query_one(ServerStrip)
-                quiet = subprocess.DEVNULL
-                run = subprocess.Popen(
-                    run_command(path), stdout=quiet, stderr=quiet, start_new_session=True
-                )
+                run = watched.start()
 
                 def settled() -> bool:
                     view = header.view
@@ -102,10 +79,3 @@ async def test_a_watched_runs_header_says_its_servers_run_and_queued(
                 assert f"in flight {CONCURRENCY}/{CONCURRENCY}" in drawn, drawn
                 assert f"pid {run.pid}" not in drawn, drawn
                 assert f"(srv {SLOTS} run · 4 q)" in drawn, drawn
-        finally:
-            app.stop_links()
-            link.done.wait(timeout=30)
-            if run is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(run.pid, signal.SIGKILL)
-                run.wait()

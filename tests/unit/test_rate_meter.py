@@ -15,8 +15,7 @@ import pytest
 from gen_tui.backends.config.run import DatasetSpec
 from gen_tui.backends.engine import dataset as engine_dataset_module
 from gen_tui.backends.engine.dataset import DatasetRun
-from gen_tui.backends.hosts.monitor import RateMeter
-from gen_tui.backends.progress.rate import RateMeter as SharedRateMeter
+from gen_tui.backends.progress.rate import RateMeter
 
 
 @pytest.mark.parametrize("every_reading", [True, False])
@@ -139,8 +138,7 @@ def test_one_rule_for_the_engine_and_the_panels_first_record_and_stop() -> None:
     their rate exactly; late by less than one mean step it holds, later it decays; past two
     mean steps and the window it is exactly 0 (the engine's, `stops`; the panels' decays); a
     replaced file starts over."""
-    assert RateMeter is SharedRateMeter  # the panels' meter is this one, not a copy
-    meter = SharedRateMeter(window_s=60.0, stops=True)
+    meter = RateMeter(window_s=60.0, stops=True)
     assert meter.rates(5.0) == (0.0, 0.0)
     meter.add(0.0, 0, 0)  # the start: no record yet
     meter.add(20.0, 2000, 1)
