@@ -227,6 +227,7 @@ async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_
         told = json.loads(path.read_text())
         first = told["writer"]
         await wait_until(lambda: near.stats.in_flight == 0, 30, "its requests finished")
+        before = near.stats.requests
         psutil.Process(first["pid"]).kill()  # the link drops mid-drain
         dropped = time.monotonic()
         await wait_until(lambda: _writer(path)["pid"] != first["pid"], 30, "written again")
@@ -269,6 +270,7 @@ async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_
     gone = f"its writer (pid {first['pid']}, this machine's) is gone"
     assert sum(gone in line for line in stdout.splitlines()) == 1, stdout[-3000:]
     print(
-        f"written again {renewed:.2f} s after the drop; {sent} sent to the drained server, "
-        f"{other.stats.completed} to the other, {records} records"
+        f"written again {renewed:.2f} s after the drop ({sent - before} sent to the drained "
+        f"server meanwhile); {sent} sent there in all, {other.stats.completed} to the other, "
+        f"{records} records"
     )
