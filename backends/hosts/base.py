@@ -218,6 +218,11 @@ class Host(HostPrimitives):
         host names the process that carries the link instead). Its path."""
         return await self.put_small_file(folder, name, text)
 
+    async def remove_drain_notice(self, folder: str, name: str) -> None:
+        """Remove the drain notice `name` in `folder` (its drain ended): nothing when it
+        is absent. An SSH host no longer writes it again on a reconnect."""
+        await self.remove_file(posixpath.join(folder, name))
+
     async def remove_file(self, path: str) -> None:
         """Remove the file at `path` on the host (nothing when it is absent)."""
         await self._sh(f"rm -f -- {rquote(path)}")

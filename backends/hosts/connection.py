@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncssh
 
@@ -56,6 +56,7 @@ MAX_LINE_BYTES = 1 << 20
 READ_BYTES = 1 << 16
 
 StateCallback = Callable[[str], None]
+ReconnectHook = Callable[[], Awaitable[None]]
 
 
 class HostKeyError(SSHError):
@@ -228,6 +229,19 @@ class SSHConnection:
         self._up = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
         self._closed = False
+        self._hooks: list[ReconnectHook] = []
+        self._after: asyncio.Task[None] | None = None
+
+    def on_reconnect(self, hook: ReconnectHook) -> None:
+        """Run `hook` (a coroutine function) after each reconnect, in a task of its own:
+        what the old link carried on the far side (its session process, on which a drain
+        notice names its writer) ended with it. A hook's error ends that hook only."""
+        self._hooks.append(hook)
+
+    async def _reconnected(self) -> None:
+        for hook in list(self._hooks):
+            with contextlib.suppress(Exception):
+                await hook()
 
     @property
     def connected(self) -> bool:
@@ -278,6 +292,9 @@ class SSHConnection:
                 await self._countdown(delay)
                 try:
                     await self._open()
+                    if self._hooks:
+                        await stop(self._after)  # the last link's, if still running
+                        self._after = asyncio.create_task(self._reconnected())
                     break
                 except (OSError, asyncssh.Error, SSHError) as exc:
                     self.last_error = describe(exc)
@@ -354,6 +371,7 @@ class SSHConnection:
         self._closed = True
         self._up.clear()
         await stop(self._supervisor)
+        await stop(self._after)
         if self._conn is not None:
             self._conn.close()
             with contextlib.suppress(Exception):

@@ -9,8 +9,10 @@ refuses channel signals for root.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -26,6 +28,9 @@ from gen_tui.backends.hosts.primitives import StartSpec
 from gen_tui.backends.hosts.scripts import check_remote_word, remote_quote, sh_command
 from gen_tui.backends.hosts.ssh_target import SSHError, SSHOptions
 from gen_tui.backends.hosts.watch import LineSource, Watch
+
+NOTICE_RENEW_S = 10.0
+"""How long writing one drain notice again after a reconnect may take."""
 
 
 class SSHLines:
@@ -77,6 +82,11 @@ class SSHHost(Host):
         super().__init__(name, output_dir.rstrip("/") or "/", pattern, template)
         self.python = python
         self.connection = connection or SSHConnection(target, options, on_state=on_state)
+        self._notices: dict[tuple[str, str], str] = {}
+        """The drain notices this link wrote and the panel has not ended yet ((folder,
+        name): the notice as the panel wrote it): written again after each reconnect."""
+        self._notice_lock = asyncio.Lock()
+        self.connection.on_reconnect(self._renew_notices)
 
     async def connect(self) -> None:
         """Connect now (raises :class:`SSHError` with a clear message); later drops heal."""
@@ -134,10 +144,38 @@ class SSHHost(Host):
         names as its writer the SSH session process that carries this link on that host
         (backends/watcher/notices.py), so the runs there see it gone once this panel's link
         ends (the panel's own pid means nothing on their machine). A host whose python
-        fails gets the notice as written (its runs then bound it by the wait it says)."""
+        fails gets the notice as written (its runs then bound it by the wait it says).
+        Kept until :meth:`remove_drain_notice`: a link that drops and heals ends the
+        session process it named, so it is written again then (:meth:`_renew_notices`)."""
+        async with self._notice_lock:
+            path = await self._write_notice(folder, name, text, timeout=30)
+            self._notices[(folder, name)] = text
+        return path
+
+    async def remove_drain_notice(self, folder: str, name: str) -> None:
+        """As :meth:`Host.remove_drain_notice`; it is no longer written again on a
+        reconnect (forgotten first: a removal that fails never brings it back)."""
+        self._notices.pop((folder, name), None)
+        async with self._notice_lock:  # after a renewal in flight, never before it
+            await self.remove_file(posixpath.join(folder, name))
+
+    async def _renew_notices(self) -> None:
+        """After a reconnect: each drain notice still wanted is written again, naming the
+        new link's session process, as the panel wrote it (its `since`, `wait_s` and
+        `grace_s`: the same end, the time left, not a fresh wait). One the panel ended
+        meanwhile is not; one that fails waits for the next reconnect."""
+        for key in list(self._notices):
+            async with self._notice_lock:
+                text = self._notices.get(key)
+                if text is None:
+                    continue  # ended while another was written
+                with contextlib.suppress(SSHError, RunError, TimeoutError):
+                    await self._write_notice(*key, text, timeout=NOTICE_RENEW_S)
+
+    async def _write_notice(self, folder: str, name: str, text: str, timeout: float) -> str:
         spec = {"folder": folder, "name": name, "notice": json.loads(text)}
         try:
-            output = await self._python([f"--notice={json.dumps(spec)}"], timeout=30)
+            output = await self._python([f"--notice={json.dumps(spec)}"], timeout=timeout)
         except RunError:
             return await self.put_small_file(folder, name, text)
         report = _report(output, "notice")

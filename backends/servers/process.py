@@ -148,7 +148,7 @@ class ProcessLauncher(Launcher):
         if isinstance(host, LocalHost):
             await asyncio.to_thread(remove_notice, Path(folder), launched.port)
         else:
-            await host.remove_file(posixpath.join(folder, notice_name(launched.port)))
+            await host.remove_drain_notice(folder, notice_name(launched.port))
 
     def folder(self, host: str) -> str:
         return (

@@ -297,7 +297,8 @@ class SlurmLauncher(Launcher):
             folder = posixpath.join(await self._folder(launched.host), NOTICE_FOLDER)
             path = posixpath.join(folder, notice_name(launched.port, launched.node.lower()))
         if path is not None:
-            await self._host(launched.host).remove_file(path)
+            folder, name = posixpath.split(path)
+            await self._host(launched.host).remove_drain_notice(folder, name)
 
     async def adopt(self) -> list[Launched]:
         """Our jobs still queued or running, by the marker in their job name: the launch

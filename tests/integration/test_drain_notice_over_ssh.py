@@ -15,20 +15,26 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from gen_tui.backends.drain_notice import NOTICE_FOLDER, OVERDUE_S, notice_text
+from gen_tui.backends.drain_notice import NOTICE_FOLDER, OVERDUE_S, POLL_S, notice_text
 from tests.support.engine import notice_runner
 from tests.support.polling import wait_until
+from tests.support.records import recount
+from tests.support.runs import finish, run_args, spawn
 from tests.support.sshd import Sshd
 
 NEAR, OTHER = "http://127.0.0.1:30001", "http://127.0.0.1:30002"
+RELINK_PROMPTS = 600
 
 PANEL = r'''
-"""A panel on another machine: it tells the runs of the SSH host that the server on port
-30001 drains for 600 s (grace 15 s), says "told" with the notice's path, then waits."""
+"""A panel on another machine: it tells the runs of the SSH host that the server on PORT
+(URL) drains for WAIT s (grace GRACE s), says "told", then ends the drain when a line
+"end" comes on its stdin (says "ended"), and waits."""
 import asyncio, json, socket, sys, time
 
 socket.gethostname = lambda: "panel-box"  # another machine than the sshd's (loopback)
@@ -40,6 +46,7 @@ from gen_tui.backends.servers.process import ProcessLauncher
 from gen_tui.backends.servers.state import StateFile
 
 target, options, remote, local = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+port, url, wait, grace = int(sys.argv[5]), sys.argv[6], float(sys.argv[7]), float(sys.argv[8])
 
 
 async def main():
@@ -48,9 +55,13 @@ async def main():
     launcher = ProcessLauncher(
         {"local": LocalHost(local), "box": box}, local, StateFile(local), remote_folder=remote
     )
-    launched = Launched("gpu0", "1", "box", 30001, time.time(), remote + "/gpu0.log")
-    await launcher.tell_drain(launched, "http://127.0.0.1:30001", 600.0, 15.0)
+    launched = Launched("gpu0", "1", "box", port, time.time(), remote + "/gpu0.log")
+    await launcher.tell_drain(launched, url, wait, grace)
     print("told", flush=True)
+    while (await asyncio.to_thread(sys.stdin.readline)).strip() != "end":
+        await asyncio.sleep(0.05)  # no stdin (or an empty line): wait
+    await launcher.end_drain(launched)
+    print("ended", flush=True)
     await asyncio.sleep(3600)
 
 
@@ -58,9 +69,15 @@ asyncio.run(main())
 '''
 
 
-def _panel(sshd: Sshd, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
-    """The panel, started, once it said "told": it and the notices' folder it wrote in."""
-    remote = tmp_path / "remote"
+def _panel(
+    sshd: Sshd,
+    tmp_path: Path,
+    remote: Path | None = None,
+    drain: tuple[int, str, float, float] = (30001, NEAR, 600.0, 15.0),
+) -> tuple[subprocess.Popen[str], Path]:
+    """The panel, started, once it said "told" of `drain` (port, URL, wait, grace): it and
+    the notices' folder it wrote in (in `remote`, the servers' folder on the SSH host)."""
+    remote = remote or tmp_path / "remote"
     options = sshd.options()
     args = {
         "config_files": list(options.config_files or ()),
@@ -69,7 +86,11 @@ def _panel(sshd: Sshd, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
         "use_agent": False,
     }
     panel = subprocess.Popen(
-        [sys.executable, "-c", PANEL, sshd.target, json.dumps(args), str(remote), str(tmp_path)],
+        [
+            *(sys.executable, "-c", PANEL, sshd.target, json.dumps(args), str(remote)),
+            *(str(tmp_path), *map(str, drain)),
+        ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -168,3 +189,88 @@ async def test_a_notice_of_another_machine_s_writer_holds_its_promised_wait_at_m
     assert len(lines) == 1, said
     assert "its writer is another machine's" in lines[0], lines
     print(f"held {took:.2f} s (bound {promised:g} s): {lines[0]}")
+
+
+def _writer(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text())["writer"])
+
+
+async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_left(
+    sshd: Sshd,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    sim: Any,
+    tmp_path: Path,
+) -> None:
+    """The panel's SSH link drops mid-drain (its sshd session process killed, as in
+    test_ssh.py): the notice's writer ends with it. On the reconnect the panel writes the
+    notice again naming the new link's process, with the same end (not a fresh wait), so a
+    real `gen-tui run` on that machine, sent straight to the drained server and another,
+    keeps sending nothing new there; its stop then cuts nothing, and every prompt has one
+    record. A drain the panel ended is not written again by a later reconnect."""
+    near = await sim(tokens_per_s=1000, slots=16)
+    other = await sim(tokens_per_s=1000, slots=16)
+    state = tmp_path / "state"
+    servers = state / "gen-tui" / "servers"  # the runs' (XDG_STATE_HOME) and the panel's
+    out = tmp_path / "out"
+    run = await spawn(
+        *run_args(tokenizer_dir, prompts_dir(A=RELINK_PROMPTS), out, near.url),
+        *("--server-url", other.url),
+        env={"XDG_STATE_HOME": str(state)},
+    )
+    panel: subprocess.Popen[str] | None = None
+    try:
+        await wait_until(lambda: near.stats.requests > 0, 60, "the run sends to both")
+        drain = (near.port, near.url, 60.0, 5.0)
+        panel, folder = await asyncio.to_thread(_panel, sshd, tmp_path, servers, drain)
+        path = folder / f"{near.port}.json"
+        told = json.loads(path.read_text())
+        first = told["writer"]
+        await wait_until(lambda: near.stats.in_flight == 0, 30, "its requests finished")
+        before = near.stats.requests
+        psutil.Process(first["pid"]).kill()  # the link drops mid-drain
+        dropped = time.monotonic()
+        await wait_until(lambda: _writer(path)["pid"] != first["pid"], 30, "written again")
+        renewed = time.monotonic() - dropped
+        again = json.loads(path.read_text())
+        second = again["writer"]
+        link = psutil.Process(second["pid"])
+        assert link in sshd.sessions() and link.name() in ("sshd", "sshd-session"), link
+        # The time left, not a fresh wait: the same start, drain and grace, so the same end.
+        assert {k: again[k] for k in told if k != "writer"} == {
+            k: told[k] for k in told if k != "writer"
+        }, (told, again)
+        await asyncio.sleep(2 * POLL_S)  # the runs' next look sees it again
+        sent = near.stats.requests
+        await asyncio.sleep(6 * POLL_S)
+        assert run.returncode is None, "the run ended before the drain was checked"
+        assert near.stats.requests == sent, "the run sent to a server still draining"
+        await wait_until(lambda: near.stats.in_flight == 0, 30, "drained again")
+        await near.stop()  # the stop: nothing of the run's is cut
+        assert panel.stdin is not None and panel.stdout is not None
+        panel.stdin.write("end\n")
+        panel.stdin.flush()
+        assert (await asyncio.to_thread(panel.stdout.readline)).strip() == "ended"
+        assert not path.exists()
+        # Another drop after the drain ended: nothing is written again.
+        psutil.Process(second["pid"]).kill()
+        await asyncio.sleep(5.0)  # a reconnect (1 s backoff) and a write take well under it
+        assert not path.exists(), "a drain the panel ended was written again"
+        code, stdout, stderr = await finish(run, 120)
+    finally:
+        if run.returncode is None:
+            run.kill()
+        if panel is not None and panel.poll() is None:
+            panel.kill()
+            panel.wait(30)
+    assert code == 0, stderr[-2000:]
+    _tokens, records = recount(out / "A")  # no sample twice
+    assert records == RELINK_PROMPTS, (records, stdout[-3000:])
+    assert near.stats.aborted == 0 and near.stats.completed == near.stats.requests
+    gone = f"its writer (pid {first['pid']}, this machine's) is gone"
+    assert sum(gone in line for line in stdout.splitlines()) == 1, stdout[-3000:]
+    print(
+        f"written again {renewed:.2f} s after the drop ({sent - before} sent to the drained "
+        f"server meanwhile); {sent} sent there in all, {other.stats.completed} to the other, "
+        f"{records} records"
+    )

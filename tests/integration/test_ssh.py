@@ -100,6 +100,12 @@ async def test_killed_session_is_seen_and_reconnected(sshd: Sshd) -> None:
     connection = SSHConnection(
         sshd.alias, sshd.options(), on_state=states.append, backoff_s=(0.2, 0.5)
     )
+    sessions: list[str] = []  # what a reconnect hook sees: the new link's session
+
+    async def hook() -> None:
+        sessions.append((await connection.run("echo $PPID")).stdout.strip())
+
+    connection.on_reconnect(hook)
     await connection.start()
     try:
         before = {p.pid for p in sshd.sessions()}
@@ -111,6 +117,8 @@ async def test_killed_session_is_seen_and_reconnected(sshd: Sshd) -> None:
         await wait_until(lambda: not connection.connected, 5, "drop noticed")
         await wait_until(lambda: connection.connected, 10, "reconnected")
         assert connection.generation == 2
+        await wait_until(lambda: sessions, 5, "the reconnect hook ran")
+        assert len(sessions) == 1 and int(sessions[0]) not in before, (sessions, before)
         assert any(s.startswith("disconnected: ") for s in states)
         assert any(s.startswith("reconnecting in ") for s in states)
         assert (await connection.run("echo again")).stdout == "again\n"
