@@ -7,7 +7,6 @@ the API's rounds after it ended the run late."""
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
@@ -15,14 +14,10 @@ import pytest
 
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.batch_lane import BatchLane
-from gen_tui.backends.engine.context import RunContext
-from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.fleet import FleetPlanner
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.runner import RequestRunner
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.plan import PlanStatus
+from tests.support.fleet_planner import measured_planner
 
 TURNAROUND_S = 4.0
 """The batch lane's `turnaround=`: what it is planned at before any batch of it ended."""
@@ -49,23 +44,7 @@ def fleet(
         batch_max_requests=BATCH_REQUESTS,
         batch_in_flight=2,
     )
-    ds = DatasetRun(config.datasets[0], tmp_path / "A", 200, config.budget_mode)
-    rng = random.Random(7)
-    for _ in range(200):
-        length = max(1, round(rng.gauss(50, 15)))
-        ds.model.observe(length, length / 50)
-        ds.expected.observe(length)
-    ds.tokens = done
-    reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
-    run = RunContext(config, [ds], RunSignals(), reporter)
-    runner = RequestRunner(run, None, None, None, None)  # type: ignore[arg-type]
-    for server, (mean, sd) in zip(runner.servers, ((1.0, 0.3), (0.25, 0.07)), strict=True):
-        server.answers, server.tokens = 100, 5_000
-        server.request_s = 100 * mean
-        server.request_s2 = 100 * (mean * mean + sd * sd)
-        server.first_sent = time.monotonic() - 10
-    runner.servers[1].cost = 5_000 * 10e-6
-    planner = FleetPlanner(run, runner, CostMeter(config, []))
+    planner, ds, run = measured_planner(config, tmp_path / "A", done)
     lane = BatchLane(
         run,
         None,  # type: ignore[arg-type]  # the client, feed, sink ... : _room needs none
