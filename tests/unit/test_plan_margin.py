@@ -6,7 +6,6 @@ time, 0.18 to 0.25 s each on the API, after the box's last answer."""
 from __future__ import annotations
 
 import math
-import random
 import time
 from pathlib import Path
 
@@ -14,18 +13,11 @@ import pytest
 
 from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
-from gen_tui.backends.engine.context import RunContext
-from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.fleet import FleetPlanner, request_times
-from gen_tui.backends.engine.report import Reporter
-from gen_tui.backends.engine.runner import RequestRunner
-from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.plan import RequestTimes, finish_margin
 from gen_tui.backends.plan.margin import MARGIN_Z
-
-BOX_S, API_S = (1.0, 0.3), (0.25, 0.07)
-"""Mean and deviation of a request's time on the simulator's box and API (bench fleet_plan)."""
+from tests.support.fleet_planner import API_S, BOX_S, measured_planner
 
 
 def test_the_margin_is_the_taper_on_the_soonest_lane_or_the_slow_lanes_tail() -> None:
@@ -53,23 +45,8 @@ def fleet(tmp_path: Path, done: int) -> tuple[FleetPlanner, DatasetRun]:
         deadline="15s",
         max_cost=1.0,
     )
-    ds = DatasetRun(config.datasets[0], tmp_path / "A", 200, config.budget_mode)
-    rng = random.Random(7)
-    for _ in range(200):
-        length = max(1, round(rng.gauss(50, 15)))
-        ds.model.observe(length, length / 50)
-        ds.expected.observe(length)
-    ds.tokens = done
-    reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
-    run = RunContext(config, [ds], RunSignals(), reporter)
-    runner = RequestRunner(run, None, None, None, None)  # type: ignore[arg-type]
-    for server, (mean, sd) in zip(runner.servers, (BOX_S, API_S), strict=True):
-        server.answers, server.tokens = 100, 5_000
-        server.request_s = 100 * mean
-        server.request_s2 = 100 * (mean * mean + sd * sd)
-        server.first_sent = time.monotonic() - 10
-    runner.servers[1].cost = 5_000 * 10e-6
-    return FleetPlanner(run, runner, CostMeter(config, [])), ds
+    planner, ds, _ = measured_planner(config, tmp_path / "A", done)
+    return planner, ds
 
 
 def test_request_times_are_the_measured_mean_and_spread(tmp_path: Path) -> None:
