@@ -64,7 +64,7 @@ class RunTable(KeyedTable):
 
     def show(self, rows: Sequence[RunRow]) -> None:
         self.show_cells({row.key: row.cells() for row in rows})
-        self._fit_command()
+        self.call_after_refresh(self._fit_command)  # once the other columns are measured
 
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self._fit_command)  # once its regions are the new size

@@ -47,6 +47,9 @@ async def test_a_long_command_fits_the_run_list_without_a_scrollbar() -> None:
             row = drawn[1].rstrip()  # the header, then the run: cut at the edge, with "…"
             assert row.endswith("…") and COMMAND[:40] in row and len(row) <= size[0], row
             assert str(table.get_cell("vm-1", "command")) == COMMAND  # kept whole, for `i`
-        table.show([ROW])  # a refresh keeps the fit
+        # A run whose datasets widen their column: the command narrows to make room.
+        wider = RunRow("vm-2", "vm", 23179, "writing", 5.0, ("B1_glaive", "B2_sharegpt"), COMMAND)
+        table.show([ROW, wider])
         await pilot.pause(0.2)
         assert not table.show_horizontal_scrollbar
+        assert table.virtual_size.width <= table.scrollable_content_region.width
