@@ -159,11 +159,11 @@ def estimate_pace(target: ResumeTarget) -> tuple[float, str]:
     rate now while it runs; with no other dataset running, the server's whole rate (its
     last run's was a share); else its last run's, which the datasets running now share."""
     others = target.others_running
-    alone = max(target.server_tok_s, target.last_tok_s)
     if target.tok_s > 0:
         pace, basis = target.tok_s, "its current {} tok/s"
-    elif others == 0 and alone > 0:
-        pace, basis = alone, "{} tok/s, the server's rate in its last run (nothing else runs now)"
+    elif others == 0 and target.server_tok_s > 0:
+        pace = max(target.server_tok_s, target.last_tok_s)
+        basis = "{} tok/s, the server's rate in its last run (nothing else runs now)"
     else:
         pace, basis = target.last_tok_s, "its last run's {} tok/s"
     if pace <= 0:

@@ -84,3 +84,6 @@ def test_beside_running_datasets_the_estimate_says_it_is_a_share() -> None:
     ), said
     alone = resume_preview(replace(target, others_running=0), 10_000_000)
     assert alone.startswith("5M to go, about 10s at 460k tok/s, the server's rate"), alone
+    # No server rate known (a watched run): its own last rate, not called the server's.
+    unknown = resume_preview(replace(target, others_running=0, server_tok_s=0.0), 10_000_000)
+    assert unknown == "5M to go, about 1m28s at its last run's 56.8k tok/s", unknown
