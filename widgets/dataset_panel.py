@@ -75,6 +75,20 @@ _BADGES: dict[DatasetState, tuple[str, str]] = {
 BADGE_KINDS = ("idle", "stale", *sorted({kind for _, kind in _BADGES.values()}))
 
 
+STALE_HINT = " · press k"
+"""What the grid's stale badge adds to its word: the key that deals with it."""
+STATE_WIDTH = max(len("draining 999s"), *(len(text) for text, _ in _BADGES.values()))
+"""Cells the longest state word takes ("budget reached"): a view narrower than that cut it
+to its kind, and the table said "done" where the badge said "budget reached" (issue 31)."""
+
+
+def state_word(view: PanelView) -> str:
+    """The badge's words for the state, without the key it hints at: what every view says
+    of it (the grid's badge, the table's state column), from the one table `_BADGES`."""
+    text, _ = badge_for(view)
+    return text.removesuffix(STALE_HINT)
+
+
 def badge_for(view: PanelView) -> tuple[str, str]:
     """(text, kind) of the state badge; kind selects its colour in tui.tcss (`-badge-KIND`)."""
     snap = view.snapshot
@@ -83,7 +97,7 @@ def badge_for(view: PanelView) -> tuple[str, str]:
     if snap is None:
         return view.pending, "idle"
     if view.stale and not snap.state.finished:
-        return "stale · press k", "stale"
+        return f"stale{STALE_HINT}", "stale"
     text, kind = _BADGES[snap.state]
     if view.countdown_s is not None and not snap.state.finished:
         return f"draining {max(0, int(view.countdown_s + 0.999))}s", "draining"

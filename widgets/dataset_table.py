@@ -27,10 +27,12 @@ from gen_tui.backends.figures import format_count
 from gen_tui.backends.untrusted import one_line
 from gen_tui.widgets.dataset_panel import (
     BADGE_KINDS,
+    STATE_WIDTH,
     PanelView,
     badge_for,
     shown_eta,
     shown_rates,
+    state_word,
 )
 from gen_tui.widgets.format import format_duration
 from gen_tui.widgets.pieces import Line, Piece, PieceStyles
@@ -49,7 +51,6 @@ STATE_ORDER = {
 }
 """Sorted by state, what needs a look comes first: failed and stale, then the live ones."""
 
-STATE_WIDTH = 12
 PCT_WIDTH = 4
 TOKENS_WIDTH = 13
 RATE_WIDTH = 6
@@ -91,8 +92,8 @@ def row_for(name: str, view: PanelView | None, host: str | None = None) -> Row:
     it goes in (the link watching it; "" for a run of this process); None: its snapshot's
     host."""
     view = view or PanelView()
-    badge, kind = badge_for(view)
-    state = badge if len(badge) <= STATE_WIDTH else kind
+    _, kind = badge_for(view)
+    state = state_word(view)  # the badge's own words: "budget reached", never "done"
     snap = view.snapshot
     if snap is None:
         where = one_line(host or "")

@@ -16,6 +16,12 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 
+def cell_text(cell: str) -> Text:
+    """A cell as drawn: cut with an ellipsis where its column is narrower (the run list's
+    command, fitted to the screen), never wrapped."""
+    return Text(cell, overflow="ellipsis", no_wrap=True)
+
+
 class KeyedTable(DataTable[Text]):
     """Rows keyed by a stable string; a subclass names its `COLUMNS` and fixed `WIDTHS`."""
 
@@ -49,11 +55,11 @@ class KeyedTable(DataTable[Text]):
         for key, cells in wanted.items():
             old = self._shown.get(key)
             if old is None:
-                self.add_row(*map(Text, cells), key=key)
+                self.add_row(*map(cell_text, cells), key=key)
             elif old != cells:
                 for column, (was, now) in zip(
                     self.COLUMNS, zip(old, cells, strict=True), strict=True
                 ):
                     if was != now:
-                        self.update_cell(key, column, Text(now))
+                        self.update_cell(key, column, cell_text(now))
             self._shown[key] = cells

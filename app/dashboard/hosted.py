@@ -31,7 +31,11 @@ from gen_tui.backends.config.run import DatasetSpec, EngineError
 from gen_tui.backends.figures import counted, format_count
 from gen_tui.backends.plan.control import PlanTarget
 from gen_tui.backends.progress.batches import cancel_note
-from gen_tui.backends.progress.snapshot import RunSnapshot, run_rate
+from gen_tui.backends.progress.snapshot import (
+    RunSnapshot,
+    run_rate,
+    whole_rate,
+)
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.store.tails import (
     HISTORY_TAIL_LINES,
@@ -41,7 +45,7 @@ from gen_tui.backends.store.tails import (
     local_tail,
     record_spec,
 )
-from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.dataset_panel import PanelView, producing, shown_rates
 
 Budget = tuple[int | None, int | None]
 """(max_tokens, max_samples) a dataset started alone runs to."""
@@ -347,14 +351,24 @@ class HostedRuns(PanelSource):
             tokens=snap.tokens if snap else 0,
             max_tokens=snap.max_tokens if snap else (spec.max_tokens if spec else None),
             max_samples=snap.max_samples if snap else (spec.max_samples if spec else None),
-            tok_s=snap.tok_s if snap else 0.0,
+            tok_s=shown_rates(view)[0],  # a finished dataset's trailing rate is not its pace
             last_tok_s=run_rate(snap) if snap else 0.0,
+            others_running=self._others_running(name),
+            server_tok_s=whole_rate(run.latest) if run is not None and run.latest else 0.0,
             running=running and snap is not None and not snap.state.finished,
             where=self._backend(run),
             prompts_left=snap.prompts_left if snap else None,
             mean_tokens=snap.mean_tokens if snap else None,
         )
         return AskBudget(target, lambda budget: self._resume(target, budget))
+
+    def _others_running(self, name: str) -> int:
+        """This process's other datasets producing now: they share the server with it."""
+        return sum(
+            1
+            for other, run in self.owner.items()
+            if other != name and run.active and producing(PanelView(run.dataset(other)))
+        )
 
     def _resume(self, target: ResumeTarget, budget: int) -> Note:
         name = target.name

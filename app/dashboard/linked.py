@@ -45,7 +45,7 @@ from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.dataset_panel import PanelView
+from gen_tui.widgets.dataset_panel import PanelView, shown_rates
 from gen_tui.widgets.gpu_strip import GpuLine
 
 if TYPE_CHECKING:  # asyncssh loads in the link's worker, not at startup
@@ -306,7 +306,7 @@ class HostLinks(PanelSource):
             tokens=snap.tokens,
             max_tokens=snap.max_tokens,
             max_samples=snap.max_samples,
-            tok_s=snap.tok_s,
+            tok_s=shown_rates(view)[0],  # a finished dataset's trailing rate is not its pace
             last_tok_s=monitor.last_rate(name),
             running=False,
             where=f"on {link.name}, as a new detached process",

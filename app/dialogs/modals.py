@@ -20,7 +20,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from gen_tui.app.dialogs.notices import HidesNotices
 from gen_tui.backends.budget.rules import runs_out_at
-from gen_tui.backends.figures import CountError, format_count, parse_count
+from gen_tui.backends.figures import CountError, counted, format_count, parse_count
 from gen_tui.backends.untrusted import clean, one_line
 from gen_tui.widgets.format import format_duration
 
@@ -100,6 +100,14 @@ class ResumeTarget:
     last_tok_s: float = 0.0
     """Its rate when it last produced, for the estimate while `tok_s` is 0 (a stopped or
     finished dataset produces nothing now, yet its last run's pace is the best guess)."""
+    others_running: int | None = None
+    """Other datasets producing on its server now (None: unknown). Its last run's rate was
+    its share beside them; alone it gets the whole server (issue 31: `r` on B2 said "about
+    1m28s at 56.8k tok/s", its rate beside seven others, and alone it did the 5M in 8 s)."""
+    server_tok_s: float = 0.0
+    """The server's rate in the run it last ran in, every dataset's tokens over the time
+    requests were in flight (`whole_rate`): what it can expect with no other dataset
+    running (0: unknown)."""
 
 
 def resume_shown(
@@ -139,12 +147,31 @@ def resume_preview(target: ResumeTarget, budget: int) -> str:
             f"short of {format_count(budget)}"
         )
         togo = end - target.tokens
-    for pace, which in ((target.tok_s, "the current"), (target.last_tok_s, "its last run's")):
-        if pace > 0:
-            eta = format_duration(togo / pace)
-            rate = format_count(float(f"{pace:.3g}"))
-            return f"{format_count(togo)} to go, about {eta} at {which} {rate} tok/s{short}"
+    pace, basis = estimate_pace(target)
+    if pace > 0:
+        eta = format_duration(togo / pace)
+        return f"{format_count(togo)} to go, about {eta} at {basis}{short}"
     return f"{format_count(togo)} to go (no rate yet to estimate the time){short}"
+
+
+def estimate_pace(target: ResumeTarget) -> tuple[float, str]:
+    """The tok/s the resume's estimate uses, and what it is based on, said with it: its
+    rate now while it runs; with no other dataset running, the server's whole rate (its
+    last run's was a share); else its last run's, which the datasets running now share."""
+    others = target.others_running
+    if target.tok_s > 0:
+        pace, basis = target.tok_s, "its current {} tok/s"
+    elif others == 0 and target.server_tok_s > 0:
+        pace = max(target.server_tok_s, target.last_tok_s)
+        basis = "{} tok/s, the server's rate in its last run (nothing else runs now)"
+    else:
+        pace, basis = target.last_tok_s, "its last run's {} tok/s"
+    if pace <= 0:
+        return 0.0, ""
+    said = basis.format(format_count(float(f"{pace:.3g}")))
+    if others:
+        said += f", shared with {counted(others, 'running dataset')}: faster once they finish"
+    return pace, said
 
 
 class ResumeScreen(HidesNotices, ModalScreen[int | None]):

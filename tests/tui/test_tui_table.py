@@ -20,7 +20,7 @@ from tests.support.table_app import (
     table,
     table_text,
 )
-from tests.support.tui import SIZE, Notes
+from tests.support.tui import SIZE, Notes, badge
 
 
 async def test_the_table_is_the_default_past_twelve_datasets_and_t_switches() -> None:
@@ -194,3 +194,30 @@ async def test_the_name_column_is_as_wide_as_the_longest_name_not_the_screen() -
         await pilot.pause()
         row = next(line for line in table_text(app) if "short" in line)
         assert "running" in row and "gpu-box:4242" in row, row  # the figures still show
+
+
+async def test_the_table_says_the_badge_s_words_for_each_state() -> None:
+    """Issue 31, the retry at 160x48: the table said "done" where the badge said "budget
+    reached" for the same dataset (the table cut a badge longer than its column to its kind).
+    One word for one state: the table's state cell is the badge's, less its key hint."""
+    names = ["reached", "stale"]
+    app, static = static_app(names, stale_after_s=30)
+
+    def run(at: float) -> RunSnapshot:
+        return run_of(
+            snapshot("reached", state=DatasetState.DONE, tokens=2_000_000, eta_s=None),
+            snapshot("stale", tok_s=0.0, eta_s=None, last_record_at=T0 - 500),
+        )
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        await shown(pilot, app, static, run(T0))
+        static.show(run(T0 + 100), now=T0 + 100)
+        board(app).refresh_view()
+        await pilot.pause()
+        badges = {name: badge(app, name) for name in names}
+        assert badges == {"reached": "budget reached", "stale": "stale · press k"}, badges
+        await pilot.press("t")
+        await pilot.pause()
+        cells = {line.split()[0]: line for line in table_text(app)[2:4]}
+        assert "budget reached" in cells["reached"] and " done " not in cells["reached"], cells
+        assert " stale " in cells["stale"] and "press k" not in cells["stale"], cells
