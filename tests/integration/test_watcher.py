@@ -106,6 +106,7 @@ def test_source_is_python38_and_stdlib_only() -> None:
         "hashlib",  # stdlib: the hash of another user's command line cut in the ps report
         "http",  # stdlib: http.client, a /metrics GET whose socket a deadline can shut
         "tomllib",  # stdlib 3.11+ (a scan below it): a `gen-tui run --config`'s output_dir
+        "tempfile",  # stdlib: --notice writes a drain notice whole (a temporary, then renamed)
     }
 
 
