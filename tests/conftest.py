@@ -57,6 +57,8 @@ def xdist_group(item: pytest.Item) -> str:
     for fixture, group in SHARED.items():
         if fixture in names:
             return group
+    if Path(item.path).name.startswith("test_real_sglang"):
+        return SHARED["real_sglang"]  # its own real servers: one CPU SGLang story at a time
     if makes_accounts(Path(item.path)):
         return "accounts"
     return str(Path(item.path).relative_to(Path(__file__).parent))

@@ -32,15 +32,19 @@ ARGS = 19
 ARG_CHARS = 100_000
 
 
-def argv_of(index: int) -> list[str]:
-    """A `perl` that sleeps, its command line naming a run and 1.9 MB of arguments."""
+def argv_of(index: int, out: Path) -> list[str]:
+    """A `perl` that sleeps, its command line naming a run of `out` and 1.9 MB of arguments.
+    (A run naming no folder would count as one of every folder surveyed on this machine,
+    the other tests' running beside this one under xdist included.)"""
     words = [chr(ord("a") + (index + k) % 26) * ARG_CHARS for k in range(ARGS)]
-    return ["perl", "-e", "sleep 120", "run_inference.py", "--datasets", "B1", *words]
+    run = ["run_inference.py", "--datasets", "B1", "--output-dir", str(out)]
+    return ["perl", "-e", "sleep 120", *run, *words]
 
 
 @pytest.fixture
-def big_table() -> Iterator[list[subprocess.Popen[bytes]]]:
-    argvs = [argv_of(i) for i in range(PROCESSES)]
+def big_table(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The 40 processes, each naming `tmp_path / "out"`: the `host` fixture's folder."""
+    argvs = [argv_of(i, tmp_path / "out") for i in range(PROCESSES)]
     with processes_of(ensure_user(OTHER_USER), argvs) as procs:
         yield procs
 
@@ -54,7 +58,7 @@ def their_runs(
 
 @pytest.mark.timeout(120)
 async def test_another_users_long_command_lines_are_cut_and_the_host_stays_listed(
-    host: AnyHost, big_table: list[subprocess.Popen[bytes]]
+    host: AnyHost, big_table: list[subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
     deadline = time.monotonic() + 30
     while len(found := their_runs((await host.survey()).runs, big_table)) < PROCESSES:
@@ -62,10 +66,10 @@ async def test_another_users_long_command_lines_are_cut_and_the_host_stays_liste
     by_pid = {run.pid: run for run in found}
     for index, process in enumerate(big_table):
         identity = by_pid[process.pid].identity
-        whole = b"\0".join(word.encode() for word in argv_of(index))
+        whole = b"\0".join(word.encode() for word in argv_of(index, tmp_path / "out"))
         shown = b"\0".join(word.encode() for word in identity.cmdline)
         assert len(shown) <= watcher.CMDLINE_SHOWN
-        assert identity.cmdline[:6] == tuple(argv_of(index)[:6])
+        assert identity.cmdline[:8] == tuple(argv_of(index, tmp_path / "out")[:8])
         assert identity.cmdline_bytes == len(whole)
         assert identity.cmdline_sha256 == hashlib.sha256(whole).hexdigest()
         assert identity.command.endswith(f"(cut: {len(whole):,} bytes in all)")

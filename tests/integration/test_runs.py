@@ -192,7 +192,11 @@ async def test_a_start_that_reaches_the_host_after_a_later_check_is_refused(
             await host.start(
                 late, str(tmp_path / "late.log"), output_dir=str(out), expect=late_check
             )
-        writers = [run for run in (await host.survey()).runs if "B7" in run.datasets]
+        writers = [
+            run
+            for run in (await host.survey()).runs
+            if "B7" in run.datasets and run.output_dir == host.output_dir
+        ]
         assert [run.pid for run in writers] == [retry.pid]
         assert not (tmp_path / "late.log").exists()
         # A start that relies on the newest check goes ahead.
@@ -223,7 +227,11 @@ async def test_two_resumes_at_once_start_one_run(
         assert len(started) == 1, results
         assert [type(r) for r in results if not isinstance(r, RunIdentity)] == [ResumeRefused]
         assert (await host._ps(host.pattern, str(out))).start_seq == before + 1
-        writers = [run for run in (await host.survey()).runs if "B9" in run.datasets]
+        writers = [
+            run
+            for run in (await host.survey()).runs
+            if "B9" in run.datasets and run.output_dir == host.output_dir
+        ]
         assert [run.pid for run in writers] == [started[0].pid]
     finally:  # the stops are checked after, where a failure cannot hide the test's own
         outcomes = [await host.kill(identity, grace_s=10) for identity in started]

@@ -19,6 +19,10 @@ from gen_tui.app.cli.launch import main
 from gen_tui.app.host_sources import HostSource
 from tests.support.polling import wait_until_sync
 
+TMUX = ["tmux", "-L", f"gen-tui-test-{os.getpid()}"]
+"""A tmux server of this test process's own: a second suite beside it (or a user's own
+tmux) neither shares its sessions nor gives them its environment."""
+
 
 def test_main_without_a_config_explains_how_to_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -85,12 +89,12 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
         f"TMPDIR={tmp_path} {sys.executable} -m gen_tui.app.cli --demo; echo EXIT=$?; sleep 30"
     )
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True
+        [*TMUX, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True
     )
 
     def pane() -> str:
         return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            [*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True
         ).stdout
 
     def wait_pane(*words: str, timeout: float = 40.0) -> str:
@@ -108,17 +112,17 @@ def test_demo_in_a_real_tmux_session(tmp_path: Path) -> None:
         assert "k Kill" in text and "q Quit" in text
         lines = text.splitlines()
         assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
-        subprocess.run(["tmux", "send-keys", "-t", session, "?"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "?"], check=True)
         wait_pane("gen-tui keys", "Resume")
-        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "Escape"], check=True)
         time.sleep(0.5)  # a key right after Escape would arrive as alt+key
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=True)
         wait_pane("Quit gen-tui?")
-        subprocess.run(["tmux", "send-keys", "-t", session, "y"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "y"], check=True)
         wait_pane("EXIT=0")
         assert not list(tmp_path.glob("gen-tui-demo-*")), "the demo folder was left behind"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -278,13 +282,13 @@ def test_the_first_start_of_a_new_config_is_not_start_again(
     session = f"gen-tui-first-{os.getpid()}"
     command = f"cd {tmp_path} && {sys.executable} -m gen_tui.app.cli; echo EXIT=$?; sleep 30"
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command],
+        [*TMUX, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command],
         check=True,
     )
 
     def pane() -> str:
         return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            [*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True
         ).stdout
 
     def wait_pane(*words: str, timeout: float = 60.0) -> str:
@@ -299,16 +303,16 @@ def test_the_first_start_of_a_new_config_is_not_start_again(
     try:
         # The local watcher has looked at the (not yet made) output folder: B1 has its state.
         wait_pane("not started", "local: output folder")
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "s"], check=True)
         text = wait_pane("Start [y]")
         assert "Start the run?" in text and "Start again?" not in text, text
         assert "Every dataset has finished" not in text, text
-        subprocess.run(["tmux", "send-keys", "-t", session, "n"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "n"], check=True)
         time.sleep(0.5)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=True)
         wait_pane("EXIT=0", timeout=30)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -332,13 +336,13 @@ def test_q_says_which_servers_it_leaves_running(tmp_path: Path) -> None:
         "echo EXIT=$?; sleep 30"
     )
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "30", command],
+        [*TMUX, "new-session", "-d", "-s", session, "-x", "80", "-y", "30", command],
         check=True,
     )
 
     def pane() -> str:
         return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True
+            [*TMUX, "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True
         ).stdout
 
     def wait_pane(*words: str, timeout: float = 60.0) -> str:
@@ -352,11 +356,11 @@ def test_q_says_which_servers_it_leaves_running(tmp_path: Path) -> None:
 
     try:
         wait_pane("server gpu0 healthy")
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=True)
         text = wait_pane("EXIT=0", timeout=30)
         said = " ".join(text.split())
         assert "gen-tui: left running: gpu0 (the next gen-tui" in said, text
         assert "`gen-tui servers stop` stops them" in said, text
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*TMUX, "kill-session", "-t", session], capture_output=True)
         kill_servers(state / "gen-tui" / "servers")
