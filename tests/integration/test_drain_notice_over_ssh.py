@@ -81,6 +81,19 @@ asyncio.run(main())
 '''
 
 
+def _options_json(sshd: Sshd) -> str:
+    """The SSH options a panel process gets on its command line (JSON)."""
+    options = sshd.options()
+    return json.dumps(
+        {
+            "config_files": list(options.config_files or ()),
+            "known_hosts": options.known_hosts,
+            "client_keys": list(options.client_keys or ()),
+            "use_agent": False,
+        }
+    )
+
+
 def _panel(
     sshd: Sshd,
     tmp_path: Path,
@@ -90,16 +103,10 @@ def _panel(
     """The panel, started, once it said "told" of `drain` (port, URL, wait, grace): it and
     the notices' folder it wrote in (in `remote`, the servers' folder on the SSH host)."""
     remote = remote or tmp_path / "remote"
-    options = sshd.options()
-    args = {
-        "config_files": list(options.config_files or ()),
-        "known_hosts": options.known_hosts,
-        "client_keys": list(options.client_keys or ()),
-        "use_agent": False,
-    }
+    args = _options_json(sshd)
     panel = subprocess.Popen(
         [
-            *(sys.executable, "-c", PANEL, sshd.target, json.dumps(args), str(remote)),
+            *(sys.executable, "-c", PANEL, sshd.target, args, str(remote)),
             *(str(tmp_path), *map(str, drain)),
         ],
         stdin=subprocess.PIPE,
@@ -402,17 +409,11 @@ async def test_a_link_frozen_mid_drain_keeps_the_drain_and_its_deadline(
     servers = state / "gen-tui" / "servers"  # the runs' (XDG_STATE_HOME) and the panel's
     near_port, wait, grace = free_port(), 20.0, 5.0
     near = f"http://127.0.0.1:{near_port}"
-    options = sshd.options()
-    args = {
-        "config_files": list(options.config_files or ()),
-        "known_hosts": options.known_hosts,
-        "client_keys": list(options.client_keys or ()),
-        "use_agent": False,
-    }
+    args = _options_json(sshd)
     states = tmp_path / "link-states.jsonl"
     panel = subprocess.Popen(
         [
-            *(sys.executable, "-c", PANEL_STOP, sshd.target, json.dumps(args), str(servers)),
+            *(sys.executable, "-c", PANEL_STOP, sshd.target, args, str(servers)),
             *(str(tmp_path), str(near_port), str(vocab_size), str(wait), str(grace)),
             str(states),
         ],

@@ -14,13 +14,14 @@ import pytest
 from gen_tui.backends.hosts.connection import Disconnected
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers import drain
-from gen_tui.backends.servers.launcher import Exit, Launched, Launcher
+from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
+from tests.support.servers import IdleLauncher
 
 
-class CutLauncher(Launcher):
+class CutLauncher(IdleLauncher):
     """Its stop is cut off by its link `cuts` times, then done; its drain notices noted."""
 
     def __init__(self, cuts: int) -> None:
@@ -40,24 +41,6 @@ class CutLauncher(Launcher):
 
     async def end_drain(self, launched: Launched) -> None:
         self.told.append("ended")
-
-    async def start(self, recipe: ServerRecipe) -> Launched:
-        raise AssertionError("not started here")
-
-    async def exit_of(self, launched: Launched) -> Exit | None:
-        return None
-
-    async def adopt(self) -> list[Launched]:
-        return []
-
-    async def log_of(self, recipe: ServerRecipe) -> str:
-        return "log"
-
-    async def last_line(self, launched: Launched) -> str:
-        return ""
-
-    async def log_size(self, launched: Launched) -> int | None:
-        return 0
 
 
 LAUNCHED = Launched("near", "4242", "box", 30001, time.time(), "near.log")
