@@ -25,19 +25,23 @@ OVERDUE_S past its drain and grace whether or not another server is up.
 
 A link's end is not the panel's, though: an SSH link that drops and heals (a Wi-Fi blip, a
 NAT timeout, sshd's session killed) ends the session process the notice named, and the
-panel writes the notice again on its reconnect naming the new one (hosts/ssh.py), 1.5 to
-2.0 s after the drop as measured (RELIABILITY.md row 152). A run that dropped such a notice
-at once sent the draining server 62 requests in that gap, which its drain then had to wait
-for (or cut at its end). So a notice whose writer is the SSH session of a panel's link
-(the writer says `link`) and is gone is still honoured for LINK_HOLD_S after the run first
-sees it gone, said once; past that it is ignored as a dead writer's. The hold covers a
-reconnect and one failed try (the panel's backoff: a first try 0.8 to 1.2 s after the drop,
-the next 1.6 to 2.4 s later) and costs a panel that really died LINK_HOLD_S before its
-server is used again: a server it was stopping, which a notice kept out of the runs for a
-drain of up to minutes anyway. A naming of a "stable" writer instead (a process there that
-outlives the link) could not tell a panel that died from a link that dropped: only time
-can, and the hold bounds it. A writer of this machine that is no link's (a local panel,
-`gen-tui servers stop`) cannot come back: its notice is dropped at once, as before.
+panel writes the notice again on its reconnect naming the new one (hosts/ssh.py), 1.3 to
+2.4 s after the drop as measured (RELIABILITY.md rows 152 and 154). A run that dropped such
+a notice at once sent the draining server 62 to 82 requests in that gap, which its drain
+then had to wait for (or cut at its end); with the hold it sends none. So a notice whose
+writer is the SSH session of a panel's link (the writer says `link`) and is gone is still
+honoured for LINK_HOLD_S after the run first sees it gone, said once; past that it is
+ignored as a dead writer's. The hold covers a reconnect and one failed try (the panel's
+backoff: a first try 0.8 to 1.2 s after the drop, the next 1.6 to 2.4 s later) and costs a
+panel that really died LINK_HOLD_S before its server is used again (5.04 to 5.15 s after
+its SIGKILL, row 154; 0.05 to 0.08 s before): a server it was stopping, which a notice kept
+out of the runs for a drain of up to minutes anyway. A link that freezes instead (row 155)
+leaves its session process alive: the notice holds as a live writer's until the panel's
+keepalive gives the link up (about 8 s) and its reconnect writes it again. A naming of a
+"stable" writer instead (a process there that outlives the link) could not tell a panel
+that died from a link that dropped: only time can, and the hold bounds it. A writer of this
+machine that is no link's (a local panel, `gen-tui servers stop`) cannot come back: its
+notice is dropped at once, as before.
 
 A port names one server on one machine, so a notice `PORT.json` applies only to a URL whose
 host is this machine (loopback, or its own host name). A server that is a Slurm batch job
