@@ -23,6 +23,26 @@ so its writer's end is seen there as a local one's; one whose writer is another 
 (not known here: an older panel's, or a host with no SSH session process found) is ignored
 OVERDUE_S past its drain and grace whether or not another server is up.
 
+A link's end is not the panel's, though: an SSH link that drops and heals (a Wi-Fi blip, a
+NAT timeout, sshd's session killed) ends the session process the notice named, and the
+panel writes the notice again on its reconnect naming the new one (hosts/ssh.py), 1.3 to
+2.4 s after the drop as measured (RELIABILITY.md rows 152 and 154). A run that dropped such
+a notice at once sent the draining server 62 to 82 requests in that gap, which its drain
+then had to wait for (or cut at its end); with the hold it sends none. So a notice whose
+writer is the SSH session of a panel's link (the writer says `link`) and is gone is still
+honoured for LINK_HOLD_S after the run first sees it gone, said once; past that it is
+ignored as a dead writer's. The hold covers a reconnect and one failed try (the panel's
+backoff: a first try 0.8 to 1.2 s after the drop, the next 1.6 to 2.4 s later) and costs a
+panel that really died LINK_HOLD_S before its server is used again (5.04 to 5.15 s after
+its SIGKILL, row 154; 0.05 to 0.08 s before): a server it was stopping, which a notice kept
+out of the runs for a drain of up to minutes anyway. A link that freezes instead (row 155)
+leaves its session process alive: the notice holds as a live writer's until the panel's
+keepalive gives the link up (about 8 s) and its reconnect writes it again. A naming of a
+"stable" writer instead (a process there that outlives the link) could not tell a panel
+that died from a link that dropped: only time can, and the hold bounds it. A writer of this
+machine that is no link's (a local panel, `gen-tui servers stop`) cannot come back: its
+notice is dropped at once, as before.
+
 A port names one server on one machine, so a notice `PORT.json` applies only to a URL whose
 host is this machine (loopback, or its own host name). A server that is a Slurm batch job
 runs on a node the panel does not reach, and the runs sent to it (a run in a job of its own
@@ -60,6 +80,10 @@ POLL_S = 0.5
 OVERDUE_S = 5.0
 """How long past its drain and grace a notice is still waited on by a run with no other
 server (the stop's last steps, a slow link)."""
+LINK_HOLD_S = 5.0
+"""How long a notice whose writer is a panel's SSH link's session process, now gone, is
+still honoured (from a run's first look that saw it gone): long enough for the panel to
+reconnect and write it again naming its new link (see the module's docstring)."""
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 _NAME = re.compile(r"^([0-9]{1,5})(?:@([a-z0-9][a-z0-9._-]{0,252}))?\.json$")
 _NODE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,252}$")
@@ -166,13 +190,16 @@ class Notice:
 @dataclass(frozen=True)
 class Notices:
     """What the folder says now: the ports of this machine's servers draining (`notices`:
-    what each notice says), the nodes' (`on_nodes`: by node and port), and a line per file
-    that is not a notice, or one whose writer is gone (path, why)."""
+    what each notice says), the nodes' (`on_nodes`: by node and port), a line per file
+    that is not a notice, or one whose writer is gone (path, why), and one per notice held
+    for its link writer's reconnect (`held`)."""
 
     ports: frozenset[int]
     bad: tuple[tuple[str, str], ...] = ()
     notices: Mapping[int, Notice] = field(default_factory=dict)
     on_nodes: Mapping[tuple[str, int], Notice] = field(default_factory=dict)
+    held: tuple[tuple[str, str], ...] = ()
+    """Notices honoured for now though their link writer is gone (path, why): LINK_HOLD_S."""
 
     def of(self, keys: Iterable[tuple[str | None, int]]) -> Notice | None:
         """The notice of the first of `keys` (node, port; node None: this machine's) that
@@ -201,24 +228,33 @@ def _writer_of_here(writer: object, here: str) -> int | None:
     return pid
 
 
-def _writer_gone(writer: object, here: str) -> int | None:
-    """The pid of the notice's writer when it is a process of this machine (`here`: its
-    host name) that is gone; None when it lives, or is another machine's (not known)."""
-    pid = _writer_of_here(writer, here)
-    if pid is None or not isinstance(writer, dict):
-        return None
+def _writer_gone(writer: dict[str, object], pid: int) -> bool:
+    """Whether the notice's `writer`, process `pid` of this machine, is gone (or its pid
+    now another process's)."""
     started = writer.get("started")
     now = process_start(pid)
     if now is None:
-        return pid
-    if isinstance(started, int | float) and abs(now - started) > 1.0:
-        return pid  # its pid, now another process's
-    return None
+        return True
+    return isinstance(started, int | float) and abs(now - started) > 1.0
 
 
-def _notice_of(path: Path, port: int, node: str | None, here: str) -> Notice | str:
+LapseKey = tuple[str, int, object]
+"""A notice whose writer was seen gone: (its path, the writer's pid, its start)."""
+
+
+def _notice_of(
+    path: Path,
+    port: int,
+    node: str | None,
+    here: str,
+    lapsed: Mapping[LapseKey, float] | None = None,
+    seen: dict[LapseKey, float] | None = None,
+    now: float = 0.0,
+) -> Notice | str | tuple[Notice, str]:
     """The notice in the file at `path` (named for `port`, and `node`), or why it is not
-    one."""
+    one; with `lapsed` (the reader's memory: when each notice's writer was first seen gone,
+    by `now`'s clock; what this look saw is noted in `seen`), a link's notice whose writer
+    is gone is (the notice, why it holds) for LINK_HOLD_S from that first sight."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_NOTICE_BYTES + 1)
@@ -236,32 +272,55 @@ def _notice_of(path: Path, port: int, node: str | None, here: str) -> Notice | s
         return "not a drain notice (no port, or not the one of its name)"
     if data.get("node") != node:
         return "not a drain notice (its node is not the one of its name)"
-    gone = _writer_gone(data.get("writer"), here)
-    if gone is not None:
-        return f"its writer (pid {gone}, this machine's) is gone: left behind, not a drain"
+    writer = data.get("writer")
+    pid = _writer_of_here(writer, here)
     since = _number(data.get("since"), time.time())
     wait = max(_number(data.get("wait_s"), 0.0), 0.0)
     ends = since + wait + max(_number(data.get("grace_s"), 0.0), 0.0)
-    known = _writer_of_here(data.get("writer"), here) is not None
-    return Notice(port, since, ends, known, node)
+    notice = Notice(port, since, ends, pid is not None, node)
+    if pid is None or not isinstance(writer, dict) or not _writer_gone(writer, pid):
+        return notice
+    if "link" not in writer or lapsed is None or seen is None:
+        return f"its writer (pid {pid}, this machine's) is gone: left behind, not a drain"
+    key = (str(path), pid, writer.get("started"))
+    first = seen[key] = lapsed.get(key, now)
+    if now - first < LINK_HOLD_S:
+        return notice, (
+            f"its writer (pid {pid}, this machine's), the SSH session of the panel's link, "
+            f"is gone: still honoured {LINK_HOLD_S:g} s for the panel to reconnect and "
+            "write it again"
+        )
+    return (
+        f"its writer (pid {pid}, this machine's) is gone: the SSH session of the panel's "
+        f"link, not back within {LINK_HOLD_S:g} s; left behind, not a drain"
+    )
 
 
-def read_notices(folder: Path) -> Notices:
-    """The notices in `folder` (none when it does not exist)."""
+def read_notices(folder: Path, lapsed: dict[LapseKey, float] | None = None) -> Notices:
+    """The notices in `folder` (none when it does not exist). `lapsed` is the reader's
+    memory across looks (when each notice's link writer was first seen gone: see
+    LINK_HOLD_S; kept to the notices still there); without it such a notice is dropped at
+    once, as a dead writer's."""
     found: dict[int, Notice] = {}
     on_nodes: dict[tuple[str, int], Notice] = {}
     bad: list[tuple[str, str]] = []
+    held: list[tuple[str, str]] = []
     try:
         names = sorted(entry.name for entry in os.scandir(folder))[:MAX_NOTICES]
     except OSError:
         return Notices(frozenset())
     here = socket.gethostname()
+    now = time.monotonic()
+    seen: dict[LapseKey, float] = {}
     for name in names:
         match = _NAME.match(name)
         if match is None:
             continue  # a notice being written (.notice.*), or someone else's file
         port, node = int(match.group(1)), match.group(2)
-        said = _notice_of(folder / name, port, node, here)
+        said = _notice_of(folder / name, port, node, here, lapsed, seen, now)
+        if isinstance(said, tuple):
+            said, why = said
+            held.append((str(folder / name), why))
         if isinstance(said, Notice):
             if node is None:
                 found[port] = said
@@ -269,7 +328,10 @@ def read_notices(folder: Path) -> Notices:
                 on_nodes[(node, port)] = said
         elif said != "gone":
             bad.append((str(folder / name), said))
-    return Notices(frozenset(found), tuple(bad), found, on_nodes)
+    if lapsed is not None:  # kept to the notices that still name a gone link writer
+        lapsed.clear()
+        lapsed.update(seen)
+    return Notices(frozenset(found), tuple(bad), found, on_nodes, tuple(held))
 
 
 def this_machine() -> set[str]:

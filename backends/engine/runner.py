@@ -25,6 +25,7 @@ from gen_tui.backends.config.run import EngineError, queued_concurrency
 from gen_tui.backends.drain_notice import (
     OVERDUE_S,
     POLL_S,
+    LapseKey,
     Notice,
     local_notice_folder,
     notice_keys,
@@ -276,12 +277,18 @@ class RequestRunner(RunPart):
         overdue: dict[str, float] = {}
         """Servers (by URL) whose notice outlived its drain and was ignored: each with its
         notice's time (ignored until a new notice is written)."""
+        lapsed: dict[LapseKey, float] = {}
+        """When each notice's link writer was first seen gone (LINK_HOLD_S)."""
         while True:
-            notices = await asyncio.to_thread(read_notices, where)
-            for path, why in notices.bad:
-                if (path, why) not in said:  # one line per bad file, not one per look
-                    said.add((path, why))
-                    self.reporter.event("warning", f"{one_line(path)}: ignored: {why}")
+            notices = await asyncio.to_thread(read_notices, where, lapsed)
+            for level, lines, verb in (
+                ("warning", notices.bad, "ignored"),
+                ("info", notices.held, "held"),
+            ):
+                for path, why in lines:
+                    if (path, why) not in said:  # one line per file and cause, not per look
+                        said.add((path, why))
+                        self.reporter.event(level, f"{one_line(path)}: {verb}: {why}")
             found = [(server, notices.of(keys)) for server, keys in watched]
             for server, notice in found:
                 honoured = notice is not None and overdue.get(server.url) != notice.since

@@ -143,7 +143,8 @@ class SSHHost(Host):
         """As :meth:`Host.put_drain_notice`, by the watcher's `--notice` there: the notice
         names as its writer the SSH session process that carries this link on that host
         (backends/watcher/notices.py), so the runs there see it gone once this panel's link
-        ends (the panel's own pid means nothing on their machine). A host whose python
+        ends, and drop it after a hold for a reconnect (drain_notice.LINK_HOLD_S; the
+        panel's own pid means nothing on their machine). A host whose python
         fails gets the notice as written (its runs then bound it by the wait it says).
         Kept until :meth:`remove_drain_notice`: a link that drops and heals ends the
         session process it named, so it is written again then (:meth:`_renew_notices`)."""

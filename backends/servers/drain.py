@@ -8,6 +8,13 @@ server's own `/metrics` says how many requests are still running or queued; the 
 until none is, or `drain_s` has passed (a long generation must not hold a stop for ever).
 A server without `/metrics` (or one that does not answer it) has no load to wait for: its
 SIGTERM's grace is its drain then, and the line says so.
+
+A stop over SSH whose link drops or freezes under it (the keepalive gives a frozen link up
+after about 8 s) is tried again once the link is back, for RELINK_S at most: before, the
+stop failed, the server kept running and its drain notice was written again on every
+reconnect, so the runs kept off a server nobody was stopping any more. Trying again is
+safe: each try checks the server's identity (its pid and start time, or its job) before
+a signal.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import aiohttp
 
 from gen_tui.backends.aio import within
 from gen_tui.backends.clients.http import fetch_metrics
+from gen_tui.backends.hosts.connection import Disconnected
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.launcher import Launched, Launcher
@@ -29,6 +37,11 @@ from gen_tui.backends.untrusted import one_line
 
 POLL_S = 0.5
 """How often the load of a draining server is read."""
+RELINK_S = 60.0
+"""How long a stop cut off by its link's drop is tried again (each try waits for the link
+to come back: a first reconnect takes 1 to 2 s, a frozen link's keepalive about 8 s)."""
+RETRY_PAUSE_S = 0.5
+"""The pause between two tries of a stop cut off by its link."""
 NOTICE_S = 10.0
 """How long writing or removing a drain notice may take (over SSH: a frozen link must not
 hold a stop)."""
@@ -110,5 +123,27 @@ async def drain_then_stop(
     if router is not None and router.router_up and launched.name in router.workers:
         said.append(await router.apply(launched.name, ServerState.DRAINING))
     said.append(await drain(session, url, drain_s))
-    said.append(await launcher.stop(launched, grace_s))
+    said.append(await stop_through_drops(launcher, launched, grace_s))
     return "; ".join(said)
+
+
+async def stop_through_drops(launcher: Launcher, launched: Launched, grace_s: float) -> str:
+    """`launcher.stop`, tried again while its SSH link drops under it (for RELINK_S at
+    most; see the module's docstring): its line, saying so when it was."""
+    began = time.monotonic()
+    cuts = 0
+    while True:
+        try:
+            said = await launcher.stop(launched, grace_s)
+        except Disconnected as exc:
+            cuts += 1
+            if time.monotonic() - began + RETRY_PAUSE_S >= RELINK_S:
+                raise SSHError(
+                    f"the stop was cut off by its link {cuts} time(s) in {RELINK_S:g} s "
+                    f"({one_line(str(exc), 200)})"
+                ) from None
+            await asyncio.sleep(RETRY_PAUSE_S)
+            continue
+        if cuts:
+            said += f" (after its link dropped {cuts} time(s) during the stop)"
+        return said

@@ -190,15 +190,22 @@ class ServerSupervisor:
             self._noticed = launched
         where = "off the router" if self.router is not None else "draining"
         self._emit(ServerState.DRAINING, f"{where}{words}, up to {wait:g} s for its requests")
-        said = await drain_then_stop(
-            self.launcher,
-            launched,
-            self.session,
-            url,
-            drain_s=wait,
-            grace_s=grace,
-            router=self.router,
-        )
+        try:
+            said = await drain_then_stop(
+                self.launcher,
+                launched,
+                self.session,
+                url,
+                drain_s=wait,
+                grace_s=grace,
+                router=self.router,
+            )
+        except Exception:
+            # Not stopped (its link did not come back, its host refused): it still serves,
+            # so its runs may send to it again; a notice kept would be written again on
+            # every reconnect of its link, for a stop nobody carries on.
+            await self._end_drain(launched)
+            raise
         self.launched = None
         self.state_file.note_stop(self.recipe.name)  # on purpose: not adopted, not restarted
         if for_good:

@@ -2,13 +2,15 @@
 
 Why here: a run ignores a notice whose writer is gone, but it can only tell for a writer of
 its own machine. A panel stopping a server over SSH is another machine's process, so a
-notice naming it stayed honoured after the panel died (a run with another server up
-avoided that port until someone removed the file). So the notice written over SSH names,
-as its writer, the process here that carries the panel's link: the SSH server's session
-process (the nearest ancestor named in LINK_NAMES). When the panel dies its connection
-closes and that process ends with it, so the runs here see the writer gone at their next
-look, as they do for a panel of their own machine. Where no such ancestor is found, the
-panel's own identity stays (the runs then bound the notice by the wait it promised).
+notice naming it stayed honoured after the panel died (a run with another server up avoided
+that port until someone removed the file). So the notice written over SSH names, as its
+writer, the process here that carries the panel's link: the SSH server's session process
+(the nearest ancestor named in LINK_NAMES). When the panel dies its connection closes and
+that process ends with it, so the runs here see the writer gone at their next look, and
+drop the notice LINK_HOLD_S later (backends/drain_notice.py: time for a panel whose link
+only dropped to reconnect and write it again; the writer says `link`). Where no such
+ancestor is found, the panel's own identity stays (the runs then bound the notice by the
+wait it promised).
 """
 
 from __future__ import annotations

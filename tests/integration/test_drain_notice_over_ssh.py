@@ -1,14 +1,17 @@
 """A drain notice written over SSH by a panel that then died (issue 32): the runs on the
 server's machine stop honouring it as they do a dead local writer's, even with another
-server up. A real OpenSSH sshd on loopback stands for the server's machine; the panel is a
-process of its own whose host name is another machine's (the loopback would otherwise make
-it look like a process of the runs' machine), writing through the real SSH host and the
-servers' launcher, then killed with SIGKILL mid-drain. The runs' side is the real notice
-watcher of a run sent straight to two servers (no router)."""
+server up, once a reconnect had its time (LINK_HOLD_S); a link that drops and heals, or
+freezes, mid-drain sends the drained server nothing new. A real OpenSSH sshd on loopback
+stands for the server's machine; the panel is a process of its own whose host name is
+another machine's (the loopback would otherwise make it look like a process of the runs'
+machine), writing through the real SSH host and the servers' launcher, then killed with
+SIGKILL mid-drain. The runs' side is the real notice watcher of a run sent straight to two
+servers (no router)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,13 +22,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import psutil
 
-from gen_tui.backends.drain_notice import NOTICE_FOLDER, OVERDUE_S, POLL_S, notice_text
+from gen_tui.backends.drain_notice import (
+    LINK_HOLD_S,
+    NOTICE_FOLDER,
+    OVERDUE_S,
+    POLL_S,
+    notice_text,
+)
 from tests.support.engine import notice_runner
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 from tests.support.records import recount
 from tests.support.runs import finish, run_args, spawn
+from tests.support.servers import kill_servers
 from tests.support.sshd import Sshd
 
 NEAR, OTHER = "http://127.0.0.1:30001", "http://127.0.0.1:30002"
@@ -69,6 +81,19 @@ asyncio.run(main())
 '''
 
 
+def _options_json(sshd: Sshd) -> str:
+    """The SSH options a panel process gets on its command line (JSON)."""
+    options = sshd.options()
+    return json.dumps(
+        {
+            "config_files": list(options.config_files or ()),
+            "known_hosts": options.known_hosts,
+            "client_keys": list(options.client_keys or ()),
+            "use_agent": False,
+        }
+    )
+
+
 def _panel(
     sshd: Sshd,
     tmp_path: Path,
@@ -78,16 +103,10 @@ def _panel(
     """The panel, started, once it said "told" of `drain` (port, URL, wait, grace): it and
     the notices' folder it wrote in (in `remote`, the servers' folder on the SSH host)."""
     remote = remote or tmp_path / "remote"
-    options = sshd.options()
-    args = {
-        "config_files": list(options.config_files or ()),
-        "known_hosts": options.known_hosts,
-        "client_keys": list(options.client_keys or ()),
-        "use_agent": False,
-    }
+    args = _options_json(sshd)
     panel = subprocess.Popen(
         [
-            *(sys.executable, "-c", PANEL, sshd.target, json.dumps(args), str(remote)),
+            *(sys.executable, "-c", PANEL, sshd.target, args, str(remote)),
             *(str(tmp_path), *map(str, drain)),
         ],
         stdin=subprocess.PIPE,
@@ -122,15 +141,18 @@ async def test_a_notice_of_a_panel_that_died_over_ssh_is_ignored_with_another_se
             panel.send_signal(signal.SIGKILL)  # killed mid-drain: nothing removes the file
             killed = time.monotonic()
             await asyncio.to_thread(panel.wait, 30)
-            # Within a few looks, far inside the 615 s the notice promised; before, with
-            # `other` up, it held until someone removed the file.
-            await wait_until(lambda: not drained.draining, 10, "the dead panel's notice dropped")
+            # LINK_HOLD_S after the first look that saw its link gone (a reconnect would
+            # have written it again by then), far inside the 615 s the notice promised;
+            # before, with `other` up, it held until someone removed the file.
+            await wait_until(lambda: not drained.draining, 20, "the dead panel's notice dropped")
             took = time.monotonic() - killed
         finally:
             watch.cancel()
         assert (folder / "30001.json").exists()  # left behind: ignored, not removed
         gone = f"its writer (pid {writer['pid']}, this machine's) is gone"
         assert sum(gone in text for text in said) == 1, said
+        assert sum("still honoured 5 s for the panel to reconnect" in t for t in said) == 1
+        assert LINK_HOLD_S <= took < LINK_HOLD_S + 1.0, took
         assert drained.has_room()
         # Named for the machine the runs are on, not the panel's "panel-box".
         assert writer["host"] != "panel-box", writer
@@ -204,10 +226,12 @@ async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_
 ) -> None:
     """The panel's SSH link drops mid-drain (its sshd session process killed, as in
     test_ssh.py): the notice's writer ends with it. On the reconnect the panel writes the
-    notice again naming the new link's process, with the same end (not a fresh wait), so a
-    real `gen-tui run` on that machine, sent straight to the drained server and another,
-    keeps sending nothing new there; its stop then cuts nothing, and every prompt has one
-    record. A drain the panel ended is not written again by a later reconnect."""
+    notice again naming the new link's process, with the same end (not a fresh wait); the
+    run held the notice of the gone link meanwhile (LINK_HOLD_S), so a real `gen-tui run`
+    on that machine, sent straight to the drained server and another, sends nothing new
+    there at any time (before the hold: 62 and 63 in the 1.5 to 2 s gap); its stop then
+    cuts nothing, and every prompt has one record. A drain the panel ended is not written
+    again by a later reconnect."""
     near = await sim(tokens_per_s=1000, slots=16)
     other = await sim(tokens_per_s=1000, slots=16)
     state = tmp_path / "state"
@@ -240,8 +264,10 @@ async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_
         assert {k: again[k] for k in told if k != "writer"} == {
             k: told[k] for k in told if k != "writer"
         }, (told, again)
+        assert renewed < LINK_HOLD_S, f"written again {renewed:.2f} s after the drop"
         await asyncio.sleep(2 * POLL_S)  # the runs' next look sees it again
         sent = near.stats.requests
+        assert sent == before, f"{sent - before} sent to the drained server in the gap"
         await asyncio.sleep(6 * POLL_S)
         assert run.returncode is None, "the run ended before the drain was checked"
         assert near.stats.requests == sent, "the run sent to a server still draining"
@@ -267,10 +293,209 @@ async def test_a_link_that_drops_mid_drain_writes_the_notice_again_for_its_time_
     _tokens, records = recount(out / "A")  # no sample twice
     assert records == RELINK_PROMPTS, (records, stdout[-3000:])
     assert near.stats.aborted == 0 and near.stats.completed == near.stats.requests
+    lines = stdout.splitlines()
+    held = f"its writer (pid {first['pid']}, this machine's), the SSH session"
+    assert sum(held in line for line in lines) == 1, stdout[-3000:]
     gone = f"its writer (pid {first['pid']}, this machine's) is gone"
-    assert sum(gone in line for line in stdout.splitlines()) == 1, stdout[-3000:]
+    assert not any(gone in line for line in lines), stdout[-3000:]  # held, never dropped
     print(
         f"written again {renewed:.2f} s after the drop ({sent - before} sent to the drained "
         f"server meanwhile); {sent} sent there in all, {other.stats.completed} to the other, "
+        f"{records} records"
+    )
+
+
+FROZEN_PROMPTS = 600
+
+PANEL_STOP = r'''
+"""A panel on another machine that starts the server `near` on the SSH host (a `gen-tui
+sim` on PORT, VOCAB) from a recipe, prints its events ("event STATE DETAIL"), and on a line
+"stop" on its stdin stops it from the servers view's path (the supervisor's drain: the
+runs told, its requests waited for WAIT s at most, SIGTERM, SIGKILL after GRACE s): prints
+"stopped [seconds, line]". Its link's states go to STATES, one [time, state] a line."""
+import asyncio, json, socket, sys, time
+from dataclasses import replace
+
+socket.gethostname = lambda: "panel-box"  # another machine than the sshd's (loopback)
+
+import aiohttp
+
+from gen_tui.backends.hosts import LocalHost, SSHHost
+from gen_tui.backends.hosts.ssh_target import SSHOptions
+from gen_tui.backends.servers.process import ProcessLauncher
+from gen_tui.backends.servers.state import StateFile
+from gen_tui.backends.servers.supervisor import ServerSupervisor
+from tests.support.servers import sim_recipe
+
+target, options, remote, local = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+port, vocab, wait, grace = int(sys.argv[5]), sys.argv[6], float(sys.argv[7]), float(sys.argv[8])
+states = sys.argv[9]
+
+
+def state(text):
+    with open(states, "a") as handle:
+        handle.write(json.dumps([time.time(), text]) + "\n")
+
+
+def event(event):
+    print("event", event.state.value, json.dumps(event.detail), flush=True)
+
+
+async def main():
+    box = SSHHost("box", target, remote, options=SSHOptions(**options), on_state=state)
+    await box.connect()
+    files = StateFile(local)
+    launcher = ProcessLauncher(
+        {"local": LocalHost(local), "box": box}, local, files, remote_folder=remote
+    )
+    flags = ("--slots", "16", "--vocab-size", vocab)
+    recipe = replace(sim_recipe("near", port, *flags), host="box")
+    async with aiohttp.ClientSession() as http:
+        supervisor = ServerSupervisor(
+            recipe, recipe.url(), launcher, files, http, [event], check_s=0.2, grace_s=grace
+        )
+        supervisor.start()
+        while (await asyncio.to_thread(sys.stdin.readline)).strip() != "stop":
+            await asyncio.sleep(0.05)
+        began = time.monotonic()
+        said = await supervisor.stop(drain_s=wait)
+        print("stopped", json.dumps([time.monotonic() - began, said]), flush=True)
+        await asyncio.sleep(3600)
+
+
+asyncio.run(main())
+'''
+
+
+def _lines_until(process: subprocess.Popen[str], start: str, timeout: float) -> str:
+    """The first line of `process`'s output that starts with `start` (fails past `timeout`
+    s, or when it ends first, with its stderr)."""
+    assert process.stdout is not None and process.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith(start):
+            return line
+        if not line:
+            break
+    process.kill()
+    raise AssertionError(f"no {start!r} from the panel: {process.stderr.read()[-3000:]}")
+
+
+def _link_states(path: Path) -> list[tuple[float, str]]:
+    if not path.exists():
+        return []
+    return [tuple(json.loads(line)) for line in path.read_text().splitlines()]  # type: ignore[misc]
+
+
+async def test_a_link_frozen_mid_drain_keeps_the_drain_and_its_deadline(
+    sshd: Sshd,
+    tokenizer_dir: Path,
+    prompts_dir: Callable[..., Path],
+    sim: Any,
+    vocab_size: int,
+    tmp_path: Path,
+    http: aiohttp.ClientSession,
+) -> None:
+    """The panel's SSH link freezes mid-drain (its sshd session process SIGSTOPped: the
+    connection passes nothing and does not close, as with a box or a NAT that hangs). The
+    notice's writer is then alive (stopped), so the runs on the server's machine keep
+    honouring it; the panel's keepalive sees the link dead (2 s, 3 misses), says
+    "disconnected", reconnects and carries the stop through. A user gets: nothing new sent
+    to the drained server, its stop done and its notice gone within the drain's deadline
+    (`drain_s` + grace), the panel's link state shown as it went, and every prompt once."""
+    other = await sim(tokens_per_s=1000, slots=16)
+    state = tmp_path / "state"
+    servers = state / "gen-tui" / "servers"  # the runs' (XDG_STATE_HOME) and the panel's
+    near_port, wait, grace = free_port(), 20.0, 5.0
+    near = f"http://127.0.0.1:{near_port}"
+    args = _options_json(sshd)
+    states = tmp_path / "link-states.jsonl"
+    panel = subprocess.Popen(
+        [
+            *(sys.executable, "-c", PANEL_STOP, sshd.target, args, str(servers)),
+            *(str(tmp_path), str(near_port), str(vocab_size), str(wait), str(grace)),
+            str(states),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    frozen: list[psutil.Process] = []
+    run: asyncio.subprocess.Process | None = None
+    try:
+        await asyncio.to_thread(_lines_until, panel, "event healthy", 120)
+        out = tmp_path / "out"
+        run = await spawn(
+            *run_args(tokenizer_dir, prompts_dir(A=FROZEN_PROMPTS), out, near),
+            *("--server-url", other.url),
+            env={"XDG_STATE_HOME": str(state)},
+        )
+        near_stats: dict[str, Any] = {}
+        path = servers / NOTICE_FOLDER / f"{near_port}.json"
+        writers: list[int] = []  # the notice's writers, in order
+
+        async def follow() -> None:  # the drained server's counts and the notice's writer
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, OSError):
+                    async with http.get(f"{near}/_sim/stats") as response:
+                        near_stats.update(await response.json())
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    pid = _writer(path)["pid"]
+                    if pid not in writers:
+                        writers.append(pid)
+                await asyncio.sleep(0.1)
+
+        follower = asyncio.create_task(follow())
+        try:
+            await wait_until(lambda: near_stats.get("requests", 0) > 20, 60, "sent to near")
+            assert panel.stdin is not None
+            panel.stdin.write("stop\n")
+            panel.stdin.flush()
+            asked = time.monotonic()
+            await wait_until(lambda: writers, 30, "the drain notice written")
+            link = psutil.Process(writers[0])
+            link.suspend()  # the link freezes: nothing passes, nothing closes
+            frozen.append(link)
+            froze_wall = time.time()
+            await asyncio.sleep(2 * POLL_S)  # the runs' look: the notice of a live writer
+            before = near_stats["requests"]
+            line = await asyncio.to_thread(_lines_until, panel, "stopped", wait + grace + 60)
+            stopped = time.monotonic() - asked
+            took, said = json.loads(line.split(" ", 1)[1])
+            after = near_stats["requests"]
+        finally:
+            follower.cancel()
+        code, stdout, stderr = await finish(run, 180)
+    finally:
+        for process in frozen:
+            with contextlib.suppress(psutil.Error):
+                process.resume()
+        if run is not None and run.returncode is None:
+            run.kill()
+        if panel.poll() is None:
+            panel.kill()
+            panel.wait(30)
+        kill_servers(tmp_path)
+    seen = _link_states(states)
+    down = [(t, s) for t, s in seen if t >= froze_wall and s.startswith("disconnected")]
+    assert down, seen  # the panel shows the link dead ...
+    back = [t for t, s in seen if t > down[0][0] and s == "connected"]
+    assert back, seen  # ... and back
+    noticed = down[0][0] - froze_wall
+    assert noticed < 2.0 * 3 + 4.0, (noticed, seen)  # keepalive: 2 s × 3 misses (+ load)
+    assert after == before, f"{after - before} sent to the drained server while frozen"
+    assert stopped < wait + grace, (stopped, said)  # the stop within its drain's deadline
+    assert "pid" in said and "drained" in said, said
+    assert not path.exists(), "the drain notice outlived the stop"
+    assert code == 0, stderr[-2000:]
+    _tokens, records = recount(out / "A")  # no sample twice
+    assert records == FROZEN_PROMPTS, (records, stdout[-3000:])
+    print(
+        f"link frozen: seen dead {noticed:.2f} s later ({down[0][1]!r}), back "
+        f"{back[0] - froze_wall:.2f} s after the freeze; stop done {stopped:.2f} s after it "
+        f"was asked (supervisor {took:.2f} s: {said}); {after - before} sent to the drained "
+        f"server after the notice; the notice's writers {writers} (frozen {link.pid}); "
         f"{records} records"
     )

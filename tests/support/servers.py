@@ -15,7 +15,7 @@ import psutil
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
-from gen_tui.backends.servers.launcher import Launched
+from gen_tui.backends.servers.launcher import Exit, Launched, Launcher
 from gen_tui.backends.servers.process import ProcessLauncher
 from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
@@ -176,3 +176,29 @@ def routed_fleet(
     fleet = Fleet(workers, urls, {"process": launcher}, launcher.state, http, [recorder],
                   router=router, check_s=check_s, grace_s=grace_s)  # fmt: skip
     return fleet, recorder, urls
+
+
+class IdleLauncher(Launcher):
+    """A launcher with nothing behind it: no exit, nothing to adopt, an empty log. A test's
+    own launcher takes it as a base and says what its test needs (start, stop)."""
+
+    async def start(self, recipe: ServerRecipe) -> Launched:
+        raise AssertionError(f"{recipe.name}: nothing is started by this launcher")
+
+    async def stop(self, launched: Launched, grace_s: float) -> str:
+        return "stopped"
+
+    async def exit_of(self, launched: Launched) -> Exit | None:
+        return None
+
+    async def adopt(self) -> list[Launched]:
+        return []
+
+    async def log_of(self, recipe: ServerRecipe) -> str:
+        return "log"
+
+    async def last_line(self, launched: Launched) -> str:
+        return ""
+
+    async def log_size(self, launched: Launched) -> int | None:
+        return 0

@@ -190,3 +190,63 @@ def test_the_watcher_writes_a_notice_whole_and_refuses_a_bad_request(tmp_path: P
     ):
         with pytest.raises(ValueError, match=why):
             notice_request(bad)
+
+
+def _gone_writer(link: bool) -> dict[str, object]:
+    """A writer of this machine that was a process and is gone (an SSH link's session
+    process when `link`)."""
+    import subprocess
+    import sys
+
+    from gen_tui.backends.drain_notice import process_start
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    started = process_start(child.pid)
+    child.kill()
+    child.wait(10)
+    writer: dict[str, object] = {"host": socket.gethostname(), "pid": child.pid}
+    writer["started"] = started
+    if link:
+        writer["link"] = "the SSH session of the panel's link"
+    return writer
+
+
+def _notice_by(folder: Path, port: int, writer: dict[str, object]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = json.loads(notice_text(port, f"http://127.0.0.1:{port}", 60.0, 5.0))
+    (folder / f"{port}.json").write_text(json.dumps(dict(data, writer=writer)))
+
+
+def test_a_gone_link_writer_s_notice_holds_for_a_reconnect_then_goes(tmp_path: Path) -> None:
+    """Issue 32's gap: a notice written over SSH names the panel's link's session process,
+    which a dropped link ends; the panel writes the notice again on its reconnect. Read with
+    a memory, it holds LINK_HOLD_S from the first look that saw its writer gone (said), then
+    is a dead writer's; a writer that is no link's (a local panel) is dropped at once, as is
+    any notice read with no memory; a notice written again for a live writer is honoured and
+    its lapse forgotten."""
+    from gen_tui.backends.drain_notice import LINK_HOLD_S, LapseKey
+
+    folder = tmp_path / "draining"
+    link, local = _gone_writer(link=True), _gone_writer(link=False)
+    _notice_by(folder, 30001, link)
+    _notice_by(folder, 30002, local)
+    lapsed: dict[LapseKey, float] = {}
+    first = read_notices(folder, lapsed)
+    assert first.ports == {30001}, first
+    assert [Path(path).name for path, _ in first.held] == ["30001.json"]
+    assert "still honoured 5 s for the panel to reconnect" in first.held[0][1]
+    assert [Path(path).name for path, _ in first.bad] == ["30002.json"]
+    assert len(lapsed) == 1
+    assert read_notices(folder, lapsed).ports == {30001}  # a look later: still held
+    assert read_notices(folder).ports == frozenset()  # no memory: no hold
+    for key in lapsed:  # LINK_HOLD_S since the first look that saw it gone
+        lapsed[key] -= LINK_HOLD_S
+    late = read_notices(folder, lapsed)
+    assert late.ports == frozenset() and late.held == ()
+    why = dict(late.bad)[str(folder / "30001.json")]
+    assert why.startswith(f"its writer (pid {link['pid']}, this machine's) is gone")
+    assert "not back within 5 s" in why
+    assert read_notices(folder, lapsed).ports == frozenset()  # and stays dropped
+    write_notice(folder, 30001, "http://127.0.0.1:30001", 60.0)  # the reconnect's: alive
+    again = read_notices(folder, lapsed)
+    assert again.ports == {30001} and again.held == () and lapsed == {}

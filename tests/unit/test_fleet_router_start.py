@@ -19,16 +19,17 @@ from aiohttp import web
 
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
-from gen_tui.backends.servers.launcher import Exit, Launched, Launcher
+from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until
+from tests.support.servers import IdleLauncher
 
 LOAD_S = 0.5
 """How long a fake worker takes to answer its health check once started."""
 
 
-class FakeLauncher(Launcher):
+class FakeLauncher(IdleLauncher):
     """Starts nothing: notes each start (with its argv) and when it happened; the fake
     servers answer /health LOAD_S after theirs (the router at once)."""
 
@@ -39,24 +40,6 @@ class FakeLauncher(Launcher):
         self.started[recipe.name] = (time.monotonic(), recipe.argv)
         return Launched(recipe.name, str(1000 + len(self.started)), "local", recipe.port,
                         time.time(), "log")  # fmt: skip
-
-    async def exit_of(self, launched: Launched) -> Exit | None:
-        return None
-
-    async def stop(self, launched: Launched, grace_s: float) -> str:
-        return "stopped"
-
-    async def adopt(self) -> list[Launched]:
-        return []
-
-    async def log_of(self, recipe: ServerRecipe) -> str:
-        return "log"
-
-    async def last_line(self, launched: Launched) -> str:
-        return ""
-
-    async def log_size(self, launched: Launched) -> int | None:
-        return 0
 
     def answers(self, name: str) -> bool:
         began = self.started.get(name)
