@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -125,8 +126,12 @@ def test_a_file_without_newlines_blinds_no_dataset_and_the_watcher_keeps_beating
     assert (d1["tokens"], d1["samples"]) == (700, 100)
     assert d1["at"] < 3, f"D1 first reported after {d1['at']:.1f} s"  # type: ignore[operator]
     assert seen["B9"]["exists"] is True
-    gaps = [b - a for a, b in zip([started, *beats], beats, strict=False)]
-    assert len(beats) >= 3 and max(gaps) < 3.5, gaps  # the client's stale mark is at 7 s
+    # the first beat also waits for python to start and compile the watcher (4.5 s once at
+    # load 38 on 2 cores): bound by the client's stale mark, 7 s; the beats after it by the
+    # watcher's own rhythm while it scans the file without newlines
+    assert len(beats) >= 3 and beats[0] - started < 7, (beats[0] - started, len(beats))
+    gaps = [b - a for a, b in itertools.pairwise(beats)]
+    assert max(gaps) < 3.5, gaps
     assert peak < 100, f"peak RSS {peak:.0f} MiB"
 
 
