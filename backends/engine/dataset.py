@@ -73,6 +73,9 @@ class DatasetRun:
         """What its answers in flight are expected to add, every mode's bound; replaced on open."""
         self.budget_note = ""
         """Said once when its budget is too small for the pool (the panel, progress.json)."""
+        self.budget_noted = False
+        """Whether the scheduler said its note (never twice; withdrawn from the panel
+        once the budget lets it fill the pool after all)."""
         self.inflight: list[InFlight] = []
         self.queue: asyncio.Queue[Queued] | None = None
         self.batches: tuple[BatchView, ...] = ()

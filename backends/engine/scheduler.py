@@ -59,7 +59,12 @@ class Scheduler(RunPart):
         budget is small for the pool: the slots it leaves idle are its budget's doing, not
         the server's. Said on the panel and in progress.json (`budget_note`) and as one
         event; never again for this dataset (a flood of warnings would hide it)."""
-        if ds.budget_note or ds.expected.finished or ds.budget.max_tokens is None:
+        if (
+            ds.budget_noted
+            or ds.budget_note
+            or ds.expected.finished
+            or ds.budget.max_tokens is None
+        ):
             return
         slots = int(self.pool_limit()) if self.pool_limit is not None else None
         used = len(ds.inflight)
@@ -68,11 +73,25 @@ class Scheduler(RunPart):
         if self.config.budget_mode is BudgetMode.DRAIN:
             return
         left = max(0, ds.budget.max_tokens - ds.tokens)
+        ds.budget_noted = True
         ds.budget_note = (
             f"{left:,} tokens is about {ds.expected.answers_in(left):,} answers; "
             f"{used:,} of {slots:,} slots used"
         )
         self.reporter.event("info", f"{ds.name}: budget small for the pool: {ds.budget_note}")
+
+    def withdraw_budget_note(self, ds: DatasetRun) -> None:
+        """Take the note off the panel and progress.json once the budget lets `ds` fill the
+        pool after all (called as it sends its request). The first wave is sized at
+        the answers' cap (nothing is known of their lengths yet), so a budget of 400k
+        tokens at a 32k cap "is about 12 answers" and leaves 4 of 16 slots idle until the
+        first answers come back; at their real mean (580 tokens) it fills all 16 for the
+        rest of the run, and a note still saying "12 answers" was wrong for all of it.
+        The event log keeps what was said, and when."""
+        if not ds.budget_note or not ds.budget_noted or self.pool_limit is None:
+            return
+        if len(ds.inflight) + 1 >= int(self.pool_limit()):
+            ds.budget_note = ""
 
     def ended_short(self, ds: DatasetRun) -> bool:
         """Whether a resumed precise dataset had already stopped short of its budget (no room
@@ -108,6 +127,7 @@ class Scheduler(RunPart):
             if ds.on_hold or ds.halted:  # paused or stopped alone
                 continue
             if ds.begun_queued or self.may_send(ds, ds.inflight):
+                self.withdraw_budget_note(ds)
                 return ds  # (a conversation begun on disk is finished whatever the budget)
             self.note_small_budget(ds)
         return None

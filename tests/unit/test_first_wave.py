@@ -126,3 +126,56 @@ async def test_a_small_budget_on_a_wide_pool_ends_near_it_and_says_so_once(
     assert f"of {CAP} slots used" in notes[0]
     assert any(snap.datasets[0].budget_note for snap in snapshots)
     assert final.datasets[0].to_json()["budget_note"] == notes[0].split("pool: ")[1]
+
+
+async def test_a_note_the_first_wave_made_is_withdrawn_once_the_pool_fills(
+    tmp_path: Path,
+) -> None:
+    """40,000 tokens at a cap of 4,096 "is about 9 answers" (9 of 16 slots) before any
+    answer is back; at their real length (about 100 tokens) the budget fills the 16 slots
+    for the rest of the run: the panel's note goes, the event log keeps it."""
+    most = 0
+    client: ScriptedClient
+
+    async def script(url: str, request: Request) -> Generation:
+        nonlocal most
+        most = max(most, len(client.sent) - len(done))
+        await asyncio.sleep(0.005)
+        done.append(100)
+        return answer(100)
+
+    done: list[int] = []
+    client = ScriptedClient(script)
+    options: dict[str, object] = {
+        "datasets": [DatasetSpec("A", write_prompts(tmp_path / "A.jsonl", 800), 40_000)],
+        "server_urls": ["http://scripted"],
+        "tokenizer": "",
+        "output_dir": tmp_path / "out",
+        "concurrency": 16,
+        "sampling": {"max_new_tokens": 4096},
+        "budget_mode": BudgetMode.PRECISE,
+        "snapshot_interval_s": 0.01,
+        "seed": 1,
+    }
+    config = EngineConfig(**with_hooks(options))  # type: ignore[arg-type]
+    events: list[str] = []
+    snapshots: list[RunSnapshot] = []
+    engine = Engine(
+        config,
+        client=client,
+        on_event=lambda _level, text: events.append(text),
+        on_snapshot=snapshots.append,
+    )
+    final = await asyncio.wait_for(engine.run(), 60)
+    notes = [text for text in events if "budget small for the pool" in text]
+    assert len(notes) == 1, notes
+    assert "40,000 tokens is about 9 answers; 9 of 16 slots used" in notes[0]
+    assert most == 16, "the budget filled the pool once the answers' length was known"
+    shown = [snap.datasets[0].budget_note for snap in snapshots]
+    assert shown[0] == "" or "about 9 answers" in shown[0]
+    assert any(shown), "the note was on the panel while the first wave was short"
+    gone = next((i for i, note in enumerate(shown) if i and not note and shown[i - 1]), None)
+    assert gone is not None, "the note stayed on the panel with the pool full"
+    assert not any(shown[gone:]), "withdrawn for good"
+    assert final.datasets[0].budget_note == ""
+    assert final.datasets[0].tokens <= 40_000
