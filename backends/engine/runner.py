@@ -62,7 +62,14 @@ class Server:
         self.down_until = 0.0
         self.last_error = ""
         self.failures = 0
-        """Connection failures in a row: a server that stays dead is tried less and less."""
+        """Connection failures in a row: a server that stays dead is tried less and less.
+        One outage counts once, however many requests it cut (see `failed_at`)."""
+        self.failed_at = -math.inf
+        """When its last failure was counted (monotonic). A request sent before that went
+        down with the same outage: it neither counts again nor moves `down_until`. Counted
+        per request, a server killed with 16 requests in flight was at its 16th failure at
+        once, its backoff at the 30 s cap (15 to 45 s with the jitter), and a server its
+        supervisor had back in 2 s stayed unused for 40 s."""
         self.draining = False
         """Its supervisor drains it before a stop (a drain notice on this machine,
         backends/drain_notice.py): no new request goes there; those in flight finish."""
@@ -485,9 +492,11 @@ class RequestRunner(RunPart):
                     outages = 0
                 else:
                     outages += 1
-                    server.failures += 1
                     server.last_error = exc.reason
-                    server.down_until = time.monotonic() + self._backoff(server.failures, None)
+                    if entry.started >= server.failed_at:  # not one cut by a counted outage
+                        server.failures += 1
+                        server.failed_at = time.monotonic()
+                        server.down_until = server.failed_at + self._backoff(server.failures, None)
                     if outages in (1, 10) or outages % 100 == 0:
                         self.reporter.event("warning", f"{ds.name}: {exc.reason} (retrying)")
                 if (
