@@ -7,6 +7,7 @@ links publish and sends them typed commands, so nothing here waits on a host.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ from gen_tui.backends.store.prompt_heads import PromptHeads
 from gen_tui.backends.store.tails import Peek, Tail
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.dataset_panel import PanelView, shown_rates
+from gen_tui.widgets.dataset_panel import PanelView, producing, shown_rates
 from gen_tui.widgets.gpu_strip import GpuLine
 
 if TYPE_CHECKING:  # asyncssh loads in the link's worker, not at startup
@@ -312,12 +313,25 @@ class HostLinks(PanelSource):
             where=f"on {link.name}, as a new detached process",
             prompts_left=snap.prompts_left,
             mean_tokens=snap.mean_tokens,
+            others_running=self._others_running(name, link),
             **resume_shown(monitor.host.resume_preview(name, snap.max_samples), name),
         )
         return AskBudget(
             target,
             lambda budget: link.send(Resume(name, budget, target.max_samples, mark_busy=True)),
         )
+
+    def _others_running(self, name: str, link: HostLink) -> int:
+        """The datasets producing now on `link`'s host besides `name`: which server each
+        run sends to is not known here, but on one GPU box they share it, and its last
+        run's rate was its share beside them (the estimate says so)."""
+        now, wall = time.monotonic(), time.time()
+        views = (
+            self.view(other, now, wall)
+            for other, their in self.remote.items()
+            if other != name and their is link
+        )
+        return sum(1 for view in views if view is not None and producing(view))
 
     def plan_target(self, name: str, view: PanelView) -> Note | AskTarget:
         """`T`: a new deadline and cap for the live run writing `name`, written as its plan
