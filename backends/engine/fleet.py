@@ -58,7 +58,7 @@ from gen_tui.backends.store.conversations import Turns
 
 FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
-lane sends one wave meanwhile, a free one runs)."""
+lane sends one request meanwhile, `PROBE_REQUESTS`; a free one runs)."""
 SETTLED_ANSWERS = 3
 """A free lane's rate is its delivered tokens over its time once it has this many answers and
 has run this many times as long as its first answer took (before, a first answer or two say
