@@ -100,7 +100,8 @@ def run(smoke: bool, write: bool) -> bool:
         "misses every deadline here; the API alone is fast and costs the whole budget. The "
         "offline optimum fills the box's measured rate over the run's window (from its first "
         "request to the deadline) and buys the rest; the planner learns those rates while "
-        "it runs (the API sends one wave before the first plan, then is paced over the plan). "
+        "it runs (the API sends one request before the first plan, then is paced over the "
+        "plan). "
         "Near the deadline the budget's last answers come one by one (the crossing "
         "answer's rule); with a deadline each of them, and any request sent with less time "
         "left than its lane takes, goes to the lane that delivers it soonest under the cap "
@@ -138,7 +139,13 @@ def run(smoke: bool, write: bool) -> bool:
         "(the plan keeping the taper's rounds less its rate's time for their tokens) "
         "ended a run 0.19 s late, the box taking taper rounds of 1.1 s. A run of this "
         "bench after them, on the same code as this table: 15/30/60 s at "
-        "1.023x/1.028x/1.036x, 14.3/29.3/59.2 s."
+        "1.023x/1.028x/1.036x, 14.3/29.3/59.2 s. On 6 December a priced lane's wave before "
+        "the first plan became one request (bench fleet_batch: at 40 s the API's first "
+        "wave was its only share but the taper's). Here the API's total is what the box "
+        "leaves, so it moves nothing by itself: the same hour, 2 runs on the code before "
+        "at 1.019x/1.035x/1.031x and 1.019x/1.021x/1.033x, 2 after at "
+        "1.025x/1.031x/1.051x and 1.029x/1.027x/1.045x, and 1 with the wave put back "
+        "at 1.023x/1.022x/1.062x (60 s: 58.8 to 59.4 s, the box's idle end again)."
     )
     publish(table, write)
     return ok

@@ -464,3 +464,15 @@ class InFlight:
     crossing: bool = False
     """Sent alone with its `max_new_tokens` cut to the room left plus one mean answer
     (budget/crossing.py): the dataset's last until it is back (`rules.may_dispatch`)."""
+    ages: bool = True
+    """Whether its age says how far it has run: a live request's does (it decodes from when
+    it is sent); a batch line's does not (it waits in the provider's queue and its answer
+    comes with its batch's, hours later on a real provider): it is counted as just sent
+    (`age`). Aged, a batch line three seconds out was taken for an answer past the cap, and
+    the 40 lines of a fleet's batch lane held its live lanes back by about 8,000 tokens
+    until they landed (bench fleet_batch: the box idle 2.7 s, 2,500 tokens left at the
+    last wave's landing, the run 0.6 s late)."""
+
+    def age(self, now: float) -> float:
+        """Seconds it has run, for its length's outlook (0 for a line whose age says nothing)."""
+        return now - self.started if self.ages else 0.0

@@ -162,7 +162,7 @@ def inflight_outlook(
     """(mean, variance) of the tokens the requests in flight will still add in all."""
     mean = variance = 0.0
     for request in inflight:
-        m, v = model.outlook(now - request.started)
+        m, v = model.outlook(request.age(now))
         mean += min(m, request.max_new_tokens)
         variance += v
     return mean, variance

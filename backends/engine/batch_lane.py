@@ -465,7 +465,7 @@ class BatchLane(RunPart):
         data: bytes | None,
     ) -> None:
         now = time.monotonic()
-        entries = {cid: InFlight(now, caps[cid]) for cid in lines}
+        entries = {cid: InFlight(now, caps[cid], ages=False) for cid in lines}
         ds.inflight.extend(entries.values())
         flight = Flight(ds, batch, lines, entries, data, started=now, fresh=data is not None)
         self.flights[batch.key] = flight

@@ -58,7 +58,7 @@ from gen_tui.backends.store.conversations import Turns
 
 FIRST_PLAN_ANSWERS = 1
 """Answers each lane gives before the first plan: its rate is unknown until then (a priced
-lane sends one wave meanwhile, a free one runs)."""
+lane sends one request meanwhile, `PROBE_REQUESTS`; a free one runs)."""
 SETTLED_ANSWERS = 3
 """A free lane's rate is its delivered tokens over its time once it has this many answers and
 has run this many times as long as its first answer took (before, a first answer or two say
@@ -531,6 +531,7 @@ class FleetPlanner(RunPart):
         while True:
             await self.check_controls()
             self.replan()
+            planned = time.monotonic()
             self.stalled.clear()
             due = time.monotonic() + every
             while not self.stalled.is_set() and time.monotonic() < due:
@@ -540,4 +541,7 @@ class FleetPlanner(RunPart):
                     if await self.check_controls():
                         break  # re-planned at once; the next interval starts from now
                     continue
-                await asyncio.sleep(CHECK_S)  # at most one re-plan per CHECK_S however stalled
+                # At most one re-plan per CHECK_S however stalled, counted from the last one:
+                # a stall long after it is re-planned at once (the budget's last answers
+                # waited CHECK_S on a plan 1.2 s old, and a 20 s run ended 0.5 s late).
+                await asyncio.sleep(max(0.0, planned + CHECK_S - time.monotonic()))

@@ -52,6 +52,14 @@ A server restart is waited out; a sample that always breaks the connection is no
 forever."""
 
 
+PROBE_REQUESTS = 1
+"""What a priced lane sends before the first plan: one request. The plan counts its rate per
+request at the lane's width, which one answer measures as well as a wave; a wave was bought
+whatever the plan then gave the lane (at a 40 s deadline a cheaper batch lane would have made
+them: the API's first wave, 16 answers, was its only share but its taper's, about 11% of the
+run's cost at twice the batch price, 1.06x to 1.11x the optimum)."""
+
+
 class Server:
     """One server URL and what the runner knows of its health and load; over a mixed fleet,
     its lane too: its own concurrency, and the tokens the planner lets it take."""
@@ -80,9 +88,9 @@ class Server:
         """Its requests in flight at most (a lane's concurrency; None: the pool's alone)."""
         self.allowance = math.inf
         """Tokens it may still take, in flight included (the fleet planner's share; a free
-        lane's is never capped, and a priced lane's is one wave until the first plan)."""
-        self.probe_left: int | None = limit if priced else None
-        """Before the first plan, a priced lane sends one wave, to measure its rate."""
+        lane's is never capped, and a priced lane's is its probe until the first plan)."""
+        self.probe_left: int | None = PROBE_REQUESTS if priced else None
+        """Before the first plan, a priced lane sends PROBE_REQUESTS, to measure its rate."""
         self.tokens = 0
         self.answers = 0
         self.cost = 0.0

@@ -7,16 +7,20 @@ the API's rounds after it ended the run late."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
+from gen_tui.backends.budget.rules import may_dispatch
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.fleet import FleetPlanner
 from gen_tui.backends.plan import PlanStatus
+from gen_tui.backends.store.batch_journal import OpenBatch
+from gen_tui.backends.store.prompts import Prompt
 from tests.support.fleet_planner import measured_planner
 
 TURNAROUND_S = 4.0
@@ -127,3 +131,27 @@ def test_within_the_margin_a_request_goes_to_the_soonest_live_lane_not_the_batch
     planner.deadline_at = time.monotonic() + planner.margin_s + 1.5
     box.outstanding += 1
     assert planner.route(box, 200, lone=False) is box
+
+
+def test_a_batchs_lines_out_leave_the_live_lanes_room_for_the_rest(tmp_path: Path) -> None:
+    # Its 40 lines count at the mean (about 2,000 tokens) however long they are out: with
+    # 16,800 of 20,000 on disk the live lanes go on (as live requests 3 s old, the lines
+    # would be answers past the cap, and the live lanes would wait on them).
+    planner, lane, ds = fleet(tmp_path, done=16_800)
+    lines = {f"A/{i}": Prompt(i, [{"role": "user", "content": "hi"}], i) for i in range(40)}
+
+    async def send() -> None:
+        lane._start(ds, OpenBatch("k", list(lines), 0.0), lines, dict.fromkeys(lines, 200), b"")
+        for flight in lane.flights.values():
+            assert flight.task is not None
+            flight.task.cancel()  # no provider here: the lines only need to be out
+
+    asyncio.run(send())
+    assert len(ds.inflight) == 40
+    for entry in ds.inflight:
+        entry.started -= 3.0
+    config = planner.config
+    assert may_dispatch(
+        config.budget_mode, ds.budget, ds.tokens, ds.budget_samples, ds.inflight, ds.model, 200,
+        expected=ds.expected,
+    )  # fmt: skip
