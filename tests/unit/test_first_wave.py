@@ -96,27 +96,7 @@ async def test_a_small_budget_on_a_wide_pool_ends_near_it_and_says_so_once(
 
     done: list[int] = []
     client = ScriptedClient(script)
-    options: dict[str, object] = {
-        "datasets": [DatasetSpec("A", write_prompts(tmp_path / "A.jsonl", 400), 4000)],
-        "server_urls": ["http://scripted"],
-        "tokenizer": "",
-        "output_dir": tmp_path / "out",
-        "concurrency": CAP,
-        "sampling": {"max_new_tokens": CAP},
-        "budget_mode": mode,
-        "snapshot_interval_s": 0.01,
-        "seed": 1,
-    }
-    config = EngineConfig(**with_hooks(options))  # type: ignore[arg-type]
-    events: list[str] = []
-    snapshots: list[RunSnapshot] = []
-    engine = Engine(
-        config,
-        client=client,
-        on_event=lambda _level, text: events.append(text),
-        on_snapshot=snapshots.append,
-    )
-    final = await asyncio.wait_for(engine.run(), 60)
+    final, events, snapshots = await _run_a(tmp_path, client, 400, 4000, CAP, CAP, mode)
     (ds,) = final.datasets
     assert most <= 4000 // CAP
     assert ds.tokens <= 4000 + 2 * CAP
@@ -146,14 +126,42 @@ async def test_a_note_the_first_wave_made_is_withdrawn_once_the_pool_fills(
 
     done: list[int] = []
     client = ScriptedClient(script)
+    final, events, snapshots = await _run_a(
+        tmp_path, client, 800, 40_000, 16, 4096, BudgetMode.PRECISE
+    )
+    notes = [text for text in events if "budget small for the pool" in text]
+    assert len(notes) == 1, notes
+    assert "40,000 tokens is about 9 answers; 9 of 16 slots used" in notes[0]
+    assert most == 16, "the budget filled the pool once the answers' length was known"
+    shown = [snap.datasets[0].budget_note for snap in snapshots]
+    assert shown[0] == "" or "about 9 answers" in shown[0]
+    assert any(shown), "the note was on the panel while the first wave was short"
+    gone = next((i for i, note in enumerate(shown) if i and not note and shown[i - 1]), None)
+    assert gone is not None, "the note stayed on the panel with the pool full"
+    assert not any(shown[gone:]), "withdrawn for good"
+    assert final.datasets[0].budget_note == ""
+    assert final.datasets[0].tokens <= 40_000
+
+
+async def _run_a(
+    tmp_path: Path,
+    client: ScriptedClient,
+    prompts: int,
+    budget: int,
+    pool: int,
+    cap: int,
+    mode: BudgetMode,
+) -> tuple[RunSnapshot, list[str], list[RunSnapshot]]:
+    """Dataset A (`prompts` prompts, `budget` tokens) through `client` on a pool of `pool`
+    with answers capped at `cap`: (the final snapshot, the events said, every snapshot)."""
     options: dict[str, object] = {
-        "datasets": [DatasetSpec("A", write_prompts(tmp_path / "A.jsonl", 800), 40_000)],
+        "datasets": [DatasetSpec("A", write_prompts(tmp_path / "A.jsonl", prompts), budget)],
         "server_urls": ["http://scripted"],
         "tokenizer": "",
         "output_dir": tmp_path / "out",
-        "concurrency": 16,
-        "sampling": {"max_new_tokens": 4096},
-        "budget_mode": BudgetMode.PRECISE,
+        "concurrency": pool,
+        "sampling": {"max_new_tokens": cap},
+        "budget_mode": mode,
         "snapshot_interval_s": 0.01,
         "seed": 1,
     }
@@ -167,15 +175,4 @@ async def test_a_note_the_first_wave_made_is_withdrawn_once_the_pool_fills(
         on_snapshot=snapshots.append,
     )
     final = await asyncio.wait_for(engine.run(), 60)
-    notes = [text for text in events if "budget small for the pool" in text]
-    assert len(notes) == 1, notes
-    assert "40,000 tokens is about 9 answers; 9 of 16 slots used" in notes[0]
-    assert most == 16, "the budget filled the pool once the answers' length was known"
-    shown = [snap.datasets[0].budget_note for snap in snapshots]
-    assert shown[0] == "" or "about 9 answers" in shown[0]
-    assert any(shown), "the note was on the panel while the first wave was short"
-    gone = next((i for i, note in enumerate(shown) if i and not note and shown[i - 1]), None)
-    assert gone is not None, "the note stayed on the panel with the pool full"
-    assert not any(shown[gone:]), "withdrawn for good"
-    assert final.datasets[0].budget_note == ""
-    assert final.datasets[0].tokens <= 40_000
+    return final, events, snapshots
