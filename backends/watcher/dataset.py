@@ -15,7 +15,7 @@ import time
 import typing
 
 from .counting import _json_figures, record_figures
-from .emit import _emit, boot_id
+from .emit import _emit, _flush, boot_id
 from .files import BadFile, _problem, is_regular, open_regular, read_json_object
 from .locks import _lock_status, read_lock_table
 from .names import (
@@ -387,7 +387,8 @@ def watch(
                 tail.problems["?"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
             line = tail.report(time.time())
             if line is not None:
-                _emit(line)
+                _emit(line, flush=False)  # sent with the poll's others, below
+        _flush()
         if once:
             return
         beat.maybe()
