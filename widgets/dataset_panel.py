@@ -23,7 +23,7 @@ from gen_tui.backends.progress import truncation
 from gen_tui.backends.progress.batches import BATCH_COUNTS_SAID, batches_eta, batches_line
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_duration, lanes_text
+from gen_tui.widgets.format import STATE_BADGES, cost_text, format_duration, lanes_text
 from gen_tui.widgets.pieces import Line, PieceStyles
 
 HISTORY_POINTS = 240
@@ -60,31 +60,19 @@ class PanelView:
     """The badge before the first snapshot: "idle" (nothing running) or "starting"."""
 
 
-_BADGES: dict[DatasetState, tuple[str, str]] = {
-    DatasetState.LOADING: ("queued", "queued"),
-    DatasetState.WAITING: ("queued", "queued"),
-    DatasetState.ACTIVE: ("running", "running"),
-    DatasetState.PAUSED: ("paused", "paused"),
-    DatasetState.DRAINING: ("draining", "draining"),
-    DatasetState.DONE: ("budget reached", "done"),
-    DatasetState.EXHAUSTED: ("exhausted", "exhausted"),
-    DatasetState.STOPPED: ("stopped", "stopped"),
-    DatasetState.FAILED: ("failed", "failed"),
-    DatasetState.NOT_STARTED: ("not started", "idle"),
-}
-BADGE_KINDS = ("idle", "stale", *sorted({kind for _, kind in _BADGES.values()}))
+BADGE_KINDS = ("idle", "stale", *sorted({kind for _, kind in STATE_BADGES.values()}))
 
 
 STALE_HINT = " · press k"
 """What the grid's stale badge adds to its word: the key that deals with it."""
-STATE_WIDTH = max(len("draining 999s"), *(len(text) for text, _ in _BADGES.values()))
+STATE_WIDTH = max(len("draining 999s"), *(len(text) for text, _ in STATE_BADGES.values()))
 """Cells the longest state word takes ("budget reached"): a view narrower than that cut it
 to its kind, and the table said "done" where the badge said "budget reached" (issue 31)."""
 
 
 def state_word(view: PanelView) -> str:
     """The badge's words for the state, without the key it hints at: what every view says
-    of it (the grid's badge, the table's state column), from the one table `_BADGES`."""
+    of it (the grid's badge, the table's state column), from the one table `STATE_BADGES`."""
     text, _ = badge_for(view)
     return text.removesuffix(STALE_HINT)
 
@@ -98,7 +86,7 @@ def badge_for(view: PanelView) -> tuple[str, str]:
         return view.pending, "idle"
     if view.stale and not snap.state.finished:
         return f"stale{STALE_HINT}", "stale"
-    text, kind = _BADGES[snap.state]
+    text, kind = STATE_BADGES[snap.state]
     if view.countdown_s is not None and not snap.state.finished:
         return f"draining {max(0, int(view.countdown_s + 0.999))}s", "draining"
     if snap.state is DatasetState.STOPPED and view.outcome:

@@ -7,12 +7,13 @@ display (`gen_tui.app.cli.headless`) imports it from here.
 from __future__ import annotations
 
 from gen_tui.backends.figures import format_count, format_dollars, format_duration
-from gen_tui.backends.progress.snapshot import DatasetSnapshot
+from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState
 from gen_tui.backends.telemetry.metrics import ServerMetrics
 from gen_tui.backends.telemetry.workers import WorkerLoad, healthy_count
 from gen_tui.backends.untrusted import one_line
 
 __all__ = [
+    "STATE_BADGES",
     "cost_text",
     "format_count",
     "format_dollars",
@@ -20,8 +21,31 @@ __all__ = [
     "lanes_text",
     "server_name",
     "server_text",
+    "state_text",
     "worker_text",
 ]
+
+
+STATE_BADGES: dict[DatasetState, tuple[str, str]] = {
+    DatasetState.LOADING: ("queued", "queued"),
+    DatasetState.WAITING: ("queued", "queued"),
+    DatasetState.ACTIVE: ("running", "running"),
+    DatasetState.PAUSED: ("paused", "paused"),
+    DatasetState.DRAINING: ("draining", "draining"),
+    DatasetState.DONE: ("budget reached", "done"),
+    DatasetState.EXHAUSTED: ("exhausted", "exhausted"),
+    DatasetState.STOPPED: ("stopped", "stopped"),
+    DatasetState.FAILED: ("failed", "failed"),
+    DatasetState.NOT_STARTED: ("not started", "idle"),
+}
+"""(words, kind) of each state: the words every view says of it (the panel's badge, the
+table's state column, `gen-tui run`'s live table), the kind its colour (`-badge-KIND`)."""
+
+
+def state_text(state: DatasetState) -> str:
+    """The words for `state` where only the snapshot's state is known (`gen-tui run`'s
+    live table): "running", "budget reached", never the enum's "active" or "done"."""
+    return STATE_BADGES[state][0]
 
 
 def cost_text(snap: DatasetSnapshot) -> str:

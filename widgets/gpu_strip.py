@@ -110,7 +110,8 @@ class GpuStrip(Widget):
     GpuStrip { height: auto; }
     """
 
-    view: reactive[tuple[GpuLine, ...]] = reactive(tuple, layout=True)
+    view: reactive[tuple[GpuLine, ...]] = reactive(tuple)
+    """Repaints; `show` asks for a layout only when the line count changes (as ServerStrip)."""
     tall: reactive[bool] = reactive(False, layout=True)
 
     def render(self) -> Text:
@@ -126,7 +127,10 @@ class GpuStrip(Widget):
 
     def show(self, lines: tuple[GpuLine, ...], *, tall: bool) -> None:
         if lines != self.view:
+            count = self.line_count
             self.view = lines
+            if self.line_count != count:
+                self.refresh(layout=True)
         if tall != self.tall:
             self.tall = tall
         self.display = bool(lines)

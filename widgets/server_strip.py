@@ -115,7 +115,10 @@ class ServerStrip(Widget):
     ServerStrip { height: auto; }
     """
 
-    view: reactive[tuple[ServerLine, ...]] = reactive(tuple, layout=True)
+    view: reactive[tuple[ServerLine, ...]] = reactive(tuple)
+    """A new view repaints the strip; its height changes only with its line count, and
+    only then does `show` ask for a layout (a layout on every figure's change cost the
+    whole screen's arrangement four times a second)."""
     tall: reactive[bool] = reactive(False, layout=True)
 
     def render(self) -> Text:
@@ -132,7 +135,10 @@ class ServerStrip(Widget):
     def show(self, servers: tuple[ServerLine, ...], *, tall: bool) -> None:
         """Show `servers` (only when changed: an equal view costs no redraw)."""
         if servers != self.view:
+            lines = self.line_count
             self.view = servers
+            if self.line_count != lines:
+                self.refresh(layout=True)
         if tall != self.tall:
             self.tall = tall
         self.display = bool(servers)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from gen_tui.backends.figures import format_count
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
-from gen_tui.widgets.format import format_dollars, format_duration, server_text
+from gen_tui.widgets.format import format_dollars, format_duration, server_text, state_text
 
 GAP = 1
 """Spaces between columns."""
@@ -60,7 +60,7 @@ class _Column:
 def _text_columns(datasets: Sequence[DatasetSnapshot]) -> list[_Column]:
     return [
         _Column("dataset", "left", [d.name for d in datasets]),
-        _Column("state", "left", [str(d.state) for d in datasets]),
+        _Column("state", "left", [state_text(d.state) for d in datasets]),
         _Column("tokens", "right", [budget_text(d) for d in datasets]),
         _Column("samples", "right", [_samples(d) for d in datasets]),
         _Column("tok/s", "right", [format_count(d.tok_s) for d in datasets]),

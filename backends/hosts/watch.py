@@ -56,9 +56,12 @@ class DatasetTotals:
     line from the watcher: said for this dataset, never a reason to stop watching."""
 
 
-def dataset_totals(message: dict[str, Any]) -> DatasetTotals:
+def dataset_totals(message: dict[str, Any], kept: ProgressFile | None = None) -> DatasetTotals:
     """A watcher's `dataset` line as the panel takes it: its counts, its writer's
-    progress.json (each field range-checked by ProgressFile), its problem in one line."""
+    progress.json (each field range-checked by ProgressFile), its problem in one line. A
+    line without `progress` (the watcher sends it only when it changed) keeps `kept`, the
+    one the dataset's last line carried."""
+    progress = ProgressFile.parse(message["progress"]) if "progress" in message else kept
     problem = message.get("problem")
     return DatasetTotals(
         dataset=str(message["dataset"]),
@@ -71,7 +74,7 @@ def dataset_totals(message: dict[str, Any]) -> DatasetTotals:
         mtime=message.get("mtime"),
         bad_lines=int(message.get("bad_lines", 0)),
         truncated=min(max(0, int(message.get("truncated", 0))), int(message["samples"])),
-        progress=ProgressFile.parse(message.get("progress")),
+        progress=progress,
         progress_fresh=bool(message.get("progress_fresh")),
         received_at=time.time(),
         problem=one_line(problem, 300) if isinstance(problem, str) else None,
@@ -309,7 +312,8 @@ class Watch:
         if name not in self._resume:
             return
         self._resume[name] = str(message["resume"])
-        totals = dataset_totals(message)
+        last = self.totals.get(str(name))
+        totals = dataset_totals(message, last.progress if last is not None else None)
         self.totals[totals.dataset] = totals
         self._queue.put_nowait(totals)
 

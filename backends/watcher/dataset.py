@@ -15,7 +15,7 @@ import time
 import typing
 
 from .counting import _json_figures, record_figures
-from .emit import _emit, boot_id
+from .emit import _emit, _flush, boot_id
 from .files import BadFile, _problem, is_regular, open_regular, read_json_object
 from .locks import _lock_status, read_lock_table
 from .names import (
@@ -88,6 +88,9 @@ class DatasetTail:
         self.problems: dict[str, str] = {}
         """{file name: one line}: the folder's files that cannot be read as they stand."""
         self._last_key: tuple[object, ...] | None = None
+        self._progress_said: tuple[object, ...] | None = None
+        """(mtime, problem) of the progress.json the last report carried: a report
+        carries `progress` only when that changed (see `report`)."""
         self.scanned = 0
         """Bytes after `offset` already read and holding no newline (see _read_appended)."""
         self._held: list[bytes] = []
@@ -291,7 +294,7 @@ class DatasetTail:
             return None
         self._last_key = key
         fresh = self.progress_mtime is not None and now - self.progress_mtime < PROGRESS_FRESH_S
-        return {
+        line: dict[str, typing.Any] = {
             "type": "dataset",
             "dataset": self.name,
             "exists": self.exists,
@@ -316,6 +319,14 @@ class DatasetTail:
             "resume": self.resume_arg(),
             "time": now,
         }
+        # progress.json (~3 KB) only when it changed: a record appended between two of its
+        # writes (once a second) made a line that repeated it, half the lines of a fleet of
+        # 64 (issue 31). A line without the key keeps the progress the last one carried.
+        said = (self.progress_mtime, self.problems.get(PROGRESS_FILE))
+        if said == self._progress_said:
+            del line["progress"]
+        self._progress_said = said
+        return line
 
 
 def parse_dataset_arg(output_dir: str, arg: str) -> DatasetTail:
@@ -376,7 +387,8 @@ def watch(
                 tail.problems["?"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
             line = tail.report(time.time())
             if line is not None:
-                _emit(line)
+                _emit(line, flush=False)  # sent with the poll's others, below
+        _flush()
         if once:
             return
         beat.maybe()

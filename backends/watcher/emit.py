@@ -14,10 +14,18 @@ import typing
 _EMIT_LOCK = threading.Lock()
 
 
-def _emit(payload: dict[str, typing.Any]) -> None:
+def _emit(payload: dict[str, typing.Any], flush: bool = True) -> None:
+    """Write one report line; `flush` False leaves it for `_flush` (the watch loop sends a
+    poll's dataset lines at once: 64 writes and 64 wake-ups of the reader became one)."""
     line = json.dumps(payload, separators=(",", ":")) + "\n"
     with _EMIT_LOCK:  # the telemetry thread writes too: never half a line of each
         sys.stdout.write(line)
+        if flush:
+            sys.stdout.flush()
+
+
+def _flush() -> None:
+    with _EMIT_LOCK:
         sys.stdout.flush()
 
 

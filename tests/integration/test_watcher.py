@@ -20,6 +20,7 @@ import pytest
 
 from gen_tui.backends import watcher
 from gen_tui.backends.hosts import DatasetTotals, LocalHost, WatchStatus
+from gen_tui.backends.hosts.watch import dataset_totals
 from gen_tui.backends.store.lock import DatasetLock
 from gen_tui.backends.store.records import (
     RAW_FILE,
@@ -223,6 +224,44 @@ def test_lock_holder_and_progress_are_reported(tmp_path: Path) -> None:
     tail.poll_meta(watcher.read_lock_table())
     assert not tail.locked
     assert watcher.lock_status(str(folder / "run.lock"), None)[0] is False
+
+
+def test_progress_rides_along_only_when_it_changed(tmp_path: Path) -> None:
+    """Issue 31: a record appended between two writes of progress.json made a line that
+    repeated its ~3 KB, half the lines of a fleet of 64. A line carries it when it changed
+    (or went), and the panel's side keeps the last one through the lines that do not."""
+    folder = tmp_path / "B1"
+    folder.mkdir()
+    (folder / RAW_FILE).write_bytes(new_line(1, 5))
+    progress = folder / "progress.json"
+    write_json_atomic(progress, {"tokens": 5, "state": "active", "max_tokens": 9})
+    tail = watcher.DatasetTail(str(tmp_path), "B1")
+
+    def report() -> dict[str, Any]:
+        tail.poll()
+        tail.poll_meta(watcher.read_lock_table())
+        line = tail.report(time.time())
+        assert line is not None
+        return line
+
+    first = report()
+    assert first["progress"]["max_tokens"] == 9
+    with open(folder / RAW_FILE, "ab") as handle:
+        handle.write(new_line(2, 7))
+    second = report()
+    assert second["tokens"] == 12 and "progress" not in second, second
+    kept = dataset_totals(first).progress
+    assert kept is not None and kept.max_tokens == 9
+    assert dataset_totals(second, kept).progress is kept
+    assert dataset_totals(second).progress is None, "nothing kept: nothing made up"
+    write_json_atomic(progress, {"tokens": 12, "state": "active", "max_tokens": 19})
+    os.utime(progress, (time.time() + 5, time.time() + 5))  # a later mtime, whatever the clock
+    third = report()
+    assert third["progress"]["max_tokens"] == 19
+    progress.unlink()
+    gone = report()
+    assert "progress" in gone and gone["progress"] is None
+    assert dataset_totals(gone, kept).progress is None, "a progress.json gone is gone"
 
 
 def test_candidates_exclude_lookalikes() -> None:

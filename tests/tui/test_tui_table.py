@@ -173,6 +173,33 @@ async def test_a_new_count_repaints_only_its_row() -> None:
         assert "900k/2M" in table_text(app)[5]
 
 
+async def test_a_refresh_makes_the_rows_in_sight_and_a_row_out_of_sight_shows_its_news() -> None:
+    """Over 64 datasets at 80x24 a refresh makes the 19 rows in sight, not 64 (issue 31:
+    the table's cost); a row that changed out of sight shows its new count once scrolled to."""
+    names = [f"B{i:02d}" for i in range(64)]
+    app, static = static_app(names)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app, static, run_of(*(snapshot(n) for n in names)))
+        rows = table(app)
+        in_sight = rows.size.height - 2
+        made: list[str] = []
+        make = rows.row_line
+
+        def spy(row: Any, width: int, cursor: bool) -> Any:
+            made.append(row.name)
+            return make(row, width, cursor)
+
+        rows.row_line = spy  # type: ignore[method-assign]
+        changed = [snapshot(n, tokens=900_000 if n == "B50" else 500_000) for n in names]
+        static.show(run_of(*changed), now=T0)
+        board(app).refresh_view()
+        assert made == names[:in_sight], made
+        await pilot.press("end")
+        await pilot.pause()
+        row = next(line for line in table_text(app) if line.startswith(" B50 "))
+        assert "900k/2M" in row, row
+
+
 async def test_the_name_column_is_as_wide_as_the_longest_name_not_the_screen() -> None:
     """At 160 columns the name column took ~80 cells and pushed the figures far right of
     the demo's names (9 characters); it is the longest name's width, within bounds."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
 
 from gen_tui.app.cli.live_table import live_table, shorten
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, DatasetState, RunSnapshot
+from gen_tui.widgets.dataset_panel import PanelView, state_word
 
 NAMES = [
     "B1_glaive",
@@ -50,8 +52,12 @@ def _dataset(index: int, name: str) -> DatasetSnapshot:
 
 
 def _render(width: int, names: list[str]) -> list[str]:
+    return _render_datasets(width, tuple(_dataset(i, name) for i, name in enumerate(names)))
+
+
+def _render_datasets(width: int, datasets: tuple[DatasetSnapshot, ...]) -> list[str]:
     snap = RunSnapshot(
-        datasets=tuple(_dataset(i, name) for i, name in enumerate(names)),
+        datasets=datasets,
         concurrency=150,
         inflight=150,
         utilisation=0.99,
@@ -74,7 +80,7 @@ def test_every_figure_is_whole_at_any_width_from_60(width: int) -> None:
     for row in rows:
         for figure in ("9.87M/10M", "6.27k", "150", "1h02m"):
             assert figure in row, (figure, row)
-        assert re.search(r"\b(active|draining|exhausted)\b", row), row
+        assert re.search(r"\b(running|draining|exhausted)\b", row), row
     if width >= 80:
         assert [row.split()[0] for row in rows] == NAMES, "a name was cut with room to spare"
 
@@ -90,6 +96,18 @@ def test_at_80_columns_the_samples_stay_and_at_160_the_bar_and_full_names_appear
 def test_a_short_name_set_keeps_its_names_whole_at_80() -> None:
     lines = _render(80, NAMES[:3])
     assert all(name in "\n".join(lines) for name in NAMES[:3])
+
+
+@pytest.mark.parametrize("state", list(DatasetState))
+def test_each_state_in_the_panels_badge_words(state: DatasetState) -> None:
+    """Issue 31: the panel's badge and table said "running" and "budget reached" where
+    `gen-tui run`'s table said the engine's "active" and "done": one state, two words."""
+    dataset = replace(_dataset(0, "B1"), state=state)
+    shown = state_word(PanelView(snapshot=dataset))
+    row = _render_datasets(80, (dataset,))[2]
+    assert re.search(rf"^B1 +{re.escape(shown)} ", row), (shown, row)
+    if state in (DatasetState.ACTIVE, DatasetState.DONE):
+        assert str(state) not in row.split(), row
 
 
 def test_shorten_keeps_both_ends() -> None:
