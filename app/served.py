@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.config.server_recipe import LOCAL
 from gen_tui.backends.servers.events import ServerEvent, ServerState
-from gen_tui.backends.servers.recipe import LOCAL
 from gen_tui.backends.servers.view import Holder, ServerRow, gpus_of, strip_words
 from gen_tui.backends.store.tails import Tail
 from gen_tui.backends.untrusted import one_line

@@ -27,6 +27,7 @@ from gen_tui.app.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from gen_tui.app.cli.output import error
 from gen_tui.backends.alerts import Alerter
 from gen_tui.backends.config.file import ConfigError, FileConfig, find_config, load_config
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.drain import drain_then_stop, tell_runs, untell_runs
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
@@ -34,7 +35,6 @@ from gen_tui.backends.servers.health import check_health
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.launcher import Launched
 from gen_tui.backends.servers.notify import ServerAlerts
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.setup import ServerSetup
 from gen_tui.backends.servers.supervisor import ENDED, STOP_GRACE_S

@@ -21,14 +21,14 @@ from gen_tui.backends.config.run import (
     EngineError,
     Sampling,
 )
-from gen_tui.backends.config.trust import read_trusted
-from gen_tui.backends.servers.recipe import (
+from gen_tui.backends.config.server_recipe import (
     LOCAL,
     RecipeError,
     ServerRecipe,
     parse_router,
     parse_servers,
 )
+from gen_tui.backends.config.trust import read_trusted
 from gen_tui.backends.settings import (
     DEFAULT_THEME,
     SettingError,

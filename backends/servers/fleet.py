@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import aiohttp
 
+from gen_tui.backends.config.server_recipe import ServerRecipe, router_argv
 from gen_tui.backends.servers.events import EventSink, ServerState
 from gen_tui.backends.servers.history import ServerHistory
 from gen_tui.backends.servers.launcher import Launcher
-from gen_tui.backends.servers.recipe import ServerRecipe, router_argv
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import CHECK_S, STOP_GRACE_S, ServerSupervisor

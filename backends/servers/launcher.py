@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.hosts import RunIdentity
-from gen_tui.backends.servers.recipe import ServerRecipe
 
 
 class LaunchError(Exception):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.drain_notice import (
     NOTICE_FOLDER,
     notice_name,
@@ -30,7 +31,6 @@ from gen_tui.backends.hosts import Host, LocalHost, RunIdentity, StartError
 from gen_tui.backends.hosts.connection import describe
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.untrusted import one_line, without_colours
 

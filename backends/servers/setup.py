@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gen_tui.backends.config.file import FileConfig
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.hosts import Host, LocalHost, open_host
 from gen_tui.backends.servers.launcher import Launcher
 from gen_tui.backends.servers.process import REMOTE_FOLDER, ProcessLauncher
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.slurm_launcher import SlurmLauncher
 from gen_tui.backends.servers.state import StateFile, local_folder
 

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gen_tui.backends.aio import kill_child, within
+from gen_tui.backends.config.slurm_names import JOB_PREFIX, job_name, recipe_of, slurm_time
 from gen_tui.backends.untrusted import QUOTED_CHARS, one_line
 
 __all__ = [
@@ -57,17 +58,11 @@ __all__ = [
 Runner = Callable[[Sequence[str]], Awaitable[tuple[int, str, str]]]
 """Runs one command given as argv words: its exit status, stdout and stderr."""
 
-JOB_PREFIX = "gen-tui:"
-"""The start of every job name gen-tui submits: the marker that finds them again."""
-
 MAX_LINES = 10_000
 """The most lines of one Slurm answer that are read (the rest is said to be left out)."""
 
 MAX_OUTPUT_BYTES = 4 << 20
 """The most bytes of one command's stdout (or stderr) :func:`local_runner` takes."""
-
-NAME_CHARS = 100
-"""The most characters of a recipe name kept in a job name (Slurm's own limit is larger)."""
 
 ENDED_STATES = frozenset(
     {
@@ -110,9 +105,7 @@ _SUBMITTED = re.compile(r"(\d{1,20})(?:;[\w.-]{1,100})?")
 _STATE = re.compile(r"[A-Z_]{1,40}")
 _NODES = re.compile(r"[\w.\-\[\],]{1,1000}")
 _EXIT = re.compile(r"(\d{1,3}):(\d{1,3})")
-_TIME = re.compile(r"(?:\d{1,5}-)?\d{1,6}(?::\d{1,2}){0,2}|UNLIMITED|INFINITE")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _UNKNOWN_JOB = "Invalid job id specified"
 """What squeue and scontrol say of a job id the controller no longer holds."""
 _NO_NODE = frozenset({"", "(null)", "None", "None assigned", "n/a"})
@@ -189,26 +182,6 @@ class Listing:
 
     jobs: list[OurJob]
     odd: str | None = None
-
-
-def slurm_time(text: str) -> bool:
-    """Whether `text` is a time limit as sbatch's --time takes it."""
-    return _TIME.fullmatch(text) is not None
-
-
-def job_name(recipe: str) -> str:
-    """The job name of `recipe`'s server: the marker, then the name in characters that no
-    shell, squeue column or `scontrol` key=value parse can take for anything else."""
-    safe = _NOT_IN_A_NAME.sub("_", recipe)[:NAME_CHARS] or "_"
-    return JOB_PREFIX + safe
-
-
-def recipe_of(name: str) -> str | None:
-    """The recipe name in a job name of ours (None: not ours)."""
-    if not name.startswith(JOB_PREFIX):
-        return None
-    rest = name[len(JOB_PREFIX) :]
-    return rest if rest and not _NOT_IN_A_NAME.search(rest) else None
 
 
 def _named(spec: BatchSpec) -> str:
@@ -289,7 +262,7 @@ def sbatch_argv(spec: BatchSpec) -> list[str]:
     if spec.gpus:
         argv.append(f"--gres=gpu:{spec.gpus}")
     if spec.time is not None:
-        if not _TIME.fullmatch(spec.time):
+        if not slurm_time(spec.time):
             raise SlurmError(
                 f"server {_named(spec)}: time {one_line(repr(spec.time), 200)} is not a Slurm "
                 "time limit (minutes, H:MM:SS, D-HH:MM:SS or UNLIMITED)"

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.drain_notice import NOTICE_FOLDER, notice_name, notice_node, notice_text
 from gen_tui.backends.hosts import Host, LocalHost
 from gen_tui.backends.hosts.connection import SSHConnection, describe
@@ -35,7 +36,6 @@ from gen_tui.backends.hosts.ssh import SSHHost
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher, LaunchError
 from gen_tui.backends.servers.process import MARKER, REMOTE_FOLDER, last_of
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.slurm import (
     ENDED_STATES,
     BatchSpec,

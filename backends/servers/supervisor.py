@@ -22,11 +22,11 @@ from collections.abc import Sequence
 import aiohttp
 
 from gen_tui.backends.aio import within
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.drain import drain_then_stop, tell_runs, untell_runs
 from gen_tui.backends.servers.events import EventSink, ServerEvent, ServerState
 from gen_tui.backends.servers.health import check_health
 from gen_tui.backends.servers.launcher import Launched, Launcher, LaunchError
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile
 

@@ -15,8 +15,8 @@ import re
 import time
 from dataclasses import dataclass
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.untrusted import one_line
 
 _KILLED = re.compile(r"killed by (\S+?)[;,]")

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from gen_tui.backends.config.server_recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.history import ServerHistory
-from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from tests.support.ports import free_port
 from tests.support.real_sglang import (
     model_cache,

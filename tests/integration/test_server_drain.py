@@ -19,12 +19,12 @@ import aiohttp
 import psutil
 import pytest
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.demo import write_prompts
 from gen_tui.backends.servers.drain import in_flight
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.history import ServerHistory
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from tests.support.polling import wait_until
 from tests.support.ports import free_port

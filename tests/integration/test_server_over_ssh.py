@@ -17,11 +17,11 @@ import aiohttp
 import psutil
 import pytest
 
+from gen_tui.backends.config.server_recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.drain_notice import NOTICE_FOLDER, read_notices
 from gen_tui.backends.hosts import LocalHost, SSHHost
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.process import MARKER, ProcessLauncher
-from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.ports import free_port

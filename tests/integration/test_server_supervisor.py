@@ -16,8 +16,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from gen_tui.backends.config.server_recipe import RestartPolicy
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.recipe import RestartPolicy
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.sim.server import SimServer
 from tests.support.ports import free_port

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import aiohttp
 
+from gen_tui.backends.config.server_recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.launcher import Launched
-from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.slurm import SlurmError
 from gen_tui.backends.servers.slurm_launcher import SlurmLauncher
 from gen_tui.backends.servers.state import StateFile

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.hosts.connection import SSHConnection
 from gen_tui.backends.hosts.ssh import SSHHost
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.slurm import BatchSpec, SlurmJobs
 from gen_tui.backends.servers.slurm_launcher import SlurmLauncher, ssh_runner
 from gen_tui.backends.servers.state import StateFile

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from gen_tui.backends.servers.recipe import ServerRecipe
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
 from tests.support.side_python import side_python_problem

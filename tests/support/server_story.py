@@ -28,8 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.demo import write_prompts
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import listed
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until

@@ -12,12 +12,12 @@ from pathlib import Path
 import aiohttp
 import psutil
 
+from gen_tui.backends.config.server_recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.hosts import LocalHost
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.launcher import Exit, Launched, Launcher
 from gen_tui.backends.servers.process import ProcessLauncher
-from gen_tui.backends.servers.recipe import RestartPolicy, ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.polling import wait_until

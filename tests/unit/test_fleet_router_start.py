@@ -17,10 +17,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.fleet import Fleet
 from gen_tui.backends.servers.launcher import Launched
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from tests.support.polling import wait_until
 from tests.support.servers import IdleLauncher

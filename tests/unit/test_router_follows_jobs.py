@@ -13,9 +13,9 @@ import pytest
 
 from gen_tui.app.cli.main import job_nodes
 from gen_tui.backends.config.file import FileConfig
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.events import ServerEvent, ServerState
 from gen_tui.backends.servers.launcher import Launched
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.router import RouterWorkers
 from gen_tui.backends.servers.state import StateFile, local_folder
 

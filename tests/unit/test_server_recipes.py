@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gen_tui.backends.config.file import ConfigError, FileConfig, load_config, merge_run
-from gen_tui.backends.servers.recipe import (
+from gen_tui.backends.config.server_recipe import (
     DEFAULT_HEALTH,
     DEFAULT_MAX_RESTARTS,
     RestartPolicy,

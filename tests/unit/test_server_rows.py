@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from gen_tui.app.dashboard.summary import with_supervised
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.servers.events import ServerState
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.view import (
     Holder,
     ServerRow,

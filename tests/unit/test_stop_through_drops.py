@@ -11,11 +11,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from gen_tui.backends.config.server_recipe import ServerRecipe
 from gen_tui.backends.hosts.connection import Disconnected
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.servers import drain
 from gen_tui.backends.servers.launcher import Launched
-from gen_tui.backends.servers.recipe import ServerRecipe
 from gen_tui.backends.servers.state import StateFile
 from gen_tui.backends.servers.supervisor import ServerSupervisor
 from tests.support.servers import IdleLauncher

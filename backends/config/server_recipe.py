@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gen_tui.backends.servers.slurm import job_name, slurm_time
+from gen_tui.backends.config.slurm_names import job_name, slurm_time
 from gen_tui.backends.untrusted import one_line
 
 LOCAL = "local"
