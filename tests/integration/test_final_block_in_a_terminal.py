@@ -83,7 +83,11 @@ async def test_the_live_table_ends_once_in_a_terminal(
     headers = [line for line in text.splitlines() if re.match(r"\s*dataset\s+state\s", line)]
     assert len(headers) == 1, text
     for name in ("A", "B"):
-        rows = [line for line in text.splitlines() if re.match(rf"\s*{name}\s+(done|exh)", line)]
+        rows = [
+            line
+            for line in text.splitlines()
+            if re.match(rf"\s*{name}\s+(budget reached|exhausted)", line)
+        ]
         assert len(rows) == 1, text
     assert " status: " not in text, text
     # The old pool figure was "slots 153/160"; the small-budget note may still say "58 of
