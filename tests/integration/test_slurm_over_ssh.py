@@ -29,6 +29,12 @@ from tests.support.users import ensure_user, folder_of
 SLURM_USER = "gentui-slurm"
 """A login of these tests alone (another test module switches its own user's shell)."""
 
+TAG = f"-{os.getpid()}"
+"""The end of this process's job names: a second suite on the machine (the same login, the
+same one-node Slurm) has jobs of its own, which this one neither lists nor cancels (the
+teardown cancelled every gen-tui job of the login, and a second suite's sleeper ended
+CANCELLED before it ran)."""
+
 
 @pytest.fixture(params=["/usr/bin/tcsh", "/bin/csh"])
 async def login(
@@ -49,7 +55,8 @@ async def login(
             yield jobs, folder
         finally:
             for job in (await jobs.ours()).jobs:
-                await jobs.cancel(job.job_id)
+                if job.recipe.endswith(TAG):
+                    await jobs.cancel(job.job_id)
             await connection.close()
 
 
@@ -59,7 +66,7 @@ async def test_words_come_through_the_login_shell_and_the_jobs_sh(
     jobs, folder = login
     words = ["a!b", "!1", "it's", '"q"', "$HOME", "`id`", "$(id)", "a  b", "*", "%j", "\\n"]
     spec = BatchSpec(
-        name="over-ssh",
+        name=f"over-ssh{TAG}",
         argv=["sh", "-c", 'printf "%s\\n" "$GEN_TUI_TEST" "$@"', "sh", *words],
         env={"GEN_TUI_TEST": "x!y $USER"},
         log=str(folder / "over-ssh.log"),
@@ -75,11 +82,11 @@ async def test_our_jobs_are_listed_and_cancelled_over_ssh(
     login: tuple[SlurmJobs, Path],
 ) -> None:
     jobs, folder = login
-    spec = BatchSpec(name="sleeper", argv=["sleep", "300"], log=str(folder / "s.log"))
+    spec = BatchSpec(name=f"sleeper{TAG}", argv=["sleep", "300"], log=str(folder / "s.log"))
     job_id = await jobs.submit(spec)
     running = await wait_for_job(jobs, job_id, lambda s: s.running, "running")
-    listed = (await jobs.ours()).jobs
-    assert [(j.job_id, j.recipe) for j in listed] == [(job_id, "sleeper")]
+    listed = [j for j in (await jobs.ours()).jobs if j.recipe.endswith(TAG)]
+    assert [(j.job_id, j.recipe) for j in listed] == [(job_id, f"sleeper{TAG}")]
     await jobs.cancel(job_id)
     ended = await wait_for_job(jobs, job_id, lambda s: s.ended, "ended")
     assert (ended.state, ended.node) == ("CANCELLED", running.node)
