@@ -324,14 +324,19 @@ class HostLinks(PanelSource):
     def _others_running(self, name: str, link: HostLink) -> int:
         """The datasets producing now on `link`'s host besides `name`: which server each
         run sends to is not known here, but on one GPU box they share it, and its last
-        run's rate was its share beside them (the estimate says so)."""
-        now, wall = time.monotonic(), time.time()
+        run's rate was its share beside them (the estimate says so). Read from the monitor
+        as `producing` needs it, not through `view`, which also notes budget crossings and
+        the session's counts for the panels."""
+        monitor = link.monitor
+        if monitor is None:
+            return 0
+        now = time.monotonic()
         views = (
-            self.view(other, now, wall)
+            PanelView(monitor.snapshot(other, now), countdown_s=link.countdown.get(other))
             for other, their in self.remote.items()
             if other != name and their is link
         )
-        return sum(1 for view in views if view is not None and producing(view))
+        return sum(1 for view in views if producing(view))
 
     def plan_target(self, name: str, view: PanelView) -> Note | AskTarget:
         """`T`: a new deadline and cap for the live run writing `name`, written as its plan
