@@ -22,13 +22,20 @@ from gen_tui.backends.figures import counted, format_count
 from gen_tui.backends.progress.snapshot import DatasetSnapshot, RunSnapshot
 from gen_tui.backends.progress.summary import summary_line
 from gen_tui.backends.untrusted import one_line
-from gen_tui.widgets.format import cost_text, format_duration, server_text, worker_text
+from gen_tui.widgets.format import (
+    cost_text,
+    format_duration,
+    server_text,
+    state_text,
+    worker_text,
+)
 
 _LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "budget": "bold green", "info": ""}
 
 
 def status_line(snap: DatasetSnapshot) -> str:
-    """One plain line per dataset for logs."""
+    """One plain line per dataset for logs, in the panel's words for its state ("running",
+    "budget reached"), not the engine's ("active", "done")."""
     fraction = snap.fraction
     percent = f" ({fraction * 100:.1f}%)" if fraction is not None else ""
     if snap.max_samples:
@@ -36,7 +43,7 @@ def status_line(snap: DatasetSnapshot) -> str:
     else:
         samples = counted(snap.samples, "sample")
     return (
-        f"{snap.name} {snap.state}: {budget_text(snap)} tokens{percent}, {samples}, "
+        f"{snap.name} {state_text(snap.state)}: {budget_text(snap)} tokens{percent}, {samples}, "
         f"{format_count(snap.tok_s)} tok/s, {snap.inflight} in flight, "
         f"ETA {format_duration(snap.eta_s)}"
         + (f", {cost_text(snap)}" if snap.cost is not None else "")

@@ -45,6 +45,10 @@ async def _start_sh(script: str) -> asyncio.subprocess.Process:
     )
 
 
+REAP_WAIT_S = 10.0
+"""How long a child /proc shows gone may take to be reaped (see `ended_status`)."""
+
+
 class LocalHost(Host):
     """This machine: the same interface as `SSHHost`, the same watcher and scripts."""
 
@@ -69,11 +73,24 @@ class LocalHost(Host):
                 del self._children[pid]
                 self._exits[pid] = code
 
-    def exit_status(self, pid: int) -> int | None:
-        """How a process this host started has ended: its exit code, or minus the signal
-        that ended it (as Popen says); None while it runs or when it was not started here.
-        Only here: a detached process elsewhere is no child of anyone who could tell."""
+    async def ended_status(self, pid: int, wait_s: float = REAP_WAIT_S) -> int | None:
+        """How a process this host started and /proc shows gone has ended: its exit code,
+        or minus the signal that ended it (as Popen says); None when it was not started
+        here (a detached process elsewhere is no child of anyone who could tell).
+
+        Waits up to `wait_s` for it to be reaped. A killed process's first thread is a
+        zombie in /proc as soon as it ends, but waitpid reports the process only once
+        every other thread has ended too, which for a server with dozens of threads and
+        gigabytes to unmap (SGLang after `kill -9`) took long enough on a loaded machine
+        that the status read as unknown. Raises TimeoutError when it is still not reaped then."""
         self._reap()
+        child = self._children.get(pid)
+        if child is not None:
+            try:
+                await asyncio.to_thread(child.wait, wait_s)
+            except subprocess.TimeoutExpired:
+                raise TimeoutError(f"pid {pid} was not reaped within {wait_s:g} s") from None
+            self._reap()
         return self._exits.get(pid)
 
     async def _ps_raw(

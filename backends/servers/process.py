@@ -94,10 +94,14 @@ def status_of(text: str) -> int | None:
     return status if -64 <= status <= 255 else None
 
 
-def exit_words(code: int | None) -> tuple[int | None, int | None, str]:
-    """(code, signal, words) of a Popen return code (minus the signal when killed by one)."""
+UNKNOWN_EXIT = "is gone (its exit status is unknown: not started by this gen-tui)"
+
+
+def exit_words(code: int | None, unknown: str = UNKNOWN_EXIT) -> tuple[int | None, int | None, str]:
+    """(code, signal, words) of a Popen return code (minus the signal when killed by one);
+    `unknown` says why there is none."""
     if code is None:
-        return None, None, "is gone (its exit status is unknown: not started by this gen-tui)"
+        return None, None, unknown
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -236,11 +240,15 @@ class ProcessLauncher(Launcher):
             return None
         if same_start(now, launched.identity):
             return None
+        unknown = UNKNOWN_EXIT
         if isinstance(host, LocalHost):
-            status = host.exit_status(launched.identity.pid)
+            try:
+                status = await host.ended_status(launched.identity.pid)
+            except TimeoutError as exc:
+                status, unknown = None, f"is gone (its exit status is unknown: {exc})"
         else:
             status = await self._remote_status(host, launched)
-        code, sig, words = exit_words(status)
+        code, sig, words = exit_words(status, unknown)
         last = last_of(await self._lines(host, launched.log))
         return Exit(code, sig, f"pid {launched.ref} {words}; its log's last line: {last or '-'}")
 

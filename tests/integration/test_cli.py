@@ -120,7 +120,7 @@ async def test_budget_stop_and_plain_log(
     code, stdout, stderr = await finish(await spawn(*args))
     assert code == 0, stderr
     assert "A: budget reached" in stdout
-    assert "status: A done" in stdout
+    assert "status: A budget reached: " in stdout  # the panel's words, not "done"
     tokens, _ = recount(out / "A")
     assert tokens >= 20_000
     code, stdout, _ = await finish(await spawn(*args))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +82,49 @@ async def test_a_missing_program_is_one_line(folder: Path) -> None:
     message = str(caught.value)
     assert "\n" not in message and message.startswith("server ghost:")
     assert "/nonexistent/sglang-server" in message
+
+
+LINGERING = """
+import ctypes, os, pathlib, signal, sys, threading, time
+go = pathlib.Path(sys.argv[1])
+def last_thread():
+    while not go.exists():
+        time.sleep(0.02)
+    time.sleep(1.5)  # the rest of the process still ending, as a big server's threads do
+    os.kill(os.getpid(), signal.SIGKILL)
+threading.Thread(target=last_thread).start()
+while not go.exists():
+    time.sleep(0.02)
+ctypes.CDLL(None).pthread_exit(None)  # the first thread ends: a zombie in /proc from here
+"""
+
+
+def proc_state(pid: int) -> str:
+    """The /proc state letter of `pid` ("-" when absent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "-"
+
+
+async def test_the_signal_is_told_while_the_other_threads_still_end(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A killed process's first thread shows as a zombie (gone, for /proc) before waitpid
+    can report the process, which waits for every other thread to end: the real-SGLang
+    story once read "its exit status is unknown" for a `kill -9`. Here the first thread
+    ends 1.5 s before the rest, which then dies of SIGKILL: the end says SIGKILL."""
+    script = tmp_path / "lingering.py"
+    script.write_text(LINGERING)
+    go = tmp_path / "go"
+    launcher = launcher_in(folder)
+    recipe = sim_recipe("linger", free_port())
+    recipe = type(recipe)(recipe.name, (sys.executable, str(script), str(go)), recipe.port)
+    launched = await launcher.start(recipe)
+    pid = int(launched.ref)
+    assert await launcher.exit_of(launched) is None
+    go.touch()
+    await wait_until(lambda: proc_state(pid) == "Z", 10)
+    ended = await launcher.exit_of(launched)  # asked at once: the rest still ends
+    assert ended is not None
+    assert ended.signal == signal.SIGKILL and "was killed by SIGKILL" in ended.reason
