@@ -55,6 +55,10 @@ from gen_tui.backends.store.progress_file import (
 from gen_tui.backends.telemetry.workers import OK
 
 SURVEY_S = 2.0
+FOLLOW_S = 0.25
+FOLLOW_FOR_S = 5.0
+"""After a run let go of a dataset's lock, the host is surveyed every FOLLOW_S for up to
+FOLLOW_FOR_S, until the run is seen gone (see `HostMonitor._next_survey_s`)."""
 MAX_ENDED = 20
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 
@@ -110,6 +114,9 @@ class HostMonitor:
         self.telemetry = HostTelemetry()
         """The servers' load and the GPUs, as the watcher reads them on the host."""
         self._rates: dict[str, RateMeter] = {}
+        self._let_go: dict[str, tuple[int, float]] = {}
+        """Datasets whose lock the run holding it has released since (dataset -> its pid,
+        when): that run is ending, whatever the last survey, up to SURVEY_S old, says."""
         self._budgets: dict[str, tuple[int | None, int | None]] = {}
         self._watch: Watch | None = None
         self._pump: asyncio.Task[None] | None = None
@@ -140,7 +147,7 @@ class HostMonitor:
                     self.ready.set()
                     await self._sleep(delay)
                     continue
-                await self._sleep(self.survey_s)
+                await self._sleep(self._next_survey_s())
         finally:
             await self._close_watch()
 
@@ -153,6 +160,16 @@ class HostMonitor:
     async def _sleep(self, seconds: float) -> None:
         """Sleep, or less if poked since the survey began."""
         await wait_event(self._wake, seconds)
+
+    def _next_survey_s(self) -> float:
+        """SURVEY_S; FOLLOW_S for FOLLOW_FOR_S after a run let go of a lock while the
+        survey still lists it: it is exiting, and `R` offers it once the survey sees it gone
+        (a process that lives on after letting go, a panel whose hosted run ended, is looked
+        at often only that long)."""
+        now = time.monotonic()
+        if any(now - when < FOLLOW_FOR_S for _, when in self._let_go.values()):
+            return min(self.survey_s, FOLLOW_S)
+        return self.survey_s
 
     def poke(self) -> None:
         """Survey again now (after a kill or a start), not at the next tick."""
@@ -176,6 +193,8 @@ class HostMonitor:
             self.ended = (*gone, *kept)[:MAX_ENDED]
         self.runs = survey.runs
         self.output_dir = survey.output_dir
+        listed = {run.pid for run in survey.runs}
+        self._let_go = {name: gone for name, gone in self._let_go.items() if gone[0] in listed}
         # Only runs writing the watched folder shape its panels: a B2 another project's run
         # writes elsewhere on the box, with its --max-samples, is another dataset (issue 31,
         # point 1). Its budget must not become ours, nor a flag of our `r`.
@@ -232,8 +251,20 @@ class HostMonitor:
                 self._rates.setdefault(item.dataset, RateMeter()).add(
                     time.monotonic(), item.tokens, item.samples
                 )
+                self._note_lock(self.totals.get(item.dataset), item)
                 self.totals = {**self.totals, item.dataset: item}
             self._changed()
+
+    def _note_lock(self, before: DatasetTotals | None, now: DatasetTotals) -> None:
+        """A run lets go of a dataset's lock only as it ends (the record sink's close): the
+        watcher sees that within its half-second poll, the survey up to SURVEY_S later. Till
+        then `r` said "pid N still writes it" of a run that had ended (issue 31); the lock
+        says at once that it no longer does, and a survey is asked for now."""
+        if now.locked:
+            self._let_go.pop(now.dataset, None)
+        elif before is not None and before.locked and before.lock_pid is not None:
+            self._let_go[now.dataset] = (before.lock_pid, time.monotonic())
+            self.poke()
 
     async def _close_watch(self) -> None:
         watch, pump = self._watch, self._pump
@@ -267,8 +298,10 @@ class HostMonitor:
         (`RunProcess.writing`), else a run of ours whose command line names it (starting,
         not writing yet). Another user's command line never makes a writer: their `sleep`
         naming our dataset blocked `r` and was offered to `k`."""
-        # Only runs writing here: a B2 in another folder of the same machine is not ours.
-        runs = [run for run in self.runs if run.output_dir == self.output_dir]
+        # Only runs writing here: a B2 in another folder of the same machine is not ours;
+        # nor the run that has let go of its lock since the survey listed it.
+        gone = self._let_go.get(dataset, (None, 0.0))[0]
+        runs = [run for run in self.runs if run.output_dir == self.output_dir and run.pid != gone]
         for run in runs:
             if dataset in run.writing:
                 return run
