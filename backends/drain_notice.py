@@ -37,7 +37,12 @@ panel that really died LINK_HOLD_S before its server is used again (5.04 to 5.15
 its SIGKILL, row 154; 0.05 to 0.08 s before): a server it was stopping, which a notice kept
 out of the runs for a drain of up to minutes anyway. A link that freezes instead (row 155)
 leaves its session process alive: the notice holds as a live writer's until the panel's
-keepalive gives the link up (about 8 s) and its reconnect writes it again. A naming of a
+keepalive gives the link up (about 8 s) and its reconnect writes it again. A panel that
+dies behind a frozen link reconnects never, and its session process lives until sshd gives
+it up (two hours by default): so a link's notice carries a lease (`lease_s`,
+LINK_LEASE_S), which the panel renews every LINK_RENEW_S (the file's time) while the link
+lives; past it the notice is left behind. (A notice without one, an older panel's, holds
+as before.) A naming of a
 "stable" writer instead (a process there that outlives the link) could not tell a panel
 that died from a link that dropped: only time can, and the hold bounds it. A writer of this
 machine that is no link's (a local panel, `gen-tui servers stop`) cannot come back: its
@@ -84,6 +89,15 @@ LINK_HOLD_S = 5.0
 """How long a notice whose writer is a panel's SSH link's session process, now gone, is
 still honoured (from a run's first look that saw it gone): long enough for the panel to
 reconnect and write it again naming its new link (see the module's docstring)."""
+LINK_LEASE_S = 30.0
+"""How long a notice written over a panel's SSH link holds without being renewed (the file's
+time, this machine's clock): the panel renews it every LINK_RENEW_S while its link lives. A
+link that freezes keeps its session process (the notice's writer) alive until sshd gives it
+up, two hours by default: a panel that died behind one held its server out of the runs that
+long. Longer than the panel's keepalive (about 8 s) and its reconnect, which writes the
+notice anew."""
+LINK_RENEW_S = 5.0
+"""How often a panel renews its notices over a live link (hosts/ssh.py)."""
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 _NAME = re.compile(r"^([0-9]{1,5})(?:@([a-z0-9][a-z0-9._-]{0,252}))?\.json$")
 _NODE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,252}$")
@@ -258,6 +272,7 @@ def _notice_of(
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_NOTICE_BYTES + 1)
+            renewed = os.fstat(handle.fileno()).st_mtime
     except FileNotFoundError:
         return "gone"
     except OSError as exc:
@@ -278,7 +293,15 @@ def _notice_of(
     wait = max(_number(data.get("wait_s"), 0.0), 0.0)
     ends = since + wait + max(_number(data.get("grace_s"), 0.0), 0.0)
     notice = Notice(port, since, ends, pid is not None, node)
-    if pid is None or not isinstance(writer, dict) or not _writer_gone(writer, pid):
+    if pid is None or not isinstance(writer, dict):
+        return notice
+    lease = _number(data.get("lease_s"), 0.0)
+    if "link" in writer and lease > 0 and time.time() - renewed > lease:
+        return (
+            f"not renewed by the panel behind its SSH link within its lease ({lease:g} s): "
+            "the panel is gone or its link frozen; left behind, not a drain"
+        )
+    if not _writer_gone(writer, pid):
         return notice
     if "link" not in writer or lapsed is None or seen is None:
         return f"its writer (pid {pid}, this machine's) is gone: left behind, not a drain"

@@ -227,6 +227,10 @@ class Host(HostPrimitives):
         """Remove the file at `path` on the host (nothing when it is absent)."""
         await self._sh(f"rm -f -- {rquote(path)}")
 
+    async def touch_file(self, path: str, timeout: float = 60.0) -> None:
+        """Set the time of the file at `path` on the host to now (nothing when absent)."""
+        await self._sh(f"touch -c -- {rquote(path)}", timeout)
+
     async def file_size(self, path: str) -> int | None:
         """The size of the file at `path` on the host now (None: absent or unreadable)."""
         return (await self._sizes([path], samples=1))[-1].get(path)

@@ -20,7 +20,8 @@ from typing import Any
 import asyncssh
 
 from gen_tui.backends import watcher
-from gen_tui.backends.aio import within
+from gen_tui.backends.aio import stop, within
+from gen_tui.backends.drain_notice import LINK_LEASE_S, LINK_RENEW_S
 from gen_tui.backends.hosts.base import Host
 from gen_tui.backends.hosts.connection import SSHConnection, describe
 from gen_tui.backends.hosts.errors import ResumeRefused, RunError, StartError
@@ -86,6 +87,7 @@ class SSHHost(Host):
         """The drain notices this link wrote and the panel has not ended yet ((folder,
         name): the notice as the panel wrote it): written again after each reconnect."""
         self._notice_lock = asyncio.Lock()
+        self._renewer: asyncio.Task[None] | None = None
         self.connection.on_reconnect(self._renew_notices)
 
     async def connect(self) -> None:
@@ -151,7 +153,23 @@ class SSHHost(Host):
         async with self._notice_lock:
             path = await self._write_notice(folder, name, text, timeout=30)
             self._notices[(folder, name)] = text
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._keep_leases())
         return path
+
+    async def _keep_leases(self) -> None:
+        """Renew each standing notice's lease (drain_notice.LINK_LEASE_S: its file's time)
+        every LINK_RENEW_S while the link lives; ends when no notice stands. A `touch`, not
+        the watcher again: its source is 140 KB. One that fails is renewed at the next turn,
+        or written anew on the reconnect (:meth:`_renew_notices`)."""
+        while self._notices:
+            await asyncio.sleep(LINK_RENEW_S)
+            for folder, name in list(self._notices):
+                async with self._notice_lock:
+                    if (folder, name) not in self._notices:
+                        continue  # ended meanwhile: never touched back
+                    with contextlib.suppress(SSHError, RunError, TimeoutError):
+                        await self.touch_file(posixpath.join(folder, name), LINK_RENEW_S)
 
     async def remove_drain_notice(self, folder: str, name: str) -> None:
         """As :meth:`Host.remove_drain_notice`; it is no longer written again on a
@@ -174,7 +192,8 @@ class SSHHost(Host):
                     await self._write_notice(*key, text, timeout=NOTICE_RENEW_S)
 
     async def _write_notice(self, folder: str, name: str, text: str, timeout: float) -> str:
-        spec = {"folder": folder, "name": name, "notice": json.loads(text)}
+        notice = dict(json.loads(text), lease_s=LINK_LEASE_S)  # renewed: _keep_leases
+        spec = {"folder": folder, "name": name, "notice": notice}
         try:
             output = await self._python([f"--notice={json.dumps(spec)}"], timeout=timeout)
         except RunError:
@@ -233,4 +252,5 @@ class SSHHost(Host):
         return super().watch(output_dir, datasets, resume, metrics_urls)
 
     async def close(self) -> None:
+        await stop(self._renewer)
         await self.connection.close()

@@ -47,9 +47,12 @@ PANEL = r'''
 """A panel on another machine: it tells the runs of the SSH host that the server on PORT
 (URL) drains for WAIT s (grace GRACE s), says "told", then ends the drain when a line
 "end" comes on its stdin (says "ended"), and waits."""
-import asyncio, json, socket, sys, time
+import asyncio, json, os, socket, sys, time
 
 socket.gethostname = lambda: "panel-box"  # another machine than the sshd's (loopback)
+if os.environ.get("LEASE"):  # "LEASE:RENEW" in seconds, shorter than a real panel's
+    import gen_tui.backends.hosts.ssh as ssh
+    ssh.LINK_LEASE_S, ssh.LINK_RENEW_S = map(float, os.environ["LEASE"].split(":"))
 
 from gen_tui.backends.hosts import LocalHost, SSHHost
 from gen_tui.backends.hosts.ssh_target import SSHOptions
@@ -99,9 +102,11 @@ def _panel(
     tmp_path: Path,
     remote: Path | None = None,
     drain: tuple[int, str, float, float] = (30001, NEAR, 600.0, 15.0),
+    lease: str | None = None,
 ) -> tuple[subprocess.Popen[str], Path]:
     """The panel, started, once it said "told" of `drain` (port, URL, wait, grace): it and
-    the notices' folder it wrote in (in `remote`, the servers' folder on the SSH host)."""
+    the notices' folder it wrote in (in `remote`, the servers' folder on the SSH host).
+    `lease`: "LEASE:RENEW" seconds for its notices' lease and renewal."""
     remote = remote or tmp_path / "remote"
     args = _options_json(sshd)
     panel = subprocess.Popen(
@@ -113,6 +118,7 @@ def _panel(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=dict(os.environ, LEASE=lease) if lease else None,
     )
     assert panel.stdout is not None and panel.stderr is not None
     line = panel.stdout.readline()
@@ -158,6 +164,58 @@ async def test_a_notice_of_a_panel_that_died_over_ssh_is_ignored_with_another_se
         assert writer["host"] != "panel-box", writer
         print(f"ignored {took:.2f} s after the panel's SIGKILL; writer {writer}")
     finally:
+        if panel.poll() is None:
+            panel.kill()
+            panel.wait(30)
+
+
+async def test_a_panel_that_dies_behind_a_frozen_link_loses_its_notice_at_its_lease(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    """The case the hold cannot see: the link freezes (its session process on the server's
+    machine SIGSTOPped, so the notice's writer lives on, as it does for sshd's two hours
+    when a network hangs), then the panel dies. Nothing renews the notice: it is left
+    behind at its lease (here 3 s, renewed every 0.5 s; a panel's are 30 s and 5 s), where
+    before it held for as long as sshd kept the session. A live panel's renewed notice
+    outlives its lease."""
+    lease, renew = 3.0, 0.5
+    panel, folder = await asyncio.to_thread(
+        _panel, sshd, tmp_path, None, (30001, NEAR, 600.0, 15.0), f"{lease}:{renew}"
+    )
+    link: psutil.Process | None = None
+    try:
+        notice = json.loads((folder / "30001.json").read_text())
+        assert notice["lease_s"] == lease, notice
+        said: list[str] = []
+        runner = notice_runner(tmp_path, [NEAR, OTHER], said)
+        drained, _ = runner.servers
+        watch = asyncio.create_task(runner.watch_drains(folder, poll_s=0.05))
+        try:
+            await wait_until(lambda: drained.draining, 5, "the notice honoured")
+            await asyncio.sleep(lease + 2 * renew)  # renewed over the live link: held
+            assert drained.draining, said
+            link = psutil.Process(notice["writer"]["pid"])
+            link.suspend()  # the link freezes: its session lives, nothing passes
+            frozen = time.time()
+            panel.send_signal(signal.SIGKILL)  # and the panel dies behind it
+            await asyncio.to_thread(panel.wait, 30)
+            await wait_until(lambda: not drained.draining, 20, "the notice past its lease")
+            renewed = (folder / "30001.json").stat().st_mtime
+        finally:
+            watch.cancel()
+        assert link.is_running() and link.status() == psutil.STATUS_STOPPED  # writer alive
+        took = time.time() - renewed
+        assert lease <= took < lease + 1.5, (took, frozen - renewed)
+        lines = [text for text in said if "not renewed by the panel behind its SSH link" in text]
+        assert len(lines) == 1, said
+        print(
+            f"left behind {took:.2f} s after its last renewal ({frozen - renewed:.2f} s "
+            "before the freeze)"
+        )
+    finally:
+        if link is not None:
+            with contextlib.suppress(psutil.Error):
+                link.resume()
         if panel.poll() is None:
             panel.kill()
             panel.wait(30)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,34 @@ def test_a_gone_link_writer_s_notice_holds_for_a_reconnect_then_goes(tmp_path: P
     write_notice(folder, 30001, "http://127.0.0.1:30001", 60.0)  # the reconnect's: alive
     again = read_notices(folder, lapsed)
     assert again.ports == {30001} and again.held == () and lapsed == {}
+
+
+def test_a_link_notice_past_its_lease_is_left_behind_though_its_writer_lives(
+    tmp_path: Path,
+) -> None:
+    """A panel that dies behind a frozen link: its link's session process (the notice's
+    writer) lives on until sshd gives it up, two hours by default, and nothing renews the
+    notice. Its lease (`lease_s`, the file's time) ends it: honoured while renewed, left
+    behind (said) past it; a notice without a lease (an older panel's) holds as before."""
+    import os
+
+    from gen_tui.backends.drain_notice import LINK_LEASE_S
+
+    folder = tmp_path / "draining"
+    alive: dict[str, object] = json.loads(notice_text(1, "http://127.0.0.1:1", 1.0))["writer"]
+    link = dict(alive, link="the SSH session of the panel's link")
+    for port, lease in ((30003, LINK_LEASE_S), (30004, None)):
+        _notice_by(folder, port, link)
+        if lease is not None:
+            path = folder / f"{port}.json"
+            path.write_text(json.dumps(dict(json.loads(path.read_text()), lease_s=lease)))
+    assert read_notices(folder, {}).ports == {30003, 30004}  # just renewed: honoured
+    old = time.time() - LINK_LEASE_S - 1
+    for port in (30003, 30004):
+        os.utime(folder / f"{port}.json", (old, old))
+    late = read_notices(folder, {})
+    assert late.ports == {30004}, late
+    why = dict(late.bad)[str(folder / "30003.json")]
+    assert why.startswith("not renewed by the panel behind its SSH link within its lease (30 s)")
+    os.utime(folder / "30003.json")  # renewed (the panel's touch): honoured again
+    assert read_notices(folder, {}).ports == {30003, 30004}
