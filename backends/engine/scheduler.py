@@ -75,7 +75,7 @@ class Scheduler(RunPart):
         left = max(0, ds.budget.max_tokens - ds.tokens)
         ds.budget_noted = True
         ds.budget_note = (
-            f"{left:,} tokens is about {ds.expected.answers_in(left):,} answers; "
+            f"{left:,} tokens is about {counted(ds.expected.answers_in(left), 'answer')}; "
             f"{used:,} of {slots:,} slots used"
         )
         self.reporter.event("info", f"{ds.name}: budget small for the pool: {ds.budget_note}")

@@ -176,3 +176,17 @@ async def _run_a(
     )
     final = await asyncio.wait_for(engine.run(), 60)
     return final, events, snapshots
+
+
+async def test_a_budget_of_about_one_answer_says_answer(tmp_path: Path) -> None:
+    """6,000 tokens at a cap of 4,096 "is about 1 answer" (it said "1 answers")."""
+
+    async def script(url: str, request: Request) -> Generation:
+        await asyncio.sleep(0.005)
+        return answer(100)
+
+    _, events, _ = await _run_a(
+        tmp_path, ScriptedClient(script), 200, 6_000, 16, 4096, BudgetMode.PREDICTIVE
+    )
+    notes = [text for text in events if "budget small for the pool" in text]
+    assert len(notes) == 1 and "6,000 tokens is about 1 answer; 1 of 16 slots used" in notes[0]
