@@ -186,7 +186,10 @@ class BatchLane(RunPart):
             assert isinstance(problems, list)
             for problem in problems:
                 self.reporter.event("warning", f"{ds.name}: {problem}")
-            ds.held_out = journal.pending
+            # A copy, not the journal's own set: a batch found never created leaves that
+            # set as its samples are given back (`_give_back`), and a feed starting after
+            # that read them again: the next batch held them twice.
+            ds.held_out = set(journal.pending)
             if journal.open:
                 self.reporter.event(
                     "info",

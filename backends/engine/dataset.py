@@ -59,8 +59,9 @@ class DatasetRun:
         self.errors_path = folder / ERRORS_FILE
         self.done: set[str] = set()
         self.held_out: set[str] = set()
-        """Samples in a batch still open at the provider (the batch lane's journal): the
-        feed passes over them, their answers come from that batch."""
+        """Samples in a batch still open at the provider when the run began (the batch
+        lane's journal, as read then): the feed passes over them, their answers come from
+        that batch, or the batch lane gives them back (`given_back`) if none does."""
         self.history: dict[str, dict[int, TurnOnDisk]] = {}
         """With `--turns all`, on a resume: the turns on disk of each conversation begun and
         not finished, its next turn's history (taken out as the conversation resumes)."""

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from gen_tui.backends.clients.batch import BatchClient
+from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.progress.snapshot import DatasetState
 from gen_tui.backends.sim import LengthProfile
 from gen_tui.backends.store.batch_journal import JOURNAL_FILE, BatchJournal
@@ -157,16 +158,30 @@ def sample_keys(prompts: Path, name: str, count: int) -> list[str]:
     return [str(orjson.loads(line).get("id", index + 1)) for index, line in enumerate(lines)]
 
 
+@pytest.mark.parametrize("feed_late", [False, True], ids=["feed-first", "feed-late"])
 async def test_an_intent_whose_create_was_never_answered(
     sim: Callable[..., Any],
     tokenizer_dir: Path,
     prompts_dir: Callable[..., Path],
     tmp_path: Path,
     api_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+    feed_late: bool,
 ) -> None:
     # Two kills between a journal's intent and its id: one before the create reached the
     # provider (its samples are free), one after (the batch exists: it is adopted, found by
-    # the key in its metadata, never sent again).
+    # the key in its metadata, never sent again). `feed_late`: the prompt feed starts after
+    # the lookup found the first batch never created, as it did under two suites' load:
+    # its samples were given back and read again by the feed, and the next batch held
+    # I-0 twice (the provider refused it: "custom_id 'I/I-0' is not unique").
+    if feed_late:
+        produce = Feeder._produce
+
+        async def late(self: Feeder, ds: Any) -> None:
+            await asyncio.sleep(1.0)
+            await produce(self, ds)
+
+        monkeypatch.setattr(Feeder, "_produce", late)
     server = await sim(
         **instant_batches(
             KEY,

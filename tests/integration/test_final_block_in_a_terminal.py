@@ -125,7 +125,7 @@ async def test_plain_lines_end_with_one_status_block_in_a_terminal(
         assert blocks, text
         assert all(a != b for a, b in pairwise(blocks)), text
         for name in ("A", "B"):
-            pattern = rf"{name} (done|exhausted):"
+            pattern = rf"{name} (budget reached|exhausted):"
             ended = [line for block in blocks for line in block if re.match(pattern, line)]
             assert len(ended) == 1, text
         assert len(re.findall(r"\bsummary:", text)) == 1, text

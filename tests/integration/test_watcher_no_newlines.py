@@ -232,7 +232,7 @@ async def test_no_watcher_outlives_q_or_a_replaced_link(
 
 MONITOR = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, signal, sys
     from gen_tui.backends.hosts import SSHHost
     from gen_tui.backends.hosts.monitor import HostMonitor
     from gen_tui.backends.hosts.ssh_target import SSHOptions
@@ -249,6 +249,9 @@ MONITOR = textwrap.dedent(
         print("watching", flush=True)
         await task
 
+    # A terminal's program dies of SIGHUP, whatever this suite inherited: started under
+    # nohup, it ignores SIGHUP, and so did this panel (it outlived the signal).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     asyncio.run(main())
     """
 )
