@@ -13,6 +13,11 @@ from hypothesis import strategies as st
 from gen_tui.backends.store.progress_file import ProgressFile
 
 SLOW_S = 1.0  # any single parse slower than this is a hang waiting for a bigger input
+FLOOR_RATE = 2 * 2**20
+"""Bytes a second any linear parse beats on a loaded machine: a call given `size` bytes may
+take SLOW_S plus that many bytes at this rate. Why: the watcher's poll of a 10 MB hostile
+record file took 1.6 s beside a second suite (1.0 s was its whole bound); a hang, or work
+that grows with the square of the input, takes minutes there, not seconds."""
 
 json_scalars = st.one_of(
     st.none(),
@@ -46,9 +51,11 @@ def mutate(data: bytes, draw: st.DrawFn) -> bytes:
     return data
 
 
-def timed(call: Any, *args: Any, **kwargs: Any) -> Any:
+def timed(call: Any, *args: Any, size: int = 0, **kwargs: Any) -> Any:
     """`call(...)`'s result or exception, after checking it came in time either way (the
-    check is not in a `finally`, where it would hide the call's own exception)."""
+    check is not in a `finally`, where it would hide the call's own exception): within
+    SLOW_S, plus `size` bytes (what it reads) at FLOOR_RATE."""
+    bound = SLOW_S + size / FLOOR_RATE
     started = time.perf_counter()
     failure: Exception | None = None
     try:
@@ -56,7 +63,7 @@ def timed(call: Any, *args: Any, **kwargs: Any) -> Any:
     except Exception as exc:  # judged by the caller, once the time is checked
         failure = exc
     elapsed = time.perf_counter() - started
-    assert elapsed < SLOW_S, f"{call.__name__} took {elapsed:.2f} s on {args!r:.200}"
+    assert elapsed < bound, f"{call.__name__} took {elapsed:.2f} s on {args!r:.200}"
     if failure is not None:
         raise failure
     return result

@@ -82,8 +82,8 @@ def test_the_watcher_on_hostile_dataset_files(
         (dataset / watcher.PROGRESS_FILE).write_bytes(progress)
         tail = DatasetTail(folder, "A")
         for _ in range(3):  # a long line may take more than one poll's share
-            timed(tail.poll)
-            timed(tail.poll_meta, None)
+            timed(tail.poll, size=len(raw))
+            timed(tail.poll_meta, None, size=len(progress))
         report = tail.report(time.time())
     assert report is not None
     line = json.loads(json.dumps(report, separators=(",", ":")))  # as _emit and the client
