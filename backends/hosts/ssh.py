@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -149,7 +149,8 @@ class SSHHost(Host):
         panel's own pid means nothing on their machine). A host whose python
         fails gets the notice as written (its runs then bound it by the wait it says).
         Kept until :meth:`remove_drain_notice`: a link that drops and heals ends the
-        session process it named, so it is written again then (:meth:`_renew_notices`)."""
+        session process it named, so it is written again then (:meth:`_renew_notices`);
+        while the link lives its lease is renewed (:meth:`_keep_leases`)."""
         async with self._notice_lock:
             path = await self._write_notice(folder, name, text, timeout=30)
             self._notices[(folder, name)] = text
@@ -164,12 +165,11 @@ class SSHHost(Host):
         or written anew on the reconnect (:meth:`_renew_notices`)."""
         while self._notices:
             await asyncio.sleep(LINK_RENEW_S)
-            for folder, name in list(self._notices):
-                async with self._notice_lock:
-                    if (folder, name) not in self._notices:
-                        continue  # ended meanwhile: never touched back
-                    with contextlib.suppress(SSHError, RunError, TimeoutError):
-                        await self.touch_file(posixpath.join(folder, name), LINK_RENEW_S)
+            await self._each_notice(
+                lambda folder, name, _text: self.touch_file(
+                    posixpath.join(folder, name), LINK_RENEW_S
+                )
+            )
 
     async def remove_drain_notice(self, folder: str, name: str) -> None:
         """As :meth:`Host.remove_drain_notice`; it is no longer written again on a
@@ -183,13 +183,24 @@ class SSHHost(Host):
         new link's session process, as the panel wrote it (its `since`, `wait_s` and
         `grace_s`: the same end, the time left, not a fresh wait). One the panel ended
         meanwhile is not; one that fails waits for the next reconnect."""
+        await self._each_notice(
+            lambda folder, name, text: self._write_notice(
+                folder, name, text, timeout=NOTICE_RENEW_S
+            )
+        )
+
+    async def _each_notice(self, step: Callable[[str, str, str], Awaitable[object]]) -> None:
+        """`step(folder, name, text)` for each drain notice still wanted, one at a time under
+        the notice lock: never for one the panel ended meanwhile (`remove_drain_notice`
+        forgets it first), so neither a renewal nor a lease's touch brings it back. One
+        that fails is left to the next turn or reconnect."""
         for key in list(self._notices):
             async with self._notice_lock:
                 text = self._notices.get(key)
                 if text is None:
-                    continue  # ended while another was written
+                    continue  # ended while another was handled
                 with contextlib.suppress(SSHError, RunError, TimeoutError):
-                    await self._write_notice(*key, text, timeout=NOTICE_RENEW_S)
+                    await step(*key, text)
 
     async def _write_notice(self, folder: str, name: str, text: str, timeout: float) -> str:
         notice = dict(json.loads(text), lease_s=LINK_LEASE_S)  # renewed: _keep_leases
