@@ -146,6 +146,21 @@ def run(smoke: bool, write: bool) -> bool:
         "at 1.019x/1.035x/1.031x and 1.019x/1.021x/1.033x, 2 after at "
         "1.025x/1.031x/1.051x and 1.029x/1.027x/1.045x, and 1 with the wave put back "
         "at 1.023x/1.022x/1.062x (60 s: 58.8 to 59.4 s, the box's idle end again)."
+        " Later on 6 December the margin's taper walk learned as its answers land "
+        "(backends/engine/taper.py), a lone answer with room for many kept its cap "
+        "(rules.goes_alone) and a fleet's requests were read by their own lane's latency "
+        "line: the same hour (ratios of the table's rounded costs), 1 run on the code "
+        "before at 1.02x/1.03x/1.05x (14.4/29.5/59.4 s), 3 after at 1.02x/1.03x/1.05x to "
+        "1.06x (60 s: 58.4 to 58.7 s, one of them past 1.05x unrounded). Here, at a cap of "
+        "200, the walk counts 76 rounds before and 4 after (these lanes as the unit tests "
+        "measure them, 5,000 of 20,000 tokens on disk). The change "
+        "is for a cap the size of the server's context: a 400k budget at 32,767, a box of 8"
+        " slots at 100 tok/s and an API of 64 at 2,000 tok/s ($0.2/$0.94 a million), 60 s: "
+        "before, a first-plan margin of 62 s (770 rounds, 13 answers a round and then one "
+        "at a time), 'no lane mix meets the deadline', 395k of the 400k bought, $0.378 "
+        "(about 1.12x an optimum near $0.337), done in 13 s; after, a margin of 2.1 s, box "
+        "41k and API 358k planned, $0.344 (about 1.02x), done 1 s past the deadline (the "
+        "budget's last rounds waited on a long box answer)."
     )
     publish(table, write)
     return ok

@@ -11,10 +11,13 @@ cap): the dataset still crosses its budget, by at most a mean answer. If the ans
 short of the room, the next goes with the new room, as before.
 
 Only that request is cut: one sent with others of the dataset in flight keeps the cap (what
-the others add is not known yet), so the cut is at most one answer per dataset per run,
-whose record says finish_reason "length" like any answer that met its cap. `whole`
-(`--crossing-answer whole`) sends it whole, for a user who never wants an answer shortened;
-strict never needs it (it reserves every cap) and drain is the seed's behaviour.
+the others add is not known yet), and so does one sent with none in flight while the room
+holds many answers (`rules.goes_alone`: the rule lets others out beside it, so it is not
+the last; cut, nothing went beside it and every answer after it went alone, each cut), so
+the cut is at most one answer per dataset per run, whose record says finish_reason "length"
+like any answer that met its cap. `whole` (`--crossing-answer whole`) sends it whole, for a
+user who never wants an answer shortened; strict never needs it (it reserves every cap) and
+drain is the seed's behaviour.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import math
 from enum import StrEnum
 
 from gen_tui.backends.budget.lengths import InFlight, LengthWindow, SurvivalModel
-from gen_tui.backends.budget.rules import Budget, BudgetMode
+from gen_tui.backends.budget.rules import Budget, BudgetMode, Lengths, goes_alone
 
 
 class CrossingAnswer(StrEnum):
@@ -45,13 +48,15 @@ def crossing_cap(
     budget: Budget,
     tokens: int,
     inflight: list[InFlight],
-    model: LengthWindow,
+    model: Lengths,
     cap: int,
+    now: float | None = None,
 ) -> int:
     """The `max_new_tokens` of a request about to be sent with the `inflight` of its dataset
     out (not counting itself) and `tokens` on disk: `cap`, unless it is the lone crossing
-    answer, which could carry the dataset past the budget plus one mean answer
-    (`one_mean_answer`); then the room left plus that mean answer."""
+    answer (none in flight, and the rule lets none beside it: `goes_alone`), which could
+    carry the dataset past the budget plus one mean answer (`one_mean_answer`); then the
+    room left plus that mean answer."""
     if policy is not CrossingAnswer.CUT or mode not in CUTTING_MODES or inflight:
         return cap
     if budget.max_tokens is None:
@@ -59,6 +64,8 @@ def crossing_cap(
     room = budget.max_tokens - tokens
     if room <= 0:
         return cap  # not sent: the budget is reached
+    if room >= cap or not goes_alone(mode, budget, tokens, model, cap, now):
+        return cap  # not the last: others go beside it, as beside any answer in flight
     cut = room + math.floor(one_mean_answer(model))  # whole tokens, never past it
     return min(cap, cut)
 

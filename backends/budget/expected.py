@@ -58,6 +58,13 @@ class ExpectedLengths:
         self.total += tokens
         self.squares += tokens * tokens
 
+    def observe_many(self, count: int, mean: float, deviation: float) -> None:
+        """Count `count` answers of this `mean` and standard `deviation` back at once (the
+        plan's walk ahead, backends/engine/taper.py, over a budget's full rounds)."""
+        self.finished += count
+        self.total += round(count * mean)
+        self.squares += round(count * (mean * mean + deviation * deviation))
+
     def spread(self) -> float:
         """The standard deviation of one answer: this run's, once SPREAD_MIN answers are
         back; before, the prior itself (a length's spread is about its mean, or less)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GROWTH = 1.1
@@ -240,6 +241,50 @@ class CensoredLengths:
         return estimate
 
 
+class LatencyLine:
+    """A least-squares fit of an answer's latency against its length: latency = a + b·length,
+    a fixed part (queueing, prefill, client) and a per-token part. Fitting both is what lets
+    a request's age tell how far it has probably got.
+
+    A dataset keeps one over its answers (`LengthWindow`); in a fleet each lane keeps its
+    own (engine/runner.py `Server.line`), whose requests it judges: lanes decode at their
+    own speeds, and one line over a box at 100 tok/s and an API at 2,000 took a box request
+    10 s out for 20,000 tokens into its answer, past every answer seen, so the budget
+    counted each at about the cap and the box ran 1 to 4 of its 8 slots.
+    """
+
+    MIN_POINTS = 8
+    """Answers before the line is trusted."""
+
+    def __init__(self) -> None:
+        self._sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
+
+    def add(self, tokens: int, latency_s: float) -> None:
+        """Take one answer of `tokens` that took `latency_s` in."""
+        if latency_s <= 0:
+            return
+        sums = self._sums
+        sums[0] += 1
+        sums[1] += tokens
+        sums[2] += latency_s
+        sums[3] += tokens * tokens
+        sums[4] += tokens * latency_s
+
+    def fitted(self) -> tuple[float, float] | None:
+        """(fixed seconds, seconds per token), or None before MIN_POINTS answers or when
+        the answers say no token takes time."""
+        n, sx, sy, sxx, sxy = self._sums
+        if n < self.MIN_POINTS:
+            return None
+        spread = n * sxx - sx * sx
+        if spread <= 0:
+            return None
+        slope = (n * sxy - sx * sy) / spread
+        if slope <= 0:
+            return None
+        return (sy - slope * sx) / n, slope
+
+
 class LengthWindow:
     """What every budget mode knows of a dataset's answer lengths: the last WINDOW finished
     lengths (a ring with its running sum, so memory is flat), how many were seen, the
@@ -257,7 +302,7 @@ class LengthWindow:
         self._next = 0
         self._count = len(self._window)
         self._sum = sum(self._window)
-        self._fit = [0.0, 0.0, 0.0, 0.0, 0.0]  # n, Σlen, Σlat, Σlen², Σlen·lat
+        self.line = LatencyLine()
         self.max_seen = max(self._window, default=0)
 
     def observe(self, tokens: int, latency_s: float | None) -> int | None:
@@ -273,13 +318,8 @@ class LengthWindow:
             self._next = (self._next + 1) % self.WINDOW
         self._count += 1
         self.max_seen = max(self.max_seen, tokens)
-        if latency_s is not None and latency_s > 0:
-            fit = self._fit
-            fit[0] += 1
-            fit[1] += tokens
-            fit[2] += latency_s
-            fit[3] += tokens * tokens
-            fit[4] += tokens * latency_s
+        if latency_s is not None:
+            self.line.add(tokens, latency_s)
         return evicted
 
     @property
@@ -303,13 +343,17 @@ class LengthWindow:
         count = len(self._window)
         if count == 0:
             return self.prior_mean
-        mean = self._sum / count
-        if count == 1:
-            spread = mean
-        else:
-            squares = sum((length - mean) ** 2 for length in self._window)
-            spread = math.sqrt(squares / (count - 1))
-        return max(1.0, mean - z * spread / math.sqrt(count))
+        return max(1.0, self.mean - z * self.deviation() / math.sqrt(count))
+
+    def deviation(self) -> float:
+        """The standard deviation of the finished lengths in the window (with one, its
+        length: a coefficient of variation of 1, an exponential's; with none, the prior)."""
+        count = len(self._window)
+        if count <= 1:
+            return self.mean
+        mean = self.mean
+        squares = sum((length - mean) ** 2 for length in self._window)
+        return math.sqrt(squares / (count - 1))
 
     def finished_quantile(self, share: float) -> float:
         """A length `share` of the finished answers in the window stay under (or equal)."""
@@ -319,21 +363,8 @@ class LengthWindow:
         return float(ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)])
 
     def latency_line(self) -> tuple[float, float] | None:
-        """(fixed seconds, seconds per token) of a least-squares fit latency = a + b·length.
-
-        Latency is a fixed part (queueing, prefill, client) plus a per-token part; fitting
-        both is what lets a request's age tell how far it has probably got.
-        """
-        n, sx, sy, sxx, sxy = self._fit
-        if n < 8:
-            return None
-        spread = n * sxx - sx * sx
-        if spread <= 0:
-            return None
-        slope = (n * sxy - sx * sy) / spread
-        if slope <= 0:
-            return None
-        return (sy - slope * sx) / n, slope
+        """(fixed seconds, seconds per token) of this dataset's answers (`LatencyLine`)."""
+        return self.line.fitted()
 
 
 class SurvivalModel(LengthWindow):
@@ -396,38 +427,47 @@ class SurvivalModel(LengthWindow):
         history's (a resumed dataset with little room stays done on its word)."""
         return self if self._count or not self.history.observed else self.history
 
-    def produced(self, age_s: float, known: int = 0) -> float:
+    def produced(self, age_s: float, known: int = 0, line: LatencyLine | None = None) -> float:
         """How many tokens a request in flight for `age_s` has produced, at least.
 
         `known` is the count a stream reported. Without one, the most of two estimates:
         the latency line's, and the longest answer that came back in less time than this
-        request has run (answers decode at about one speed, so it has got that far).
+        request has run (answers decode at about one speed, so it has got that far). A
+        request whose lane keeps its own `line` (a fleet's, `LatencyLine`) is judged by
+        that line alone: the dataset's answers came at other lanes' speeds.
         """
-        done = float(known)
-        line = self.latency_line()
-        if line is not None and age_s > 0:
-            fixed, per_token = line
-            done = max(done, (age_s - fixed) / per_token)
-        index = bisect.bisect_right(self._pace, (age_s, self.cap + 1))
-        if index:
-            done = max(done, float(self._pace[index - 1][1]))
-        return min(done, float(self.cap))
+        return self.produced_all([age_s], [known], [line])[0]
 
-    def produced_all(self, ages: list[float], known: list[int]) -> list[float]:
-        """`produced` of many requests at once (the latency line fitted once, not per request)."""
-        line = self.latency_line()
+    def produced_all(
+        self,
+        ages: list[float],
+        known: list[int],
+        lines: Sequence[LatencyLine | None] | None = None,
+    ) -> list[float]:
+        """`produced` of many requests at once (each line fitted once, not per request)."""
+        own = self.latency_line()
+        fits: dict[int, tuple[float, float] | None] = {}
         pace = self._pace
         cap = float(self.cap)
         top = self.cap + 1
         result = []
-        for age_s, done in zip(ages, known, strict=True):
+        for index, (age_s, done) in enumerate(zip(ages, known, strict=True)):
             best = float(done)
-            if line is not None and age_s > line[0]:
-                best = max(best, (age_s - line[0]) / line[1])
+            lane = lines[index] if lines is not None else None
+            if lane is not None:
+                if id(lane) not in fits:
+                    fits[id(lane)] = lane.fitted()
+                line = fits[id(lane)]
+                if line is not None and age_s > line[0]:
+                    best = max(best, (age_s - line[0]) / line[1])
+                result.append(min(best, cap))
+                continue
+            if own is not None and age_s > own[0]:
+                best = max(best, (age_s - own[0]) / own[1])
             if pace:
-                index = bisect.bisect_right(pace, (age_s, top))
-                if index:
-                    best = max(best, float(pace[index - 1][1]))
+                step = bisect.bisect_right(pace, (age_s, top))
+                if step:
+                    best = max(best, float(pace[step - 1][1]))
             result.append(min(best, cap))
         return result
 
@@ -461,6 +501,9 @@ class InFlight:
     """With `--turns all`: the turns its conversation still sends after this one, each
     counted at the mean answer by the expected rule (budget/expected.py): a conversation
     begun is finished, so the budget plans for all of it."""
+    line: LatencyLine | None = None
+    """Its lane's latency line, in a fleet (`LatencyLine`): what its age says of how far it
+    has run (None: the dataset's answers say)."""
     crossing: bool = False
     """Sent alone with its `max_new_tokens` cut to the room left plus one mean answer
     (budget/crossing.py): the dataset's last until it is back (`rules.may_dispatch`)."""

@@ -57,7 +57,9 @@ def _outlook(
     dispatch.
     """
     produced = model.produced_all(
-        [request.age(now) for request in inflight], [request.produced for request in inflight]
+        [request.age(now) for request in inflight],
+        [request.produced for request in inflight],
+        [request.line for request in inflight],
     )
     law = model.survival(produced)
     groups: dict[tuple[int, int], int] = {}

@@ -27,13 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from gen_tui.backends.aio import within
-from gen_tui.backends.budget.crossing import crossing_cap
-from gen_tui.backends.budget.lengths import InFlight
-from gen_tui.backends.budget.rules import BudgetMode, may_dispatch
+from gen_tui.backends.budget.rules import BudgetMode
 from gen_tui.backends.engine.batch_lane import BatchLane
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.cost import CostMeter
 from gen_tui.backends.engine.runner import RequestRunner, Server
+from gen_tui.backends.engine.taper import TaperRule, TaperWalk, walk_lengths
 from gen_tui.backends.figures import format_duration
 from gen_tui.backends.plan import (
     Lane,
@@ -69,8 +68,6 @@ TREND_WINDOW_S = 300.0
 """A lane's trend is the slope of its measured rates over the last this many seconds."""
 TREND_MIN_SPAN_S = 120.0
 """Rates spread over less than this say nothing of a trend (a box's first minutes settle)."""
-TAPER_ROUNDS_MAX = 10_000
-"""A bound on the rounds `taper_rounds` walks (a budget of millions jumps its full rounds)."""
 
 
 def request_times(server: Server) -> RequestTimes | None:
@@ -298,13 +295,10 @@ class FleetPlanner(RunPart):
         return finish_margin(times, self.taper_rounds(), soonest)
 
     def taper_rounds(self) -> float:
-        """The rounds the budget's taper adds to the plan, at most over the datasets: from
-        the tokens on disk, one round at a time, as many requests as the budget's own rule
-        lets out beside each other (`may_dispatch`, the lone crossing answer cut as the
-        dispatcher cuts it), each answering the mean answer. A round of `k` answers takes one
-        answer's time where the lanes' rate, which the plan counts, gives it `k / width` of
-        one (`width`: the live lanes' requests at once): each round adds its idle share,
-        `1 - k / width` (a full round adds none, a lone answer almost a whole one)."""
+        """The rounds the budget's taper adds to the plan, at most over the datasets
+        (backends/engine/taper.py: walked from the tokens on disk and in flight, by the
+        budget's own rule on copies of each dataset's length models that learn as it goes,
+        as many answers a round as the live lanes take at once)."""
         servers = [s for s in self.runner.servers if s.answers and s.has_slot()]
         answers = sum(s.answers for s in servers)
         if not answers:
@@ -317,49 +311,18 @@ class FleetPlanner(RunPart):
         now = time.monotonic()
         most = 0.0
         for ds in self.datasets:
-            budget = ds.budget
-            if ds.state.finished or budget.max_tokens is None:
+            if ds.state.finished or ds.budget.max_tokens is None:
                 continue
             turns = ds.turns_max if config.budget_mode is BudgetMode.STRICT else ds.turns_mean
+            rule = TaperRule(config.budget_mode, config.crossing_answer, cap, width, turns)
             # From what is left once the answers in flight are in, at the mean answer: the
             # plan's tokens (`remaining`) are those beyond them, and the taper's rounds are
             # theirs (counted from the tokens on disk, an answer in flight was counted again
             # as one to send, and the rounds moved as answers landed).
             flying = sum(min(mean, entry.max_new_tokens) for entry in ds.inflight)
-            tokens, samples, rounds = ds.tokens + flying, ds.budget_samples + len(ds.inflight), 0.0
-            for _ in range(TAPER_ROUNDS_MAX):
-                if budget.max_tokens - tokens > 2 * width * cap:
-                    tokens += width * mean  # a full round, whatever the rule: not the tail's
-                    samples += width
-                    continue
-                out: list[InFlight] = []
-                while len(out) < width and may_dispatch(
-                    config.budget_mode,
-                    budget,
-                    math.floor(tokens),
-                    samples,
-                    out,
-                    ds.model,
-                    cap,
-                    now,
-                    expected=ds.expected,
-                    turns=turns,
-                ):
-                    cut = crossing_cap(
-                        config.crossing_answer,
-                        config.budget_mode,
-                        budget,
-                        math.floor(tokens),
-                        out,
-                        ds.model,
-                        cap,
-                    )
-                    out.append(InFlight(now, cut, crossing=cut < cap))
-                if not out:
-                    break
-                rounds += 1 - len(out) / width
-                tokens += sum(min(mean, entry.max_new_tokens) for entry in out)
-                samples += len(out)
+            lengths = walk_lengths(ds.model, mean, cap)
+            walk = TaperWalk(rule, ds.budget, ds.model, ds.expected, lengths, now)
+            rounds = walk.rounds(ds.tokens + flying, ds.budget_samples + len(ds.inflight))
             most = max(most, rounds)
         return most
 

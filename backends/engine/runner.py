@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.lengths import InFlight, LatencyLine
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError, queued_concurrency
@@ -95,8 +95,13 @@ class Server:
         self.answers = 0
         self.cost = 0.0
         self.request_s = 0.0
+        """Completion tokens, answers, dollars and request-seconds of its answers so far:
+        its rate per request and its price per token, as the planner measures them."""
         self.request_s2 = 0.0
         """The sum of its request times' squares: their spread, for the plan's margin."""
+        self.line = LatencyLine()
+        """Its answers' latency against their length: in a fleet, what the budget reads a
+        request's progress from by its age (budget/lengths.py `LatencyLine`)."""
         self.first_sent: float | None = None
         """When its first request went (a free lane's rate is its tokens since then)."""
         self.first_answered: float | None = None
@@ -108,8 +113,6 @@ class Server:
         self.capacity: int | None = None
         """The requests it runs at once, as it said at the start (SGLang's
         max_running_requests; None: it does not say, as an API does not)."""
-        """Completion tokens, answers, dollars and request-seconds of its answers so far:
-        its rate per request and its price per token, as the planner measures them."""
 
     @property
     def mean_answer(self) -> float:
@@ -477,6 +480,7 @@ class RequestRunner(RunPart):
                 self._take(server)
             entry.started = time.monotonic()
             entry.produced = 0
+            entry.line = server.line if self.config.fleet else None
             turn = "" if prompt.turn is None else f"#{prompt.turn}"
             rid = f"{ds.name}/{prompt.sample_id}{turn}/{self._rid_stem}{next(self._rids):x}"
             if server.first_sent is None:
@@ -541,6 +545,7 @@ class RequestRunner(RunPart):
             took = time.monotonic() - entry.started
             server.request_s += took
             server.request_s2 += took * took
+            server.line.add(generation.completion_tokens, took)
             server.cost += self.sink.cost.price(generation, server.url) or 0.0
             self.pool.grow()
             if prompt.turn is not None and self.config.server_affinity:

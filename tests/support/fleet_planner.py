@@ -22,14 +22,15 @@ BOX_S, API_S = (1.0, 0.3), (0.25, 0.07)
 
 
 def measured_planner(
-    config: EngineConfig, folder: Path, done: int
+    config: EngineConfig, folder: Path, done: int, answers: int = 200
 ) -> tuple[FleetPlanner, DatasetRun, RunContext]:
     """A planner over `config`'s live lanes (the box, then the API), each with 100 answers
     of 50 tokens at BOX_S and API_S, and its first dataset with `done` tokens on disk, its
-    lengths learned from 200 answers of about 50 (15 of spread)."""
-    ds = DatasetRun(config.datasets[0], folder, 200, config.budget_mode)
+    lengths learned from `answers` answers of about 50 (15 of spread)."""
+    cap = int(config.sampling.get("max_new_tokens") or 200)
+    ds = DatasetRun(config.datasets[0], folder, cap, config.budget_mode)
     rng = random.Random(7)
-    for _ in range(200):
+    for _ in range(answers):
         length = max(1, round(rng.gauss(50, 15)))
         ds.model.observe(length, length / 50)
         ds.expected.observe(length)

@@ -49,6 +49,27 @@ def test_the_lone_crossing_answer_gets_the_room_plus_one_mean_answer(mode: Budge
     assert crossing_cap(CUT, mode, Budget(5000), 1000, [], model, CAP) == CAP
 
 
+@pytest.mark.parametrize("mode", [BudgetMode.PREDICTIVE, BudgetMode.PRECISE])
+def test_an_answer_sent_alone_with_room_for_many_is_not_the_crossing_one(
+    mode: BudgetMode,
+) -> None:
+    """Room under the cap but for many answers: the rule lets others out beside it, so it
+    keeps the cap and does not hold them back (cut, nothing went beside it, and each answer
+    after it went alone: 35 from 16,000 tokens of room at a mean of 600, cap 32,767)."""
+    cap = 32_767
+    model = length_model(mode, cap)
+    for length in [300, 900] * 100:
+        model.observe(length, None)
+    budget = Budget(400_000)
+    assert crossing_cap(CUT, mode, budget, 384_000, [], model, cap, 0.0) == cap
+    assert may_dispatch(mode, budget, 384_000, 200, [InFlight(0.0, cap)], model, cap, 0.0)
+    # With room for about one answer it is the crossing one, cut, and goes alone.
+    cut = crossing_cap(CUT, mode, budget, 399_500, [], model, cap, 0.0)
+    assert 500 < cut < 500 + 600
+    alone = [InFlight(0.0, cut, crossing=True)]
+    assert not may_dispatch(mode, budget, 399_500, 200, alone, model, cap, 0.0)
+
+
 def test_before_any_answer_the_prior_is_the_mean_and_a_history_beats_it() -> None:
     fresh = length_model(BudgetMode.PREDICTIVE, CAP)
     assert crossing_cap(CUT, BudgetMode.PREDICTIVE, Budget(100), 0, [], fresh, CAP) == 100 + 512

@@ -29,7 +29,7 @@ BATCH_REQUESTS = 20
 
 
 def fleet(
-    tmp_path: Path, done: int = 5_000, deadline: str | None = "40s"
+    tmp_path: Path, done: int = 5_000, deadline: str | None = "25s"
 ) -> tuple[FleetPlanner, BatchLane, DatasetRun]:
     """The bench's three lanes (a free box, 4 slots at 1 s a request; a priced API, 16 in
     flight at 0.25 s; a batch lane at half the API's price), measured, with `done` of a

@@ -20,7 +20,7 @@ def test_a_priced_lane_sends_one_request_before_the_first_plan_then_its_share(
         datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=20_000)],
         lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
         concurrency=4,
-        deadline="40s",
+        deadline="30s",
         max_cost=1.0,
     )
     planner, _ds, _run = measured_planner(config, tmp_path / "A", 0)  # measured, not planned
@@ -29,7 +29,7 @@ def test_a_priced_lane_sends_one_request_before_the_first_plan_then_its_share(
     box.outstanding = 4  # the free box's slots are full: only the API could take more
     assert runner.reserve() is api
     assert not api.has_room() and runner.reserve() is None  # one request, not 16
-    # The plan then gives it its share (the box alone is too slow for 40 s: it buys API
+    # The plan then gives it its share (the box alone is too slow for 30 s: it buys API
     # tokens), and the API takes it at its full width.
     api.outstanding = 0
     made = planner.replan()

@@ -9,6 +9,7 @@ import pytest
 
 from gen_tui.backends.budget.lengths import (
     InFlight,
+    LatencyLine,
     SurvivalModel,
     bin_edges,
     truncated_exponential,
@@ -90,6 +91,36 @@ def test_produced_is_read_from_age_or_a_streamed_count() -> None:
     for length in range(100, 1000, 100):
         model.observe(length, 0.1 + length / 1000)
     assert model.produced(3.1) == pytest.approx(3000)  # the latency line: 0.1 s + 1 ms/token
+
+
+def lane(seconds_per_token: float, fixed_s: float = 0.05) -> LatencyLine:
+    line = LatencyLine()
+    for length in range(100, 1100, 100):
+        line.add(length, fixed_s + length * seconds_per_token)
+    return line
+
+
+def test_a_fleet_request_is_read_by_its_own_lanes_line() -> None:
+    """Lanes decode at their own speeds: the dataset's answers came back from a fast API
+    (2,000 tok/s), so by its line and its fastest answers a box request (100 tok/s) 10 s
+    out had produced 20,000 tokens, past every answer seen, and the budget counted it at
+    about the cap: the box ran 1 to 4 of its 8 slots. Its lane's own line says 1,000; 3 s
+    out, 300 (the dataset's line: 6,000, past every answer seen)."""
+    model = SurvivalModel(32767)
+    for length in range(100, 1300):  # 1,200 answers: the prior's spread weighs little
+        model.observe(length, 0.05 + length / 2000)
+    assert model.produced(10.0) == pytest.approx(19_900)
+    assert model.produced(10.0, line=lane(1 / 100)) == pytest.approx(995)
+    assert model.produced(10.0, known=1500, line=lane(1 / 100)) == 1500  # a stream's count
+    assert model.produced(10.0, line=LatencyLine()) == 0  # a lane with too few answers yet
+    inflight = [InFlight(0.0, 32767, line=lane(1 / 100)) for _ in range(7)]
+    budget = Budget(400_000)
+    assert may_dispatch(BudgetMode.PREDICTIVE, budget, 380_000, 600, inflight, model, 32767, 3.0)
+    for request in inflight:
+        request.line = None  # read by the fast lane's line: each at about the cap
+    assert not may_dispatch(
+        BudgetMode.PREDICTIVE, budget, 380_000, 600, inflight, model, 32767, 3.0
+    )
 
 
 def test_the_estimate_is_less_sure_after_fewer_answers() -> None:

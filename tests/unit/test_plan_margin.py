@@ -115,3 +115,25 @@ def test_the_taper_is_counted_past_the_answers_in_flight(tmp_path: Path) -> None
     assert flying.taper_rounds() == pytest.approx(landed.taper_rounds())
     on_disk, _ = fleet(tmp_path, 19_000)
     assert on_disk.taper_rounds() != pytest.approx(landed.taper_rounds())
+
+
+def test_the_taper_walk_learns_as_its_answers_land(tmp_path: Path) -> None:
+    """The first plan comes two answers in, when the budget's rule is at its most cautious
+    (each answer not back counts at the cap, 32,767 here). Walked with that alone, a 400k
+    budget let out 13 answers a round, then one at a time: 770 rounds, a margin of 62 s of
+    a 60 s deadline, where the run's own taper took 3 s. The walk's answers land in copies
+    of the models, as the run's will: two answers in, it walks about what it walks with a
+    thousand back, and the dataset's own models are left as they were."""
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=400_000)],
+        lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
+        concurrency=4,
+        sampling={"max_new_tokens": 32_767},
+        deadline="60s",
+        max_cost=1.0,
+    )
+    few, ds, _ = measured_planner(config, tmp_path / "few", 100, answers=2)
+    many, _, _ = measured_planner(config, tmp_path / "many", 100, answers=1000)
+    early, settled = few.taper_rounds(), many.taper_rounds()
+    assert 1 <= settled <= early <= 2 * settled + 5, (early, settled)
+    assert (ds.model.observed, ds.expected.finished) == (2, 2)
