@@ -114,6 +114,17 @@ class Server:
         """The requests it runs at once, as it said at the start (SGLang's
         max_running_requests; None: it does not say, as an API does not)."""
 
+    def answered(self, tokens: int, took_s: float, cost: float) -> None:
+        """Count one answer of `tokens` that took `took_s` and cost `cost` dollars: the
+        planner's measures, its share spent, and its latency line."""
+        self.tokens += tokens
+        self.answers += 1
+        self.allowance -= tokens
+        self.request_s += took_s
+        self.request_s2 += took_s * took_s
+        self.line.add(tokens, took_s)
+        self.cost += cost
+
     @property
     def mean_answer(self) -> float:
         return self.tokens / self.answers if self.answers else 0.0
@@ -478,9 +489,7 @@ class RequestRunner(RunPart):
             else:
                 server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
                 self._take(server)
-            entry.started = time.monotonic()
-            entry.produced = 0
-            entry.line = server.line if self.config.fleet else None
+            self.begin_attempt(entry, server)
             turn = "" if prompt.turn is None else f"#{prompt.turn}"
             rid = f"{ds.name}/{prompt.sample_id}{turn}/{self._rid_stem}{next(self._rids):x}"
             if server.first_sent is None:
@@ -539,14 +548,8 @@ class RequestRunner(RunPart):
             if server.first_answered is None:
                 server.first_answered = time.monotonic()
                 server.first_tokens = generation.completion_tokens
-            server.tokens += generation.completion_tokens
-            server.answers += 1
-            server.allowance -= generation.completion_tokens
-            took = time.monotonic() - entry.started
-            server.request_s += took
-            server.request_s2 += took * took
-            server.line.add(generation.completion_tokens, took)
-            server.cost += self.sink.cost.price(generation, server.url) or 0.0
+            cost = self.sink.cost.price(generation, server.url) or 0.0
+            server.answered(generation.completion_tokens, time.monotonic() - entry.started, cost)
             self.pool.grow()
             if prompt.turn is not None and self.config.server_affinity:
                 # Its next turn's history is in this server's cache.
@@ -554,6 +557,15 @@ class RequestRunner(RunPart):
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, server.url)
             return generation if prompt.record_key in ds.done else None
+
+    def begin_attempt(self, entry: InFlight, server: Server) -> None:
+        """An attempt of `entry` starts on `server`: its age and produced count from now; in
+        a fleet, its progress read by its lane's own latency line (`LatencyLine`): one line
+        over a box at 100 tok/s and an API at 2,000 took the box's requests for answers
+        at about the cap, and the box ran 1 to 4 of its 8 slots."""
+        entry.started = time.monotonic()
+        entry.produced = 0
+        entry.line = server.line if self.config.fleet else None
 
     def _unpaid(self, server: Server, exc: RequestFailed) -> bool:
         """A 402 from `server` while another server has credit: that lane alone is out,

@@ -38,10 +38,11 @@ def measured_planner(
     reporter = Reporter(lambda _level, _text: None, None, lambda: None, None)
     run = RunContext(config, [ds], RunSignals(), reporter)
     runner = RequestRunner(run, None, None, None, None)  # type: ignore[arg-type]
-    for server, (mean, sd) in zip(runner.servers, (BOX_S, API_S), strict=True):
+    times = (BOX_S, API_S)[: len(runner.servers)]  # one server: the box's alone
+    for server, (mean, sd) in zip(runner.servers, times, strict=True):
         server.answers, server.tokens = 100, 5_000
         server.request_s = 100 * mean
         server.request_s2 = 100 * (mean * mean + sd * sd)
         server.first_sent = time.monotonic() - 10
-    runner.servers[1].cost = 5_000 * 10e-6
+    runner.servers[-1].cost = 5_000 * 10e-6 if len(runner.servers) > 1 else 0.0
     return FleetPlanner(run, runner, CostMeter(config, [])), ds, run

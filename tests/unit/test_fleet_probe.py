@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from tests.support.fleet_planner import measured_planner
 
@@ -36,3 +39,35 @@ def test_a_priced_lane_sends_one_request_before_the_first_plan_then_its_share(
     assert made is not None and made.tokens["api"] > 0
     taken = [runner.reserve() for _ in range(16)]
     assert taken == [api] * 16
+
+
+def test_a_fleet_request_is_read_by_its_lanes_own_latency_line(tmp_path: Path) -> None:
+    """Lanes decode at their own speeds (budget/lengths.py `LatencyLine`): each lane learns
+    its line from its answers, and a request's attempt is read by its lane's; a run of one
+    server reads the dataset's, as before."""
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=20_000)],
+        lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
+        concurrency=4,
+    )
+    planner, _ds, _run = measured_planner(config, tmp_path / "A", 0)
+    runner = planner.runner
+    box, api = runner.servers
+    for length in range(100, 1000, 100):
+        box.answered(length, 0.1 + length / 100, 0.0)
+        api.answered(length, 0.1 + length / 2000, 0.0)
+    assert box.line.fitted() == pytest.approx((0.1, 1 / 100))
+    assert api.line.fitted() == pytest.approx((0.1, 1 / 2000))
+    assert box.answers == api.answers == 109  # and the planner's measures, as before
+    entry = InFlight(0.0, 200)
+    runner.begin_attempt(entry, box)
+    assert entry.line is box.line and entry.produced == 0 and entry.started > 0
+    runner.begin_attempt(entry, api)
+    assert entry.line is api.line
+    single = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=20_000)],
+        server_urls=["http://box:1"],
+    )
+    planner, _ds, _run = measured_planner(single, tmp_path / "B", 0)
+    planner.runner.begin_attempt(entry, planner.runner.servers[0])
+    assert entry.line is None
