@@ -34,18 +34,25 @@ def test_the_margin_is_the_taper_on_the_soonest_lane_or_the_slow_lanes_tail() ->
     assert finish_margin([RequestTimes(1.0, 0.5), api], 1, api) > finish_margin([box, api], 1, api)
 
 
-def fleet(tmp_path: Path, done: int) -> tuple[FleetPlanner, DatasetRun]:
+def fleet(
+    tmp_path: Path,
+    done: int,
+    budget: int = 20_000,
+    cap: int = 200,
+    answers: int = 200,
+    deadline: str = "15s",
+) -> tuple[FleetPlanner, DatasetRun]:
     """A planner over the bench's box (4 slots, 1 s a request) and API (16 in flight, 0.25 s),
-    both measured, with `done` of a 20,000-token budget on disk, of answers of about 50."""
+    both measured, with `done` of a `budget` on disk, and `answers` back of about 50."""
     config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=20_000)],
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=budget)],
         lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
         concurrency=4,
-        sampling={"max_new_tokens": 200},
-        deadline="15s",
+        sampling={"max_new_tokens": cap},
+        deadline=deadline,
         max_cost=1.0,
     )
-    planner, ds, _ = measured_planner(config, tmp_path / "A", done)
+    planner, ds, _ = measured_planner(config, tmp_path / f"A{answers}", done, answers)
     return planner, ds
 
 
@@ -124,16 +131,8 @@ def test_the_taper_walk_learns_as_its_answers_land(tmp_path: Path) -> None:
     a 60 s deadline, where the run's own taper took 3 s. The walk's answers land in copies
     of the models, as the run's will: two answers in, it walks about what it walks with a
     thousand back, and the dataset's own models are left as they were."""
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=400_000)],
-        lanes=["box=http://box:1", "api=http://api:1,api=openai,concurrency=16,price=0/10"],
-        concurrency=4,
-        sampling={"max_new_tokens": 32_767},
-        deadline="60s",
-        max_cost=1.0,
-    )
-    few, ds, _ = measured_planner(config, tmp_path / "few", 100, answers=2)
-    many, _, _ = measured_planner(config, tmp_path / "many", 100, answers=1000)
+    few, ds = fleet(tmp_path, 100, 400_000, 32_767, answers=2, deadline="60s")
+    many, _ = fleet(tmp_path, 100, 400_000, 32_767, answers=1000, deadline="60s")
     early, settled = few.taper_rounds(), many.taper_rounds()
     assert 1 <= settled <= early <= 2 * settled + 5, (early, settled)
     assert (ds.model.observed, ds.expected.finished) == (2, 2)
