@@ -18,6 +18,7 @@ from gen_tui.app.tui import TCSS_PATH
 from gen_tui.backends.servers.events import ServerState
 from gen_tui.backends.servers.view import Holder, ServerRow
 from gen_tui.backends.store.tails import Tail
+from tests.support.polling import wait_until
 
 pytest.importorskip("pytest_textual_snapshot")
 
@@ -127,7 +128,11 @@ async def test_at_80_columns_state_and_restarts_show_and_the_log_line_in_full() 
     without scrolling, and the selected server's log line is said in full under it."""
     app = ViewApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await _settle(pilot)
+
+        def log_line() -> str:
+            return "\n".join(_screen_lines(app)).partition("its log: ")[2]
+
+        await wait_until(lambda: "POST /generate" in log_line(), 10, pause=pilot.pause)
         lines = _screen_lines(app)
         header = next(line for line in lines if line.lstrip().startswith("server"))
         assert "restarts" in header and "up" in header.split(), header
@@ -139,7 +144,10 @@ async def test_at_80_columns_state_and_restarts_show_and_the_log_line_in_full() 
         said = "\n".join(lines)
         assert 'its log: INFO: 127.0.0.1 - "POST /generate HTTP/1.1" 200 OK' in said, said
         await pilot.press("down")  # gpu1: its hostile line drawn as data, escapes gone
-        await _settle(pilot)
+        # Drawn once the cursor's move reaches the detail (a loaded machine took over 0.3 s).
+        await wait_until(
+            lambda: "POST /generate" not in log_line(), 10, "gpu1's log line", pause=pilot.pause
+        )
         said = "\n".join(_screen_lines(app))
         assert "\x1b" not in said
-        assert "[/bold] not markup" in said.partition("its log: ")[2], said
+        assert "[/bold] not markup" in log_line(), said
