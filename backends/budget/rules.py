@@ -147,6 +147,11 @@ def _survival(model: Lengths) -> SurvivalModel:
     return model
 
 
+def _z(mode: BudgetMode) -> float:
+    """The margin a survival-rule mode keeps on what is in flight (predictive's or precise's)."""
+    return PREDICTIVE_Z if mode is BudgetMode.PREDICTIVE else precise.PRECISE_Z
+
+
 TAPER_Z = 2.0
 """Standard deviations of the in-flight total kept below the budget in predictive mode.
 
@@ -215,14 +220,10 @@ def may_dispatch(
             # A cut crossing answer is out: its cap says what it adds at most, and an answer
             # sent beside it could carry the dataset past it uncut (budget/crossing.py).
             return False
-        if mode is BudgetMode.PREDICTIVE:
-            if not inflight:
-                return True  # predictive's promise: the budget is crossed, never stopped short
-            z = PREDICTIVE_Z
-        else:
-            z = precise.PRECISE_Z
+        if mode is BudgetMode.PREDICTIVE and not inflight:
+            return True  # predictive's promise: the budget is crossed, never stopped short
         return precise.may_dispatch(
-            budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now, z
+            budget.max_tokens, tokens, inflight, _survival(model), max_new_tokens, now, _z(mode)
         )
     if mode is BudgetMode.DRAIN or not inflight:
         whole = max(1, round(turns)) * max_new_tokens  # a conversation's turns, at the cap
@@ -252,10 +253,9 @@ def goes_alone(
     if budget.max_tokens is None or not _survival_rule(mode):
         return False
     now = time.monotonic() if now is None else now
-    z = PREDICTIVE_Z if mode is BudgetMode.PREDICTIVE else precise.PRECISE_Z
     beside = [InFlight(now, cap)]
     limit = budget.max_tokens
-    return not precise.may_dispatch(limit, tokens, beside, _survival(model), cap, now, z)
+    return not precise.may_dispatch(limit, tokens, beside, _survival(model), cap, now, _z(mode))
 
 
 def room_for_one(
