@@ -54,9 +54,12 @@ async def test_the_header_keeps_saying_the_demo_scaled_its_budgets(
             lambda: (snap(demo.app, STAR).max_tokens or 0) < source.original, 30,
             "B2's budget scaled", pause=pilot.pause,
         )  # fmt: skip
-        # the next messages (crossings) replace the notice; the header keeps its word
-        notice = dashboard.notice
+        # The next messages (crossings) replace the scaled story's notice; the header keeps
+        # its word. Waited for as that notice gone, not as a change after this line: a fresh
+        # clone's run timed out at 120 s with the demo's engine thread gone (its run over),
+        # which a wait for a change misses when every crossing's notice came before it.
+        story = demo_tui.story(source.budgets[STAR])
         await wait_until(
-            lambda: dashboard.notice != notice, 120, "a later notice", pause=pilot.pause
+            lambda: dashboard.notice != story, 120, "a later notice", pause=pilot.pause
         )
         assert said in header(), header()
