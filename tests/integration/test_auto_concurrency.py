@@ -19,8 +19,16 @@ from gen_tui.backends.sim import LengthProfile
 from tests.support.engine import make_config
 
 MEAN = 400
-KNEE = 40
-"""Requests whose answers the KV cache holds (prompts are a few dozen tokens)."""
+PROMPT = 40
+"""About a test prompt's tokens (a few dozen)."""
+FIT = 40
+"""Requests of a mean answer the KV cache holds: the naive count, which is not the knee."""
+KV_TOKENS = FIT * (MEAN + PROMPT)
+KNEE = KV_TOKENS / (MEAN * (1 + LengthProfile(MEAN).cv ** 2) + PROMPT)
+"""Where the KV cache fills: a batch holds its answers to their ends, and the long ones stay
+longest, so an answer in flight averages mean x (1 + cv^2) (BENCHMARKS.md's
+concurrency_auto note): about 22 requests, not 40. The tuner settles at 21.8 to 23.4 here
+alone (three runs) and at 20.0 beside a second test suite."""
 
 
 async def _settle(
@@ -29,7 +37,7 @@ async def _settle(
     server = await sim(
         slots=256,
         tokens_per_s=400.0,
-        kv_tokens=KNEE * (MEAN + 40),
+        kv_tokens=KV_TOKENS,
         default_profile=LengthProfile(mean=MEAN),
     )
     config = make_config(
@@ -66,9 +74,9 @@ async def test_auto_settles_near_what_the_kv_cache_holds(
     late = [target for t, target in targets if t > 10]
     assert late, targets
     average = sum(late) / len(late)
-    assert 0.5 * KNEE <= average <= 1.3 * KNEE, (average, targets[::20])
-    if start > KNEE:  # from above: the first retractions cut it within seconds
-        assert min(target for t, target in targets if t < 5) < 1.5 * KNEE
+    assert 0.7 * KNEE <= average <= 1.3 * KNEE, (average, KNEE, targets[::20])
+    if start > FIT:  # from above: the first retractions cut it within seconds
+        assert min(target for t, target in targets if t < 5) < 1.5 * FIT
     assert server.stats.retracted > 0  # it did find the limit by touching it
 
 
