@@ -24,6 +24,7 @@ import psutil
 from gen_tui.backends.hosts.connection import SSHConnection
 from gen_tui.backends.hosts.ssh_target import SSHError
 from gen_tui.backends.watcher import PYTHON_FLAGS as WATCHER
+from tests.support.polling import wait_until
 from tests.support.sshd import Sshd
 
 from .checker import flock_holders
@@ -58,6 +59,8 @@ class Truth(threading.Thread):
         self.seen: dict[str, dict[tuple[int, float], float]] = {name: {} for name in datasets}
         self.violations: list[str] = []
         self.samples = 0
+        self.sampled_from = 0.0
+        """When the last finished sample began (monotonic): what it saw ran by then."""
         self.max_helpers = 0
         self._halt = threading.Event()
 
@@ -106,12 +109,20 @@ class Truth(threading.Thread):
 
     def sample(self) -> None:
         self.samples += 1
+        began = time.monotonic()
         procs = self.scan()
         for name in self.datasets:
             if self._problems(name, procs):
                 time.sleep(0.05)  # a process between its exit and its reaping: look again
                 self.violations.extend(self._problems(name, self.scan()))
         self.max_helpers = max(self.max_helpers, len(self.helpers(procs)))
+        self.sampled_from = began
+
+    async def sampled_since(self, since: float, what: str) -> None:
+        """Wait for a sample begun after `since`: it has seen every process started by then.
+        (A scan of /proc beside a second test suite's processes can take longer than the
+        0.1 s between samples: a fixed wait read a resumed run as not started.)"""
+        await wait_until(lambda: self.sampled_from > since, 15, f"{what}: a /proc sample")
 
     def run(self) -> None:
         while not self._halt.wait(0.1):

@@ -243,7 +243,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         except (SSHError, RunError) as exc:
             error = exc
         await faults_done()
-        await asyncio.sleep(0.3)  # let the sampler see what started
+        await truth.sampled_since(time.monotonic(), label)  # it has seen what started
         new = truth.started_since(name, before)
         assert len(new) <= 1, f"{label}: one {how} started {len(new)} runs: {new}"
         if identity is not None:
@@ -268,7 +268,7 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
         else:
             again = time.monotonic()
             retried = await within(monitor.resume(name, BUDGET), ACTION_TIMEOUT_S, label)
-            await asyncio.sleep(0.3)
+            await truth.sampled_since(time.monotonic(), label)
             assert [pid for pid, _ in truth.started_since(name, again)] == [retried.pid]
             outcome = "started"
         if host_started:
