@@ -71,18 +71,23 @@ def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
     by_lane = {lane: [r for r in made if r["lane"] == lane] for lane in ("box", "api")}
     assert {r["api"] for r in by_lane["box"]} == {"sglang"}
     assert {r["api"] for r in by_lane["api"]} == {"openai"}
-    # By the deadline. The run counts it from its engine's start, which comes between the
-    # process's start and its first request; this counts it from the first request.
+    # By the deadline, as the run counts it: from its engine's start, which comes between
+    # the process's start and its first request (0.5 s after it alone, 3.5 s beside a second
+    # test suite: the tokenizer and the servers' checks come first), as progress.json says.
     first = min(r["created"] - r["latency_s"] for r in made)
+    progress = orjson.loads((tmp_path / "out" / "A" / "progress.json").read_bytes())
+    deadline_at = progress["plan"]["deadline_at"]
+    assert started < deadline_at - deadline < first
     # The budget's last answer goes out alone (the crossing answer's rule): to the lane
     # that delivers it soonest, not the slow box (the rehearsal of 5 December saw it land
     # there, 0.37 s late).
-    assert started < first and max(r["created"] for r in made) <= first + deadline, out
+    assert max(r["created"] for r in made) <= deadline_at, out
     # The box alone would have missed it by far.
     assert budget / (4 * 50) > 3 * deadline
-    # Within 5% of the offline least-cost mix at the rates this run saw: the box's delivered
-    # rate, over the whole deadline from the first request (a window a little longer than
-    # the run's own, so the optimum is a little cheaper than the one the run could reach).
+    # Within 5% of the offline least-cost mix at the rates this run saw (the box's delivered
+    # rate) in the window it had: from its first request to its deadline. (Counted from the
+    # first request over the whole 20 s, the window grew with the machine's load, the run's
+    # did not: 1.059x and 1.061x beside a second suite, 1.02x to 1.04x alone.)
     box_first = min(r["created"] - r["latency_s"] for r in by_lane["box"])
     box_last = max(r["created"] for r in by_lane["box"])
     box_tokens = sum(r["completion_tokens"] for r in by_lane["box"])
@@ -91,7 +96,7 @@ def test_a_deadline_the_box_misses_is_met_at_the_least_cost(
     offline = plan(
         [Lane("box", box_rate, 0.0, latency), Lane("api", 16 * 200.0, PRICE)],
         budget,
-        deadline,
+        deadline_at - first,
     )
     spent = sum(r["cost"] for r in made)
     assert offline.tokens["api"] > 0
