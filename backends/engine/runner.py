@@ -113,6 +113,9 @@ class Server:
         self.capacity: int | None = None
         """The requests it runs at once, as it said at the start (SGLang's
         max_running_requests; None: it does not say, as an API does not)."""
+        self.flying: dict[str, InFlight] = {}
+        """Its requests on the wire by rid: what they have streamed so far is work it has
+        done (`streamed`) that no answer has brought back yet."""
 
     def answered(self, tokens: int, took_s: float, cost: float) -> None:
         """Count one answer of `tokens` that took `took_s` and cost `cost` dollars: the
@@ -124,6 +127,11 @@ class Server:
         self.request_s2 += took_s * took_s
         self.line.add(tokens, took_s)
         self.cost += cost
+
+    def streamed(self) -> int:
+        """The tokens its requests in flight have streamed so far (0 from a client that
+        does not stream: their work shows only as their answers land)."""
+        return sum(entry.produced for entry in self.flying.values())
 
     @property
     def mean_answer(self) -> float:
@@ -495,6 +503,7 @@ class RequestRunner(RunPart):
             if server.first_sent is None:
                 server.first_sent = entry.started
             self.active[rid] = server
+            server.flying[rid] = entry
             try:
                 request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
                 call = self.client.generate(server.url, request, entry)
@@ -538,6 +547,7 @@ class RequestRunner(RunPart):
             finally:
                 server.outstanding -= 1
                 self.active.pop(rid, None)
+                server.flying.pop(rid, None)
             server.down_until = 0.0
             server.failures = 0
             if server.unpaid:

@@ -120,3 +120,30 @@ def test_a_free_lane_is_first_planned_at_the_slots_its_server_runs(tmp_path: Pat
     box.first_sent, box.first_answered = now - 20.5, now - 10.5
     (lane,) = planner.measured()
     assert lane.rate == pytest.approx(8 * 30.0)
+
+
+def test_a_free_lanes_rate_counts_what_its_requests_in_flight_have_streamed(
+    tmp_path: Path,
+) -> None:
+    # A box of 8 slots at 50 tok/s each (400 tok/s), answers of a mean of 300 with a long
+    # tail: 6 s in, the short ones are back (243 tokens), the long ones still streaming.
+    # Its answers alone said 94 tok/s and the plan moved its share to the API.
+    from gen_tui.backends.budget.lengths import InFlight
+
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
+        lanes=["box=http://box:1"],
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1")
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 3.0, now - 2.6
+    box.answers, box.tokens, box.request_s = 3, 243, 3.0
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    planner = FleetPlanner(run, runner, CostMeter(config, []))
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(243 / 2.6, rel=1e-2)  # a client that does not stream
+    for index, streamed in enumerate([120, 150, 100, 140, 130, 128, 120, 0]):
+        box.flying[f"rid{index}"] = InFlight(now - 3.0, 4_000, produced=streamed)
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx((243 + 888) / 3.0, rel=1e-2)  # 377, the box's pace
