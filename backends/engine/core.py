@@ -40,6 +40,7 @@ from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.dataset_progress import dataset_snapshot
 from gen_tui.backends.engine.feeder import Feeder
 from gen_tui.backends.engine.fleet import FleetPlanner
+from gen_tui.backends.engine.overtime import OvertimeWatch
 from gen_tui.backends.engine.report import Alert, Event, Reporter
 from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.engine.scheduler import Scheduler
@@ -110,6 +111,9 @@ class Engine:
         self._conversations = ConversationRunner(run, self._runner, self._feeder, self._request_cap)
         self.planner = FleetPlanner(run, self._runner, self._cost) if config.planned else None
         """The fleet planner, in a run over lanes or with a deadline (None otherwise)."""
+        self._overtime = (
+            OvertimeWatch(run, self.planner, self._runner) if self.planner is not None else None
+        )
         self._telemetry = ServerTelemetry(
             run,
             self.client,
@@ -450,6 +454,7 @@ class Engine:
         ticker: asyncio.Task[None] | None = None
         telemetry: asyncio.Task[None] | None = None
         planning: asyncio.Task[None] | None = None
+        overtime: asyncio.Task[None] | None = None
         drains: asyncio.Task[None] | None = None
         try:
             async with self.client:
@@ -467,6 +472,8 @@ class Engine:
                 ticker = asyncio.create_task(self._ticker())
                 if self.planner is not None:
                     planning = asyncio.create_task(self.planner.run())
+                if self._overtime is not None:
+                    overtime = asyncio.create_task(self._overtime.run())
                 for ds in self._datasets:
                     if not ds.state.finished:
                         self._feeder.start(ds)
@@ -494,7 +501,7 @@ class Engine:
                         else:
                             self._scheduler.settle(ds)
         finally:
-            for task in (ticker, telemetry, planning, drains):
+            for task in (ticker, telemetry, planning, overtime, drains):
                 if task is not None:
                     task.cancel()
             await self._feeder.stop()

@@ -160,7 +160,8 @@ class FleetPlanner(RunPart):
         """The time the last plan kept before the deadline for the run's tail
         (backends/plan/margin.py); a request sent within it goes to the soonest lane."""
 
-    def _name(self, server: Server) -> str:
+    def lane_name(self, server: Server) -> str:
+        """Its lane's name, as the plan's lines say it (its URL when it is no lane)."""
         lane = self.lanes.get(server.url)
         return lane.name if lane is not None else server.url
 
@@ -215,7 +216,7 @@ class FleetPlanner(RunPart):
             return server
         self.runner.move(server, best)
         what = "its last answer, sent alone," if lone else "a request"
-        key = (lone, self._name(server), self._name(best))
+        key = (lone, self.lane_name(server), self.lane_name(best))
         if key not in self._routed:
             self._routed.add(key)
             took, takes = server.expected_s(tokens), best.expected_s(tokens)
@@ -224,7 +225,7 @@ class FleetPlanner(RunPart):
             self.reporter.event(
                 "info",
                 f"{said} to the deadline: {what} goes to "
-                f"{self._name(best)} ({takes or 0:.1f} s), not {self._name(server)} "
+                f"{self.lane_name(best)} ({takes or 0:.1f} s), not {self.lane_name(server)} "
                 f"({took or 0:.1f} s)",
             )
         return best
@@ -278,7 +279,7 @@ class FleetPlanner(RunPart):
                 state = LaneState.FAILING
             # A whole answer's time before its tokens count: a lane cannot finish sooner
             # than one answer takes (the slow box must not be handed the last few tokens).
-            name = self._name(server)
+            name = self.lane_name(server)
             seen = self.rates.setdefault(name, [])
             if state is LaneState.UP and rate > 0:
                 seen.append((now, rate))

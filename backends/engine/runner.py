@@ -37,6 +37,7 @@ from gen_tui.backends.engine.checks import receive
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
+from gen_tui.backends.engine.moves import Moved, Moves
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.store.prompts import Prompt
@@ -66,6 +67,8 @@ class Server:
 
     def __init__(self, url: str, limit: int | None = None, priced: bool = False) -> None:
         self.url = url.rstrip("/")
+        self.priced = priced
+        """Its lane has a price (a free one's, the box's, may have its requests moved)."""
         self.outstanding = 0
         self.down_until = 0.0
         self.last_error = ""
@@ -208,6 +211,10 @@ class RequestRunner(RunPart):
         (SGLang's radix cache), which another server would prefill again in full."""
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
+        self.moves = Moves()
+        """A fleet's requests on a free lane, which the deadline's watch may move to a
+        faster one (overtime.py)."""
+        self._aborting: set[asyncio.Task[None]] = set()
         self._rng = random.Random(run.config.hooks.seed)
         self._rid_stem = secrets.token_hex(4)
         self._rids = itertools.count()
@@ -504,10 +511,22 @@ class RequestRunner(RunPart):
                 server.first_sent = entry.started
             self.active[rid] = server
             server.flying[rid] = entry
+            moved = self.moves.open(rid) if self._movable(server) else None
             try:
                 request = Request(rid, ds.name, prompt.messages, input_ids, max_new_tokens)
                 call = self.client.generate(server.url, request, entry)
-                generation = await receive(call, server.url, self.client.secret)
+                attempt = receive(call, server.url, self.client.secret)
+                if moved is None:
+                    generation = await attempt
+                else:
+                    generation = await self.moves.unless_moved(attempt, moved)
+            except Moved as exc:
+                self._abort_soon(rid, server)
+                if signals.stopping:
+                    exc.to.outstanding -= 1
+                    return None
+                reserved = exc.to  # its slot taken; no attempt counted: the request was fine
+                continue
             except RequestFailed as exc:
                 if exc.kind == RequestFailed.PAYMENT and self._unpaid(server, exc):
                     continue  # another lane has credit: the sample goes there now
@@ -548,6 +567,7 @@ class RequestRunner(RunPart):
                 server.outstanding -= 1
                 self.active.pop(rid, None)
                 server.flying.pop(rid, None)
+                self.moves.close(rid)
             server.down_until = 0.0
             server.failures = 0
             if server.unpaid:
@@ -567,6 +587,29 @@ class RequestRunner(RunPart):
             generation = await self.feeder.attach_ids(generation, prompt.messages)
             await self.sink.keep(ds, prompt, generation, server.url)
             return generation if prompt.record_key in ds.done else None
+
+    def move_request(self, rid: str, to: Server) -> bool:
+        """Call the attempt `rid` off and send its request again to `to` (its slot taken
+        now): False when it has ended, been moved already, or may not be moved."""
+        self._take(to)
+        if self.moves.move(rid, to):
+            return True
+        to.outstanding -= 1
+        if to.probe_left is not None:
+            to.probe_left += 1
+        return False
+
+    def _movable(self, server: Server) -> bool:
+        """Whether an attempt on `server` may be moved: a free lane of a fleet (a priced
+        lane's answer called off would be paid and never counted)."""
+        return bool(self.config.fleet) and len(self.servers) > 1 and not server.priced
+
+    def _abort_soon(self, rid: str, server: Server) -> None:
+        """Ask `server` to stop `rid` (a moved attempt; best effort, its stream is closed
+        already), without holding the move up."""
+        task = asyncio.create_task(self.abort([(rid, server)]))
+        self._aborting.add(task)
+        task.add_done_callback(self._aborting.discard)
 
     def begin_attempt(self, entry: InFlight, server: Server) -> None:
         """An attempt of `entry` starts on `server`: its age and produced count from now; in
