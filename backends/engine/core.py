@@ -500,6 +500,8 @@ class Engine:
                             )
                         else:
                             self._scheduler.settle(ds)
+                if self._overtime is not None and (moved := self._overtime.tally()):
+                    self._report.event("info", moved)
         finally:
             for task in (ticker, telemetry, planning, overtime, drains):
                 if task is not None:

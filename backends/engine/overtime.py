@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import Counter
 
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.fleet import CHECK_S, FleetPlanner
 from gen_tui.backends.engine.runner import RequestRunner, Server
+from gen_tui.backends.figures import counted
 from gen_tui.backends.plan import PlanStatus
 
 
@@ -36,9 +38,8 @@ class OvertimeWatch(RunPart):
         super().__init__(run)
         self.planner = planner
         self.runner = runner
-        self.moved = 0
-        """Answers moved so far (the run's end says how many)."""
-        self._said: set[tuple[str, str]] = set()
+        self.moved: Counter[tuple[str, str]] = Counter()
+        """Answers moved so far, by (from, to) lane: the run's end says how many."""
 
     async def run(self) -> None:
         while True:
@@ -72,7 +73,6 @@ class OvertimeWatch(RunPart):
                     continue
                 moved += 1
                 self._say(server, to, now, late, takes)
-        self.moved += moved
         return moved
 
     @staticmethod
@@ -114,9 +114,9 @@ class OvertimeWatch(RunPart):
         """The first move between two lanes, in one line (a deadline's end may move many)."""
         planner = self.planner
         key = (planner.lane_name(server), planner.lane_name(to))
-        if key in self._said or planner.deadline_at is None:
+        self.moved[key] += 1
+        if self.moved[key] > 1 or planner.deadline_at is None:
             return
-        self._said.add(key)
         left = planner.deadline_at - now
         self.reporter.event(
             "info",
@@ -124,3 +124,14 @@ class OvertimeWatch(RunPart):
             f"{late[0] - left:.1f} s past it (about {late[1]:.0f} tokens): sent again to "
             f"{key[1]} ({takes:.1f} s); what {key[0]} made of it is dropped",
         )
+
+    def tally(self) -> str | None:
+        """The moves of the whole run in one line (None: none), for its end: the log said
+        only the first of each pair of lanes."""
+        if not self.moved:
+            return None
+        pairs = ", ".join(
+            f"{counted(count, 'answer')} from {source} to {to}"
+            for (source, to), count in self.moved.items()
+        )
+        return f"moved near the deadline, as they would have landed past it: {pairs}"

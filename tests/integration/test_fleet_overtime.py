@@ -8,6 +8,7 @@ by its deadline, each sample once, the budget within its precision, and the log 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -61,4 +62,5 @@ def test_an_answer_on_the_box_that_would_land_past_the_deadline_moves_to_the_api
     assert max(r["created"] for r in made) <= deadline_at, out
     moved = [line for line in out.splitlines() if "s to the deadline: an answer on box" in line]
     assert moved and "sent again to api" in moved[0], out
+    assert re.search(r"info: moved near the deadline, .*: [0-9]+ answers? from box to api", out)
     assert {r["lane"] for r in made} == {"box", "api"}

@@ -81,7 +81,10 @@ async def test_an_answer_that_would_land_past_the_deadline_moves_to_the_faster_l
     assert "sent again to api" in said[0] and "(about 390 tokens)" in said[0], said
     # Said once per pair of lanes, however many follow.
     await running(watcher, box, "long2", 4.0)
-    assert watcher.look(now) == 1 and len(said) == 1 and watcher.moved == 2
+    assert watcher.look(now) == 1 and len(said) == 1
+    assert watcher.tally() == (
+        "moved near the deadline, as they would have landed past it: 2 answers from box to api"
+    )
 
 
 async def test_in_time_priced_capped_or_no_faster_lane_it_stays(tmp_path: Path) -> None:
@@ -104,6 +107,7 @@ async def test_in_time_priced_capped_or_no_faster_lane_it_stays(tmp_path: Path) 
     planner.deadline_at = None  # no deadline: nothing to keep
     assert watcher.look(now) == 0
     assert said == [] and box.outstanding == 1 and "long" in watcher.runner.moves
+    assert watcher.tally() is None
 
 
 def answer() -> Generation:
