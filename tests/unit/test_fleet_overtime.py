@@ -8,16 +8,19 @@ given back when the answer came first or the request was cancelled."""
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
 from pathlib import Path
 
 import pytest
 
-from gen_tui.backends.budget.lengths import InFlight
+from gen_tui.backends.budget.lengths import InFlight, LatencyLine
 from gen_tui.backends.clients.results import Generation
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.context import RunContext
 from gen_tui.backends.engine.cost import CostMeter
+from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.fleet import FleetPlanner
 from gen_tui.backends.engine.moves import Moved, Moves
 from gen_tui.backends.engine.overtime import OvertimeWatch
@@ -31,7 +34,7 @@ PRICE = 10e-6
 
 
 def watch(
-    tmp_path: Path, max_cost: float | None = 1.0
+    tmp_path: Path, max_cost: float | None = 1.0, datasets: list[DatasetRun] | None = None
 ) -> tuple[OvertimeWatch, FleetPlanner, Server, Server, list[str]]:
     """A watch over a slow free box (50 tok/s a request, 0.1 s before its first token,
     answers of a mean of 50) and a fast priced API (0.25 s an answer of 50 tokens)."""
@@ -43,7 +46,7 @@ def watch(
     )
     said: list[str] = []
     reporter = Reporter(lambda _level, text: said.append(text), None, lambda: None, None)
-    run = RunContext(config, [], RunSignals(), reporter)
+    run = RunContext(config, datasets or [], RunSignals(), reporter)
     runner = RequestRunner(run, None, None, None, None)  # type: ignore[arg-type]
     box, api = runner.servers
     for length in (20, 30, 40, 50, 50, 60, 70, 80, 100):
@@ -55,9 +58,11 @@ def watch(
     return OvertimeWatch(run, planner, runner), planner, box, api, said
 
 
-async def running(watcher: OvertimeWatch, server: Server, rid: str, age: float) -> InFlight:
+async def running(
+    watcher: OvertimeWatch, server: Server, rid: str, age: float, cap: int = 1_000
+) -> InFlight:
     """A request on `server` for `age` seconds, open to a move."""
-    entry = InFlight(time.monotonic() - age, 1_000)
+    entry = InFlight(time.monotonic() - age, cap)
     server.flying[rid] = entry
     server.outstanding += 1
     watcher.runner.moves.open(rid)
@@ -158,3 +163,33 @@ async def test_a_move_that_comes_with_the_answer_or_a_cancel_gives_its_slot_back
     with pytest.raises(asyncio.CancelledError):
         await task
     assert to.outstanding == 0
+
+
+async def test_how_long_an_answer_has_to_go_is_its_datasets_survival_estimate(
+    tmp_path: Path,
+) -> None:
+    # Lengths of a mean of 600 with a cv of 0.95 (a lognormal), a box at 100 tok/s a
+    # request: an answer 2,362 tokens in ends at about 4,270 by the budget's estimate (the
+    # answers seen past it averaged 3,469; the estimate's tail is long on the safe side):
+    # 19 s to go. Taken to run as long again (4,724: 24 s), it was moved 23 s before the
+    # deadline, and the box's 24 s on it were lost.
+    ds = DatasetRun(DatasetSpec("A", tmp_path / "A.jsonl"), tmp_path / "A", 32_767)
+    rng, sigma = random.Random(5), math.sqrt(math.log1p(0.95**2))
+    for _ in range(3_000):
+        length = max(1, round(rng.lognormvariate(math.log(600) - sigma**2 / 2, sigma)))
+        ds.model.observe(length, 0.1 + length / 100)
+    watcher, planner, box, api, said = watch(tmp_path, max_cost=None, datasets=[ds])
+    api.request_s = api.tokens / 2_000  # an API at 2,000 tok/s a request: 1.6 s for it
+    box.line = LatencyLine()
+    for length in range(100, 1_000, 100):
+        box.line.add(length, 0.1 + length / 100)
+    entry = await running(watcher, box, "long", 0.1 + 2_362 / 100, cap=32_767)
+    entry.line = box.line
+    ds.inflight.append(entry)
+    now = time.monotonic()
+    planner.deadline_at = now + 21.0
+    assert watcher.look(now) == 0
+    planner.deadline_at = now + 15.0
+    assert watcher.look(now) == 1
+    expected = int(said[0].split("(about ")[1].split(" tokens")[0])
+    assert 3_800 <= expected <= 4_500, said
