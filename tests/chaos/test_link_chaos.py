@@ -267,10 +267,22 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
             outcome = "refused (the first one runs)"
         else:
             again = time.monotonic()
-            retried = await within(monitor.resume(name, BUDGET), ACTION_TIMEOUT_S, label)
-            await truth.sampled_since(time.monotonic(), label)
-            assert [pid for pid, _ in truth.started_since(name, again)] == [retried.pid]
-            outcome = "started"
+            try:
+                retried = await within(monitor.resume(name, BUDGET), ACTION_TIMEOUT_S, label)
+            except ResumeRefused:
+                # The first start's helper on the host outlived the link and launched after
+                # the look (seen once beside a second suite: the run 1 s after the helper):
+                # the start guard lets one start through and refuses the other. The person
+                # was told the first may have started.
+                assert re.search(r"may have started|may be running", str(error)), (label, error)
+                await truth.sampled_since(time.monotonic(), label)
+                late = truth.started_since(name, before)
+                assert len(late) == 1, f"{label}: refused, and {len(late)} runs started: {late}"
+                outcome = "refused (the first one started late)"
+            else:
+                await truth.sampled_since(time.monotonic(), label)
+                assert [pid for pid, _ in truth.started_since(name, again)] == [retried.pid]
+                outcome = "started"
         if host_started:
             what = "started, but the survey after it failed"
         else:
