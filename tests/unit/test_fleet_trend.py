@@ -21,6 +21,17 @@ from gen_tui.backends.engine.signals import RunSignals
 from gen_tui.backends.plan import Lane
 
 
+def lone_box(tmp_path: Path, lane: str = "box=http://box:1") -> tuple[FleetPlanner, Server]:
+    """A planner over one free lane, `lane`, whose server the test sets figures on."""
+    config = EngineConfig(
+        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)], lanes=[lane]
+    )
+    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
+    box = Server("http://box:1", limit=64 if "concurrency=64" in lane else None)
+    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
+    return FleetPlanner(run, runner, CostMeter(config, [])), box
+
+
 def test_the_slope_of_the_recent_rates() -> None:
     line = [(t, 1_000 - 2.0 * t) for t in range(0, 301, 60)]
     assert rate_trend(line, now=300) == pytest.approx(-2.0)
@@ -35,16 +46,9 @@ def test_the_slope_of_the_recent_rates() -> None:
 
 
 def test_the_planner_is_handed_each_lanes_trend(tmp_path: Path) -> None:
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
-        lanes=["box=http://box:1"],
-    )
-    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
-    box = Server("http://box:1")
+    planner, box = lone_box(tmp_path)
     now = time.monotonic()
     box.first_sent, box.answers, box.request_s, box.tokens = now - 100, 10, 10.0, 9_900
-    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
-    planner = FleetPlanner(run, runner, CostMeter(config, []))
     # Its rates of the last minutes, falling by 0.5 tok/s each second to its 100 now.
     planner.rates["box"] = [(now - age, 100 + 0.5 * age) for age in (240, 180, 120, 60)]
     (lane,) = planner.measured()
@@ -59,18 +63,12 @@ def test_a_free_lanes_rate_is_not_stretched_by_its_queue(tmp_path: Path) -> None
     # A box of 8 slots at 30 tok/s each (240 tok/s) sent 64: each request waits ~80 s
     # though an answer takes 10 s. Its delivered rate, less the pipe's filling (its first
     # answer, 10 s in), is its pace; less its mean request time it was 327 tok/s.
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
-        lanes=["box=http://box:1"],
-    )
-    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
-    box = Server("http://box:1")
+    planner, box = lone_box(tmp_path)
     now = time.monotonic()
     box.first_sent, box.first_answered = now - 300, now - 290
     box.answers, box.tokens = 240, 72_000  # 300 tokens each, 240 tok/s for 300 s
     box.request_s = 240 * 80.0
-    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
-    (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
+    (lane,) = planner.measured()
     assert lane.rate == pytest.approx(72_000 / 290, rel=1e-3)  # 248, within 4% of 240
 
 
@@ -80,17 +78,11 @@ def test_a_free_lane_settles_after_its_first_answers_time_not_its_queues(
     # A minute in, requests have waited 40 s on average behind the box's 8 slots: its rate
     # per request times the lane's 64 said 2.7x its pace. Three first-answer times in, what
     # it delivered is its rate.
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
-        lanes=["box=http://box:1"],
-    )
-    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
-    box = Server("http://box:1")
+    planner, box = lone_box(tmp_path)
     now = time.monotonic()
     box.first_sent, box.first_answered = now - 60, now - 50
     box.answers, box.tokens, box.request_s = 40, 12_000, 40 * 40.0
-    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
-    (lane,) = FleetPlanner(run, runner, CostMeter(config, [])).measured()
+    (lane,) = planner.measured()
     assert lane.rate == pytest.approx(12_000 / 50, rel=1e-3)
 
 
@@ -99,17 +91,10 @@ def test_a_free_lane_is_first_planned_at_the_slots_its_server_runs(tmp_path: Pat
     # in 10 s) never waited for a slot, and its rate per request times the lane's 64 said
     # 1,920 tok/s, so the first plan had the box meet any deadline. Its server says it runs
     # 8 at once: 8 slots at that answer's pace.
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
-        lanes=["box=http://box:1,concurrency=64"],
-    )
-    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
-    box = Server("http://box:1", limit=64)
+    planner, box = lone_box(tmp_path, "box=http://box:1,concurrency=64")
     now = time.monotonic()
     box.first_sent, box.first_answered = now - 10.5, now - 0.5
     box.answers, box.tokens, box.request_s, box.first_tokens = 1, 300, 10.0, 300
-    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
-    planner = FleetPlanner(run, runner, CostMeter(config, []))
     (lane,) = planner.measured()
     assert lane.rate == pytest.approx(64 * 30.0)  # a server that does not say: as before
     box.capacity = 8
@@ -130,17 +115,10 @@ def test_a_free_lanes_rate_counts_what_its_requests_in_flight_have_streamed(
     # Its answers alone said 94 tok/s and the plan moved its share to the API.
     from gen_tui.backends.budget.lengths import InFlight
 
-    config = EngineConfig(
-        datasets=[DatasetSpec("A", tmp_path / "A.jsonl", max_tokens=1_000_000)],
-        lanes=["box=http://box:1"],
-    )
-    run = RunContext(config, [], RunSignals(), Reporter(None, None, lambda: None, None))
-    box = Server("http://box:1")
+    planner, box = lone_box(tmp_path)
     now = time.monotonic()
     box.first_sent, box.first_answered = now - 3.0, now - 2.6
     box.answers, box.tokens, box.request_s = 3, 243, 3.0
-    runner: Any = SimpleNamespace(servers=[box], on_stall=None)
-    planner = FleetPlanner(run, runner, CostMeter(config, []))
     (lane,) = planner.measured()
     assert lane.rate == pytest.approx(243 / 2.6, rel=1e-2)  # a client that does not stream
     for index, streamed in enumerate([120, 150, 100, 140, 130, 128, 120, 0]):
