@@ -228,7 +228,14 @@ async def test_link_chaos_keeps_totals_exact_and_every_kill_and_resume_accounted
     async def resume_step(name: str, label: str) -> None:
         before = time.monotonic()
         done_by_host = len(resumed_by_host)
-        ended = [run for run in monitor.ended if run.datasets == (name,)]
+        # This folder's: the host's ended runs are every folder's, and another test's
+        # LinkB beside this one (a second suite on the machine) was resumed in its folder,
+        # as the panel's run list would (its `R` offers them under "others").
+        ended = [
+            run
+            for run in monitor.ended
+            if run.datasets == (name,) and run.output_dir == monitor.output_dir
+        ]
         how = "resume_run" if ended and rng.random() < 0.5 else "resume"
         identity: RunIdentity | None = None
         error: Exception | None = None
