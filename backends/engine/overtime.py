@@ -60,21 +60,29 @@ class OvertimeWatch(RunPart):
         if self.signals.stopping:
             return 0
         moved = 0
+        left = planner.deadline_at - now
         outlooks: dict[int, tuple[float, float]] | None = None
         for server in self.runner.servers:
             line = server.line.fitted()
             if planner.price(server) > 0 or not server.flying or line is None:
                 continue
+            # Only those that could land past the deadline at all (a whole answer at its cap
+            # from now): a night's first hours read no estimate.
+            open_ = [
+                (rid, entry)
+                for rid, entry in server.flying.items()
+                if rid in self.runner.moves and entry.max_new_tokens * line[1] > left
+            ]
+            if not open_:
+                continue
             if outlooks is None:
                 outlooks = self._outlooks(now)
-            for rid, entry in list(server.flying.items()):
-                if rid not in self.runner.moves:
-                    continue
+            for rid, entry in open_:
                 made, length = outlooks.get(id(entry)) or self._rule_of_thumb(
                     server, line, now - entry.started, entry.produced, entry.max_new_tokens
                 )
                 to_go = max(0.0, length - made) * line[1]
-                if to_go <= planner.deadline_at - now:
+                if to_go <= left:
                     continue
                 to, takes = self._sooner(server, length, to_go)
                 if to is None or not self.runner.move_request(rid, to):
