@@ -12,31 +12,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from gen_tui.backends.clients.results import Generation
 
-if TYPE_CHECKING:
-    from gen_tui.backends.engine.runner import Server
+
+class Lane(Protocol):
+    """Where an attempt is moved to: a server whose slot the mover took for it. (A
+    protocol, not the runner's `Server`: the runner imports this module.)"""
+
+    outstanding: int
 
 
-class Moved(Exception):
-    """The attempt was called off for `to`, whose slot is taken for its next one."""
-
-    def __init__(self, to: Server) -> None:
-        super().__init__(f"moved to {to.url}")
-        self.to = to
+L = TypeVar("L", bound=Lane)
 
 
-class Moves:
+class Moves(Generic[L]):
     """The attempts that can be moved now (by rid), and the calling off of one."""
 
     def __init__(self) -> None:
-        self._open: dict[str, asyncio.Future[Server]] = {}
+        self._open: dict[str, asyncio.Future[L]] = {}
 
-    def open(self, rid: str) -> asyncio.Future[Server]:
+    def open(self, rid: str) -> asyncio.Future[L]:
         """`rid`'s attempt may be moved from now until `close`."""
-        moved: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+        moved: asyncio.Future[L] = asyncio.get_running_loop().create_future()
         self._open[rid] = moved
         return moved
 
@@ -47,7 +46,7 @@ class Moves:
         moved = self._open.get(rid)
         return moved is not None and not moved.done()
 
-    def move(self, rid: str, to: Server) -> bool:
+    def move(self, rid: str, to: L) -> bool:
         """Call `rid`'s attempt off for `to` (whose slot the caller has taken): False when
         it has ended or been moved already."""
         moved = self._open.get(rid)
@@ -58,11 +57,12 @@ class Moves:
 
     @staticmethod
     async def unless_moved(
-        attempt: Awaitable[Generation], moved: asyncio.Future[Server]
-    ) -> Generation:
-        """`attempt`'s answer, unless `moved` comes first: then it is cancelled (its stream
-        closed: the server frees its slot) and :class:`Moved` raised. A move that comes
-        with the answer gives back the slot it took."""
+        attempt: Awaitable[Generation], moved: asyncio.Future[L]
+    ) -> Generation | L:
+        """`attempt`'s answer, or, if `moved` comes first, the lane it was moved to (its
+        slot taken for the next attempt): the attempt is then cancelled (its stream
+        closed: the server frees its slot). A move that comes with the answer gives back
+        the slot it took."""
         task = asyncio.ensure_future(attempt)
         try:
             await asyncio.wait((task, moved), return_when=asyncio.FIRST_COMPLETED)
@@ -79,10 +79,10 @@ class Moves:
         except BaseException:
             _give_back(moved)
             raise
-        raise Moved(moved.result())
+        return moved.result()
 
 
-def _give_back(moved: asyncio.Future[Server]) -> None:
+def _give_back(moved: asyncio.Future[L]) -> None:
     """A move that will not be made: the slot it took on its lane is free again."""
     if moved.done() and not moved.cancelled():
         moved.result().outstanding -= 1

@@ -37,7 +37,7 @@ from gen_tui.backends.engine.checks import receive
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.feeder import Feeder
-from gen_tui.backends.engine.moves import Moved, Moves
+from gen_tui.backends.engine.moves import Moves
 from gen_tui.backends.engine.sink import DatasetSink
 from gen_tui.backends.engine.slots import SlotPool
 from gen_tui.backends.store.prompts import Prompt
@@ -211,7 +211,7 @@ class RequestRunner(RunPart):
         (SGLang's radix cache), which another server would prefill again in full."""
         self.active: dict[str, Server] = {}
         """The rid of every request on the wire, and where it went (to abort it)."""
-        self.moves = Moves()
+        self.moves: Moves[Server] = Moves()
         """A fleet's requests on a free lane, which the deadline's watch may move to a
         faster one (overtime.py)."""
         self._aborting: set[asyncio.Task[None]] = set()
@@ -519,14 +519,15 @@ class RequestRunner(RunPart):
                 if moved is None:
                     generation = await attempt
                 else:
-                    generation = await self.moves.unless_moved(attempt, moved)
-            except Moved as exc:
-                self._abort_soon(rid, server)
-                if signals.stopping:
-                    exc.to.outstanding -= 1
-                    return None
-                reserved = exc.to  # its slot taken; no attempt counted: the request was fine
-                continue
+                    outcome = await self.moves.unless_moved(attempt, moved)
+                    if isinstance(outcome, Server):  # moved: to a faster lane, by the deadline
+                        self._abort_soon(rid, server)
+                        if signals.stopping:
+                            outcome.outstanding -= 1
+                            return None
+                        reserved = outcome  # its slot taken; no attempt counted
+                        continue
+                    generation = outcome
             except RequestFailed as exc:
                 if exc.kind == RequestFailed.PAYMENT and self._unpaid(server, exc):
                     continue  # another lane has credit: the sample goes there now
