@@ -145,7 +145,8 @@ class OvertimeWatch(RunPart):
     def _say(
         self, server: Server, to: Server, now: float, late: tuple[float, float], takes: float
     ) -> None:
-        """The first move between two lanes, in one line (a deadline's end may move many)."""
+        """Count the move; say the first between two lanes in one line (a deadline's end
+        may move many: the run's end says how many, `tally`)."""
         planner = self.planner
         key = (planner.lane_name(server), planner.lane_name(to))
         self.moved[key] += 1
@@ -155,7 +156,7 @@ class OvertimeWatch(RunPart):
         self.reporter.event(
             "info",
             f"{max(0.0, left):.1f} s to the deadline: an answer on {key[0]} would land "
-            f"{late[0] - left:.1f} s past it (about {late[1]:.0f} tokens): sent again to "
+            f"{late[0] - left:.1f} s past it (about {late[1]:,.0f} tokens): sent again to "
             f"{key[1]} ({takes:.1f} s); what {key[0]} made of it is dropped",
         )
 
