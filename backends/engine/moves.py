@@ -21,7 +21,8 @@ class Lane(Protocol):
     """Where an attempt is moved to: a server whose slot the mover took for it. (A
     protocol, not the runner's `Server`: the runner imports this module.)"""
 
-    outstanding: int
+    def give_back(self) -> None:
+        """The slot taken for the move, free again (the move was not made)."""
 
 
 L = TypeVar("L", bound=Lane)
@@ -85,6 +86,6 @@ class Moves(Generic[L]):
 def _give_back(moved: asyncio.Future[L]) -> None:
     """A move that will not be made: the slot it took on its lane is free again."""
     if moved.done() and not moved.cancelled():
-        moved.result().outstanding -= 1
+        moved.result().give_back()
     else:
         moved.cancel()

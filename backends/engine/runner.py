@@ -131,6 +131,19 @@ class Server:
         self.line.add(tokens, took_s)
         self.cost += cost
 
+    def take(self) -> None:
+        """One more request here: its slot, and before the first plan one of its probes."""
+        self.outstanding += 1
+        if self.probe_left is not None:
+            self.probe_left = max(0, self.probe_left - 1)
+
+    def give_back(self) -> None:
+        """A slot `take` took that no request used (moved elsewhere, or the run stopped):
+        free again, and its probe too."""
+        self.outstanding -= 1
+        if self.probe_left is not None:
+            self.probe_left += 1
+
     def streamed(self) -> int:
         """The tokens its requests in flight have streamed so far (0 from a client that
         does not stream: their work shows only as their answers land)."""
@@ -412,24 +425,16 @@ class RequestRunner(RunPart):
             s.down_until <= now for s in self.servers
         ):
             server = self._pick_server()
-            self._take(server)
+            server.take()
             return server
         if self.on_stall is not None and not any(s.outstanding for s in self.servers):
             self.on_stall()  # every lane's share is spent and nothing is in flight
         return None
 
-    @staticmethod
-    def _take(server: Server) -> None:
-        server.outstanding += 1
-        if server.probe_left is not None:
-            server.probe_left = max(0, server.probe_left - 1)
-
     def move(self, taken: Server, to: Server) -> None:
         """The slot `reserve` took on `taken` taken on `to` instead."""
-        taken.outstanding -= 1
-        if taken.probe_left is not None:
-            taken.probe_left += 1
-        self._take(to)
+        taken.give_back()
+        to.take()
 
     def _pick_server(self, prefer: Server | None = None) -> Server:
         """A server with room (under its lane's limit and planned share), the least loaded
@@ -503,7 +508,7 @@ class RequestRunner(RunPart):
                 server, reserved = reserved, None
             else:
                 server = self._pick_server(self.affinity.get((ds.name, prompt.key)))
-                self._take(server)
+                server.take()
             self.begin_attempt(entry, server)
             turn = "" if prompt.turn is None else f"#{prompt.turn}"
             rid = f"{ds.name}/{prompt.sample_id}{turn}/{self._rid_stem}{next(self._rids):x}"
@@ -523,7 +528,7 @@ class RequestRunner(RunPart):
                     if isinstance(outcome, Server):  # moved: to a faster lane, by the deadline
                         self._abort_soon(rid, server)
                         if signals.stopping:
-                            outcome.outstanding -= 1
+                            outcome.give_back()
                             return None
                         reserved = outcome  # its slot taken; no attempt counted
                         continue
@@ -592,13 +597,10 @@ class RequestRunner(RunPart):
     def move_request(self, rid: str, to: Server) -> bool:
         """Call the attempt `rid` off and send its request again to `to` (its slot taken
         now): False when it has ended, been moved already, or may not be moved."""
-        self._take(to)
-        if self.moves.move(rid, to):
-            return True
-        to.outstanding -= 1
-        if to.probe_left is not None:
-            to.probe_left += 1
-        return False
+        if rid not in self.moves:
+            return False
+        to.take()
+        return self.moves.move(rid, to)
 
     def _movable(self, server: Server) -> bool:
         """Whether an attempt on `server` may be moved: a free lane of a fleet (a priced
