@@ -105,11 +105,14 @@ def soonest(
     tokens: float,
     room: float,
     price: Callable[[Server], float],
+    beat_s: float | None = None,
 ) -> Server:
     """The server that delivers an answer of up to `tokens` soonest, of `chosen` and those
     with a free slot whose price for it stays within `room` dollars (free ones always
-    do); `chosen` when none is faster or its speed is not known yet."""
-    best, best_s = chosen, chosen.expected_s(tokens)
+    do); `chosen` when none is faster or its speed is not known yet. `beat_s`: the time
+    `chosen` would take (an answer already running there: its time to go), by default a
+    whole answer's there."""
+    best, best_s = chosen, chosen.expected_s(tokens) if beat_s is None else beat_s
     for server in servers:
         if server is chosen or not server.has_slot():
             continue
@@ -176,6 +179,10 @@ class FleetPlanner(RunPart):
             price = self.config.price_per_million[1] / 1e6
         return price
 
+    def room(self) -> float:
+        """Dollars the cap still allows beyond what is spent and in flight (inf: no cap)."""
+        return math.inf if self.max_cost is None else self.max_cost - self.committed()
+
     def committed(self) -> float:
         """Dollars spent, and expected for the answers in flight."""
         flying = sum(s.outstanding * s.mean_answer * self.price(s) for s in self.runner.servers)
@@ -210,8 +217,7 @@ class FleetPlanner(RunPart):
             hurry = left < self.margin_s + mean
         if not hurry:
             return server
-        room = math.inf if self.max_cost is None else self.max_cost - self.committed()
-        best = soonest(self.runner.servers, server, tokens, room, self.price)
+        best = soonest(self.runner.servers, server, tokens, self.room(), self.price)
         if best is server:
             return server
         self.runner.move(server, best)

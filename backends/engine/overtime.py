@@ -24,13 +24,12 @@ while it would have landed in time.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import Counter
 
 from gen_tui.backends.budget.lengths import SurvivalModel
 from gen_tui.backends.engine.context import RunContext, RunPart
-from gen_tui.backends.engine.fleet import CHECK_S, FleetPlanner
+from gen_tui.backends.engine.fleet import CHECK_S, FleetPlanner, soonest
 from gen_tui.backends.engine.runner import RequestRunner, Server
 from gen_tui.backends.figures import counted
 from gen_tui.backends.plan import PlanStatus
@@ -84,11 +83,12 @@ class OvertimeWatch(RunPart):
                 to_go = max(0.0, length - made) * line[1]
                 if to_go <= left:
                     continue
-                to, takes = self._sooner(server, length, to_go)
-                if to is None or not self.runner.move_request(rid, to):
+                servers = self.runner.servers
+                to = soonest(servers, server, length, planner.room(), planner.price, to_go)
+                if to is server or not self.runner.move_request(rid, to):
                     continue
                 moved += 1
-                self._say(server, to, now, (to_go, length), takes)
+                self._say(server, to, now, (to_go, length), to.expected_s(length) or 0.0)
         return moved
 
     def _outlooks(self, now: float) -> dict[int, tuple[float, float]]:
@@ -122,25 +122,6 @@ class OvertimeWatch(RunPart):
         start_s, per_token_s = line
         made = max(float(streamed), (age - start_s) / per_token_s)
         return made, max(made, min(float(cap), max(server.mean_answer, 2.0 * made)))
-
-    def _sooner(self, server: Server, length: float, left_s: float) -> tuple[Server | None, float]:
-        """The lane that delivers an answer of `length` whole soonest, sooner than `left_s`
-        (what it has to go where it runs), with a free slot and its price within the cap."""
-        planner = self.planner
-        room = math.inf
-        if planner.max_cost is not None:
-            room = planner.max_cost - planner.committed()
-        best: Server | None = None
-        best_s = left_s
-        for other in self.runner.servers:
-            if other is server or not other.has_slot():
-                continue
-            if planner.price(other) * length > room:
-                continue
-            takes = other.expected_s(length)
-            if takes is not None and takes < best_s:
-                best, best_s = other, takes
-        return best, best_s
 
     def _say(
         self, server: Server, to: Server, now: float, late: tuple[float, float], takes: float
