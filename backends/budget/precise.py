@@ -45,6 +45,21 @@ mean answer, budget/crossing.py: the one in six then ends exactly a mean answer 
 """
 
 
+def read_inflight(
+    inflight: list[InFlight], model: SurvivalModel, now: float
+) -> tuple[list[float], Survival]:
+    """How far each request in flight has got (its stream's count, else its age by its
+    lane's or the dataset's latency line) and the length law over the answers back and
+    those: what the budget's rule reads, and what the deadline's watch reads of the same
+    requests (engine/overtime.py)."""
+    produced = model.produced_all(
+        [request.age(now) for request in inflight],
+        [request.produced for request in inflight],
+        [request.line for request in inflight],
+    )
+    return produced, model.survival(produced)
+
+
 def _outlook(
     inflight: list[InFlight], model: SurvivalModel, now: float
 ) -> tuple[float, float, float, Survival]:
@@ -56,12 +71,7 @@ def _outlook(
     outlook, so the cost is one lookup per bin, not per request: this runs on every
     dispatch.
     """
-    produced = model.produced_all(
-        [request.age(now) for request in inflight],
-        [request.produced for request in inflight],
-        [request.line for request in inflight],
-    )
-    law = model.survival(produced)
+    produced, law = read_inflight(inflight, model, now)
     groups: dict[tuple[int, int], int] = {}
     for request, done in zip(inflight, produced, strict=True):
         key = law.bin_after(done), request.max_new_tokens

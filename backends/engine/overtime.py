@@ -28,6 +28,7 @@ import time
 from collections import Counter
 
 from gen_tui.backends.budget.lengths import SurvivalModel
+from gen_tui.backends.budget.precise import read_inflight
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.fleet import CHECK_S, FleetPlanner, soonest
 from gen_tui.backends.engine.runner import RequestRunner, Server
@@ -101,12 +102,7 @@ class OvertimeWatch(RunPart):
             if not isinstance(model, SurvivalModel) or not ds.inflight:
                 continue
             inflight = list(ds.inflight)
-            made = model.produced_all(
-                [entry.age(now) for entry in inflight],
-                [entry.produced for entry in inflight],
-                [entry.line for entry in inflight],
-            )
-            law = model.survival(made)
+            made, law = read_inflight(inflight, model, now)
             for entry, done in zip(inflight, made, strict=True):
                 length = min(float(entry.max_new_tokens), law.outlook(done)[0])
                 found[id(entry)] = (done, max(done, length))
