@@ -499,7 +499,8 @@ class EngineConfig:
         flag="--plan-every",
         kinds=(int, float),
         above=0,
-        help="seconds between the fleet planner's re-plans from the lanes' measured rates",
+        help="seconds between the fleet planner's re-plans from the lanes' measured rates "
+        "at most (nearer a deadline than ten of them: a tenth of the time left, not under 5 s)",
         flag_kwargs={"type": float},
     )
     deadline: str | None = setting(

@@ -423,7 +423,7 @@ class Engine:
             # it soonest under the cap, not the slow box (backends/engine/fleet.py `route`).
             room = None if ds.budget.max_tokens is None else ds.budget.max_tokens - ds.tokens
             lone = not ds.inflight and room is not None and room <= cap
-            server = self.planner.route(server, cut, lone)
+            server = self.planner.route(server, cut, lone, ds.model.known_mean())
         entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn

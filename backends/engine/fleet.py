@@ -1,12 +1,12 @@
 """The engine's side of the fleet planner: measure each lane, plan, hand each lane its share.
 
-Every `plan_every` seconds (and once as soon as every lane has answered, or that long after
-the start) it measures each lane (its rate per request times its concurrency, its dollars
-per completion token), asks `backends.plan` for the least-cost split of the tokens left by
-the deadline within what is left of `--max-cost`, and caps each priced lane at its planned
-tokens (free lanes are never capped: the plan fills them first). A plan that moves tokens
-is said in one line (`api lane down: 12M moved to batch`); one that cannot meet the
-deadline, or that the cap cannot pay, is said at once.
+Every `plan_every` seconds, more often as the deadline nears (`interval`), and once as soon
+as every lane has answered, it measures each lane (its rate per request times its
+concurrency, its dollars per completion token), asks `backends.plan` for the least-cost
+split of the tokens left by the deadline within what is left of `--max-cost`, and caps each
+priced lane at its planned tokens (free lanes are never capped: the plan fills them
+first). A plan that moves tokens is said in one line (`api lane down: 12M moved to batch`);
+one that cannot meet the deadline, or that the cap cannot pay, is said at once.
 
 The deadline and the cap can change while the run goes: the hosted engine's panel passes a
 new target in (`retarget`), a headless run's panel writes the control file into one of its
@@ -64,6 +64,16 @@ has run this many times as long as its first answer took (before, a first answer
 little of its pace)."""
 CHECK_S = 0.5
 """How often the first plan looks whether every lane has answered."""
+PLAN_SHARE = 10
+"""Nearer the deadline than `plan_every` times this, the plan is redone every this-th of the
+time left (`FleetPlanner.interval`). Why: a plan is as good as the rates it last measured,
+and a minute is nothing of a night but all of a 2-minute deadline; the default of 60 s
+re-planned a 60 s run once, from its first answers, where every later plan corrects the
+box's early rate and the margin as the taper's answers come in."""
+PLAN_MIN_S = 5.0
+"""The shortest interval between re-plans the deadline brings (`--plan-every` may set a
+shorter one): each plan walks every dataset's taper (15 to 36 ms a dataset at a cap of
+32,767) on the engine's loop."""
 TREND_WINDOW_S = 300.0
 """A lane's trend is the slope of its measured rates over the last this many seconds."""
 TREND_MIN_SPAN_S = 120.0
@@ -191,20 +201,28 @@ class FleetPlanner(RunPart):
             flying += batch.outstanding() * batch.planned(time.monotonic()).price
         return self.cost.total() + flying
 
-    def route(self, server: Server, tokens: int, lone: bool) -> Server:
+    def route(self, server: Server, tokens: int, lone: bool, likely: float | None = None) -> Server:
         """Where a request the dispatcher took a slot on `server` for goes, its answer of up
         to `tokens`: `server`, unless the plan has a deadline and either the request is
         its dataset's last, sent alone (`lone`) while the plan buys tokens to meet the
         deadline or lands past it on `server`, or less time is left to the deadline than
         a request takes on `server`. Then the lane that delivers it soonest, whose price
         for it stays under the cap (`soonest`): the slow free box must not hold the run's
-        last answer past the deadline (the rehearsal saw it land 0.37 s late)."""
+        last answer past the deadline (the rehearsal saw it land 0.37 s late).
+
+        `likely`: the answer's likely length (its dataset's mean answer), what its time on
+        each lane is weighed and said by; `tokens`, its cap, bounds its price. Why not the
+        cap for its time: at a server's context (32,767) a last answer of 300 tokens read
+        as 27 minutes on a box at 20 tok/s, so every one in the night's last half hour was
+        bought, and the log said `api (164.2 s), not box (1636.5 s)` of a 1.5 s answer. One
+        that does run long on the box is the deadline's watch's to move (overtime.py)."""
         made = self.current
         if self.deadline_at is None or made is None or made.status is PlanStatus.STALLED:
             return server
         left = self.deadline_at - time.monotonic()
+        length = tokens if likely is None else min(float(tokens), likely)
         if lone:
-            late = server.expected_s(tokens)
+            late = server.expected_s(length)
             hurry = made.cost > 0 or (late is not None and left < late)
         else:
             # An answer landing within the plan's margin is the tail's: the budget's taper
@@ -225,7 +243,7 @@ class FleetPlanner(RunPart):
         key = (lone, self.lane_name(server), self.lane_name(best))
         if key not in self._routed:
             self._routed.add(key)
-            took, takes = server.expected_s(tokens), best.expected_s(tokens)
+            took, takes = server.expected_s(length), best.expected_s(length)
             to_go = max(0.0, left)
             said = f"{to_go:.1f} s" if to_go < 60 else format_duration(to_go)
             self.reporter.event(
@@ -391,11 +409,12 @@ class FleetPlanner(RunPart):
                 server.allowance = math.inf
             else:
                 share = float(made.tokens[lane.name])
-                if lane.price > 0 and made.finish_s > self.config.plan_every:
+                every = self.interval(now)
+                if lane.price > 0 and made.finish_s > every:
                     # Bought at the pace of the plan, not at once: what this interval needs
                     # of it. A free lane misjudged early (its rate, from its first answers)
                     # is then corrected before a fast priced lane has spent the mistake.
-                    share *= self.config.plan_every / made.finish_s
+                    share *= every / made.finish_s
                 server.allowance = share + server.outstanding * server.mean_answer
         old, self.current = self.current, made
         self.view = self._view(made, now)
@@ -495,10 +514,18 @@ class FleetPlanner(RunPart):
         late = made.status in (PlanStatus.LATE, PlanStatus.SHORT, PlanStatus.STALLED)
         self.reporter.event("warning" if late else "info", line)
 
-    async def run(self) -> None:
-        """The first plan once every lane up has answered, then one every `plan_every`
-        seconds."""
+    def interval(self, now: float) -> float:
+        """The time to the next re-plan: `plan_every`, or with a deadline nearer than
+        PLAN_SHARE of those, a PLAN_SHARE-th of the time left (at least PLAN_MIN_S, or
+        `plan_every` if that is shorter)."""
         every = self.config.plan_every
+        if self.deadline_at is None:
+            return every
+        left = self.deadline_at - now
+        return min(every, max(PLAN_MIN_S, left / PLAN_SHARE))
+
+    async def run(self) -> None:
+        """The first plan once every lane up has answered, then one every `interval`."""
         while True:
             ready = all(
                 s.answers >= FIRST_PLAN_ANSWERS or s.down_until > time.monotonic()
@@ -512,7 +539,8 @@ class FleetPlanner(RunPart):
             self.replan()
             planned = time.monotonic()
             self.stalled.clear()
-            due = time.monotonic() + every
+            every = self.interval(planned)
+            due = planned + every
             while not self.stalled.is_set() and time.monotonic() < due:
                 try:
                     await within(self.stalled.wait(), min(CONTROL_POLL_S, every))

@@ -108,3 +108,23 @@ def test_without_a_deadline_nothing_is_rerouted(tmp_path: Path) -> None:
     box.outstanding += 1
     assert planner.route(box, 60, lone=True) is box
     assert not said
+
+
+def test_a_last_answer_is_weighed_and_said_at_its_likely_length_not_its_cap(
+    tmp_path: Path,
+) -> None:
+    """Capped at a server's context, a last answer of about 60 tokens is 1.2 s on the box,
+    not the 655 s its cap would take: it stays there with 5 s to go when the plan buys
+    nothing, and the line that moves it says its likely times."""
+    planner, box, api, said = fleet(tmp_path)
+    planner.current = plan([Lane("box", 200.0, 0.0, 1.0), Lane("api", 3_200.0, PRICE)], 500, 20.0)
+    assert planner.current.cost == 0 and planner.deadline_at is not None
+    planner.deadline_at = time.monotonic() + 5.0
+    box.outstanding += 1
+    assert planner.route(box, 32_767, lone=True, likely=60) is box
+    assert planner.route(box, 32_767, lone=True) is api  # by its cap: 655 s on the box
+    # A plan that buys tokens sends it to the API, and says the times of 60 tokens.
+    planner, box, api, said = fleet(tmp_path)
+    box.outstanding += 1
+    assert planner.route(box, 32_767, lone=True, likely=60) is api
+    assert len(said) == 1 and "goes to api (0.3 s), not box (1.2 s)" in said[0], said
