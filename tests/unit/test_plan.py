@@ -224,6 +224,23 @@ def test_a_slower_lane_is_named_with_its_rates() -> None:
     assert line.endswith("moved to api")
 
 
+def test_the_lane_whose_rate_moved_most_is_the_one_named() -> None:
+    # A box read low at first (246 tok/s) and then at its pace (760) takes tokens back from
+    # an API whose rate barely moved: the box is why, not the API's 0.3%.
+    api = Lane("api", rate=126_460.0, price=0.94e-6)
+    before = plan([Lane("box", rate=246.0), api], 400_000, deadline_s=50, max_cost=5)
+    api_now = Lane("api", rate=126_065.0, price=0.94e-6)
+    after = plan([Lane("box", rate=760.0), api_now], 400_000, deadline_s=50, max_cost=5)
+    line = explain(before, after)
+    assert line is not None and line.startswith("box faster (246 → 760 tok/s): "), line
+    assert line.endswith("moved to box"), line
+    # The box slowing by half as the API's rate rises 3%: the box is named.
+    before = plan([BOX, API], SEED_TOKENS, deadline_s=8 * 3600)
+    quicker = Lane("api", rate=API.rate * 1.03, price=API.price)
+    line = explain(before, plan([Lane("box", rate=600.0), quicker], SEED_TOKENS, 8 * 3600))
+    assert line is not None and line.startswith("box slower (1,200 → 600 tok/s): "), line
+
+
 def test_deadlines_as_a_time_of_day_or_a_duration() -> None:
     evening = datetime(2026, 12, 4, 23, 0)
     assert parse_deadline("07:30", evening) == 8.5 * 3600
