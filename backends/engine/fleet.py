@@ -266,21 +266,23 @@ class FleetPlanner(RunPart):
             if server.first_answered is not None and server.first_sent is not None:
                 fill = server.first_answered - server.first_sent
             settled = server.answers >= SETTLED_ANSWERS and running_s > SETTLED_ANSWERS * fill > 0
-            streamed = server.streamed()
-            if price == 0 and settled and streamed:
+            flying = server.made_in_flight(now)
+            if price == 0 and settled and flying is not None:
                 # A free lane is never held back: what it made since its first request is
                 # its rate (round trips and idle slots included, unlike per request): its
-                # answers and what its requests in flight have streamed. Its answers alone
-                # lag its work by the requests in flight, and by more than the first
-                # answer's time when lengths have a long tail (the short answers land
-                # first): a box of 8 slots at 50 tok/s each, answers of a mean of 300 with
-                # a cv of 0.95, was planned at 94 tok/s 6 s in, and sat idle.
-                rate = (server.tokens + streamed) / running_s
+                # answers and what its requests in flight have made (`made_in_flight`:
+                # streamed, or read from their age). Its answers alone lag its work by the
+                # requests in flight, and by more than the first answer's time when lengths
+                # have a long tail (the short answers land first): a box of 8 slots at 50
+                # tok/s each, answers of a mean of 300 with a cv of 0.95, was planned at 94
+                # tok/s 6 s in, and sat idle; one of 8 at 100 tok/s (mean 600) at 245 tok/s
+                # 6 s in from a client that does not stream, where it made about 770.
+                rate = (server.tokens + flying) / running_s
             elif price == 0 and settled:
-                # From a client that does not stream, what it delivered, less the pipe's
-                # filling: until its first answer, not its mean request time, which
-                # requests queued at the server stretch (a box of 8 slots sent 64 was
-                # planned at 2.7x its pace a minute in, 1.4x after five).
+                # No latency line yet: what it delivered, less the pipe's filling: until
+                # its first answer, not its mean request time, which requests queued at
+                # the server stretch (a box of 8 slots sent 64 was planned at 2.7x its
+                # pace a minute in, 1.4x after five).
                 rate = server.tokens / (running_s - fill)
             elif price == 0 and server.capacity and server.first_tokens and fill > 0:
                 # A free lane not settled yet, whose server says how many it runs at once:

@@ -149,6 +149,32 @@ class Server:
         does not stream: their work shows only as their answers land)."""
         return sum(entry.produced for entry in self.flying.values())
 
+    def made_in_flight(self, now: float) -> float | None:
+        """What its requests in flight have made so far: each one's streamed count, or from
+        a client that does not stream (SGLang's native default) its time past its latency
+        line's start at the line's seconds per token, up to its cap, and only for the
+        oldest `capacity` of them (the rest wait for a slot at the server). Before the line
+        has its points, at its answers' request-seconds per token from their sending, if
+        none waits for a slot (a queue's wait would count as work). None: nothing to read
+        an age by, and nothing streamed."""
+        fitted = self.line.fitted()
+        unqueued = self.capacity is not None and 0 < len(self.flying) <= self.capacity
+        if fitted is None and unqueued and self.tokens > 0 and self.request_s > 0:
+            fitted = (0.0, self.request_s / self.tokens)
+        if fitted is None:
+            streamed = self.streamed()
+            return float(streamed) if streamed else None
+        start_s, per_token_s = fitted
+        made = 0.0
+        oldest = sorted(self.flying.values(), key=lambda entry: entry.started)
+        for running, entry in enumerate(oldest):
+            if entry.produced:
+                made += entry.produced
+            elif self.capacity is None or running < self.capacity:
+                ran = (now - entry.started - start_s) / per_token_s
+                made += min(float(entry.max_new_tokens), max(0.0, ran))
+        return made
+
     @property
     def mean_answer(self) -> float:
         return self.tokens / self.answers if self.answers else 0.0

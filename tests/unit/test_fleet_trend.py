@@ -125,3 +125,67 @@ def test_a_free_lanes_rate_counts_what_its_requests_in_flight_have_streamed(
         box.flying[f"rid{index}"] = InFlight(now - 3.0, 4_000, produced=streamed)
     (lane,) = planner.measured()
     assert lane.rate == pytest.approx((243 + 888) / 3.0, rel=1e-2)  # 377, the box's pace
+
+
+def test_a_free_lanes_requests_in_flight_are_read_by_their_age_when_it_does_not_stream(
+    tmp_path: Path,
+) -> None:
+    # A box of 8 slots at 100 tok/s each (800 tok/s), answers of a mean of 600 with a long
+    # tail, from a client that does not stream (SGLang's native default): 6 s in, 10 short
+    # answers are back (1,400 tokens) and the long ones run. What it delivered said 259
+    # tok/s (the plan moved 24k of its share to the API); each request's age past the box's
+    # latency line (0.1 s + 10 ms a token) says what it has made.
+    from gen_tui.backends.budget.lengths import InFlight
+
+    planner, box = lone_box(tmp_path)
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 6.0, now - 5.4
+    for tokens in (50, 80, 120, 150, 200, 250, 300, 100, 90, 60):
+        box.answered(tokens, 0.1 + tokens / 100, 0.0)
+    ages = (1.0, 2.0, 3.0, 4.0, 5.0, 5.5, 5.9, 6.0)
+    for index, age in enumerate(ages):
+        box.flying[f"run{index}"] = InFlight(now - age, 32_767)
+    made = sum(age - 0.1 for age in ages) * 100  # 3,160
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx((1_400 + made) / 6.0, rel=1e-2)  # 760, not 259
+    # Four more sent past its 8 slots wait at the server: they made nothing yet.
+    for index in range(4):
+        box.flying[f"queued{index}"] = InFlight(now - 0.5, 32_767)
+    box.capacity = 8
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx((1_400 + made) / 6.0, rel=1e-2)
+    # One cut at 100 tokens has made at most those; a streamed count is taken as it is.
+    box.flying["run7"] = InFlight(now - 6.0, 100)
+    box.flying["run6"] = InFlight(now - 5.9, 32_767, produced=400)
+    made = sum(age - 0.1 for age in ages[:6]) * 100 + 100 + 400
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx((1_400 + made) / 6.0, rel=1e-2)
+
+
+def test_before_its_latency_line_a_free_lanes_requests_are_read_at_its_answers_pace(
+    tmp_path: Path,
+) -> None:
+    # The same box 4 s in: 5 answers back (too few for a line), 8 running on its 8 slots.
+    # Their ages at its answers' pace (request-seconds per token, 10.4 ms) say what they
+    # made; what it delivered less its first answer's time said about 259 tok/s.
+    from gen_tui.backends.budget.lengths import InFlight
+
+    planner, box = lone_box(tmp_path)
+    now = time.monotonic()
+    box.first_sent, box.first_answered = now - 4.0, now - 3.4
+    for tokens in (50, 80, 120, 60, 90):
+        box.answered(tokens, 0.1 + tokens / 100, 0.0)
+    assert box.line.fitted() is None
+    pace = box.request_s / box.tokens
+    ages = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.0)
+    for index, age in enumerate(ages):
+        box.flying[f"run{index}"] = InFlight(now - age, 32_767)
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(400 / 3.4, rel=1e-2)  # it does not say its slots
+    box.capacity = 8
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx((400 + sum(ages) / pace) / 4.0, rel=1e-2)  # 724
+    # With more sent than its slots, a request's age counts its wait too: as before.
+    box.flying["queued"] = InFlight(now - 0.2, 32_767)
+    (lane,) = planner.measured()
+    assert lane.rate == pytest.approx(400 / 3.4, rel=1e-2)
