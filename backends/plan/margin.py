@@ -43,15 +43,19 @@ class RequestTimes:
 
 
 def finish_margin(
-    lanes: Sequence[RequestTimes], rounds: float, soonest: RequestTimes | None
+    lanes: Sequence[RequestTimes],
+    rounds: float,
+    soonest: RequestTimes | None,
+    z: float = MARGIN_Z,
 ) -> float:
     """Seconds the plan keeps before the deadline: the widest tail of `lanes` past their mean
     answer (which their capacity waits already), or `rounds` answers of the `soonest` lane
     one after another (the taper), whichever is longer: the slow lane's last answers are
     among those the taper's rounds wait on (the budget counts them in flight), so the two
-    overlap rather than add."""
-    last = max((lane.tail_s() - lane.mean_s for lane in lanes), default=0.0)
+    overlap rather than add. `z`: the deviations kept above the means (0: the likely
+    tail, what a plan late only by the margin's caution is judged by)."""
+    last = max((lane.tail_s(z) - lane.mean_s for lane in lanes), default=0.0)
     if soonest is None or rounds <= 0:
         return last
-    taper = rounds * soonest.mean_s + MARGIN_Z * math.sqrt(rounds) * soonest.sd_s
+    taper = rounds * soonest.mean_s + z * math.sqrt(rounds) * soonest.sd_s
     return max(last, taper)

@@ -15,7 +15,7 @@ from gen_tui.backends.budget.lengths import InFlight
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine.dataset import DatasetRun
 from gen_tui.backends.engine.fleet import FleetPlanner, request_times
-from gen_tui.backends.plan import RequestTimes, finish_margin
+from gen_tui.backends.plan import PlanStatus, RequestTimes, finish_margin
 from gen_tui.backends.plan.margin import MARGIN_Z
 from tests.support.fleet_planner import API_S, BOX_S, measured_planner
 
@@ -91,6 +91,32 @@ def test_the_plan_finishes_its_bulk_the_margin_before_the_deadline(tmp_path: Pat
     left = planner.deadline_at - time.monotonic()
     assert made.finish_s <= left - planner.margin_s + 1e-3
     assert not math.isinf(made.finish_s)
+
+
+def test_a_plan_late_only_by_the_margins_caution_is_planned_to_the_likely_tail_unsaid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The last seconds: 20 taper rounds on the API are 5 s at its mean, 5.6 s with their
+    # deviations, and 5.4 s are left. Against the cautious margin nothing is left to plan
+    # in (it said `no lane mix meets the deadline: the best finish is 0s late`, in the
+    # warning's colour, of a run that ended 5 s early); against the likely tail the API
+    # makes the last 100 tokens in time.
+    planner, _ = fleet(tmp_path, 19_900)
+    said: list[str] = []
+    monkeypatch.setattr(planner, "taper_rounds", lambda: 20.0)
+    monkeypatch.setattr(planner, "_say", lambda line, made: said.append(line))
+    assert planner.replan() is not None
+    assert planner.deadline_at is not None
+    planner.deadline_at = time.monotonic() + 5.4
+    made = planner.replan()
+    assert made is not None and made.status is PlanStatus.MEETS, made
+    assert planner.margin_s > 5.4 and made.tokens["api"] == made.remaining > 0, made
+    assert not [line for line in said if "meets the deadline" in line], said
+    # Late even at the likely tail (4.5 s left): said, as before.
+    planner.deadline_at = time.monotonic() + 4.5
+    made = planner.replan()
+    assert made is not None and made.status is PlanStatus.LATE, made
+    assert "no lane mix meets the deadline" in said[-1], said
 
 
 def test_a_request_landing_within_the_margin_goes_to_the_soonest_lane(tmp_path: Path) -> None:
