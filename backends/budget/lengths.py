@@ -504,6 +504,10 @@ class InFlight:
     line: LatencyLine | None = None
     """Its lane's latency line, in a fleet (`LatencyLine`): what its age says of how far it
     has run (None: the dataset's answers say)."""
+    expect: float = 0.0
+    """The length it is expected at, where that is known better than its lane's mean: an
+    answer the deadline's watch moved to a priced lane (engine/overtime.py), whose cost the
+    spend cap counts at that until it lands (engine/fleet.py `committed`)."""
     crossing: bool = False
     """Sent alone with its `max_new_tokens` cut to the room left plus one mean answer
     (budget/crossing.py): the dataset's last until it is back (`rules.may_dispatch`)."""

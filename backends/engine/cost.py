@@ -14,11 +14,14 @@ from gen_tui.backends.progress.snapshot import DatasetState
 
 
 class CostMeter:
-    """Prices answers and checks the run's spend against `config.max_cost`."""
+    """Prices answers and checks the run's spend against its cap, `max_cost`."""
 
     def __init__(self, config: EngineConfig, datasets: list[DatasetRun]) -> None:
         self.config = config
         self.datasets = datasets
+        self.max_cost = config.max_cost
+        """The spend cap now: `--max-cost`, or as the panel or a control file set it while
+        a planned run goes (backends/engine/fleet.py `retarget`)."""
         self.lane_prices = {lane.url: lane.price_per_million for lane in config.fleet}
         """Each lane's own price (a free lane's is zero): a mixed fleet prices per server."""
 
@@ -38,7 +41,7 @@ class CostMeter:
 
     def exhausted(self, inflight: int) -> bool:
         """Whether `max_cost` leaves no room for one more request at the current mean cost."""
-        limit = self.config.max_cost
+        limit = self.max_cost
         if limit is None:
             return False
         spent = self.total()
@@ -69,5 +72,5 @@ class CostMeter:
         for ds in self.datasets:
             if not ds.state.finished:
                 ds.state = DatasetState.DONE
-                ds.message = f"cost budget reached: ${spent:.2f} of ${self.config.max_cost:g}"
+                ds.message = f"cost budget reached: ${spent:.2f} of ${self.max_cost:g}"
         reporter.event("budget", f"cost budget reached: ${spent:.2f} spent")

@@ -55,7 +55,10 @@ class OvertimeWatch(RunPart):
         """One look: the answers moved."""
         planner = self.planner
         current = planner.current
-        if planner.deadline_at is None or current is None or current.status is PlanStatus.STALLED:
+        if planner.deadline_at is None or current is None or current.status is not PlanStatus.MEETS:
+            # A plan that misses the deadline spends the cap on the earliest finish it buys:
+            # moving the box's answers keeps no deadline, and drops the box's work. (A cap
+            # of $0.02 under a 30 s deadline moved 86 answers, 42 of them after it passed.)
             return 0
         if self.signals.stopping:
             return 0
@@ -88,6 +91,7 @@ class OvertimeWatch(RunPart):
                 to = soonest(servers, server, length, planner.room(), planner.price, to_go)
                 if to is server or not self.runner.move_request(rid, to):
                     continue
+                entry.expect = length  # what the cap counts it at there until it lands
                 moved += 1
                 self._say(server, to, now, (to_go, length), to.expected_s(length) or 0.0)
         return moved

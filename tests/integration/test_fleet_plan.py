@@ -8,6 +8,7 @@ Short deadlines and small budgets: seconds, not hours."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -176,3 +177,30 @@ def test_the_api_out_of_credits_halfway_gives_its_tokens_to_the_box_and_says_so(
     assert "dispatch paused" not in out, out  # the box went on: the run never paused
     assert sum(r["cost"] for r in made) <= 0.5
     assert any(r["lane"] == "api" for r in made) and any(r["lane"] == "box" for r in made)
+
+
+def test_a_cap_that_cannot_pay_for_the_deadline_is_spent_and_the_box_finishes_the_rest(
+    tmp_path: Path, tokenizer_dir: Path, vocab_size: int
+) -> None:
+    """Meeting 10 s would cost about $0.06 of API tokens and the cap is $0.02: the first plan
+    says so at once with the best finish the cap allows, the API spends the cap and no
+    more, and the run goes on on the free box to its budget. It ended at the cap, its
+    budget unfinished ("cost budget reached"), the box idle."""
+    budget, cap = 8_000, 0.02
+    with sim(vocab_size, *BOX) as (box, _), sim(vocab_size, *API, "--cost", "0,10") as (api, _):
+        run = start_run(tmp_path, tokenizer_dir, box, api, budget, "10s", f"{cap}")
+        out, _ = run.communicate(timeout=150)
+    assert run.returncode == 0, out
+    first = next(line for line in out.splitlines() if ": plan: " in line)
+    assert "warning: plan: " in first, out
+    # (The cap's dollars left: less the probe's answer, spent or in flight.)
+    assert re.search(r"over the \$0\.0(19|20) cap: the best finish is \d+s late, in ", first)
+    assert "cost budget reached" not in out, out
+    made = records(tmp_path)
+    assert len({r["sample_id"] for r in made}) == len(made)
+    tokens = sum(r["completion_tokens"] for r in made)
+    assert budget <= tokens <= budget + MAX_NEW, out
+    spent = sum(r["cost"] for r in made)
+    assert spent <= cap, (spent, out)
+    box_tokens = sum(r["completion_tokens"] for r in made if r["lane"] == "box")
+    assert box_tokens >= budget - cap / PRICE, box_tokens  # the box made all the cap leaves
