@@ -46,3 +46,17 @@ def measured_planner(
         server.first_sent = time.monotonic() - 10
     runner.servers[-1].cost = 5_000 * 10e-6 if len(runner.servers) > 1 else 0.0
     return FleetPlanner(run, runner, CostMeter(config, [])), ds, run
+
+
+def replan_times(planner: FleetPlanner) -> list[float]:
+    """A list that gets the time of each of `planner`'s re-plans from now on (its `run`
+    loop's, for the cadence's tests)."""
+    planned: list[float] = []
+    replan = planner.replan
+
+    def counted() -> object:
+        planned.append(time.monotonic())
+        return replan()
+
+    planner.replan = counted  # type: ignore[method-assign,assignment]
+    return planned

@@ -13,7 +13,7 @@ import pytest
 
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import fleet
-from tests.support.fleet_planner import measured_planner
+from tests.support.fleet_planner import measured_planner, replan_times
 
 CHECK_S = 1.0
 
@@ -30,14 +30,7 @@ def test_a_stall_long_after_the_last_plan_is_replanned_at_once(
         plan_every=60.0,
     )
     planner, _ds, _run = measured_planner(config, tmp_path / "A", 5_000)
-    planned: list[float] = []
-    replan = planner.replan
-
-    def counted() -> object:
-        planned.append(time.monotonic())
-        return replan()
-
-    planner.replan = counted  # type: ignore[method-assign]
+    planned = replan_times(planner)
 
     async def until(count: int) -> float:
         while len(planned) < count:

@@ -14,7 +14,7 @@ import pytest
 
 from gen_tui.backends.config.run import DatasetSpec, EngineConfig
 from gen_tui.backends.engine import fleet
-from tests.support.fleet_planner import measured_planner
+from tests.support.fleet_planner import measured_planner, replan_times
 
 
 def config(tmp_path: Path, deadline: str | None, plan_every: float = 60.0) -> EngineConfig:
@@ -48,14 +48,7 @@ def test_a_short_deadline_is_replanned_many_times_at_the_default(
 ) -> None:
     monkeypatch.setattr(fleet, "PLAN_MIN_S", 0.2)
     planner, _, _ = measured_planner(config(tmp_path, "4s"), tmp_path / "A", 0)
-    planned: list[float] = []
-    replan = planner.replan
-
-    def counted() -> object:
-        planned.append(time.monotonic())
-        return replan()
-
-    planner.replan = counted  # type: ignore[method-assign]
+    planned = replan_times(planner)
 
     async def go() -> None:
         task = asyncio.create_task(planner.run())
