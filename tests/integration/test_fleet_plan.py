@@ -194,7 +194,7 @@ def test_a_cap_that_cannot_pay_for_the_deadline_is_spent_and_the_box_finishes_th
     first = next(line for line in out.splitlines() if ": plan: " in line)
     assert "warning: plan: " in first, out
     # (The cap's dollars left: less the probe's answer, spent or in flight.)
-    assert re.search(r"over the \$0\.0(19|20) cap: the best finish is \d+s late, in ", first)
+    assert re.search(r"over the \$0\.0(19|20) cap: the best finish is \w+ late, in ", first)
     assert "cost budget reached" not in out, out
     made = records(tmp_path)
     assert len({r["sample_id"] for r in made}) == len(made)
