@@ -52,6 +52,7 @@ from gen_tui.backends.plan.control import (
     PlanTarget,
     read_target,
 )
+from gen_tui.backends.plan.margin import MARGIN_Z
 from gen_tui.backends.progress.plan_view import LanePlan, PlanView, wall_time
 from gen_tui.backends.store.conversations import Turns
 
@@ -202,6 +203,21 @@ class FleetPlanner(RunPart):
         spent, as the plan says (`meeting the deadline costs $78.00, over the $60.00 cap:
         the best finish is 4h30m late`), and the cap stops the priced lanes alone."""
         return any(self.price(server) == 0 for server in self.runner.servers)
+
+    def cap_reserve(self) -> float:
+        """Dollars the plan keeps in hand under the cap: for each priced lane, one mean
+        answer (it sends while its share has any room left) and MARGIN_Z deviations of
+        the sum of a full width of answers past their mean (in flight as the cap runs out,
+        each is counted at its lane's mean). A $0.02 cap spent to $0.02001-$0.02045 in
+        three runs with neither, to $0.0197 with the first alone."""
+        reserve = 0.0
+        for server in self.runner.servers:
+            price = self.price(server)
+            if price > 0:
+                width = server.limit or self.config.max_concurrency
+                spread = MARGIN_Z * math.sqrt(width) * server.answer_spread
+                reserve += price * (server.mean_answer + spread)
+        return reserve
 
     def room(self) -> float:
         """Dollars the cap still allows beyond what is spent and in flight (inf: no cap)."""
@@ -422,11 +438,9 @@ class FleetPlanner(RunPart):
         cap = None
         if self.max_cost is not None:
             # What the tokens beyond those in flight may cost (`remaining`): the answers in
-            # flight are paid from the cap too, and a priced lane sends while its share has
-            # room left, so its last answer may pass it by up to one of its mean answers
-            # (a $0.02 cap spent to $0.02001-$0.02045 in three runs before this reserve).
-            reserve = sum(self.price(s) * s.mean_answer for s in self.runner.servers)
-            cap = max(0.0, self.max_cost - self.committed() - reserve)
+            # flight are paid from the cap too, at their mean (`committed`), less a reserve
+            # for what they may run past it (`cap_reserve`).
+            cap = max(0.0, self.max_cost - self.committed() - self.cap_reserve())
         made = plan(lanes, remaining, deadline, cap)
         if made.status is PlanStatus.LATE and self.deadline_at is not None:
             # Late only by the margin's caution (its deviations above the mean request

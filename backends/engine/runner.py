@@ -102,6 +102,9 @@ class Server:
         its rate per request and its price per token, as the planner measures them."""
         self.request_s2 = 0.0
         """The sum of its request times' squares: their spread, for the plan's margin."""
+        self.tokens2 = 0
+        """The sum of its answers' lengths' squares: their spread, for the spend cap's
+        reserve (what its answers in flight may add past their mean)."""
         self.line = LatencyLine()
         """Its answers' latency against their length: in a fleet, what the budget reads a
         request's progress from by its age (budget/lengths.py `LatencyLine`)."""
@@ -128,6 +131,7 @@ class Server:
         self.allowance -= tokens
         self.request_s += took_s
         self.request_s2 += took_s * took_s
+        self.tokens2 += tokens * tokens
         self.line.add(tokens, took_s)
         self.cost += cost
 
@@ -178,6 +182,14 @@ class Server:
     @property
     def mean_answer(self) -> float:
         return self.tokens / self.answers if self.answers else 0.0
+
+    @property
+    def answer_spread(self) -> float:
+        """The standard deviation of its answers' lengths (0 before two)."""
+        if self.answers < 2:
+            return 0.0
+        mean = self.mean_answer
+        return math.sqrt(max(0.0, self.tokens2 / self.answers - mean * mean))
 
     def has_room(self) -> bool:
         """Whether one more request may go here now (up, under its limit and share)."""

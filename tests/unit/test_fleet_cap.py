@@ -60,3 +60,18 @@ def test_a_cap_the_panel_sets_is_the_cost_meters_and_ends_a_run_without_a_free_l
     only_api = config(tmp_path, ["api=http://api:1,api=openai,concurrency=16,price=0/10"])
     priced, _, _ = measured_planner(only_api, tmp_path / "B", 0)
     assert not priced.has_free_lane()
+
+
+def test_the_plan_keeps_a_mean_answer_and_the_spread_of_a_full_width_in_hand(
+    tmp_path: Path,
+) -> None:
+    # The API: 16 wide, answers of a mean of 50 with a deviation of 15. It sends while its
+    # share has any room (up to one answer past it), and its last 16 answers in flight,
+    # each counted at 50, may run 2 x 4 x 15 tokens past that together.
+    planner, _, _ = measured_planner(config(tmp_path, [BOX, API]), tmp_path / "A", 0)
+    _, api = planner.runner.servers
+    api.tokens2 = 100 * (50 * 50 + 15 * 15)
+    assert api.answer_spread == pytest.approx(15)
+    assert planner.cap_reserve() == pytest.approx((50 + 2 * 4 * 15) * PRICE)
+    made = planner.replan()
+    assert made is not None and made.max_cost == pytest.approx(1.0 - planner.cap_reserve())
