@@ -426,6 +426,7 @@ class Engine:
         ds.state = DatasetState.ACTIVE
         cap = self._request_cap(prompt, ids)
         cut = cap if self.config.turns is Turns.ALL else self._crossing_cap(ds, cap)
+        taken = server
         if server is not None and self.planner is not None and self.config.turns is not Turns.ALL:
             # Its dataset's last answer, sent alone (nothing else of it out, and the room
             # left within its cap), or any request near the deadline: the lane that delivers
@@ -434,6 +435,10 @@ class Engine:
             lone = not ds.inflight and room is not None and room <= cap
             server = self.planner.route(server, cut, lone, ds.model.known_mean())
         entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
+        if server is not taken:
+            # Let onto a priced lane by the route at its cap, under the spend cap: counted
+            # against it so until it lands (`FleetPlanner.committed`), not at the lane's mean.
+            entry.expect = float(cut)
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn
             # Its turns to come count from now, not once its task first runs: conversations

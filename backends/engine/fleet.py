@@ -220,8 +220,12 @@ class FleetPlanner(RunPart):
         return reserve
 
     def room(self) -> float:
-        """Dollars the cap still allows beyond what is spent and in flight (inf: no cap)."""
-        return math.inf if self.max_cost is None else self.max_cost - self.committed()
+        """Dollars the cap still allows beyond what is spent and in flight, and the plan's
+        reserve (`cap_reserve`), for the plan and for what the route and the watch send
+        outside its shares (inf: no cap)."""
+        if self.max_cost is None:
+            return math.inf
+        return self.max_cost - self.committed() - self.cap_reserve()
 
     def committed(self) -> float:
         """Dollars spent, and expected for the answers in flight: each at its lane's mean
@@ -440,7 +444,7 @@ class FleetPlanner(RunPart):
             # What the tokens beyond those in flight may cost (`remaining`): the answers in
             # flight are paid from the cap too, at their mean (`committed`), less a reserve
             # for what they may run past it (`cap_reserve`).
-            cap = max(0.0, self.max_cost - self.committed() - self.cap_reserve())
+            cap = max(0.0, self.room())
         made = plan(lanes, remaining, deadline, cap)
         if made.status is PlanStatus.LATE and self.deadline_at is not None:
             # Late only by the margin's caution (its deviations above the mean request

@@ -96,7 +96,8 @@ async def test_the_plan_line_and_t_change_a_hosted_runs_deadline_live(
         dashboard = app.screen
         line = line_of(app)
         assert not line.display  # no plan yet: nothing under the header
-        await wait_until(lambda: line.display, pause=pilot.pause, timeout=60)
+        # Shown and laid out (under load a layout pass can come after the display flips).
+        await wait_until(lambda: line.display and line.region, pause=pilot.pause, timeout=60)
         text = drawn(line)
         assert text.startswith("plan box "), text
         assert " · finish " in text and "of $0.500 · deadline " in text, text

@@ -73,5 +73,7 @@ def test_the_plan_keeps_a_mean_answer_and_the_spread_of_a_full_width_in_hand(
     api.tokens2 = 100 * (50 * 50 + 15 * 15)
     assert api.answer_spread == pytest.approx(15)
     assert planner.cap_reserve() == pytest.approx((50 + 2 * 4 * 15) * PRICE)
+    # What the route and the watch may send outside the plan's shares keeps it too.
+    assert planner.room() == pytest.approx(1.0 - planner.cap_reserve())
     made = planner.replan()
     assert made is not None and made.max_cost == pytest.approx(1.0 - planner.cap_reserve())

@@ -82,7 +82,9 @@ def test_the_cap_the_lanes_limit_and_a_plan_that_buys_nothing_keep_the_box(
     # mean) counts against it as if spent.
     planner, box, api, _ = fleet(tmp_path, max_cost=1.0)
     api.outstanding = 1
-    planner.max_cost = 100 * PRICE  # room for 50 more tokens, not 60
+    # Room for 50 more tokens, not 60, past the one in flight (50) and the plan's reserve
+    # (the API's mean answer, 50: its answers here have no spread).
+    planner.max_cost = 150 * PRICE
     box.outstanding += 1
     assert planner.route(box, 60, lone=True) is box
     assert planner.route(box, 50, lone=True) is api
