@@ -241,6 +241,13 @@ class CensoredLengths:
         return estimate
 
 
+def tokens_by(fit: tuple[float, float], age_s: float) -> float:
+    """The tokens a request out for `age_s` seconds has made by a fitted latency line
+    (`LatencyLine.fitted`: fixed seconds, seconds per token): none within its fixed part."""
+    fixed, per_token = fit
+    return max(0.0, (age_s - fixed) / per_token)
+
+
 class LatencyLine:
     """A least-squares fit of an answer's latency against its length: latency = a + b·length,
     a fixed part (queueing, prefill, client) and a per-token part. Fitting both is what lets
@@ -458,12 +465,12 @@ class SurvivalModel(LengthWindow):
                 if id(lane) not in fits:
                     fits[id(lane)] = lane.fitted()
                 line = fits[id(lane)]
-                if line is not None and age_s > line[0]:
-                    best = max(best, (age_s - line[0]) / line[1])
+                if line is not None:
+                    best = max(best, tokens_by(line, age_s))
                 result.append(min(best, cap))
                 continue
-            if own is not None and age_s > own[0]:
-                best = max(best, (age_s - own[0]) / own[1])
+            if own is not None:
+                best = max(best, tokens_by(own, age_s))
             if pace:
                 step = bisect.bisect_right(pace, (age_s, top))
                 if step:

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from gen_tui.backends.budget import precise
 from gen_tui.backends.budget.expected import ExpectedLengths
-from gen_tui.backends.budget.lengths import InFlight, LengthWindow, SurvivalModel
+from gen_tui.backends.budget.lengths import InFlight, LengthWindow, SurvivalModel, tokens_by
 
 
 class BudgetMode(StrEnum):
@@ -94,8 +94,7 @@ class LengthModel(LengthWindow):
         index = 0
         line = self.latency_line()
         if line is not None and age_s > 0:
-            fixed, per_token = line
-            done = (age_s - fixed) / per_token
+            done = tokens_by(line, age_s)
             if done > 0:
                 index = bisect.bisect_right(self._sorted, done)
                 if index == len(self._sorted):

@@ -436,8 +436,9 @@ class Engine:
             server = self.planner.route(server, cut, lone, ds.model.known_mean())
         entry = InFlight(time.monotonic(), cut, crossing=cut < cap)  # a turn keeps its cap
         if server is not taken:
-            # Let onto a priced lane by the route at its cap, under the spend cap: counted
-            # against it so until it lands (`FleetPlanner.committed`), not at the lane's mean.
+            # Moved by the route, which let it onto its lane at its cap under the spend cap:
+            # counted so until it lands (`FleetPlanner.committed`, a priced lane's), not at
+            # the lane's mean.
             entry.expect = float(cut)
         ds.inflight.append(entry)
         if self.config.turns is Turns.ALL:  # a whole conversation, turn by turn

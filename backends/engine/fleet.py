@@ -465,13 +465,13 @@ class FleetPlanner(RunPart):
             if self.deadline_at is not None:
                 batch.land_by = self.deadline_at - self.margin_s
             lanes = lanes[: len(self.runner.servers)]
+        every = self.interval(now)
         for server, lane in zip(self.runner.servers, lanes, strict=True):
             server.probe_left = None
             if made.status is PlanStatus.STALLED:
                 server.allowance = math.inf
             else:
                 share = float(made.tokens[lane.name])
-                every = self.interval(now)
                 if lane.price > 0 and made.finish_s > every:
                     # Bought at the pace of the plan, not at once: what this interval needs
                     # of it. A free lane misjudged early (its rate, from its first answers)

@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections import Counter
 
-from gen_tui.backends.budget.lengths import SurvivalModel
+from gen_tui.backends.budget.lengths import SurvivalModel, tokens_by
 from gen_tui.backends.budget.precise import read_inflight
 from gen_tui.backends.engine.context import RunContext, RunPart
 from gen_tui.backends.engine.fleet import CHECK_S, FleetPlanner, soonest
@@ -119,8 +119,7 @@ class OvertimeWatch(RunPart):
         """(tokens made, expected length) of an answer running `age` seconds on `server`
         where its dataset has no survival estimate (`--budget-mode strict`): its progress
         by the lane's line, and past the lane's mean answer about as long again."""
-        start_s, per_token_s = line
-        made = max(float(streamed), (age - start_s) / per_token_s)
+        made = max(float(streamed), tokens_by(line, age))
         return made, max(made, min(float(cap), max(server.mean_answer, 2.0 * made)))
 
     def _say(

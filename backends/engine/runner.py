@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gen_tui.backends.alerts import AlertEvent
-from gen_tui.backends.budget.lengths import InFlight, LatencyLine
+from gen_tui.backends.budget.lengths import InFlight, LatencyLine, tokens_by
 from gen_tui.backends.clients.base import InferenceClient, Request
 from gen_tui.backends.clients.results import Generation, RequestFailed
 from gen_tui.backends.config.run import EngineError, queued_concurrency
@@ -168,15 +168,14 @@ class Server:
         if fitted is None:
             streamed = self.streamed()
             return float(streamed) if streamed else None
-        start_s, per_token_s = fitted
         made = 0.0
         oldest = sorted(self.flying.values(), key=lambda entry: entry.started)
         for running, entry in enumerate(oldest):
             if entry.produced:
                 made += entry.produced
             elif self.capacity is None or running < self.capacity:
-                ran = (now - entry.started - start_s) / per_token_s
-                made += min(float(entry.max_new_tokens), max(0.0, ran))
+                ran = tokens_by(fitted, now - entry.started)
+                made += min(float(entry.max_new_tokens), ran)
         return made
 
     @property
